@@ -1,0 +1,11 @@
+"""User-facing errors.
+
+Every mistake a user can make (a bad file, an unknown layer name, an inconsistent FD-CSR
+structure, a parameter out of range) raises :class:`FdpuError` with a message that names the
+input, says what is wrong and what is allowed.  The CLI prints such errors on one line and
+exits with status 2, without a traceback; anything else is a bug and keeps its traceback.
+"""
+
+
+class FdpuError(ValueError):
+    """Raise for bad user input; the message names the input, the fault and what is allowed."""
