@@ -1,0 +1,197 @@
+"""The registry of named hardware tops: what ``fdpu verilog``, ``fdpu lint`` and the cocotb
+harness can build by name.
+
+Each entry names a factory (``"module:Class"``, imported only when that top is built, so the
+CLI starts fast and one broken block does not break the others), its parameters with types,
+defaults and documentation. A new block registers itself by adding one :class:`Top` to
+:data:`TOPS`::
+
+    Top("router", "hw.router:Router", "One mesh router.", (
+        Param("width", int, 64, "flit width in bits"),
+    )),
+
+Parameter values given as text (``--param width=16``) are parsed by :func:`parse_params`;
+every mistake raises :class:`sw.errors.FdpuError` naming the top, the parameter and what is
+allowed.
+"""
+
+import importlib
+from dataclasses import dataclass
+
+from sw.errors import FdpuError
+
+__all__ = ["Param", "Top", "TOPS", "get_top", "parse_params", "build"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a top.
+
+    Attributes
+    ----------
+    name : str
+        Keyword argument of the factory.
+    type : type
+        ``int``, ``bool`` or ``str``: how the text of ``--param name=value`` is parsed.
+    default : object
+        Value used when the parameter is not given.
+    doc : str
+        One line for ``--help`` and error messages.
+    """
+    name: str
+    type: type
+    default: object
+    doc: str
+
+    def parse(self, text):
+        """Return ``text`` converted to this parameter's type, or raise ``ValueError``."""
+        if self.type is bool:
+            lowered = text.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected a boolean (true/false, 1/0)")
+        if self.type is int:
+            try:
+                return int(text, 0)
+            except ValueError:
+                raise ValueError("expected an integer (decimal, or 0x.. / 0b.. prefixed)")
+        return self.type(text)
+
+
+@dataclass(frozen=True)
+class Top:
+    """A buildable hardware top.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, also the Verilog module name of the generated top.
+    factory : str
+        ``"package.module:Callable"`` returning a ``wiring.Component`` from keyword arguments.
+    doc : str
+        One line describing the block.
+    params : tuple of Param
+        The factory's parameters, in the order ``--help`` shows them.
+    """
+    name: str
+    factory: str
+    doc: str
+    params: tuple = ()
+
+    @property
+    def defaults(self):
+        """Map each parameter name to its default value."""
+        return {param.name: param.default for param in self.params}
+
+    def describe_params(self):
+        """Return ``"width (int, default 8): payload width in bits; ..."`` for messages."""
+        if not self.params:
+            return "none"
+        return "; ".join(f"{p.name} ({p.type.__name__}, default {p.default!r}): {p.doc}"
+                         for p in self.params)
+
+
+#: Every top, by name. Add one entry per block.
+TOPS = {top.name: top for top in (
+    Top("fifo", "hw.fifo:StreamFIFO", "Stream FIFO (amaranth.lib.fifo behind stream ports).", (
+        Param("width", int, 8, "payload width in bits, >= 1"),
+        Param("depth", int, 4, "capacity in words, >= 1"),
+    )),
+)}
+
+
+def get_top(name):
+    """Return the registered :class:`Top` called ``name``.
+
+    Raises
+    ------
+    FdpuError
+        If no top has that name; the message lists the registered ones.
+    """
+    try:
+        return TOPS[name]
+    except KeyError:
+        raise FdpuError(f"top {name!r} is unknown; registered tops: "
+                        f"{', '.join(sorted(TOPS))}") from None
+
+
+def parse_params(top, assignments):
+    """Parse ``["width=16", "depth=8"]`` into ``{"width": 16, "depth": 8}`` for ``top``.
+
+    Parameters
+    ----------
+    top : Top or str
+        The top (or its name) the parameters belong to.
+    assignments : iterable of str
+        ``NAME=VALUE`` texts; a later one overrides an earlier one.
+
+    Returns
+    -------
+    dict
+        Only the parameters given (defaults are applied by :func:`build`).
+
+    Raises
+    ------
+    FdpuError
+        For a text without ``=``, an unknown name or a value of the wrong type.
+    """
+    top = get_top(top) if isinstance(top, str) else top
+    by_name = {param.name: param for param in top.params}
+    values = {}
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise FdpuError(f"--param {text!r} is malformed; expected NAME=VALUE, "
+                            f"e.g. --param {top.params[0].name}={top.params[0].default!r}"
+                            if top.params else
+                            f"--param {text!r} is malformed; top {top.name!r} takes no "
+                            f"parameters")
+        if name not in by_name:
+            raise FdpuError(f"top {top.name!r} has no parameter {name!r}; allowed: "
+                            f"{top.describe_params()}")
+        try:
+            values[name] = by_name[name].parse(value)
+        except ValueError as exc:
+            raise FdpuError(f"--param {text!r} of top {top.name!r}: {exc}, not "
+                            f"{value!r}") from None
+    return values
+
+
+def build(top, params=None):
+    """Build the component of ``top`` with ``params`` over its defaults.
+
+    Parameters
+    ----------
+    top : Top or str
+        The top or its registry name.
+    params : Mapping[str, object], optional
+        Parameter values (already typed); missing ones take their defaults.
+
+    Returns
+    -------
+    tuple of (amaranth.lib.wiring.Component, dict)
+        The component and the complete parameter set it was built with.
+
+    Raises
+    ------
+    FdpuError
+        For an unknown top or parameter, or a value the block rejects (its own
+        ``TypeError``/``ValueError`` message is kept).
+    """
+    top = get_top(top) if isinstance(top, str) else top
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(top.defaults))
+    if unknown:
+        raise FdpuError(f"top {top.name!r} has no parameter {unknown[0]!r}; allowed: "
+                        f"{top.describe_params()}")
+    full = {**top.defaults, **params}
+    module_name, _, attribute = top.factory.partition(":")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    try:
+        return factory(**full), full
+    except (TypeError, ValueError) as exc:
+        raise FdpuError(f"top {top.name!r} rejects parameters "
+                        f"{', '.join(f'{k}={v!r}' for k, v in full.items())}: {exc}") from None
