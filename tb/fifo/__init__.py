@@ -1,0 +1,1 @@
+"""cocotb benches of :class:`hw.fifo.StreamFIFO` (and the harness self-test)."""

