@@ -11,8 +11,9 @@ Contract
   (:func:`sw.prune.prune`) to exactly ``round(density * K * C)`` kept elements.
   :func:`make_inputs` builds ``N x C`` float16 activations like a ReLU's output: ``max(0, z)``
   with ``z`` standard normal, so about half of them are zero.  Both are pure functions of their
-  arguments: the same seed gives the same bits on every machine (numpy's PCG64 generator);
-  weights and inputs draw from different streams of the seed.
+  arguments: the same seed gives the same bits on every machine with the same numpy version
+  (PCG64; numpy does not promise identical streams across versions); weights and inputs draw
+  from different streams of the seed.
 * :func:`load_weights` and :func:`load_inputs` read the user's ``.npy`` files (never pickles)
   and check dimension, dtype, finiteness and shape agreement; each failure is an
   :class:`~sw.errors.FdpuError` naming the file and what is allowed.  Both return float16 (RNE).
