@@ -17,7 +17,9 @@ Handshake
     Once ``o_data.valid`` is high it stays high, with a stable payload, until the word is
     taken.
 Capacity
-    Exactly ``depth`` words: ``i_data.ready`` is low if and only if ``level == depth``.
+    Exactly ``depth`` words: ``i_data.ready`` is low when ``level == depth``, and otherwise
+    high, except with ``depth == 2``, where it is also low for the one cycle in which the
+    first word moves from the storage into the output register.
 Latency
     2 cycles: a word accepted on edge *t* is offered on ``o_data`` from edge *t + 2*.
 Throughput
