@@ -284,7 +284,11 @@ class SimdFpu(wiring.Component):
     """
 
     def __init__(self, tag_width=8):
-        _check_tag_width(tag_width)
+        try:
+            _check_tag_width(tag_width)
+        except TypeError:
+            self._MustUse__silence = True   # a rejected object is not an unused design
+            raise
         self._tag_width = tag_width
         super().__init__({
             "i_op": In(stream.Signature(fpu_op_layout(tag_width))),

@@ -97,7 +97,6 @@ def test_latency_and_throughput():
     assert seen == [(k + LATENCY, k) for k in range(n)]
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
 def test_tag_width_checked(bad):
     with pytest.raises(TypeError, match=r"tag_width must be a positive integer, not "):
