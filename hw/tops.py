@@ -99,6 +99,12 @@ TOPS = {top.name: top for top in (
         Param("width", int, 8, "payload width in bits, >= 1"),
         Param("depth", int, 4, "capacity in words, >= 1"),
     )),
+    Top("fpu", "hw.fpu:SimdFpu", "Pipelined SIMD-4 binary16 FMA unit (FMADD/FMUL/FADD/FSUB/MOV).", (
+        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
+    )),
+    Top("alu", "hw.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
+        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
+    )),
 )}
 
 
