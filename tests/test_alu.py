@@ -7,8 +7,10 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.alu import LATENCY, IntAlu, IntOp
+from hw.verilog import lint, to_verilog
 from tb.alu import model
 from tb.fpu.simdrive import run_pipeline
+from tb.runner import run_cocotb
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
 
@@ -74,3 +76,14 @@ def test_latency_and_throughput():
 def test_tag_width_checked(bad):
     with pytest.raises(TypeError, match=r"tag_width must be a positive integer, not "):
         IntAlu(tag_width=bad)
+
+
+@pytest.mark.parametrize("tag_width", [1, 8])
+def test_verilog_lints_clean(tag_width):
+    assert lint(to_verilog(IntAlu(tag_width=tag_width), "alu"), "alu") == []
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_cocotb_alu(sim):
+    result = run_cocotb("alu", {"tag_width": 8}, "tb.alu.test_alu", sim)
+    assert result.tests == 2

@@ -13,8 +13,11 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.fpu import LATENCY, FpOp, SimdFpu
+from hw.verilog import lint, to_verilog
 from sw import fp16
 from tb.fpu import model
+from tb.fpu.check import mismatches, run_vectors
+from tb.runner import run_cocotb
 from tb.fpu.simdrive import run_pipeline
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
@@ -114,3 +117,28 @@ def test_reference_agrees_with_softfloat(op):
     assert not len(bad), (f"sw.fp16 differs from SoftFloat in {len(bad)} of 3000 {op} cases, "
                           f"first {[hex(x[bad[0]]) for x in lanes]}: softfloat "
                           f"{hex(expected[bad[0]])}, sw.fp16 {hex(got[bad[0]])} (seed {SEED})")
+
+
+@pytest.mark.parametrize("tag_width", [1, 8])
+def test_verilog_lints_clean(tag_width):
+    assert lint(to_verilog(SimdFpu(tag_width=tag_width), "fpu"), "fpu") == []
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_cocotb_fpu(sim):
+    result = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim)
+    assert result.tests == 3
+
+
+@pytest.mark.slow
+def test_million_fma_verilator():
+    # 10^6 fma lanes (edge classes, cancellation, uniform bits) with light idle/backpressure.
+    print(f"seed {SEED}")
+    rng = np.random.default_rng([SEED, 10**6])
+    lanes = model.random_operands("fma", 10**6, rng)
+    run = run_vectors("fma", lanes, "verilator", idle=0.05, stall=0.05, seed=SEED)
+    bad = mismatches(run.got, model.reference("fma", *lanes))
+    print(f"10^6 fma lanes: {len(bad)} mismatches, {run.cycles} cycles, "
+          f"{run.drive_s:.1f} s drive, {run.total_s:.1f} s total")
+    assert not len(bad), (f"{len(bad)} mismatches; first: "
+                          f"{[hex(x[bad[0]]) for x in lanes]} got {run.got[bad[0]]:#x}")

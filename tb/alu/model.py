@@ -38,7 +38,7 @@ def reference(op, a, b, c):
     if op == "ADD":
         r = a + b
     elif op == "SUB":
-        r = a - b
+        r = a + (np.uint64(1 << 32) - b)   # no uint64 underflow warning
     elif op in ("MUL", "MADD"):
         # Low 32 bits of a * b from 16-bit halves (a uint64 product of 32-bit values is exact).
         r = a * b + (c if op == "MADD" else np.uint64(0))
