@@ -33,8 +33,8 @@ QNAN = fp16.QNAN
 
 sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
 _SF = [sf.Float16.from_bytes(i.to_bytes(2, "big")) for i in range(1 << 16)]
-_SF_OPS = {"add": sf.f16_add, "mul": sf.f16_mul, "fma": sf.f16_mul_add}
-_OURS = {"add": fp16.add, "mul": fp16.mul, "fma": fp16.fma}
+_SF_OPS = {"add": sf.f16_add, "sub": sf.f16_sub, "mul": sf.f16_mul, "fma": sf.f16_mul_add}
+_OURS = {"add": fp16.add, "sub": fp16.sub, "mul": fp16.mul, "fma": fp16.fma}
 
 
 def _canonical(bits):
@@ -153,7 +153,11 @@ def _exact_fma(a, b, c):
     return _round_exact(s < 0, abs(s))
 
 
-_EXACT = {"add": _exact_add, "mul": _exact_mul, "fma": _exact_fma}
+def _exact_sub(a, b):
+    return _exact_add(a, b ^ 0x8000)  # IEEE: a - b is a + (-b), signed zeros included
+
+
+_EXACT = {"add": _exact_add, "sub": _exact_sub, "mul": _exact_mul, "fma": _exact_fma}
 
 
 def _exact(op, *operands):
@@ -218,6 +222,8 @@ def _operands(rng, op, n):
     ).astype(np.uint16)
     if op == "add":
         return a, b
+    if op == "sub":
+        return a, b ^ 0x8000
     if op == "mul":
         return a, np.where(cls == 2, _sample(rng, n), b).astype(np.uint16)
     # c: independent; near -a*b (cancellation leaves the product's rounding error); at the
@@ -461,7 +467,8 @@ def test_exhaustive_fma_over_a_with_fixed_b_c():
     _check("fma", (a[None, :], bc[:, :1], bc[:, 1:]), _softfloat, "every a with fixed b, c")
 
 
-@pytest.mark.parametrize("op,n", [("add", 500_000), ("mul", 500_000), ("fma", 600_000)])
+@pytest.mark.parametrize("op,n", [("add", 500_000), ("sub", 200_000), ("mul", 500_000),
+                                  ("fma", 600_000)])
 def test_random_against_softfloat(op, n):
     rng = _rng(f"random {op}")
     _check(op, _operands(rng, op, n), _softfloat, f"random {op}")
@@ -469,7 +476,7 @@ def test_random_against_softfloat(op, n):
 
 def test_random_against_exact():
     rng = _rng("random exact")
-    for op, n in (("add", 3000), ("mul", 3000), ("fma", 6000)):
+    for op, n in (("add", 3000), ("sub", 1000), ("mul", 3000), ("fma", 6000)):
         _check(op, _operands(rng, op, n), _exact, f"random {op} vs exact")
 
 
@@ -496,6 +503,7 @@ def test_to_float_is_exact_and_from_float_inverts_it():
     values = fp16.to_float(bits)
     assert values.dtype == np.float64
     assert np.isnan(values).sum() == 2046
+    assert np.array_equal(fp16.is_nan(bits), np.isnan(values))
     back = fp16.from_float(values)
     assert np.array_equal(back, _canonical(bits))
     assert fp16.to_float(0x7BFF) == 65504.0 and fp16.to_float(0x0001) == 2.0 ** -24
