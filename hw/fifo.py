@@ -17,15 +17,19 @@ Handshake
     Once ``o_data.valid`` is high it stays high, with a stable payload, until the word is
     taken.
 Capacity
-    Exactly ``depth`` words: ``i_data.ready`` is low when ``level == depth``, and otherwise
-    high, except with ``depth == 2``, where it is also low for the one cycle in which the
-    first word moves from the storage into the output register.
+    Exactly ``depth`` words: ``i_data.ready`` is low if and only if ``level == depth``.
 Latency
     2 cycles: a word accepted on edge *t* is offered on ``o_data`` from edge *t + 2*.
 Throughput
-    One word per cycle in and out for ``depth >= 3``. With ``depth`` 1 or 2 the FIFO can
-    accept only every other cycle when it runs full (``ready`` is computed from the state
-    before the same-cycle read, which is what keeps it free of combinational paths).
+    One word per cycle in and out for ``depth >= 3``. Shallower FIFOs are slower when they run
+    full, because ``ready`` is computed from the state before the same-cycle read (which is
+    what keeps them free of combinational paths): ``depth == 1`` moves a word every other
+    cycle, ``depth == 2`` two words in three cycles.
+Implementation
+    ``SyncFIFOBuffered(depth)``: an output register plus a ``depth - 1`` word memory. For
+    ``depth == 2`` that memory would have one word and a zero-width address, which Yosys
+    writes as ``[-1:0]`` (a Verilator ASCRANGE warning); so depth 2 uses a 3-deep buffer
+    admitted to 2 words instead (one spare word of storage).
 Ordering
     First in, first out; no word is lost, duplicated or reordered.
 Level
@@ -89,11 +93,16 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=self.width, depth=self.depth)
+        # depth 2: avoid a 1-word memory with a zero-width address (see the module docstring).
+        inner_depth = 3 if self.depth == 2 else self.depth
+        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=self.width, depth=inner_depth)
+        if inner_depth == self.depth:
+            m.d.comb += self.i_data.ready.eq(buffer.w_rdy)
+        else:
+            m.d.comb += self.i_data.ready.eq(buffer.w_rdy & (buffer.level != self.depth))
         m.d.comb += [
             buffer.w_data.eq(self.i_data.payload),
-            buffer.w_en.eq(self.i_data.valid),
-            self.i_data.ready.eq(buffer.w_rdy),
+            buffer.w_en.eq(self.i_data.valid & self.i_data.ready),
             self.o_data.payload.eq(buffer.r_data),
             self.o_data.valid.eq(buffer.r_rdy),
             buffer.r_en.eq(self.o_data.ready),

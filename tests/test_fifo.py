@@ -12,13 +12,17 @@ from hw.fifo import StreamFIFO
 from tb.runner import run_cocotb
 
 
+# Components whose constructor raised are never elaborated; Amaranth warns when they are
+# garbage-collected, which may happen during a later test of this module.
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+
 # -- parameters ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, value", [
     ("width", 0), ("width", -3), ("width", 2.0), ("width", True), ("width", "8"),
     ("depth", 0), ("depth", None),
 ])
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_bad_parameters(name, value):
     kwargs = {"width": 8, "depth": 4, name: value}
     with pytest.raises(TypeError, match=rf"^{name} must be a positive integer, not "
@@ -83,10 +87,7 @@ def simulate(width, depth, seed, *, count=60, p_idle=0.3, p_stall=0.3):
                 dut.level, dut.i_data.valid, dut.i_data.ready,
                 dut.o_data.valid, dut.o_data.ready):
             assert level == model, f"level {level}, model {model}, seed {seed}"
-            if depth != 2:     # depth 2: ready may drop early for a cycle (see hw/fifo.py)
-                assert i_r == (level != depth), f"i_data.ready {i_r} at level {level}, seed {seed}"
-            else:
-                assert not (i_r and level == depth), f"i_data.ready high when full, seed {seed}"
+            assert i_r == (level != depth), f"i_data.ready {i_r} at level {level}, seed {seed}"
             stats["max_level"] = max(stats["max_level"], level)
             model += (i_v and i_r) - (o_v and o_r)
 
@@ -110,10 +111,10 @@ def test_sim_random_traffic(width, depth, p_idle, p_stall):
         assert stats["max_level"] == depth, f"a slow sink must fill the FIFO, seed {seed}"
 
 
-@pytest.mark.parametrize("depth", [3, 16])
-def test_sim_full_rate(depth):
-    stats = simulate(8, depth, seed=1, count=50, p_idle=0.0, p_stall=0.0)
-    assert stats["cycles"] <= 50 + 4
+@pytest.mark.parametrize("depth, cycles", [(1, 2 * 48), (2, 3 * 48 // 2), (3, 48), (16, 48)])
+def test_sim_full_rate(depth, cycles):
+    stats = simulate(8, depth, seed=1, count=48, p_idle=0.0, p_stall=0.0)
+    assert cycles <= stats["cycles"] <= cycles + 4
 
 
 # -- generated Verilog on Icarus and Verilator (cocotb) --------------------------------------
