@@ -482,9 +482,7 @@ def test_random_against_exact():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["add", "mul", "fma"])
-def test_random_against_softfloat_millions(op, request):
-    if "slow" not in (request.config.option.markexpr or ""):
-        pytest.skip("long run: select it with -m slow")
+def test_random_against_softfloat_millions(op):
     n = int(os.environ.get("FDPU_FP16_SLOW_N", "30000000"))
     rng = _rng(f"slow {op}")
     chunk = 1_000_000
