@@ -135,7 +135,7 @@ def test_registry():
         {"width": 16, "depth": 9}
     component, params = tops.build("fifo", {"depth": 9})
     assert params == {"width": 8, "depth": 9} and component.depth == 9
-    to_verilog(component, "fifo")                   # use it (no UnusedElaboratable warning)
+    assert "module fifo" in to_verilog(component, "fifo")
     with pytest.raises(FdpuError, match=r"top 'nope' is unknown; registered tops: "):
         tops.get_top("nope")
     with pytest.raises(FdpuError, match=r"rejects parameters width=0, depth=4: width must be "
