@@ -153,7 +153,7 @@ class IntAlu(wiring.Component):
             "mul": 1,
             "madd": 1,
             "tag": self._tag_width,
-        }), name="s1")
+        }), name="s1", reset_less=True)   # data: only s1_valid needs a reset
         s1_valid = Signal()
 
         load2 = Signal()

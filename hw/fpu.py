@@ -305,10 +305,11 @@ class SimdFpu(wiring.Component):
         lanes = range(4)
         ctl = data.StructLayout({"mov": 1, "passed": SIMD4, "tag": self._tag_width})
 
-        s1 = [Signal(_S1_LANE, name=f"s1_lane{i}") for i in lanes]
-        s2 = [Signal(_S2_LANE, name=f"s2_lane{i}") for i in lanes]
-        s3 = [Signal(_S3_LANE, name=f"s3_lane{i}") for i in lanes]
-        c1, c2, c3 = (Signal(ctl, name=f"s{k}_ctl") for k in (1, 2, 3))
+        # Data registers need no reset (only the valid bits say what they hold): less area.
+        s1 = [Signal(_S1_LANE, name=f"s1_lane{i}", reset_less=True) for i in lanes]
+        s2 = [Signal(_S2_LANE, name=f"s2_lane{i}", reset_less=True) for i in lanes]
+        s3 = [Signal(_S3_LANE, name=f"s3_lane{i}", reset_less=True) for i in lanes]
+        c1, c2, c3 = (Signal(ctl, name=f"s{k}_ctl", reset_less=True) for k in (1, 2, 3))
         valid = [Signal(name=f"s{k}_valid") for k in (1, 2, 3)] + [self.o_res.valid]
 
         # A stage may load when it is empty or its content moves on this cycle.
