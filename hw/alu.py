@@ -93,7 +93,6 @@ def alu_res_layout(tag_width):
 
 def _shift_right(value, amount, fill):
     """Shift ``value`` right by ``amount``, filling with ``fill`` (log shifter)."""
-    width = len(value)
     for k, bit in enumerate(amount):
         step = 1 << k
         shifted = Cat(value[step:], fill.replicate(step))

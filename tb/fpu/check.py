@@ -5,7 +5,6 @@ cocotb test ``tb.fpu.test_fpu.vectors`` drives them (four lanes per operation, a
 cocotb allows) and writes the result lanes back; :func:`mismatches` compares with numpy.
 """
 
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from sw import fp16
-from tb.fpu import model
 
 __all__ = ["VectorRun", "run_vectors", "mismatches"]
 
