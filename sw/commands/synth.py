@@ -7,6 +7,7 @@ same as JSON.  ``docs/area.md`` keeps the table of these figures.
 """
 
 import json
+import sys
 
 from .verilog import add_top_arguments, build_top
 
@@ -30,7 +31,7 @@ def run(args):
     try:
         report = synthesize(component, top.name)
     except RuntimeError as exc:
-        print(f"fdpu: error: synth --top {top.name}: {exc}")
+        print(f"fdpu: error: synth --top {top.name}: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({**report.as_dict(), "params": params}, indent=2))
