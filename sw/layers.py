@@ -207,7 +207,8 @@ def load_npy(path, what="array"):
     try:
         data = np.load(path, allow_pickle=False)
     except (ValueError, EOFError) as exc:
-        raise FdpuError(f"{path}: not a .npy array file ({exc}); {what} must be saved with "
+        reason = "it holds pickled Python objects" if "pickle" in str(exc) else str(exc)
+        raise FdpuError(f"{path}: not a .npy array file ({reason}); {what} must be saved with "
                         f"numpy.save") from None
     if not isinstance(data, np.ndarray):
         data.close()

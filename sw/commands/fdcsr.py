@@ -25,6 +25,7 @@ from rich.table import Table
 
 from .. import fdcsr, layers
 from ..errors import FdpuError
+from ..prune import check_density
 
 MB = 1e6
 
@@ -125,7 +126,8 @@ def run_stats(args):
         raise FdpuError("--density applies only with --layer (a file is measured as it is)")
     if args.layer is not None:
         spec = layers.get_layer(args.layer)
-        density = spec.density if args.density is None else args.density
+        density = spec.density if args.density is None else check_density(args.density,
+                                                                         "--density")
         enc = fdcsr.encode(layers.make_weights(spec, density, args.seed))
         source = {"layer": spec.name, "seed": args.seed, "density_target": density}
         title = f"FD-CSR of {spec.name} (seed {args.seed}, pruned to {density:g})"
