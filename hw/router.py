@@ -1,0 +1,214 @@
+"""A 5-port mesh router with deterministic XY routing.
+
+::
+
+                      i_flit[N]  o_flit[N]
+                          |         ^
+                       +--v---------+--+
+                       | [FIFO]        |
+       o_flit[W] <-----+      5 x 5    +-----> o_flit[E]
+       i_flit[W] --->[FIFO]  crossbar  [FIFO]<--- i_flit[E]
+                       |   round-robin |
+                       |  per output   |
+                       |       [FIFO]  |
+                       +--^---------+--+
+                          |         v
+                      i_flit[S]  o_flit[S]       (and LOCAL: i_flit[L] -> [FIFO], o_flit[L])
+
+Contract
+--------
+Ports
+    ``i_flit[d]`` / ``o_flit[d]`` for every :class:`sw.arch.Dir` ``d`` (index = ``int(d)``),
+    :mod:`amaranth.lib.stream` ports whose payload is :func:`hw.noc_types.flit_layout`.
+Routing
+    The router at PE ``(x, y)`` sends a flit to ``(dx, dy)`` (the biased ``dst_x``/``dst_y``
+    minus one) exactly as :meth:`sw.arch.ArrayParams.route`: along X towards ``dx`` clamped
+    into ``0 .. cols-1``; at that column along Y towards ``dy`` clamped into ``0 .. rows-1``;
+    at that router out of NORTH if ``dy == -1``, SOUTH if ``dy == rows``, WEST if
+    ``dx == -1``, EAST if ``dx == cols``, else LOCAL.  Only the header is looked at; the body
+    is carried unchanged.
+Buffering and flow control
+    One FIFO of ``depth`` flits per input (``amaranth.lib.fifo.SyncFIFO``).  An input is
+    ``ready`` exactly when its FIFO is not full; that depends on the router's state only,
+    never combinationally on ``valid``, so the mesh has no combinational loop.  A flit leaves
+    its FIFO only in a cycle where the output it routes to transfers it: nothing is dropped
+    or overwritten.
+Arbitration
+    Each output grants one of the inputs whose head flit routes to it, round-robin starting
+    after the input it granted last (a grant holds until the transfer), so a waiting input is
+    served within 4 transfers of that output.  Each input FIFO holds one head flit that
+    routes to one output, so no input-side arbitration is needed.
+Latency and throughput
+    One cycle per hop at zero load: a flit accepted on edge *t* is offered on the output from
+    edge *t + 1* (the FIFO's first-word fall-through); one flit per port per cycle.
+Ordering
+    Flits from one input to one output leave in arrival order; with deterministic routing
+    the mesh therefore keeps the order of flits per (source, destination).
+"""
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sw.arch import ArrayParams, Dir
+
+from .noc_types import Bits, flit_layout
+
+__all__ = ["PORTS", "Router", "route_rules", "route_onehot"]
+
+#: The router ports, in index order.
+PORTS = tuple(Dir)
+
+
+def route_rules(params, x, y, dst_x, dst_y):
+    """Return the XY routing rule of the router at ``(x, y)`` as ``[(condition, Dir)]``.
+
+    The first rule whose condition holds gives the output port; if none holds the port is
+    ``Dir.LOCAL``.  ``dst_x`` and ``dst_y`` are the *biased* header fields (Amaranth values, or
+    integers for a software check); ``x`` and ``y`` are constants, so most comparisons fold
+    away.
+    """
+    cols, rows = params.cols, params.rows
+
+    bx, by = x + 1, y + 1
+    # Clamping the target into the array means: go east only while not in the last column,
+    # west only while not in the first; the same along Y.
+    return [
+        ((dst_x > bx) if x < cols - 1 else 0, Dir.EAST),
+        ((dst_x < bx) if x > 0 else 0, Dir.WEST),
+        ((dst_y > by) if y < rows - 1 else 0, Dir.SOUTH),
+        ((dst_y < by) if y > 0 else 0, Dir.NORTH),
+        (dst_y == 0, Dir.NORTH),
+        (dst_y == rows + 1, Dir.SOUTH),
+        (dst_x == 0, Dir.WEST),
+        (dst_x == cols + 1, Dir.EAST),
+    ]
+
+
+def route_onehot(m, params, x, y, dst_x, dst_y, prefix="route"):
+    """Return the output port of :func:`route_rules` as a list of 5 one-bit values (by Dir).
+
+    Every rule's condition becomes a signal of ``m``: Amaranth re-emits an expression at each
+    use, so naming it once keeps the generated Verilog small.
+    """
+    ports = [C(0, 1) for _ in PORTS]
+    earlier = C(0, 1)
+    for k, (cond, port) in enumerate(route_rules(params, x, y, Bits(dst_x), Bits(dst_y))):
+        if isinstance(cond, int) and cond == 0:
+            continue
+        named = Signal(name=f"{prefix}_rule{k}")
+        m.d.comb += named.eq(cond)
+        cond = named
+        ports[port] = ports[port] | (cond & ~earlier)
+        earlier = earlier | cond
+    ports[Dir.LOCAL] = ports[Dir.LOCAL] | ~earlier
+    return ports
+
+
+def _any(bits):
+    """Return the OR of the bits of ``bits`` (0 for no bits)."""
+    return bits.any() if len(bits) else C(0, 1)
+
+
+def _lowest(value):
+    """Return ``value`` with only its lowest set bit kept (single-bit logic, no adder)."""
+    seen = C(0, 1)
+    bits = []
+    for i in range(len(value)):
+        bits.append(value[i] & ~seen)
+        seen = seen | value[i]
+    return Cat(*bits)
+
+
+def _check_int(name, value, low):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise TypeError(f"{name} must be an integer >= {low}, not {value!r}")
+
+
+class Router(wiring.Component):
+    """Route single-flit packets between 5 ports with XY routing (see the module doc).
+
+    Parameters
+    ----------
+    params : sw.arch.ArrayParams
+        Array shape (the routing rule needs ``rows`` and ``cols``) and coordinate widths.
+    x, y : int
+        This router's PE coordinate.
+    width : int, optional
+        Flit width in bits; default :func:`hw.noc_types.default_width`.
+    depth : int
+        Flits per input FIFO, at least 2.
+
+    Attributes
+    ----------
+    i_flit : In(stream.Signature(flit_layout)).array(5)
+        Flits in, indexed by ``Dir``.
+    o_flit : Out(stream.Signature(flit_layout)).array(5)
+        Flits out, indexed by ``Dir``.
+    """
+
+    def __init__(self, params=ArrayParams(), x=0, y=0, *, width=None, depth=4):
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
+        _check_int("x", x, 0)
+        _check_int("y", y, 0)
+        if x >= params.cols or y >= params.rows:
+            raise ValueError(f"router ({x}, {y}) is outside the {params.rows}x{params.cols} "
+                             f"array")
+        _check_int("depth", depth, 2)
+        self.params, self.x, self.y, self.depth = params, x, y, depth
+        self.layout = flit_layout(params, width)
+        self.width = self.layout.size
+        flit = stream.Signature(self.layout)
+        super().__init__({
+            "i_flit": In(flit).array(len(PORTS)),
+            "o_flit": Out(flit).array(len(PORTS)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = len(PORTS)
+        heads, routes = [], []
+        fifos = []
+        for d in PORTS:
+            q = fifo.SyncFIFO(width=self.width, depth=self.depth)
+            m.submodules[f"in_{d.name.lower()}"] = q
+            m.d.comb += [
+                q.w_data.eq(self.i_flit[d].payload),
+                q.w_en.eq(self.i_flit[d].valid),
+                self.i_flit[d].ready.eq(q.w_rdy),
+            ]
+            head = data.View(self.layout, q.r_data)
+            route = Signal(n, name=f"route_{d.name.lower()}")
+            m.d.comb += route.eq(Cat(*route_onehot(m, self.params, self.x, self.y,
+                                                   head.dst_x, head.dst_y,
+                                                   f"route_{d.name.lower()}")))
+            heads.append(q.r_data)
+            routes.append(route)
+            fifos.append(q)
+
+        pops = [C(0, 1) for _ in range(n)]
+        for o in PORTS:
+            name = o.name.lower()
+            request = Signal(n, name=f"req_{name}")
+            m.d.comb += request.eq(Cat(*(fifos[i].r_rdy & routes[i][o] for i in range(n))))
+            # One-hot: the input granted last.  Round-robin: the lowest requesting input above
+            # it, else the lowest requesting input.
+            last = Signal(n, name=f"last_{name}", init=1 << (n - 1))
+            above = Signal(n, name=f"above_{name}")
+            m.d.comb += above.eq(Cat(*(_any(last[:i]) for i in range(n))))
+            masked = Signal(n, name=f"masked_{name}")
+            m.d.comb += masked.eq(request & above)
+            grant = Signal(n, name=f"grant_{name}")
+            m.d.comb += grant.eq(Mux(masked.any(), _lowest(masked), _lowest(request)))
+            out = self.o_flit[o]
+            payload = heads[n - 1]
+            for i in reversed(range(n - 1)):
+                payload = Mux(grant[i], heads[i], payload)
+            m.d.comb += [out.valid.eq(request.any()), out.payload.eq(payload)]
+            m.d.sync += last.eq(Mux(out.valid & out.ready, grant, last))
+            for i in range(n):
+                pops[i] = pops[i] | (grant[i] & out.ready)
+        for i in range(n):
+            m.d.comb += fifos[i].r_en.eq(pops[i])
+        return m
