@@ -27,9 +27,15 @@ Special instructions:
 * ``CTX ctx``: the entry point of a context: the MicC delivers each context ID to operand 0;
   ``CTX`` forwards it.  Any number of ``CTX`` slots may exist; all receive every context.
 * ``END`` flag (any instruction): when it fires, the PE also sends a context-end message to the
-  MicC.  The MicC expects ``ends_per_context`` such messages per context.
+  MicC (for a store: when the Dbuf has acknowledged the write).  The message carries the
+  number of earlier END messages of that slot, which is the context ID because an END
+  instruction fires once per context and contexts pass each instruction in order.  The MicC
+  expects ``ends_per_context`` such messages per context.
 * ``ITER start`` (the loop instruction): ``imm[15:0]`` = ``count`` (1..65535), ``imm[31:16]`` =
   signed ``step``; one firing emits ``count`` tokens ``start + i * step``, in order.
+* ``SCAN base, x`` (the integer prefix sum, added in ISA v1.1 for the sparse graph's ADD chain):
+  keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
+  emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
 * ``FACC a, b`` (the accumulating loop body): keeps a SIMD-4 accumulator per slot, starting at
   -0.0 in every lane (so the first step is exactly ``a * b``); each firing computes
   ``acc = fma(a, b, acc)``; after ``imm`` (1..65535) firings it emits ``acc`` and restarts.
@@ -86,6 +92,7 @@ class Op(enum.IntEnum):
     MOV = 14
     CTX = 15
     ITER = 16
+    SCAN = 17
     # SIMD-4 binary16.
     FIMM = 24
     FADD = 25
@@ -139,14 +146,14 @@ _ARITY = {
     Op.INVALID: 0,
     Op.ADD: 2, Op.SUB: 2, Op.MUL: 2, Op.AND: 2, Op.OR: 2, Op.XOR: 2, Op.SHL: 2, Op.SHR: 2,
     Op.SRA: 2, Op.EQ: 2, Op.LT: 2, Op.LTU: 2,
-    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1,
+    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2,
     Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 2,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
     Op.SWITCH: 3,
 }
 # Operations whose last operand may be the immediate accept one operand fewer; SWITCH's
 # feedback operand is optional.  Operations that use the immediate for something else
-# (IMM, FIMM, ITER, FACC, loads, stores) need all their operands.
+# (IMM, FIMM, ITER, SCAN, FACC, loads, stores) need all their operands.
 _MIN_OPERANDS = {
     Op.ADD: 1, Op.SUB: 1, Op.MUL: 1, Op.AND: 1, Op.OR: 1, Op.XOR: 1, Op.SHL: 1, Op.SHR: 1,
     Op.SRA: 1, Op.EQ: 1, Op.LT: 1, Op.LTU: 1,
@@ -223,7 +230,7 @@ class Instruction:
                 raise FdpuError(f"SWITCH: ntrue = {self.ntrue} must be in 0..{len(self.dests)}")
         elif self.ntrue:
             raise FdpuError(f"{op.name}: ntrue is only for SWITCH")
-        if op in (Op.ITER, Op.FACC) and not 1 <= (self.imm & 0xFFFF) <= 0xFFFF:
+        if op in (Op.ITER, Op.SCAN, Op.FACC) and not 1 <= (self.imm & 0xFFFF) <= 0xFFFF:
             raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..65535, got 0")
         for d in self.dests:
             if not (0 <= d.x < params.cols and 0 <= d.y < params.rows):
@@ -312,7 +319,7 @@ def disassemble(insn):
         operands.append(f"#0x{insn.imm & 0xFFFF:04x}")
     elif op is Op.ITER:
         operands.append(f"count={insn.imm & 0xFFFF} step={insn.imm >> 16}")
-    elif op is Op.FACC:
+    elif op in (Op.FACC, Op.SCAN):
         operands.append(f"count={insn.imm & 0xFFFF}")
     text = f"{op.name} {', '.join(operands)}".rstrip()
     if op is Op.SWITCH:

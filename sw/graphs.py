@@ -1,0 +1,523 @@
+"""FC-layer graph builders: the work plan, the per-PE engine graphs and the Dbuf memory layout.
+
+Contract (``docs/dataflow.md`` and ``docs/mapping.md`` have the reasoning)
+--------------------------------------------------------------------------
+A layer ``O[n][k] = sum_c W[k][c] * I[n][c]`` (``W`` is ``K x C``, ``I`` is ``N x C``,
+binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *lane groups*
+(4 batch elements per SIMD-4 token, the batch padded to a multiple of 4).  An item covers all
+``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  One *engine* per PE (a
+self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
+runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
+compute a *dummy* item (zero weights, discarded output).
+
+Accumulation order (fixed, what the golden model and the hardware both compute): for every
+``(k, n)``, ``acc = -0.0``, then ``acc = fma(W[k][c], I[n][c], acc)`` for ``c = 0 .. Cw-1`` in
+order, one rounding per step (``FACC``); sparse mode feeds ``+0.0`` for every weight that
+FD-CSR does not store, including the padding columns ``C .. Cw-1`` (whose inputs are 0).
+
+Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
+per context: item base, input base, output base), then the input blocks (``gb`` groups of
+``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch element ``4 * g + l``), the item data
+(dense: ``W`` block column-major, ``kb`` binary16 per column; sparse: the item's FD-CSR
+``colidx``, ``rowoff``, ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose
+data do not fit the Dbufs runs in several passes (one memory image each, the same program).
+"""
+
+from dataclasses import dataclass, field
+import numpy as np
+
+from . import fdcsr, fp16
+from .arch import ArrayParams
+from .dfg import Graph
+from .errors import FdpuError
+from .isa import Op
+
+__all__ = ["MODES", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
+           "gather_outputs", "engine_costs"]
+
+MODES = ("dense", "sparse")
+LANES = ArrayParams.LANES
+_ROW = fdcsr.ROW
+_DESC = 16           # bytes of one descriptor: item base, input base, output base, pad
+_BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
+#: Cycles a sparse row chain needs per weight (SWITCH -> LD round trip -> join -> SWITCH);
+#: an estimate used only to choose the blocking.
+SPARSE_LOOP_CYCLES = 12
+
+
+def _align(n, a):
+    return -(-n // a) * a
+
+
+@dataclass
+class FcPlan:
+    """How one FC layer runs: shapes, blocking, engines, passes and their memory layouts."""
+    mode: str
+    K: int
+    C: int
+    N: int
+    params: ArrayParams
+    kb: int
+    gb: int
+    feedback: bool = True
+    homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
+    contexts: int = 0                              # contexts per pass (the last may be fewer)
+    desc_base: list = field(default_factory=list)  # engine -> global address of its table
+
+    @property
+    def groups(self):
+        """Return the lane groups ``ceil(N / 4)``."""
+        return -(-self.N // LANES)
+
+    @property
+    def Cw(self):
+        """Return the columns an item iterates over (``C`` dense, ``C`` rounded to 16 sparse)."""
+        return self.C if self.mode == "dense" else _align(self.C, _ROW)
+
+    @property
+    def R16(self):
+        """Return the FD-CSR rows per weight row (sparse)."""
+        return self.Cw // _ROW
+
+    @property
+    def kblocks(self):
+        """Return the row blocks ``ceil(K / kb)``."""
+        return -(-self.K // self.kb)
+
+    @property
+    def gblocks(self):
+        """Return the lane-group blocks ``ceil(groups / gb)``."""
+        return -(-self.groups // self.gb)
+
+    @property
+    def items(self):
+        """Return the number of work items."""
+        return self.kblocks * self.gblocks
+
+    @property
+    def engines(self):
+        """Return the number of engines (PEs used)."""
+        return len(self.homes)
+
+    @property
+    def per_pass(self):
+        """Return the items of a full pass."""
+        return self.engines * self.contexts
+
+    @property
+    def passes(self):
+        """Return the number of passes."""
+        return -(-self.items // self.per_pass)
+
+    def item(self, i):
+        """Return ``(kbi, gbi)`` of item ``i`` (row blocks vary fastest)."""
+        return i % self.kblocks, i // self.kblocks
+
+    def pass_items(self, p):
+        """Return the item indices of pass ``p``."""
+        return range(p * self.per_pass, min(self.items, (p + 1) * self.per_pass))
+
+    def pass_contexts(self, p):
+        """Return the contexts of pass ``p``."""
+        return -(-len(self.pass_items(p)) // self.engines)
+
+    @property
+    def item_bound(self):
+        """Return the largest number of bytes one item's weights can take."""
+        if self.mode == "dense":
+            return _align(self.Cw * self.kb * 2, 8)
+        r = self.kb * self.R16
+        return _align(2 * r, 4) + _align(4 * r, 8) + _align(self.kb * self.Cw * 2, 8)
+
+    @property
+    def input_bytes(self):
+        """Return the bytes of one input block (``gb`` groups of ``Cw`` tokens)."""
+        return self.gb * self.Cw * 8
+
+    @property
+    def output_bytes(self):
+        """Return the bytes of one item's output block."""
+        return self.kb * self.gb * 8
+
+    def describe(self):
+        """Return a JSON-friendly summary."""
+        return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
+                    groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
+                    contexts=self.contexts, passes=self.passes, feedback=self.feedback)
+
+
+# Engine graphs -------------------------------------------------------------------------------
+
+def build_engine(g, plan, e, pe=None, dbuf=None):
+    """Add engine ``e`` of ``plan`` to graph ``g``; return its node ids by role.
+
+    Every node gets ``group = e`` and ``meta`` ``engine``/``role``/``row``/``lane``.  The
+    engine reads its descriptor at ``plan.desc_base[e] + 16 * ctx``.
+    """
+    kb, gb, Cw = plan.kb, plan.gb, plan.Cw
+    desc = plan.desc_base[e] if plan.desc_base else 0
+    ids = {}
+
+    def add(role, op, nsrc=None, imm=0, end=False, row=None, lane=None):
+        name = f"e{e}.{role}" + (f"{row}" if row is not None else "") + \
+            (f".{lane}" if lane is not None else "")
+        nid = g.add(op, nsrc, imm, end, name, group=e, pe=pe, engine=e, role=role, row=row,
+                    lane=lane)
+        ids.setdefault(role, []).append(nid)
+        return nid
+
+    ctx = add("ctx", Op.CTX)
+    a = add("desc", Op.SHL, 1, 4)
+    g.connect(ctx, a, 0)
+    ld_b = add("ldB", Op.LDW, imm=desc)
+    ld_x = add("ldX", Op.LDW, imm=desc + 4)
+    ld_o = add("ldO", Op.LDW, imm=desc + 8)
+    g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)])
+    facc = [[add("facc", Op.FACC, imm=Cw, row=k, lane=j) for j in range(gb)]
+            for k in range(kb)]
+    st = [[add("st", Op.STD, imm=(k * gb + j) * 8, end=True, row=k, lane=j)
+           for j in range(gb)] for k in range(kb)]
+    for k in range(kb):
+        for j in range(gb):
+            g.connect(facc[k][j], st[k][j], 1)
+    g.fanout(ld_o, [(st[k][j], 0) for k in range(kb) for j in range(gb)])
+    if plan.mode == "dense":
+        it_x = add("itX", Op.ITER, imm=(8 << 16) | Cw)
+        g.connect(ld_x, it_x, 0)
+        it_w = add("itW", Op.ITER, imm=((2 * kb) << 16) | Cw)
+        g.connect(ld_b, it_w, 0)
+        w = [add("w", Op.LDHB, imm=2 * k, row=k) for k in range(kb)]
+        g.fanout(it_w, [(x, 0) for x in w])
+    else:
+        r16 = plan.R16
+        it_x = add("itX", Op.ITER, imm=((8 * _ROW) << 16) | r16)
+        g.connect(ld_x, it_x, 0)
+        it_xi = add("itXi", Op.ITER, imm=(8 << 16) | _ROW)
+        g.connect(it_x, it_xi, 0)
+        it_x = it_xi
+        it_c = add("itC", Op.ITER, imm=(2 << 16) | r16)
+        it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
+        brep = add("brep", Op.ITER, imm=r16)
+        g.fanout(ld_b, [(it_c, 0), (it_r, 0), (brep, 0)])
+        z = add("z", Op.IMM, imm=0)
+        it_j = add("itJ", Op.ITER, imm=(1 << 16) | _ROW)
+        g.connect(z, it_j, 0)
+        off_r = _align(2 * kb * r16, 4)
+        off_v = off_r + _align(4 * kb * r16, 8)
+        ci, ad, shr, w = [], [], [], []
+        for k in range(kb):
+            ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
+            sh = add("sh", Op.SHL, 1, 1, row=k)
+            g.connect(ci[k], sh, 0)
+            rc = add("rc", Op.ITER, imm=_ROW, row=k)
+            g.connect(sh, rc, 0)
+            ro = add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k)
+            so = add("so", Op.SHL, 1, 1, row=k)
+            g.connect(ro, so, 0)
+            ad.append(add("ad", Op.ADD, row=k))
+            g.connect(so, ad[k], 0)
+            rr = add("rr", Op.ITER, imm=_ROW, row=k)
+            g.connect(ad[k], rr, 0)
+            shr.append(add("shr", Op.SHR, row=k))
+            g.connect(rc, shr[k], 0)
+            bit = add("and", Op.AND, 1, 2, row=k)
+            g.connect(shr[k], bit, 0)
+            scan = add("scan", Op.SCAN, imm=_ROW, row=k)
+            g.connect(rr, scan, 0)
+            sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
+            g.connect(scan, sw, 0)
+            g.fanout(bit, [(scan, 1), (sw, 1)])
+            ld = add("ld", Op.LDHB, imm=off_v - 2, row=k)
+            fz = add("fz", Op.FIMM, imm=0, row=k)
+            g.connect(sw, ld, 0, branch=True)
+            g.connect(sw, fz, 0, branch=False)
+            jn = add("jn", Op.MOV, row=k)
+            g.connect(ld, jn, 0)
+            g.connect(fz, jn, 0)
+            if plan.feedback:
+                g.connect(jn, sw, 2, init=1)
+            w.append(jn)
+        g.fanout(it_c, [(x, 0) for x in ci] + [(z, 0)])
+        g.fanout(it_r, [(x, 0) for x in ids["ro"]])
+        g.fanout(brep, [(x, 1) for x in ad])
+        g.fanout(it_j, [(x, 1) for x in shr])
+    x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
+    g.fanout(it_x, [(v, 0) for v in x])
+    for k in range(kb):
+        g.fanout(w[k], [(facc[k][j], 0) for j in range(gb)])
+    for j in range(gb):
+        g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
+    return ids
+
+
+def engine_costs(mode, kb, gb, Cw, feedback=True):
+    """Return ``(slots, int-pipe firings, fp-pipe firings)`` per context of one engine."""
+    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback)
+    g = Graph("probe")
+    build_engine(g, plan, 0)
+    rates = g.rates()
+    # An ITER issues once per token it emits.
+    cost = {nid: g._out_rate(nid, r) if g.nodes[nid].op is Op.ITER else r
+            for nid, r in rates.items()}
+    fp = sum(r for nid, r in cost.items() if g.nodes[nid].op.unit.value == "fp")
+    integer = sum(cost.values()) - fp
+    return len(g.nodes), float(integer), float(fp)
+
+
+def _choose_blocking(mode, K, groups, Cw, params, feedback):
+    cands = []
+    for kb in _BLOCKS:
+        if kb > K and kb > 1:
+            continue
+        for gb in _BLOCKS:
+            if gb > groups and gb > 1:
+                continue
+            slots, integer, fp = engine_costs(mode, kb, gb, min(Cw, 64), feedback)
+            if slots > params.slots:
+                continue
+            scale = Cw / min(Cw, 64)
+            per_ctx = max(integer, fp) * scale
+            if mode == "sparse":
+                per_ctx = max(per_ctx, Cw * SPARSE_LOOP_CYCLES)
+            items = -(-K // kb) * -(-groups // gb)
+            rounds = -(-items // params.num_pes)
+            cost = (rounds * per_ctx, (kb + gb) / (kb * gb), -kb * gb)
+            cands.append((cost, kb, gb))
+    if not cands:
+        raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
+    return [(kb, gb) for _, kb, gb in sorted(cands)]
+
+
+# Plans ---------------------------------------------------------------------------------------
+
+def _homes(params, count):
+    """Pick ``count`` PEs and give each a home Dbuf (nearest, at most ceil(P/D) PEs each)."""
+    pes = params.pe_coords()
+    dist = {}
+    for pe in pes:
+        dist[pe] = sorted((len(params.route(pe, params.dbuf_coord(d))), d)
+                          for d in range(params.num_dbufs))
+    cap = -(-params.num_pes // params.num_dbufs)
+    load = [0] * params.num_dbufs
+    homes = {}
+    for pe in sorted(pes, key=lambda p: (dist[p][0][0], p[1], p[0])):
+        for _, d in dist[pe]:
+            if load[d] < cap:
+                load[d] += 1
+                homes[pe] = d
+                break
+    chosen = pes if count >= len(pes) else sorted(pes, key=lambda p: (
+        len(params.route(p, params.dbuf_coord(homes[p]))), p[1], p[0]))[:count]
+    chosen = sorted(chosen, key=lambda p: (p[1], p[0]))
+    return [(pe, homes[pe]) for pe in chosen]
+
+
+def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
+            contexts=None):
+    """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
+
+    ``kb``/``gb`` default to the blocking with the lowest estimated time that fits the slots
+    (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
+
+    Raises
+    ------
+    FdpuError
+        For a bad mode, shape or batch, or a layer whose single item does not fit a Dbuf.
+    """
+    params = params or ArrayParams()
+    if mode not in MODES:
+        raise FdpuError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    for name, v in (("out_features K", K), ("in_features C", C), ("batch", N)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+    K, C, N = int(K), int(C), int(N)
+    cw = C if mode == "dense" else _align(C, _ROW)
+    if cw > 0xFFFF:
+        raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
+    groups = -(-N // LANES)
+    if kb is None or gb is None:
+        # The cheapest blocking whose single item fits a Dbuf.
+        for ckb, cgb in _choose_blocking(mode, K, groups, cw, params, feedback):
+            if kb is not None and ckb != kb or gb is not None and cgb != gb:
+                continue
+            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback)
+            probe.homes = _homes(params, min(params.num_pes, probe.items))
+            if _fits(probe, 1):
+                break
+        kb, gb = ckb, cgb
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback)
+    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback)[0]
+    if slots > params.slots:
+        raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
+                        f"slots; the PE has {params.slots}")
+    plan.homes = _homes(params, min(params.num_pes, plan.items))
+    full = -(-plan.items // plan.engines)
+    if contexts is None:
+        lo, hi = 1, full
+        if not _fits(plan, 1):
+            raise FdpuError(
+                f"one work item of the {K} x {C} layer (batch {N}, {mode}) needs more than "
+                f"the {params.dbuf_bytes} bytes of a Dbuf; use fewer in_features or bigger "
+                f"Dbufs")
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _fits(plan, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        contexts = lo
+    plan.contexts = min(int(contexts), full)
+    per_dbuf = {}
+    plan.desc_base = []
+    for pe, d in plan.homes:
+        i = per_dbuf.get(d, 0)
+        per_dbuf[d] = i + 1
+        plan.desc_base.append(params.dbuf_base(d) + i * plan.contexts * _DESC)
+    return plan
+
+
+def _fits(plan, contexts):
+    plan.contexts = contexts
+    per = {}
+    for _, d in plan.homes:
+        per[d] = per.get(d, 0) + 1
+    worst = max(per.values())
+    gblocks = max(1, min(plan.gblocks, worst * contexts))
+    need = (worst * contexts * (_DESC + plan.item_bound + plan.output_bytes + 8)
+            + gblocks * (plan.input_bytes + 8))
+    return need <= plan.params.dbuf_bytes
+
+
+def build_graph(plan):
+    """Return the whole graph of ``plan``: one engine per home PE, pinned there."""
+    g = Graph(f"fc-{plan.mode}-{plan.K}x{plan.C}-n{plan.N}")
+    for e, (pe, d) in enumerate(plan.homes):
+        build_engine(g, plan, e, pe=pe, dbuf=d)
+    return g
+
+
+# Memory --------------------------------------------------------------------------------------
+
+def _item_weights(plan, w16, kbi):
+    """Return the ``kb x C`` float16 block of row block ``kbi`` (zero rows past K)."""
+    blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+    rows = w16[kbi * plan.kb:(kbi + 1) * plan.kb]
+    blk[:rows.shape[0]] = rows
+    return blk
+
+
+def _item_bytes(plan, blk):
+    if plan.mode == "dense":
+        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+    enc = fdcsr.encode(blk)
+    r = plan.kb * plan.R16
+    out = bytearray(_align(2 * r, 4) + _align(4 * r, 8) + 2 * enc.nnz)
+    out[0:2 * r] = enc.colidx.astype("<u2").tobytes()
+    o = _align(2 * r, 4)
+    out[o:o + 4 * r] = enc.rowoff.astype("<u4").tobytes()
+    o += _align(4 * r, 8)
+    out[o:] = enc.values.view("<u2").tobytes()
+    return bytes(out)
+
+
+def _input_block(plan, x16, gbi):
+    """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cw`` tokens of 4 lanes."""
+    blk = np.zeros((plan.gb * LANES, plan.Cw), dtype=np.float16)
+    rows = x16[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES]
+    blk[:rows.shape[0], :plan.C] = rows
+    # token (g, c) lane l = batch element 4 g + l
+    t = blk.reshape(plan.gb, LANES, plan.Cw).transpose(0, 2, 1)
+    return np.ascontiguousarray(t).view(np.uint8).tobytes()
+
+
+def pass_memory(plan, weights, inputs, p):
+    """Return ``(segments, outputs)`` of pass ``p``.
+
+    ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
+    ``(item index, global output address)``.
+    """
+    params = plan.params
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    items = list(plan.pass_items(p))
+    ctxs = plan.pass_contexts(p)
+    engines_at = {}
+    for e, (_, d) in enumerate(plan.homes):
+        engines_at.setdefault(d, []).append(e)
+    cursor = {d: params.dbuf_base(d) + len(es) * plan.contexts * _DESC
+              for d, es in engines_at.items()}
+    segments, outputs = {}, []
+    desc = {e: bytearray(ctxs * _DESC) for e in range(plan.engines)}
+    inputs_at = {}
+
+    def alloc(d, nbytes):
+        addr = _align(cursor[d], 8)
+        cursor[d] = addr + nbytes
+        if cursor[d] > params.dbuf_base(d) + params.dbuf_bytes:
+            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes)")
+        return addr
+
+    for slot in range(ctxs * plan.engines):
+        e, t = slot % plan.engines, slot // plan.engines
+        d = plan.homes[e][1]
+        if slot < len(items):
+            i = items[slot]
+            kbi, gbi = plan.item(i)
+            if (d, gbi) not in inputs_at:
+                inputs_at[d, gbi] = alloc(d, plan.input_bytes)
+                segments[inputs_at[d, gbi]] = _input_block(plan, x16, gbi)
+            xaddr = inputs_at[d, gbi]
+            data = _item_bytes(plan, _item_weights(plan, w16, kbi))
+        else:
+            i = None
+            # A dummy item reads any input block of its Dbuf (its weights are zero).
+            have = [a for (dd, _), a in inputs_at.items() if dd == d]
+            if not have:
+                inputs_at[d, None] = alloc(d, plan.input_bytes)
+                have = [inputs_at[d, None]]
+            xaddr = have[0]
+            data = _item_bytes(plan, np.zeros((plan.kb, plan.C), dtype=np.float16))
+        baddr = alloc(d, len(data))
+        if data:
+            segments[baddr] = data
+        oaddr = alloc(d, plan.output_bytes)
+        if i is not None:
+            outputs.append((i, oaddr))
+        desc[e][t * _DESC:(t + 1) * _DESC] = np.array([baddr, xaddr, oaddr, 0],
+                                                      dtype="<u4").tobytes()
+    for e in range(plan.engines):
+        segments[plan.desc_base[e]] = bytes(desc[e])
+    return segments, outputs
+
+
+def gather_outputs(plan, outputs, read):
+    """Return the ``N x K`` float16 result from ``outputs`` (see :func:`pass_memory`).
+
+    ``read(address, nbytes)`` returns bytes of the memory after the run.
+    """
+    y = np.zeros((plan.gblocks * plan.gb * LANES, plan.kblocks * plan.kb), dtype=np.uint16)
+    for i, addr in outputs:
+        kbi, gbi = plan.item(i)
+        blk = np.frombuffer(read(addr, plan.output_bytes), dtype="<u2")
+        blk = blk.reshape(plan.kb, plan.gb, LANES)       # [k][g][lane]
+        blk = blk.transpose(1, 2, 0).reshape(plan.gb * LANES, plan.kb)
+        y[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES,
+          kbi * plan.kb:(kbi + 1) * plan.kb] = blk
+    return y[:plan.N, :plan.K].view(np.float16)
+
+
+def fc_result(plan, weights, inputs):
+    """Return the ``N x K`` float16 result the graph computes, vectorized over ``k`` and ``n``.
+
+    Mirrors the accumulation order of the module doc exactly (binary16 FMA via :mod:`sw.fp16`).
+    """
+    w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
+    w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)
+    x = np.zeros((plan.N, plan.Cw), dtype=np.uint16)
+    x[:, :plan.C] = np.asarray(inputs, dtype=np.float16).view(np.uint16)
+    acc = np.full((plan.K, plan.N), fp16.NEG_ZERO, dtype=np.uint16)
+    wt = np.ascontiguousarray(w.T)
+    xt = np.ascontiguousarray(x.T)
+    for c in range(plan.Cw):
+        acc = fp16.fma(wt[c][:, None], xt[c][None, :], acc)
+    return np.ascontiguousarray(acc.T).view(np.float16)
