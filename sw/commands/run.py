@@ -1,0 +1,184 @@
+"""``fdpu run``: run an FC layer on a simulator and check it against the float64 reference.
+
+``fdpu run [--sim golden] (--layer NAME | --in-features C --out-features K | --weights W.npy)
+[--inputs X.npy] [--density D] [--batch N] [--mode dense|sparse] [--rows R --cols C]
+[--seed S] [--engine auto|exact|fast] [--order-seed S] [--out Y.npy] [--json PATH]``
+
+Weights come from ``--weights`` (``K x C``) or are the seeded synthetic weights of the zoo
+layer or shape, pruned to ``--density`` (default: the layer's; 1.0 for a shape; user weights
+are pruned only when ``--density`` is given).  Inputs come from ``--inputs`` (``N x C``) or are
+seeded synthetic post-ReLU activations of ``--batch`` rows.  ``--engine exact`` runs the
+assembled images token by token (:func:`sw.golden.run_image`), ``fast`` the vectorized path,
+``auto`` the exact one for small layers.  The result is compared with the float64 reference
+within the bound of :mod:`sw.reference`; the exit status is 0 when it holds, 1 when not, 2 for
+bad input.  Only ``--sim golden`` exists until the RTL top is built.
+"""
+
+import sys
+import time
+
+import numpy as np
+from rich.table import Table
+
+from .. import golden, graphs, layers, reference
+from ..arch import ArrayParams
+from ..errors import FdpuError
+from ..prune import check_density, prune
+from .fdcsr import console, write_json
+
+#: Layers up to this many weight-lane-group products run exactly under ``--engine auto``.
+AUTO_EXACT_LIMIT = 50_000
+
+
+def add_layer_args(parser):
+    """Add the options that choose a layer, its data, the mode and the array."""
+    src = parser.add_argument_group("layer and data")
+    src.add_argument("--layer", metavar="NAME",
+                     help=f"a zoo layer: {', '.join(layers.layer_names())}")
+    src.add_argument("--in-features", type=int, metavar="C", help="C of a synthetic layer")
+    src.add_argument("--out-features", type=int, metavar="K", help="K of a synthetic layer")
+    src.add_argument("--weights", metavar="W.npy", help="the K x C weight matrix (.npy)")
+    src.add_argument("--inputs", metavar="X.npy", help="the N x C inputs (.npy)")
+    src.add_argument("--density", type=float, metavar="D",
+                     help="prune the weights to this fraction in [0, 1] (default: the layer's "
+                          "density; 1.0 for --in/--out-features; user weights as they are)")
+    src.add_argument("--batch", type=int, metavar="N",
+                     help="batch size of synthetic inputs (default 1)")
+    src.add_argument("--seed", type=int, default=0, metavar="S",
+                     help="seed of the synthetic weights and inputs (default 0)")
+    arr = parser.add_argument_group("graph and array")
+    arr.add_argument("--mode", choices=graphs.MODES, default="sparse",
+                     help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
+    arr.add_argument("--rows", type=int, default=8, metavar="R", help="PE rows (default 8)")
+    arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
+
+
+def resolve(args):
+    """Return ``(description, weights, inputs, params)`` from the parsed options."""
+    params = ArrayParams(rows=args.rows, cols=args.cols)
+    if args.seed < 0:
+        raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.batch is not None and args.batch < 1:
+        raise FdpuError(f"--batch must be at least 1, got {args.batch}")
+    if args.density is not None:
+        check_density(args.density, "--density")
+    chosen = [n for n, v in (("--layer", args.layer), ("--weights", args.weights),
+                             ("--in-features/--out-features",
+                              args.in_features is not None or args.out_features is not None))
+              if v]
+    if len(chosen) != 1:
+        raise FdpuError("give exactly one of --layer NAME, --in-features C --out-features K, "
+                        f"or --weights W.npy (got {', '.join(chosen) or 'none'})")
+    if args.weights:
+        w = layers.load_weights(args.weights)
+        if args.density is not None:
+            w = prune(w, args.density)
+        name = args.weights
+    elif args.layer:
+        spec = layers.get_layer(args.layer)
+        w = layers.make_weights(spec, args.density, args.seed)
+        name = spec.name
+    else:
+        if args.in_features is None or args.out_features is None:
+            raise FdpuError("--in-features and --out-features go together")
+        for opt, v in (("--in-features", args.in_features),
+                       ("--out-features", args.out_features)):
+            if v < 1:
+                raise FdpuError(f"{opt} must be a positive integer, got {v}")
+        w = layers.make_weights((args.out_features, args.in_features),
+                                1.0 if args.density is None else args.density, args.seed)
+        name = f"{args.out_features}x{args.in_features}"
+    if args.inputs:
+        x = layers.load_inputs(args.inputs, w.shape[1])
+        if args.batch is not None and args.batch != x.shape[0]:
+            raise FdpuError(f"--batch {args.batch} disagrees with {args.inputs}, which holds "
+                            f"{x.shape[0]} input rows")
+    else:
+        x = layers.make_inputs(w.shape[1], args.batch or 1, args.seed)
+    return name, w, x, params
+
+
+def register(subparsers):
+    """Add the ``run`` command."""
+    parser = subparsers.add_parser(
+        "run", help="run an FC layer on the golden model (later: the RTL) and check it",
+        description="Build the dense or sparse FC graph of a layer, map and assemble it, run "
+                    "it on a simulator and check the binary16 result against a float64 "
+                    "reference within a documented error bound (docs/golden.md).")
+    parser.add_argument("--sim", choices=("golden", "icarus", "verilator"), default="golden",
+                        help="simulator (only golden until the RTL top exists)")
+    add_layer_args(parser)
+    run = parser.add_argument_group("golden model")
+    run.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
+                     help="exact: token-by-token interpreter of the image; fast: vectorized, "
+                          "same bits and counts; auto: exact for small layers (default)")
+    run.add_argument("--order-seed", type=int, metavar="S",
+                     help="seed of the exact engine's delivery-order randomizer")
+    run.add_argument("--no-feedback", action="store_true",
+                     help="drop the SWITCH feedback edges (sparse, exact engine): shows the "
+                          "context-order error of PAPER.md Fig. 7")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
+    out.add_argument("--json", metavar="PATH",
+                     help="write match, instruction counts, bytes and tokens as JSON")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args):
+    """Run the layer; return 0 if the result is within the bound, 1 if not."""
+    if args.sim != "golden":
+        raise FdpuError(f"--sim {args.sim} is not available yet (the RTL top is a later "
+                        f"issue); use --sim golden")
+    name, w, x, params = resolve(args)
+    if args.no_feedback and args.mode != "sparse":
+        raise FdpuError("--no-feedback applies to --mode sparse only")
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                          feedback=not args.no_feedback)
+    size = plan.K * plan.Cw * plan.groups
+    exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
+    if args.no_feedback and not exact:
+        raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
+    start = time.perf_counter()
+    res = golden.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
+                        validate=not args.no_feedback)
+    seconds = time.perf_counter() - start
+    chk = reference.check(res.result, w, x)
+    c = res.counters
+    weights = plan.K * plan.C
+    record = dict(sim="golden", engine="exact" if exact else "fast", layer=name,
+                  K=plan.K, C=plan.C, N=plan.N, mode=plan.mode, rows=params.rows,
+                  cols=params.cols, nnz=int(np.count_nonzero(w.view(np.uint16))),
+                  plan=plan.describe(), match=chk.holds, check=chk.as_dict(),
+                  counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
+                  seconds=seconds)
+    table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
+                        f"{params.rows}x{params.cols} PEs)", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("engine", record["engine"])
+    table.add_row("weights K x C", f"{plan.K} x {plan.C} ({record['nnz']:,} non-zero)")
+    table.add_row("blocking kb x gb", f"{plan.kb} rows x {plan.gb} lane groups")
+    table.add_row("engines / contexts / passes",
+                  f"{plan.engines} / {plan.contexts} / {plan.passes}")
+    table.add_row("match (error bound holds)", "yes" if chk.holds else
+                  f"NO ({chk.failures} outputs)")
+    table.add_row("max |error| / max bound", f"{chk.max_error:.3g} / {chk.max_bound:.3g}")
+    table.add_row("instructions", f"{c.instructions:,}")
+    table.add_row("instructions per weight", f"{record['instructions_per_weight']:.2f}")
+    for op, n in sorted(c.ops.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  {op}", f"{n:,}")
+    table.add_row("tokens PE-local / mesh", f"{c.tokens_local:,} / {c.tokens_mesh:,}")
+    table.add_row("memory packets / hops", f"{c.mem_packets:,} / {c.mem_hops:,}")
+    table.add_row("bytes read / written", f"{c.bytes_read:,} / {c.bytes_written:,}")
+    table.add_row("golden model time", f"{seconds:.2f} s")
+    console().print(table)
+    if args.out:
+        with open(args.out, "wb") as f:
+            np.save(f, res.result)
+    if args.json:
+        write_json(args.json, record)
+    if not chk.holds:
+        print(f"fdpu run: result is NOT within the error bound ({chk.failures} outputs)",
+              file=sys.stderr)
+        return 1
+    return 0
