@@ -158,3 +158,13 @@ class Noc(wiring.Component):
             wiring.connect(m, flipped(self.i_reply[k]), rep.i_edge[k])
             wiring.connect(m, rep.o_edge[k], flipped(self.o_reply[k]))
         return m
+
+
+def build_mesh(rows=4, cols=4, width=0, depth=4):
+    """Return a :class:`Mesh` for ``fdpu verilog --top mesh`` (``width`` 0: the default)."""
+    return Mesh(ArrayParams(rows=rows, cols=cols), width=width or None, depth=depth)
+
+
+def build_noc(rows=2, cols=2, depth=4):
+    """Return a :class:`Noc` for ``fdpu verilog --top noc``."""
+    return Noc(ArrayParams(rows=rows, cols=cols), depth=depth)

@@ -83,10 +83,18 @@ def flit_layout(params, width=None):
                               "body": width - header.size})
 
 
-def body_layout(kind, params):
-    """Return the ``StructLayout`` of the body of a flit of ``kind`` (no header)."""
-    _check_params(params)
-    return data.StructLayout(_sw_body_layout(Kind(kind), params).struct_fields())
+def body_layout(kind, params, width=None):
+    """Return the ``StructLayout`` of the body of a flit of ``kind``, padded to the ``body``
+    field of :func:`flit_layout` ``(params, width)`` so that it can view it."""
+    body = Shape.cast(flit_layout(params, width)["body"].shape).width
+    fields = _sw_body_layout(Kind(getattr(kind, "value", kind)), params).struct_fields()
+    used = sum(fields.values())
+    if used > body:
+        raise TypeError(f"a {Kind(getattr(kind, 'value', kind)).name} body needs {used} bits, "
+                        f"more than the {body}-bit body of this flit width")
+    if used < body:
+        fields["_pad"] = fields.pop("_pad", 0) + body - used
+    return data.StructLayout(fields)
 
 
 class Bits:

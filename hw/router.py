@@ -212,3 +212,8 @@ class Router(wiring.Component):
         for i in range(n):
             m.d.comb += fifos[i].r_en.eq(pops[i])
         return m
+
+
+def build_router(rows=4, cols=4, x=1, y=1, width=0, depth=4):
+    """Return a :class:`Router` for ``fdpu verilog --top router`` (``width`` 0: the default)."""
+    return Router(ArrayParams(rows=rows, cols=cols), x, y, width=width or None, depth=depth)

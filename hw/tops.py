@@ -102,8 +102,46 @@ TOPS = {top.name: top for top in (
     Top("fpu", "hw.fpu:SimdFpu", "Pipelined SIMD-4 binary16 FMA unit (FMADD/FMUL/FADD/FSUB/MOV).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
     )),
+    Top("pe", "hw.pe:make_pe", "Processing element: operand buffer, dataflow issue, INT+FP pipes.", (
+        Param("rows", int, 8, "array rows (1..16)"),
+        Param("cols", int, 8, "array columns (1..16)"),
+        Param("slots", int, 64, "instruction slots per PE (power of two)"),
+        Param("operand_depth", int, 4, "tokens per operand FIFO (power of two)"),
+        Param("regs", int, 16, "local 64-bit registers (power of two)"),
+        Param("dbuf_bytes", int, 2 * 1024 * 1024, "bytes per Dbuf (power of two)"),
+        Param("x", int, 0, "this PE's column"),
+        Param("y", int, 0, "this PE's row"),
+        Param("micc_x", int, -1, "MicC column (CTX_END destination)"),
+        Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
+    )),
     Top("alu", "hw.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
+    )),
+    Top("router", "hw.router:build_router", "5-port mesh router, XY routing (docs/noc.md).", (
+        Param("rows", int, 4, "array rows, 1..16"),
+        Param("cols", int, 4, "array columns, 1..16"),
+        Param("x", int, 1, "this router's column"),
+        Param("y", int, 1, "this router's row"),
+        Param("width", int, 0, "flit width in bits (0: the sw.packet flit width)"),
+        Param("depth", int, 4, "flits per input FIFO, >= 2"),
+    )),
+    Top("mesh", "hw.mesh:build_mesh", "R x C mesh of routers, one network (docs/noc.md).", (
+        Param("rows", int, 4, "array rows, 1..16"),
+        Param("cols", int, 4, "array columns, 1..16"),
+        Param("width", int, 0, "flit width in bits (0: the sw.packet flit width)"),
+        Param("depth", int, 4, "flits per router input FIFO, >= 2"),
+    )),
+    Top("noc", "hw.mesh:build_noc", "Request and reply meshes with per-PE steering.", (
+        Param("rows", int, 2, "array rows, 1..16"),
+        Param("cols", int, 2, "array columns, 1..16"),
+        Param("depth", int, 4, "flits per router input FIFO, >= 2"),
+    )),
+    Top("dbuf", "hw.dbuf:build_dbuf", "Dbuf scratch-pad serving LOAD/STORE flits.", (
+        Param("rows", int, 2, "array rows (sizes the address map and coordinates)"),
+        Param("cols", int, 2, "array columns"),
+        Param("index", int, 0, "Dbuf number"),
+        Param("dbuf_bytes", int, 4096, "bytes per Dbuf, a power of two"),
+        Param("reply_depth", int, 4, "reply FIFO depth, >= 2"),
     )),
 )}
 
