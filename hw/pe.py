@@ -1,0 +1,740 @@
+"""The FDPU processing element: instruction and operand buffers, dataflow issue, dual pipes.
+
+Execution model: ISA v1 (the :mod:`sw.isa` and :mod:`sw.packet` docstrings); design notes,
+figures and reasoning in ``docs/pe.md``.
+
+Structure::
+
+                 i_flit (reply network: OPERAND, REPLY, CONFIG), always ready
+                   |
+              [in reg]--CONFIG-->  insn mem (slots x 64-bit parts), regs, PRELOAD
+                   |--REPLY---->  load reorder buffer (slot x tag) --> retire --> dispatch M
+                   |--OPERAND--+
+                               v
+     dispatch I/F/M local ---> operand write arbiters, one per operand index (mesh first)
+                               v
+            operand memories 0..2 (slots x depth x 64 bit, per-operand FIFO pointers)
+                               |
+      ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
+                   \-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
+                                              \--> LD/ST --> o_req                            |
+                     dispatch I (int results), F (fp results), M (load/store replies) <-------+
+                       local destinations -> operand write arbiters; others -> o_rep
+
+Contract
+--------
+* ``i_flit``: reply-network flits addressed to this PE; ``ready`` is constantly high (DESIGN.md
+  invariant 2: ejection never waits on firing).  A registered input stage sinks one flit per
+  cycle: OPERAND tokens win the write port of their operand memory over local results;
+  CONFIG writes the instruction part / register or pushes a PRELOAD token; REPLY fills the
+  load reorder buffer, whose entries were reserved at issue.
+* ``o_req``: LOAD/STORE flits (request network).  ``o_rep``: OPERAND flits to other PEs and
+  CTX_END flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.
+* Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
+  and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
+  round-robin picker chooses one ready INT/MEM/CTRL slot and one ready FP slot; one cycle later
+  (S1) the instruction fires if each *local* destination FIFO has room (occupancy counts
+  tokens present plus results reserved in flight), its unit accepts, and for LD/ST the request
+  FIFO and the slot's reorder window have room; otherwise it is dropped and picked again.
+* Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
+  the sticky OVERFLOW flag.  Errors (:class:`hw.pe_types.PeError`) are sticky in
+  ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
+* ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from sw.arch import ArrayParams, bits_for
+from sw.isa import Op, Unit
+from sw.packet import TAG_BITS, ConfigWhat, Kind, bias
+
+from .alu import IntAlu, IntOp
+from .fifo import StreamFIFO
+from .fpu import FpOp, SimdFpu
+from .pe_dispatch import Dispatcher
+from .pe_types import (PeError, dispatch_layout, error_layout, flit_union, insn_struct,
+                       local_layout, _eq, _inc, _select, _zx)
+
+__all__ = ["Pe", "make_pe", "NEG_ZERO4"]
+
+#: Four binary16 -0.0 lanes: the start value of a FACC accumulator.
+NEG_ZERO4 = 0x8000_8000_8000_8000
+
+_INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: IntOp.AND,
+            Op.OR: IntOp.OR, Op.XOR: IntOp.XOR, Op.SHL: IntOp.SHL, Op.SHR: IntOp.SHR,
+            Op.SRA: IntOp.SRA, Op.EQ: IntOp.EQ, Op.LT: IntOp.LT, Op.LTU: IntOp.LTU}
+_FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
+           Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
+_SIZE = {2: 1, 4: 2, 8: 3}
+
+
+def _first(m, vec, name):
+    """Return ``(any, index)`` of the lowest set bit of ``vec``."""
+    idx = Signal(range(max(2, len(vec))), name=f"{name}_idx")
+    for i in reversed(range(len(vec))):
+        with m.If(vec[i]):
+            m.d.comb += idx.eq(i)
+    return vec.any(), idx
+
+
+def _round_robin(m, vec, name):
+    """Pick a set bit of ``vec``, starting after the previous pick; return ``(any, index, last)``.
+
+    ``last`` is the register of the previous pick; the caller updates it.
+    """
+    n = len(vec)
+    last = Signal(range(max(2, n)), name=f"{name}_last")
+    above = Signal(n, name=f"{name}_above")
+    with m.Switch(last):                  # above[i] = i > last, as a table
+        for j in range(n):
+            with m.Case(j):
+                m.d.comb += above.eq(vec & Const(((1 << n) - 1) & ~((2 << j) - 1), n))
+        with m.Default():
+            m.d.comb += above.eq(0)
+    any_hi, idx_hi = _first(m, above, f"{name}_hi")
+    any_all, idx_all = _first(m, vec, f"{name}_all")
+    idx = Signal.like(idx_all, name=f"{name}_pick")
+    m.d.comb += idx.eq(Mux(any_hi, idx_hi, idx_all))
+    return any_all, idx, last
+
+
+class Pe(wiring.Component):
+    """One processing element (see the module docstring).
+
+    Parameters
+    ----------
+    params : ArrayParams
+        Array configuration (slots, operand depth, registers, address map, ...).
+    x, y : int
+        This PE's coordinate.
+    micc : tuple of int
+        Coordinate of the MicC (CTX_END destination), default ``(-1, 0)`` (west edge).
+
+    Attributes
+    ----------
+    i_flit : In(stream.Signature(flit_union(params)))
+    o_req, o_rep : Out(stream.Signature(flit_union(params)))
+    o_error : Out(error_layout(params))
+    o_fire : Out(...)
+        ``int_valid``/``int_op`` and ``fp_valid``/``fp_op``: the instructions fired this cycle.
+    """
+
+    def __init__(self, params=None, x=0, y=0, micc=(-1, 0)):
+        params = ArrayParams() if params is None else params
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        if not (isinstance(x, int) and 0 <= x < params.cols
+                and isinstance(y, int) and 0 <= y < params.rows):
+            raise ValueError(f"PE coordinate ({x!r}, {y!r}) is outside the "
+                             f"{params.rows}x{params.cols} array")
+        if (not isinstance(micc, tuple) or len(micc) != 2
+                or not (-1 <= micc[0] <= params.cols and -1 <= micc[1] <= params.rows)):
+            raise ValueError(f"micc must be an (x, y) coordinate in -1..cols, -1..rows, "
+                             f"not {micc!r}")
+        self._params, self._x, self._y, self._micc = params, x, y, micc
+        flit = flit_union(params)
+        super().__init__({
+            "i_flit": In(stream.Signature(flit)),
+            "o_req": Out(stream.Signature(flit)),
+            "o_rep": Out(stream.Signature(flit)),
+            "o_error": Out(error_layout(params)),
+            "o_fire": Out(data.StructLayout({"int_valid": 1, "int_op": 6,
+                                             "fp_valid": 1, "fp_op": 6})),
+        })
+
+    @property
+    def params(self):
+        """The :class:`~sw.arch.ArrayParams` of the PE."""
+        return self._params
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        S, D, K, ND = p.slots, p.operand_depth, p.MAX_OPERANDS, p.MAX_DESTS
+        sb = p.slot_bits
+        dbits = bits_for(D)                      # FIFO pointer bits (1 when D == 1)
+        cbits = bits_for(D + 1)                  # FIFO counter bits
+        R = min(D, 1 << TAG_BITS)                # reorder entries per slot
+        rbits = bits_for(R)
+        insn_l = insn_struct(p)
+        parts = insn_l.size // 64
+
+        def fifo_addr(slot, ptr, depth, bits):
+            return slot if depth == 1 else Cat(ptr[:bits], slot)
+
+        def slot_is(sig, s):
+            return _eq(sig, s)
+
+        def dest_of(insn, i):
+            return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
+                       getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
+
+        def op_in(op, lo, hi):
+            return Cat(*[_eq(op, int(o)) for o in Op if lo <= o <= hi]).any()
+
+        # ---- storage ---------------------------------------------------------------------
+        m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
+        insn_w = insn_mem.write_port(granularity=64)
+        opmem = []
+        for k in range(K):
+            mem = Memory(shape=p.TOKEN_BITS, depth=S * D, init=[])
+            m.submodules[f"opmem{k}"] = mem
+            opmem.append(mem)
+        opw = [mem.write_port() for mem in opmem]
+        regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
+
+        known = [Signal(name=f"known{s}") for s in range(S)]     # opcode valid, not INVALID
+        isfp = [Signal(name=f"isfp{s}") for s in range(S)]
+        tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
+        busy = [Signal(name=f"busy{s}") for s in range(S)]
+        cnt = [[Signal(cbits, name=f"cnt{s}_{k}") for k in range(K)] for s in range(S)]
+        occ = [[Signal(cbits, name=f"occ{s}_{k}") for k in range(K)] for s in range(S)]
+        head = [[Signal(cbits, name=f"head{s}_{k}") for k in range(K)] for s in range(S)]
+
+        err_flags = Signal(len(PeError))
+        err_slot = Signal(sb)
+        m.d.comb += [self.o_error.flags.eq(err_flags), self.o_error.slot.eq(err_slot)]
+        raise_err = []                            # (condition, flag, slot), in priority order
+
+        # ---- input stage: the mesh never waits ------------------------------------------
+        fin = Signal(flit_union(p), name="fin")
+        fin_valid = Signal()
+        m.d.comb += self.i_flit.ready.eq(1)
+        m.d.sync += [fin_valid.eq(self.i_flit.valid), fin.eq(self.i_flit.payload)]
+        kind = fin.operand.kind
+
+        def is_kind(k):
+            return fin_valid & _eq(kind, int(k))
+
+        # CONFIG
+        cfg = fin.config
+        is_cfg = is_kind(Kind.CONFIG)
+        cfg_insn = is_cfg & _eq(cfg.what, ConfigWhat.INSN)
+        m.d.comb += [insn_w.addr.eq(cfg.slot), insn_w.data.eq(cfg.data.replicate(parts))]
+        for j in range(parts):
+            m.d.comb += insn_w.en[j].eq(cfg_insn & _eq(cfg.index, j))
+        for r in range(p.regs):
+            with m.If(is_cfg & _eq(cfg.what, ConfigWhat.REG) & _eq(cfg.index, r)):
+                m.d.sync += regs[r].eq(cfg.data)
+        part0 = Signal(insn_l)
+        m.d.comb += part0.eq(cfg.data)
+        known_op = Signal()
+        fp_op = Signal()
+        with m.Switch(part0.op):
+            for op in Op:
+                if op is not Op.INVALID:
+                    with m.Case(int(op)):
+                        m.d.comb += [known_op.eq(1), fp_op.eq(op.unit is Unit.FP)]
+            with m.Default():
+                m.d.comb += [known_op.eq(0), fp_op.eq(0)]
+        given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
+        tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
+        for s in range(S):
+            with m.If(cfg_insn & _eq(cfg.index, 0) & slot_is(cfg.slot, s)):
+                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
+
+        # Mesh tokens: OPERAND and PRELOAD.
+        net_tok = Signal(local_layout(p))
+        net_valid = Signal()
+        with m.If(is_kind(Kind.OPERAND)):
+            m.d.comb += [net_valid.eq(1), net_tok.slot.eq(fin.operand.slot),
+                         net_tok.operand.eq(fin.operand.operand),
+                         net_tok.data.eq(fin.operand.data)]
+        with m.If(is_cfg & _eq(cfg.what, ConfigWhat.PRELOAD)):
+            m.d.comb += [net_valid.eq(1), net_tok.slot.eq(cfg.slot),
+                         net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
+
+        # ---- dispatchers ------------------------------------------------------------------
+        disp = []
+        for name in ("int", "fp", "mem"):
+            d = Dispatcher(p, self._x, self._y, self._micc)
+            m.submodules[f"disp_{name}"] = d
+            disp.append(d)
+
+        # ---- operand write arbiters, one per operand memory -------------------------------
+        full_const = Const((1 << cbits) - 1, cbits)
+        occ_list = [occ[s][j] if j < K else full_const for s in range(S) for j in range(4)]
+
+        def occ_of(key):
+            return _select(occ_list, key)
+
+        def known_of(slot):
+            return _select(known, slot)
+
+        def cnt_of(k, slot):
+            return _select([cnt[s][k] for s in range(S)], slot)
+
+        def head_of(k, slot):
+            return _select([head[s][k] for s in range(S)], slot)
+        wr_en = [Signal(name=f"wr_en{k}") for k in range(K)]      # a token is written
+        wr_net = [Signal(name=f"wr_net{k}") for k in range(K)]    # ... and it came from the mesh
+        wr_slot = [Signal(sb, name=f"wr_slot{k}") for k in range(K)]
+        net_ok = Signal()
+        net_slot_known = known_of(net_tok.slot)
+        net_full = occ_of(Cat(net_tok.operand, net_tok.slot))[cbits - 1]   # occ == D
+        m.d.comb += net_ok.eq(net_valid & net_slot_known & ~net_full)
+        raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
+        raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
+                          net_tok.slot))
+        srcs = [(net_valid, net_tok)] + [(d.o_local.valid, d.o_local.payload) for d in disp]
+        for k in range(K):
+            taken = Const(0, 1)
+            sel = Signal(local_layout(p), name=f"wr_sel{k}")
+            sel_valid = Signal(name=f"wr_sel_valid{k}")
+            sel_net = Signal(name=f"wr_sel_net{k}")
+            for j, (valid, tok) in enumerate(srcs):
+                mine = valid & _eq(tok.operand, k)
+                with m.If(mine & ~taken):
+                    m.d.comb += [sel.eq(tok), sel_valid.eq(1), sel_net.eq(j == 0)]
+                taken = taken | mine
+            # A local token goes to a known slot; the reservation made at issue gives room.
+            local_known = known_of(sel.slot)
+            ok = sel_valid & Mux(sel_net, net_ok, local_known)
+            m.d.comb += [wr_en[k].eq(ok), wr_net[k].eq(sel_net), wr_slot[k].eq(sel.slot)]
+            tail = (head_of(k, sel.slot) + cnt_of(k, sel.slot))[:dbits]
+            m.d.comb += [opw[k].addr.eq(fifo_addr(sel.slot, tail, D, dbits)),
+                         opw[k].data.eq(sel.data), opw[k].en.eq(ok)]
+            raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
+                              sel.slot))
+        # A dispatcher's local port is ready when its operand memory granted it this cycle.
+        for j, d in enumerate(disp):
+            granted = Const(0, 1)
+            for k in range(K):
+                before = Const(0, 1)
+                for valid, tok in srcs[:j + 1]:
+                    before = before | (valid & _eq(tok.operand, k))
+                granted = granted | (_eq(d.o_local.payload.operand, k) & ~before)
+            m.d.comb += d.o_local.ready.eq(granted)
+
+        # ---- issue pipes --------------------------------------------------------------------
+        alu = m.submodules.alu = IntAlu(tag_width=self._int_tag(p).size)
+        fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
+        m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
+        m.submodules.rep_q = rep_q = StreamFIFO(width=flit_union(p).size, depth=4)
+        m.d.comb += [
+            self.o_req.valid.eq(req_q.o_data.valid),
+            self.o_req.payload.eq(req_q.o_data.payload),
+            req_q.o_data.ready.eq(self.o_req.ready),
+            self.o_rep.valid.eq(rep_q.o_data.valid),
+            self.o_rep.payload.eq(rep_q.o_data.payload),
+            rep_q.o_data.ready.eq(self.o_rep.ready),
+        ]
+
+        consume = [[Signal(name=f"consume{pp}_{k}") for k in range(K)] for pp in range(2)]
+        cons_slot = [Signal(sb, name=f"cons_slot{pp}") for pp in range(2)]
+        reserve = [[Signal(name=f"reserve{pp}_{i}") for i in range(ND)] for pp in range(2)]
+        res_dest = [[Signal(sb + 2, name=f"res_dest{pp}_{i}") for i in range(ND)]
+                    for pp in range(2)]
+        busy_set = [Signal(name=f"busy_set{pp}") for pp in range(2)]
+        busy_set_slot = [Signal(sb, name=f"busy_set_slot{pp}") for pp in range(2)]
+        busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(2)]
+        busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(2)]
+
+        # ITER engine: emits the remaining tokens of one ITER firing on the INT pipe.
+        it_active = Signal()
+        it_slot = Signal(sb)
+        it_value = Signal(32)
+        it_step = Signal(32)
+        it_left = Signal(16)
+        it_turn = Signal()
+        m.d.sync += it_turn.eq(~it_turn)
+
+        # FACC accumulators: 64-bit acc + 16-bit firing count per slot.
+        m.submodules.facc_mem = facc_mem = Memory(
+            shape=data.StructLayout({"acc": 64, "count": 16}), depth=S, init=[])
+        facc_w = facc_mem.write_port()
+
+        # Load/store issue and retire counters per slot (tags are their low bits).
+        ld_iss = [Signal(TAG_BITS + 1, name=f"ld_iss{s}") for s in range(S)]
+        ld_ret = [Signal(TAG_BITS + 1, name=f"ld_ret{s}") for s in range(S)]
+
+        # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
+        s1 = []
+        for pp in range(2):
+            s1_valid = Signal(name=f"s1_valid{pp}")
+            s1_slot = Signal(sb, name=f"s1_slot{pp}")
+            s1_cont = Signal(name=f"s1_cont{pp}")
+            ready = Signal(S, name=f"ready{pp}")
+            for s in range(S):
+                tok_ok = Cat(*[~tmask[s][k] | cnt[s][k].any() for k in range(K)]).all()
+                m.d.comb += ready[s].eq(known[s] & (isfp[s] == pp) & tok_ok & ~busy[s]
+                                        & ~(s1_valid & slot_is(s1_slot, s)))
+            any_rdy, pick, last = _round_robin(m, ready, f"pick{pp}")
+            cont = Signal(name=f"cont{pp}")
+            if pp == 0:
+                m.d.comb += cont.eq(it_active & (it_turn | ~any_rdy))
+            slot0 = Signal(sb, name=f"slot0_{pp}")
+            m.d.comb += slot0.eq(Mux(cont, it_slot, pick))
+            with m.If(any_rdy & ~cont):
+                m.d.sync += last.eq(pick)
+            m.d.sync += [s1_valid.eq(any_rdy | cont), s1_slot.eq(slot0), s1_cont.eq(cont)]
+            insn_r = insn_mem.read_port()
+            m.d.comb += insn_r.addr.eq(slot0)
+            op_r = []
+            for k in range(K):
+                rp = opmem[k].read_port()
+                m.d.comb += rp.addr.eq(fifo_addr(slot0, head_of(k, slot0), D, dbits))
+                op_r.append(rp)
+            facc_r = None
+            if pp == 1:
+                facc_r = facc_mem.read_port()
+                m.d.comb += facc_r.addr.eq(slot0)
+            s1.append(dict(valid=s1_valid, slot=s1_slot, cont=s1_cont, insn=insn_r, op_r=op_r,
+                           facc_r=facc_r, local=[]))
+
+        # ---- S1 of each pipe: operands, room check, fire ----------------------------------
+        for pp in range(2):
+            st = s1[pp]
+            insn = Signal(insn_l, name=f"insn{pp}")
+            m.d.comb += insn.eq(st["insn"].data)
+            opv = []
+            for k in range(K):
+                v = Signal(64, name=f"opv{pp}_{k}")
+                m.d.comb += v.eq(Mux(insn.regmask[k], _select(regs, getattr(insn, f"reg{k}")),
+                                     st["op_r"][k].data))
+                opv.append(v)
+            imm32 = Signal(32, name=f"imm{pp}")
+            m.d.comb += imm32.eq(insn.imm)
+            fimm = Signal(64, name=f"fimm{pp}")
+            m.d.comb += fimm.eq(imm32[:16].replicate(4))
+            has = [Signal(name=f"has{pp}_{i}") for i in range(K)]   # operand i given
+            m.d.comb += [has[0].eq(insn.nsrc.any()), has[1].eq(insn.nsrc[1]),
+                         has[2].eq(insn.nsrc.all())]
+            is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
+                     for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB)}
+            for op, sig in is_op.items():
+                m.d.comb += sig.eq(_eq(insn.op, int(op)))
+
+            # Destinations to serve; SWITCH keeps one branch.
+            dmask = Signal(ND, name=f"dmask{pp}")
+            valid_d = Cat(*[getattr(insn, f"d{i}_valid") for i in range(ND)])
+            cond = opv[1][:32].any()
+            first_n = Signal(ND, name=f"first_n{pp}")     # bit i: i < ntrue
+            with m.Switch(insn.ntrue):
+                for j in range(ND + 1):
+                    with m.Case(j):
+                        m.d.comb += first_n.eq((1 << j) - 1)
+                with m.Default():
+                    m.d.comb += first_n.eq((1 << ND) - 1)
+            taken = Mux(cond, first_n, ~first_n)
+            m.d.comb += dmask.eq(Mux(is_op[Op.SWITCH], valid_d & taken, valid_d))
+
+            # FACC state of this slot (FP pipe only).
+            emits = Signal(name=f"emits{pp}")
+            acc = Signal(64, name=f"acc{pp}")
+            newcount = Signal(16, name=f"newcount{pp}")
+            if pp == 1:
+                fr = st["facc_r"].data
+                m.d.comb += [
+                    acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
+                    newcount.eq(_inc(fr.count)),
+                    emits.eq(~is_op[Op.FACC] | (newcount == imm32[:16])),
+                ]
+            else:
+                m.d.comb += emits.eq(1)
+
+            # Room in local destinations (counting tokens in flight), and no same-cycle race
+            # with a mesh token or the other pipe for the last free entry.
+            room = Signal(name=f"room{pp}")
+            room_terms = []
+            for i in range(ND):
+                dx, dy = getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y")
+                dslot, dop = getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand")
+                is_local = Signal(name=f"is_local{pp}_{i}")
+                m.d.comb += is_local.eq(dmask[i] & _eq(dx, self._x) & _eq(dy, self._y) & emits)
+                key = Cat(dop, dslot)
+                m.d.comb += res_dest[pp][i].eq(key)
+                clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
+                if pp == 1:
+                    for j in range(ND):
+                        clash = clash | (reserve[0][j] & (res_dest[0][j] == key))
+                room_terms.append(~is_local | (~occ_of(key)[cbits - 1] & ~clash))
+                st["local"].append(is_local)
+            m.d.comb += room.eq(Cat(*room_terms).all())
+
+            go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
+            if pp == 0:
+                is_mem = Signal(name="is_mem")
+                m.d.comb += is_mem.eq(~st["cont"] & op_in(insn.op, Op.LDH, Op.STD))
+                tag = Signal(self._int_tag(p), name="int_tag")
+                a = Signal(32, name="alu_a")
+                b = Signal(32, name="alu_b")
+                iop = Signal(IntOp, name="alu_op")
+                m.d.comb += b.eq(Mux(has[1], opv[1][:32], imm32))
+                with m.Switch(insn.op):
+                    for op, code in _INT_OPS.items():
+                        with m.Case(int(op)):
+                            m.d.comb += [iop.eq(code), a.eq(opv[0][:32])]
+                    with m.Case(int(Op.IMM)):
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(imm32)]
+                    with m.Case(int(Op.CTX), int(Op.SWITCH)):
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
+                    with m.Default():
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
+                with m.If(st["cont"]):
+                    m.d.comb += a.eq(it_value)
+                # CTX and SWITCH forward all 64 bits: the high half rides in the tag.
+                m.d.comb += [tag.wide.eq((_eq(insn.op, int(Op.CTX)) | is_op[Op.SWITCH])
+                                         & ~st["cont"]),
+                             tag.hi.eq(opv[0][32:])]
+                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(insn.end & ~st["cont"])]
+                m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
+                             alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
+
+                # LD/ST: address, Dbuf, reorder window.
+                addr = Signal(32, name="ls_addr")
+                m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
+                outstanding = (_select(ld_iss, st["slot"]) - _select(ld_ret, st["slot"]))[:TAG_BITS + 1]
+                window_ok = ~outstanding[rbits if R > 1 else 0:].any()   # outstanding < R
+                mem_ok = req_q.i_data.ready & window_ok
+                unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
+                # One ITER engine: a second ITER waits until the first has emitted everything.
+                cont_ok = Mux(st["cont"], it_active, ~(is_op[Op.ITER] & it_active))
+                m.d.comb += go.eq(st["valid"] & room & cont_ok & unit_ok)
+                m.d.comb += alu.i_op.valid.eq(st["valid"] & room & cont_ok & ~is_mem)
+
+                req = Signal(flit_union(p), name="req")
+                nb = bits_for(p.num_dbufs)
+                dbuf = Signal(nb, name="ls_dbuf")
+                m.d.comb += dbuf.eq(addr[p.dbuf_addr_bits:][:nb])
+                dxy = Signal(p.x_bits + p.y_bits, name="ls_dbuf_xy")
+                dbuf_bad = Signal(name="ls_dbuf_bad")
+                in_range = ~dbuf_bad & ~addr[p.dbuf_addr_bits + nb:].any()
+                with m.Switch(dbuf):
+                    for i in range(p.num_dbufs):
+                        cx, cy = p.dbuf_coord(i)
+                        with m.Case(i):
+                            m.d.comb += dxy.eq(Cat(Const(bias(cx), p.x_bits),
+                                                   Const(bias(cy), p.y_bits)))
+                    with m.Default():
+                        m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
+                size = Signal(2, name="ls_size")
+                with m.Switch(insn.op):
+                    for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW, Op.STD):
+                        with m.Case(int(op)):
+                            m.d.comb += size.eq(_SIZE[op.access_bytes])
+                    with m.Default():
+                        m.d.comb += size.eq(0)
+                is_store = op_in(insn.op, Op.STH, Op.STD)
+                m.d.comb += [
+                    req.store.kind.eq(Mux(is_store, Const(int(Kind.STORE), 3),
+                                          Const(int(Kind.LOAD), 3))),
+                    req.store.dst_x.eq(dxy[:p.x_bits]),
+                    req.store.dst_y.eq(dxy[p.x_bits:]),
+                    req.store.addr.eq(addr),
+                    req.store.size.eq(size),
+                    req.store.bcast.eq(is_op[Op.LDHB]),
+                    req.store.src_x.eq(bias(self._x)),
+                    req.store.src_y.eq(bias(self._y)),
+                    req.store.slot.eq(st["slot"]),
+                    req.store.tag.eq(_select(ld_iss, st["slot"])[:TAG_BITS]),
+                    req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
+                    req_q.i_data.payload.eq(req),
+                    req_q.i_data.valid.eq(go & is_mem & in_range),
+                ]
+                raise_err.append((go & is_mem & ~in_range, PeError.BAD_ADDRESS, st["slot"]))
+                for s in range(S):
+                    with m.If(go & is_mem & in_range & slot_is(st["slot"], s)):
+                        m.d.sync += ld_iss[s].eq(_inc(ld_iss[s]))
+
+                # ITER engine.
+                count = imm32[:16]
+                step = Cat(imm32[16:], imm32[31].replicate(16))
+                with m.If(go & ~st["cont"] & is_op[Op.ITER] & count[1:].any()):
+                    m.d.sync += [it_active.eq(1), it_slot.eq(st["slot"]),
+                                 it_value.eq((opv[0][:32] + step)[:32]), it_step.eq(step),
+                                 it_left.eq((count - Const(1, 16))[:16])]
+                    m.d.comb += [busy_set[0].eq(1), busy_set_slot[0].eq(st["slot"])]
+                with m.If(go & st["cont"]):
+                    m.d.sync += [it_value.eq((it_value + it_step)[:32]),
+                                 it_left.eq((it_left - Const(1, 16))[:16])]
+                    with m.If(_eq(it_left, 1)):
+                        m.d.sync += it_active.eq(0)
+                        m.d.comb += [busy_clr[0].eq(1), busy_clr_slot[0].eq(it_slot)]
+            else:
+                tag = Signal(self._fp_tag(p), name="fp_tag")
+                fop = Signal(FpOp, name="fpu_op")
+                fa, fb, fc = (Signal(64, name=f"fpu_{n}") for n in "abc")
+                m.d.comb += [fb.eq(Mux(has[1], opv[1], fimm))]
+                with m.Switch(insn.op):
+                    for op, code in _FP_OPS.items():
+                        with m.Case(int(op)):
+                            m.d.comb += fop.eq(code)
+                    with m.Default():
+                        m.d.comb += fop.eq(FpOp.MOV)
+                m.d.comb += [
+                    fa.eq(Mux(is_op[Op.FIMM], fimm, opv[0])),
+                    fc.eq(Mux(is_op[Op.FACC], acc, Mux(has[2], opv[2], fimm))),
+                ]
+                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(insn.end),
+                             tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
+                             tag.slot.eq(st["slot"]),
+                             tag.count.eq(Mux(emits, Const(0, 16), newcount))]
+                m.d.comb += [fpu.i_op.payload.op.eq(fop), fpu.i_op.payload.a.eq(fa),
+                             fpu.i_op.payload.b.eq(fb), fpu.i_op.payload.c.eq(fc),
+                             fpu.i_op.payload.tag.eq(tag),
+                             fpu.i_op.valid.eq(st["valid"] & room)]
+                m.d.comb += go.eq(st["valid"] & room & fpu.i_op.ready)
+                with m.If(go & is_op[Op.FACC]):
+                    m.d.comb += [busy_set[1].eq(1), busy_set_slot[1].eq(st["slot"])]
+
+            fire = go & ~st["cont"]
+            for k in range(K):
+                m.d.comb += consume[pp][k].eq(fire & has[k] & ~insn.regmask[k])
+            m.d.comb += cons_slot[pp].eq(st["slot"])
+            for i in range(ND):
+                m.d.comb += reserve[pp][i].eq(go & st["local"][i])
+            if pp == 0:
+                m.d.comb += [self.o_fire.int_valid.eq(fire), self.o_fire.int_op.eq(insn.op)]
+            else:
+                m.d.comb += [self.o_fire.fp_valid.eq(fire), self.o_fire.fp_op.eq(insn.op)]
+
+        # ---- unit results to the dispatchers -----------------------------------------------
+        itag = Signal(self._int_tag(p))
+        m.d.comb += itag.eq(alu.o_res.payload.tag)
+        dpi = disp[0].i_res.payload
+        m.d.comb += [
+            disp[0].i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(disp[0].i_res.ready),
+            dpi.data.eq(Cat(alu.o_res.payload.result, Mux(itag.wide, itag.hi, Const(0, 32)))),
+            dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
+        ]
+        ftag = Signal(self._fp_tag(p))
+        m.d.comb += ftag.eq(fpu.o_res.payload.tag)
+        dpf = disp[1].i_res.payload
+        to_disp = ~ftag.facc | ftag.emit
+        m.d.comb += [
+            disp[1].i_res.valid.eq(fpu.o_res.valid & to_disp),
+            fpu.o_res.ready.eq(Mux(to_disp, disp[1].i_res.ready, 1)),
+            dpf.data.eq(fpu.o_res.payload.result), dpf.dests.eq(ftag.dests),
+            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end),
+        ]
+        fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
+        m.d.comb += [facc_w.addr.eq(ftag.slot), facc_w.en.eq(fdone),
+                     facc_w.data.acc.eq(fpu.o_res.payload.result),
+                     facc_w.data.count.eq(ftag.count),
+                     busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
+
+        # ---- load/store replies: reorder per slot, retire in issue order -------------------
+        m.submodules.rob = rob = Memory(shape=64, depth=S * R, init=[])
+        rob_w = rob.write_port()
+        rob_r = rob.read_port()
+        rvalid = [Signal(R, name=f"rvalid{s}") for s in range(S)]
+        rep = fin.reply
+        is_rep = is_kind(Kind.REPLY)
+        m.d.comb += [rob_w.addr.eq(fifo_addr(rep.slot, rep.tag, R, rbits)),
+                     rob_w.data.eq(rep.data), rob_w.en.eq(is_rep)]
+        raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep.slot))
+        retirable = Signal(S)
+        for s in range(S):
+            m.d.comb += retirable[s].eq(_select(list(rvalid[s]), ld_ret[s][:rbits])
+                                        if R > 1 else rvalid[s][0])
+        r1_valid = Signal()
+        r_adv = ~r1_valid | disp[2].i_res.ready
+        any_ret, ret_pick, ret_last = _round_robin(m, retirable, "retire")
+        ret_go = any_ret & r_adv
+        insn_r2 = insn_mem.read_port()
+        m.d.comb += [insn_r2.addr.eq(ret_pick), insn_r2.en.eq(r_adv),
+                     rob_r.addr.eq(fifo_addr(ret_pick, _select(ld_ret, ret_pick), R, rbits)),
+                     rob_r.en.eq(r_adv)]
+        with m.If(r_adv):
+            m.d.sync += r1_valid.eq(any_ret)
+        with m.If(ret_go):
+            m.d.sync += ret_last.eq(ret_pick)
+        for s in range(S):
+            with m.If(ret_go & slot_is(ret_pick, s)):
+                m.d.sync += ld_ret[s].eq(_inc(ld_ret[s]))
+            for t in range(R):
+                set_ = is_rep & slot_is(rep.slot, s) & (_eq(rep.tag[:rbits], t) if R > 1
+                                                         else Const(1, 1))
+                clr = ret_go & slot_is(ret_pick, s) & (_eq(ld_ret[s][:rbits], t) if R > 1
+                                                        else Const(1, 1))
+                with m.If(set_):
+                    m.d.sync += rvalid[s][t].eq(1)
+                with m.Elif(clr):
+                    m.d.sync += rvalid[s][t].eq(0)
+        rinsn = Signal(insn_l)
+        m.d.comb += rinsn.eq(insn_r2.data)
+        dpm = disp[2].i_res.payload
+        r_store = op_in(rinsn.op, Op.STH, Op.STD)
+        m.d.comb += [
+            disp[2].i_res.valid.eq(r1_valid),
+            dpm.data.eq(Mux(r_store, Const(0, 64), rob_r.data)),
+            dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
+            dpm.end.eq(rinsn.end),
+        ]
+        m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
+
+        # ---- remote flits: dispatchers -> o_rep ------------------------------------------
+        taken = Const(0, 1)
+        for d in disp:
+            grant = d.o_flit.valid & ~taken
+            with m.If(grant):
+                m.d.comb += [rep_q.i_data.payload.eq(d.o_flit.payload),
+                             rep_q.i_data.valid.eq(1)]
+            m.d.comb += d.o_flit.ready.eq(grant & rep_q.i_data.ready)
+            taken = taken | d.o_flit.valid
+
+        # ---- per-FIFO counters ---------------------------------------------------------------
+        one = Const(1, cbits)
+        for s in range(S):
+            for k in range(K):
+                inc = wr_en[k] & slot_is(wr_slot[k], s)
+                inc_net = inc & wr_net[k]
+                dec = ((consume[0][k] & slot_is(cons_slot[0], s))
+                       | (consume[1][k] & slot_is(cons_slot[1], s)))
+                res = Cat(*[reserve[pp][i] & _eq(res_dest[pp][i], s << 2 | k)
+                            for pp in range(2) for i in range(ND)]).any()
+                with m.If(inc & ~dec):
+                    m.d.sync += cnt[s][k].eq((cnt[s][k] + one)[:cbits])
+                with m.Elif(dec & ~inc):
+                    m.d.sync += cnt[s][k].eq((cnt[s][k] - one)[:cbits])
+                # occ += mesh token + reservation - consumption, as constant steps.
+                with m.If(inc_net & res & ~dec):
+                    m.d.sync += occ[s][k].eq(Cat(occ[s][k][0], _inc(occ[s][k][1:]))
+                                             if cbits > 1 else occ[s][k])
+                with m.Elif((inc_net ^ res) & ~dec | inc_net & res & dec):
+                    m.d.sync += occ[s][k].eq(_inc(occ[s][k]))
+                with m.Elif(~inc_net & ~res & dec):
+                    m.d.sync += occ[s][k].eq((occ[s][k] - Const(1, cbits))[:cbits])
+                with m.If(dec):
+                    m.d.sync += head[s][k].eq(Mux(_eq(head[s][k], D - 1), Const(0, cbits),
+                                                  _inc(head[s][k])))
+        for s in range(S):
+            for pp in range(2):
+                with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):
+                    m.d.sync += busy[s].eq(1)
+            for pp in range(2):
+                with m.If(busy_clr[pp] & slot_is(busy_clr_slot[pp], s)):
+                    m.d.sync += busy[s].eq(0)
+
+        # ---- sticky errors ---------------------------------------------------------------------
+        first = Const(0, 1)
+        for cond_, flag, slot in raise_err:
+            with m.If(cond_):
+                m.d.sync += err_flags[flag].eq(1)
+                with m.If(~err_flags.any() & ~first):
+                    m.d.sync += err_slot.eq(slot)
+            first = first | cond_
+        return m
+
+    def _int_tag(self, p):
+        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
+                                  "dmask": p.MAX_DESTS, "end": 1, "wide": 1, "hi": 32})
+
+    def _fp_tag(self, p):
+        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
+                                  "dmask": p.MAX_DESTS, "end": 1, "facc": 1, "emit": 1,
+                                  "slot": p.slot_bits, "count": 16})
+
+
+def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
+            x=0, y=0, micc_x=-1, micc_y=0):
+    """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches)."""
+    params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
+                         regs=regs, dbuf_bytes=dbuf_bytes)
+    return Pe(params, x, y, (micc_x, micc_y))
