@@ -1,0 +1,118 @@
+"""Tests of the assembler and the image (:mod:`sw.asm`, :mod:`sw.image`): encoding into the
+placed slots, SWITCH branch order, preloads, file round trip, every malformed-image error and
+the listing."""
+
+import numpy as np
+import pytest
+
+from sw import isa, layers
+from sw.arch import ArrayParams
+from sw.asm import assemble, listing
+from sw.errors import FdpuError
+from sw.graphs import build_graph, pass_memory, plan_fc
+from sw.image import Image, load
+from sw.place import place
+
+PARAMS = ArrayParams(rows=1, cols=2)
+
+
+def fc_image(mode="sparse"):
+    w = layers.make_weights((4, 20), 0.5, 1)
+    x = layers.make_inputs(20, 4, 1)
+    plan = plan_fc(4, 20, 4, mode, PARAMS)
+    g = build_graph(plan)
+    g.validate(PARAMS)
+    p = place(g, PARAMS)
+    segments, outputs = pass_memory(plan, w, x, 0)
+    return g, p, assemble(g, p, segments, plan.pass_contexts(0), meta={"outputs": outputs})
+
+
+def test_every_node_is_encoded_where_it_was_placed():
+    g, p, img = fc_image()
+    insns = img.instructions()
+    assert len(insns) == len(g.nodes)
+    out = g.out_edges()
+    for node in g.nodes:
+        insn = insns[p.where[node.id]]
+        assert insn.op is node.op and insn.imm == node.imm and insn.end == node.end
+        assert len(insn.dests) == len(out[node.id])
+        if node.op is isa.Op.SWITCH:
+            taken = [e for e in out[node.id] if e.branch]
+            assert insn.ntrue == len(taken)
+            t = insn.dests[0]
+            assert (t.x, t.y, t.slot) == p.where[taken[0].dst]
+    fb = [e for e in g.edges if e.init]
+    assert len(img.preloads) == len(fb)
+    assert img.ends_per_context == len(g.end_nodes())
+
+
+def test_save_load_round_trip(tmp_path):
+    _, _, img = fc_image()
+    img.save(tmp_path / "i.npz")
+    back = load(tmp_path / "i.npz")
+    assert np.array_equal(back.program, img.program)
+    assert back.segments == img.segments and back.preloads == img.preloads
+    assert (back.contexts, back.window, back.ends_per_context) == \
+        (img.contexts, img.window, img.ends_per_context)
+    assert back.params == img.params and listing(back) == listing(img)
+
+
+def _copy(img, **changes):
+    fields = dict(params=img.params, program=img.program.copy(), regs=img.regs,
+                  preloads=list(img.preloads), segments=dict(img.segments),
+                  contexts=img.contexts, window=img.window,
+                  ends_per_context=img.ends_per_context)
+    fields.update(changes)
+    return Image(**fields)
+
+
+def test_malformed_images():
+    _, p, img = fc_image()
+    bad = _copy(img)
+    bad.program[0, 0, 0, 0] = 63
+    with pytest.raises(FdpuError, match="unknown opcode 63"):
+        bad.check()
+    with pytest.raises(FdpuError, match="outside the Dbufs"):
+        _copy(img, segments={PARAMS.memory_bytes - 2: b"1234"}).check()
+    with pytest.raises(FdpuError, match="crosses a Dbuf boundary"):
+        _copy(img, segments={PARAMS.dbuf_bytes - 2: b"1234"}).check()
+    with pytest.raises(FdpuError, match="window must be in 1..4"):
+        _copy(img, window=5).check()
+    with pytest.raises(FdpuError, match="ends_per_context is 1"):
+        _copy(img, ends_per_context=1).check()
+    with pytest.raises(FdpuError, match="preload for"):
+        _copy(img, preloads=[(0, 0, 63, 0, 0)]).check()
+    with pytest.raises(FdpuError, match="program has shape"):
+        _copy(img, params=ArrayParams(rows=2, cols=2)).check()
+    bad = _copy(img)
+    bad.program[0, 0, 1] = 0       # a slot others send to becomes empty
+    with pytest.raises(FdpuError, match="unconfigured slot"):
+        bad.check()
+
+
+def test_graph_that_does_not_fit_the_array():
+    plan = plan_fc(4, 20, 4, "sparse", PARAMS)
+    g = build_graph(plan)
+    tiny = ArrayParams(rows=1, cols=2, slots=16)
+    with pytest.raises(FdpuError, match="slots"):
+        place(g, tiny)
+
+
+def test_load_rejects_bad_files(tmp_path):
+    (tmp_path / "t.npz").write_text("hello")
+    with pytest.raises(FdpuError, match="not an FDPU image"):
+        load(tmp_path / "t.npz")
+    np.savez(tmp_path / "other.npz", a=np.zeros(3))
+    with pytest.raises(FdpuError, match="malformed FDPU image"):
+        load(tmp_path / "other.npz")
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "missing.npz")
+
+
+def test_listing_reads_well():
+    _, _, img = fc_image("dense")
+    text = listing(img)
+    first = text.splitlines()
+    assert first[0].startswith("; FDPU image: 1x2 PEs, 64 slots, 128-bit instruction words")
+    assert any("CTX t0 ->" in line for line in first)
+    assert any("STD t0, t1, #0 [end]" in line for line in first)

@@ -1,0 +1,128 @@
+"""Tests of the FC plans, engine graphs and memory layouts (:mod:`sw.graphs`): blocking fits
+the slots, items cover the layer, inputs/weights/FD-CSR land where the graph reads them, and
+the vectorized result follows the documented accumulation order."""
+
+import os
+
+import numpy as np
+import pytest
+
+from sw import fdcsr, fp16, layers
+from sw.arch import ArrayParams
+from sw.errors import FdpuError
+from sw.golden import Memory
+from sw.graphs import (build_graph, engine_costs, fc_result, gather_outputs, pass_memory,
+                       plan_fc)
+
+SEED = int(os.environ.get("FDPU_SEED", "20261130"))
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+@pytest.mark.parametrize("n", [1, 4, 64])
+def test_paper_blocking_fits_and_covers(mode, n):
+    plan = plan_fc(1000, 4096, n, mode)
+    slots, _, _ = engine_costs(mode, plan.kb, plan.gb, 64)
+    assert slots <= plan.params.slots
+    assert plan.kblocks * plan.kb >= 1000 and plan.gblocks * plan.gb * 4 >= n
+    assert plan.engines == 64 and plan.passes * plan.per_pass >= plan.items
+    g = build_graph(plan)
+    g.validate(plan.params)
+
+
+def test_big_layer_runs_in_passes():
+    plan = plan_fc(4096, 25088, 64, "sparse")
+    assert plan.passes > 1 and plan.contexts >= 1
+
+
+@pytest.mark.parametrize("args, match", [
+    ((4, 16, 1, "diagonal"), "mode must be one of dense, sparse"),
+    ((0, 16, 1, "dense"), "out_features K must be a positive integer"),
+    ((4, 16, 0, "dense"), "batch must be a positive integer"),
+    ((4, 70000, 1, "dense"), "count limit of 65535"),
+])
+def test_plan_rejects(args, match):
+    with pytest.raises(FdpuError, match=match):
+        plan_fc(*args)
+
+
+def test_item_that_does_not_fit_a_dbuf():
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
+    with pytest.raises(FdpuError, match="needs more than the 1024 bytes of a Dbuf"):
+        plan_fc(8, 4000, 4, "dense", params)
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_memory_layout_matches_what_the_graph_reads(mode):
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    params = ArrayParams(rows=1, cols=2)
+    k, c, n = 5, 37, 6
+    w = layers.make_weights((k, c), 0.4, SEED)
+    x = layers.make_inputs(c, n, SEED)
+    plan = plan_fc(k, c, n, mode, params, kb=2, gb=1)
+    seen = set()
+    for p in range(plan.passes):
+        segments, outputs = pass_memory(plan, w, x, p)
+        mem = Memory(params, segments)
+        for slot, (i, oaddr) in enumerate(outputs):
+            e, t = slot % plan.engines, slot // plan.engines
+            desc = np.frombuffer(mem.read(plan.desc_base[e] + 16 * t, 16), dtype="<u4")
+            base, xbase, obase = (int(v) for v in desc[:3])
+            assert obase == oaddr
+            kbi, gbi = plan.item(i)
+            seen.add(i)
+            # Inputs: token (g=0, column col) holds batch elements 4 gbi .. 4 gbi + 3.
+            for col in (0, c - 1):
+                tok = np.frombuffer(mem.read(xbase + 8 * col, 8), dtype=np.float16)
+                want = np.zeros(4, dtype=np.float16)
+                rows = x[4 * gbi:4 * gbi + 4, col]
+                want[:len(rows)] = rows
+                assert tok.view(np.uint16).tolist() == want.view(np.uint16).tolist()
+            blk = np.zeros((2, c), dtype=np.float16)
+            blk[:len(w[2 * kbi:2 * kbi + 2])] = w[2 * kbi:2 * kbi + 2]
+            if mode == "dense":
+                got = np.frombuffer(mem.read(base, 2 * 2 * c), dtype=np.float16).reshape(c, 2)
+                assert np.array_equal(got.T.view(np.uint16), blk.view(np.uint16))
+            else:
+                enc = fdcsr.encode(blk)
+                r = 2 * plan.R16
+                ci = np.frombuffer(mem.read(base, 2 * r), dtype="<u2")
+                assert np.array_equal(ci, enc.colidx)
+    assert seen == set(range(plan.items))
+
+
+def test_gather_outputs_inverts_the_output_layout():
+    params = ArrayParams(rows=1, cols=1)
+    plan = plan_fc(5, 16, 6, "dense", params, kb=2, gb=2)
+    segments, outputs = pass_memory(plan, np.zeros((5, 16)), np.zeros((6, 16)), 0)
+    mem = Memory(params, segments)
+    for i, addr in outputs:
+        kbi, gbi = plan.item(i)
+        vals = np.zeros((2, 2, 4), dtype=np.uint16)    # [k][g][lane]
+        for kk in range(2):
+            for g in range(2):
+                for lane in range(4):
+                    vals[kk, g, lane] = 1000 * (2 * kbi + kk) + 4 * (2 * gbi + g) + lane
+        mem.write(addr, vals.tobytes())
+    y = gather_outputs(plan, outputs, mem.read).view(np.uint16)
+    want = np.add.outer(np.arange(6), 1000 * np.arange(5)).astype(np.uint16)
+    assert np.array_equal(y, want)
+
+
+def test_fc_result_follows_the_documented_order():
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rng = np.random.default_rng(SEED)
+    k, c, n = 3, 21, 5
+    w = (rng.standard_normal((k, c)) * 4).astype(np.float16)
+    w[rng.random((k, c)) < 0.5] = 0
+    x = (rng.standard_normal((n, c)) * 4).astype(np.float16)
+    for mode in ("dense", "sparse"):
+        plan = plan_fc(k, c, n, mode, ArrayParams(rows=1, cols=1))
+        y = fc_result(plan, w, x).view(np.uint16)
+        for kk in range(k):
+            for nn in range(n):
+                acc = fp16.NEG_ZERO
+                for col in range(plan.Cw):
+                    wv = int(w[kk, col].view(np.uint16)) if col < c else 0
+                    xv = int(x[nn, col].view(np.uint16)) if col < c else 0
+                    acc = int(fp16.fma(wv, xv, acc))
+                assert y[nn, kk] == acc, (mode, kk, nn)
