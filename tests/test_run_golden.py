@@ -1,0 +1,132 @@
+"""Tests of ``fdpu run --sim golden``, ``fdpu asm`` and ``fdpu disasm`` through
+:func:`sw.cli.main`: results, files, JSON, engines, Fig. 7, and one-line errors (exit 2)."""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+import sw.cli
+from sw import layers, reference
+
+
+@pytest.fixture(autouse=True)
+def only_existing_commands(monkeypatch):
+    """Run the CLI with the subcommand modules that exist (others may not be written yet)."""
+    present = tuple(n for n in sw.cli.COMMANDS
+                    if importlib.util.find_spec(f"sw.commands.{n}") is not None)
+    monkeypatch.setattr(sw.cli, "COMMANDS", present)
+
+
+def run(capsys, *argv):
+    status = sw.cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_user_error(capsys, *argv, match):
+    status, out, err = run(capsys, *argv)
+    assert status == 2, (out, err)
+    assert err.startswith("fdpu: error: ") and err.count("\n") == 1, err
+    assert match in err, err
+    assert "Traceback" not in err
+
+
+SMALL = ("--rows", 2, "--cols", 2)
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_run_small_layer_exact(tmp_path, capsys, mode):
+    status, out, _ = run(capsys, "run", "--in-features", 40, "--out-features", 6, "--batch", 5,
+                         "--density", 0.4, "--mode", mode, *SMALL, "--engine", "exact",
+                         "--out", tmp_path / "y.npy", "--json", tmp_path / "r.json")
+    assert status == 0
+    assert "match (error bound holds)" in out and "yes" in out
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert rec["match"] is True and rec["engine"] == "exact" and rec["mode"] == mode
+    assert rec["counters"]["ops"]["FACC"] > 0 and rec["counters"]["bytes_read"] > 0
+    y = np.load(tmp_path / "y.npy")
+    assert y.shape == (5, 6) and y.dtype == np.float16
+    w = layers.make_weights((6, 40), 0.4, 0)
+    x = layers.make_inputs(40, 5, 0)
+    assert reference.check(y, w, x).holds
+
+
+def test_user_files_and_fast_engine_agree_with_exact(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((5, 50)).astype(np.float32)
+    x = rng.standard_normal((3, 50)).astype(np.float32)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "x.npy", x)
+    outs = {}
+    for engine in ("exact", "fast"):
+        status, _, _ = run(capsys, "run", "--weights", tmp_path / "w.npy", "--inputs",
+                           tmp_path / "x.npy", *SMALL, "--engine", engine, "--out",
+                           tmp_path / f"{engine}.npy", "--json", tmp_path / f"{engine}.json")
+        assert status == 0
+        outs[engine] = json.loads((tmp_path / f"{engine}.json").read_text())
+    assert np.array_equal(np.load(tmp_path / "exact.npy").view(np.uint16),
+                          np.load(tmp_path / "fast.npy").view(np.uint16))
+    assert outs["exact"]["counters"] == outs["fast"]["counters"]
+
+
+def test_zoo_layer_fast(capsys, tmp_path):
+    status, out, _ = run(capsys, "run", "--layer", "alexnet-fc8", "--density", 0.05,
+                         "--batch", 1, "--json", tmp_path / "r.json")
+    assert status == 0
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert rec["engine"] == "fast" and rec["K"] == 1000 and rec["C"] == 4096 and rec["match"]
+
+
+def test_fig7_from_the_cli(capsys):
+    assert_user_error(capsys, "run", "--in-features", 32, "--out-features", 2, "--batch", 4,
+                      "--density", 0.5, "--rows", 1, "--cols", 1, "--engine", "exact",
+                      "--no-feedback", "--order-seed", 1, match="context-order error")
+
+
+@pytest.mark.parametrize("argv, match", [
+    (("--layer", "alexnet-fc9"), "unknown layer 'alexnet-fc9'"),
+    (("--layer", "alexnet-fc8", "--density", "1.5"), "--density must be in [0, 1]"),
+    (("--layer", "alexnet-fc8", "--density", "-0.1"), "--density must be in [0, 1]"),
+    (("--layer", "alexnet-fc8", "--batch", 0), "--batch must be at least 1"),
+    (("--in-features", 10), "--in-features and --out-features go together"),
+    (("--in-features", 0, "--out-features", 3), "--in-features must be a positive integer"),
+    ((), "give exactly one of --layer"),
+    (("--layer", "alexnet-fc8", "--in-features", 3), "give exactly one of --layer"),
+    (("--in-features", 10, "--out-features", 3, "--sim", "icarus"), "--sim icarus is not "
+                                                                    "available yet"),
+    (("--in-features", 10, "--out-features", 3, "--rows", 0), "rows must be an integer"),
+    (("--in-features", 70000, "--out-features", 2, "--density", 0.01),
+     "exceeds the ITER/FACC count limit of 65535"),
+    (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
+     "--no-feedback applies to --mode sparse only"),
+])
+def test_bad_input(capsys, argv, match):
+    assert_user_error(capsys, "run", *argv, match=match)
+
+
+def test_bad_files(tmp_path, capsys):
+    np.save(tmp_path / "w.npy", np.ones((4, 10), dtype=np.float32))
+    np.save(tmp_path / "x.npy", np.ones((2, 11), dtype=np.float32))
+    assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy", "--inputs",
+                      tmp_path / "x.npy", match="inputs have 11 columns")
+    np.save(tmp_path / "x2.npy", np.ones((2, 10), dtype=np.float32))
+    assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy", "--inputs",
+                      tmp_path / "x2.npy", "--batch", 3, match="--batch 3 disagrees")
+    assert_user_error(capsys, "run", "--weights", tmp_path / "missing.npy",
+                      match="missing.npy")
+
+
+def test_asm_and_disasm(tmp_path, capsys):
+    status, out, _ = run(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
+                         "-o", tmp_path / "i.npz", "--dot", tmp_path / "g.dot")
+    assert status == 0 and "instructions per PE (2 x 2" in out
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+    status, out, _ = run(capsys, "disasm", tmp_path / "i.npz")
+    assert status == 0 and out.startswith("; FDPU image: 2x2 PEs")
+    assert "SWITCH t0, t1, t2 -> true:" in out and "preload" in out
+    (tmp_path / "bad.npz").write_bytes(b"junk")
+    assert_user_error(capsys, "disasm", tmp_path / "bad.npz", match="not an FDPU image")
+    assert_user_error(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
+                      "--pass", 3, match="--pass must be in 0..0")
