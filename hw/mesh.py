@@ -72,9 +72,8 @@ class Mesh(wiring.Component):
         self.params, self.depth = params, depth
         self.layout = flit_layout(params, width)
         self.width = self.layout.size
-        # Build the routers now so parameter errors surface at construction.
-        self.routers = {(x, y): Router(params, x, y, width=self.width, depth=depth)
-                        for (x, y) in params.pe_coords()}
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
+            raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
         flit = stream.Signature(self.layout)
         super().__init__({
             "i_local": In(flit).array(params.num_pes),
@@ -86,16 +85,18 @@ class Mesh(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        for (x, y), r in self.routers.items():
+        routers = {(x, y): Router(p, x, y, width=self.width, depth=self.depth)
+                   for (x, y) in p.pe_coords()}
+        for (x, y), r in routers.items():
             m.submodules[f"r_{x}_{y}"] = r
         step = {Dir.NORTH: (0, -1), Dir.EAST: (1, 0), Dir.SOUTH: (0, 1), Dir.WEST: (-1, 0)}
-        for (x, y), r in self.routers.items():
+        for (x, y), r in routers.items():
             n = y * p.cols + x
             wiring.connect(m, flipped(self.i_local[n]), r.i_flit[Dir.LOCAL])
             wiring.connect(m, r.o_flit[Dir.LOCAL], flipped(self.o_local[n]))
             for d, (sx, sy) in step.items():
                 nx, ny = x + sx, y + sy
-                neighbour = self.routers.get((nx, ny))
+                neighbour = routers.get((nx, ny))
                 if neighbour is not None:
                     # Each link is wired once, from its source router's output.
                     opposite = Dir((d + 2) % 4)
@@ -120,10 +121,8 @@ class Noc(wiring.Component):
 
     def __init__(self, params=ArrayParams(), *, depth=4):
         _check_params(params)
-        self.params = params
-        self.request = Mesh(params, depth=depth)
-        self.reply = Mesh(params, depth=depth)
-        flit = stream.Signature(self.request.layout)
+        self.params, self.depth = params, depth
+        flit = stream.Signature(Mesh(params, depth=depth).layout)
         pes, dbufs = params.num_pes, params.num_dbufs
         super().__init__({
             "i_local": In(flit).array(pes),
@@ -137,8 +136,8 @@ class Noc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.request = req = self.request
-        m.submodules.reply = rep = self.reply
+        m.submodules.request = req = Mesh(self.params, depth=self.depth)
+        m.submodules.reply = rep = Mesh(self.params, depth=self.depth)
         for n in range(self.params.num_pes):
             src = self.i_local[n]
             to_request = is_request(src.payload.kind)

@@ -200,8 +200,14 @@ class Router(wiring.Component):
             masked = Signal(n, name=f"masked_{name}")
             m.d.comb += masked.eq(request & above)
             grant = Signal(n, name=f"grant_{name}")
-            m.d.comb += grant.eq(Mux(masked.any(), _lowest(masked), _lowest(request)))
+            # A flit offered but not taken stays offered, unchanged (the stream rules): the
+            # grant of a stalled output holds until its transfer.
+            hold = Signal(name=f"hold_{name}")
+            held = Signal(n, name=f"held_{name}")
+            m.d.comb += grant.eq(Mux(hold, held,
+                                     Mux(masked.any(), _lowest(masked), _lowest(request))))
             out = self.o_flit[o]
+            m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
             payload = heads[n - 1]
             for i in reversed(range(n - 1)):
                 payload = Mux(grant[i], heads[i], payload)
