@@ -1,0 +1,1 @@
+"""cocotb bench of the Dbuf scratch-pad."""
