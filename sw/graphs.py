@@ -250,8 +250,11 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     return ids
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True):
-    """Return ``(slots, int-pipe firings, fp-pipe firings)`` per context of one engine."""
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False):
+    """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
+
+    With ``loads=True`` also return the memory accesses per context as a fourth element.
+    """
     plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback)
     g = Graph("probe")
     build_engine(g, plan, 0)
@@ -261,6 +264,9 @@ def engine_costs(mode, kb, gb, Cw, feedback=True):
             for nid, r in rates.items()}
     fp = sum(r for nid, r in cost.items() if g.nodes[nid].op.unit.value == "fp")
     integer = sum(cost.values()) - fp
+    mem = sum(r for nid, r in cost.items() if g.nodes[nid].op.unit.value == "mem")
+    if loads:
+        return len(g.nodes), float(integer), float(fp), float(mem)
     return len(g.nodes), float(integer), float(fp)
 
 
@@ -272,11 +278,14 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
         for gb in _BLOCKS:
             if gb > groups and gb > 1:
                 continue
-            slots, integer, fp = engine_costs(mode, kb, gb, min(Cw, 64), feedback)
+            slots, integer, fp, mem = engine_costs(mode, kb, gb, min(Cw, 64), feedback, True)
             if slots > params.slots:
                 continue
             scale = Cw / min(Cw, 64)
-            per_ctx = max(integer, fp) * scale
+            # Dual issue (one INT/MEM/CTRL, one FP per cycle); a Dbuf serves one access per
+            # cycle to the PEs homed on it.
+            per_dbuf = -(-params.num_pes // params.num_dbufs)
+            per_ctx = max(integer, fp, mem * per_dbuf) * scale
             if mode == "sparse":
                 per_ctx = max(per_ctx, Cw * SPARSE_LOOP_CYCLES)
             items = -(-K // kb) * -(-groups // gb)
