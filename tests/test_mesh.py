@@ -110,6 +110,22 @@ def test_cocotb_mesh(sim, params):
     assert result.tests == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", ["verilator"])
 def test_cocotb_mesh_4x4(sim):
     run_cocotb("mesh", {"rows": 4, "cols": 4, "width": 64, "depth": 4}, "tb.noc.test_mesh", sim)
+
+
+def test_noc_bench_rejects_bad_input(capsys):
+    from sw.cli import main
+    assert main(["noc-bench", "--rows", "2", "--cols", "3", "--pattern", "transpose"]) == 2
+    assert "transpose needs a square array" in capsys.readouterr().err
+    assert main(["noc-bench", "--rate", "1.5"]) == 2
+    assert "--rate must be in (0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_noc_bench_2x2(tmp_path):
+    from sw.commands.noc_bench import measure
+    r = measure(2, 2, "uniform", 0.2, 2000, 200)
+    assert r["bad_flits"] == 0 and abs(r["accepted"] - r["offered"]) < 0.02
