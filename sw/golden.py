@@ -150,7 +150,11 @@ class Memory:
 
 @dataclass
 class RunResult:
-    """The memory after a run, the counters, the last event time and the events handled."""
+    """The memory after a run, the counters, the last event time and the events handled.
+
+    ``time`` is an *estimate* of cycles (issue width, unit latencies, hops and Dbuf ports
+    modelled; mesh link contention not): see ``docs/golden.md``.
+    """
     memory: Memory
     counters: Counters
     time: int
@@ -159,7 +163,7 @@ class RunResult:
 
 class _Slot:
     __slots__ = ("key", "insn", "ops", "fifos", "reserved", "local", "hops", "iter", "acc",
-                 "count", "memq", "ends", "producers", "last")
+                 "count", "memq", "ends", "producers", "last", "retry")
 
     def __init__(self, key, insn):
         self.key = key
@@ -174,6 +178,7 @@ class _Slot:
         self.ends = 0
         self.producers = set()
         self.last = {}
+        self.retry = -1
 
 
 def _s32(v):
@@ -244,12 +249,26 @@ class _Machine:
         self.next_ctx = 0
         self.retired = 0
         self.end_counts = Counter()
+        self.pipe_free = {}
+        self.dbuf_free = {}
 
     # Scheduling -----------------------------------------------------------------------------
 
     def _push(self, t, kind, *args):
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, args))
+
+    def _issue(self, st, pipe):
+        # The PE issues one INT/MEM/CTRL and one FP instruction (or ITER token) per cycle.
+        key = (st.key[0], st.key[1], pipe)
+        free = self.pipe_free.get(key, 0)
+        if free > self.now:
+            if st.retry < free:
+                st.retry = free
+                self._push(free, "iter", st.key)
+            return False
+        self.pipe_free[key] = self.now + 1
+        return True
 
     def _rand(self, n):
         return self.rng.randint(0, n) if self.rng and n > 0 else 0
@@ -308,7 +327,9 @@ class _Machine:
                 entry[1] = value
                 self._try(self.slots[key])
             elif kind == "iter":
-                self._try(self.slots[args[0]])
+                st = self.slots[args[0]]
+                st.retry = -1       # no retry pending any more: a later wake must push one
+                self._try(st)
             elif kind == "end":
                 self._ctx_end(*args)
         if self.retired < self.image.contexts:
@@ -354,7 +375,10 @@ class _Machine:
 
     def _wake(self, st):
         for pk in sorted(st.producers):
-            self._push(self.now, "iter", pk)
+            pst = self.slots[pk]
+            if pst.retry < self.now:
+                pst.retry = self.now
+                self._push(self.now, "iter", pk)
 
     def _try(self, st):
         insn = st.insn
@@ -372,7 +396,7 @@ class _Machine:
                         self._end(st, 1)
                     continue
             if st.iter is not None:
-                if not self._room(st, ndest):
+                if not self._room(st, ndest) or not self._issue(st, "int"):
                     return
                 start, step, total, i, tag = st.iter
                 value = (start + i * step) & M32
@@ -415,6 +439,8 @@ class _Machine:
             ndest = range(len(insn.dests))
         if not self._room(st, ndest):
             return False
+        if not self._issue(st, "fp" if op.unit is Unit.FP else "int"):
+            return False
         popped = {i: st.fifos[i].popleft() for i in st.ops}
         self._wake(st)
         tags = [popped[i][1] for i in st.ops if not (op is Op.SWITCH and i == 2)]
@@ -448,8 +474,11 @@ class _Machine:
                 value = 0
             entry = [None, None, tag]
             st.memq.append(entry)
-            delay = 2 * hops + 2 + self._rand(4 * self.jitter)
-            self._push(self.now + delay, "mem", st.key, entry, value)
+            # One access per cycle per Dbuf; the reply comes back over the same hop count.
+            serve = max(self.now + hops, self.dbuf_free.get(d, 0))
+            self.dbuf_free[d] = serve + 1
+            delay = serve + 1 + hops + self._rand(4 * self.jitter)
+            self._push(delay, "mem", st.key, entry, value)
             return True
         if op is Op.ITER:
             count, step = insn.imm & 0xFFFF, insn.imm >> 16
