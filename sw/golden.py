@@ -657,6 +657,7 @@ class FcRun:
     plan: object
     exact: bool
     events: int = 0
+    cycles: int = 0
 
 
 def _program(plan, graph=None):
@@ -684,7 +685,7 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
     if exact:
         total = Counters()
         y = np.zeros((plan.N, plan.K), dtype=np.float16)
-        events = 0
+        events = cycles = 0
         for p in range(plan.passes):
             segments, outputs = graphs.pass_memory(plan, w16, x16, p)
             image = assemble(graph, placement, segments, plan.pass_contexts(p))
@@ -692,6 +693,7 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
                             max_events=max_events)
             total += res.counters
             events += res.events
+            cycles += res.time
             part = graphs.gather_outputs(plan, outputs, res.memory.read)
             mask = np.zeros((plan.N, plan.K), dtype=bool)
             for i, _ in outputs:
@@ -699,7 +701,7 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
                 mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4,
                      kbi * plan.kb:(kbi + 1) * plan.kb] = True
             y[mask] = part[mask]
-        return FcRun(y, total, plan, True, events)
+        return FcRun(y, total, plan, True, events, cycles)
     y = graphs.fc_result(plan, w16, x16)
     contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
     image = assemble(graph, placement, {}, contexts)

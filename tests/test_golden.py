@@ -280,6 +280,25 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
         assert fast.counters.ops["LDHB"] == nnz * plan.gblocks
 
 
+def test_random_shapes_exact_and_fast_agree():
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rng = random.Random(SEED)
+    for _ in range(3):
+        mode = rng.choice(["dense", "sparse"])
+        k, c, n = rng.randint(1, 9), rng.randint(1, 40), rng.randint(1, 9)
+        params = ArrayParams(rows=rng.randint(1, 2), cols=rng.randint(1, 3))
+        density = rng.choice([0.0, 0.2, 1.0])
+        w = layers.make_weights((k, c), density, rng.getrandbits(16))
+        x = layers.make_inputs(c, n, rng.getrandbits(16))
+        plan = plan_fc(k, c, n, mode, params)
+        fast = run_fc(plan, w, x)
+        exact = run_fc(plan, w, x, exact=True, seed=rng.getrandbits(16))
+        case = (mode, k, c, n, params.rows, params.cols, density)
+        assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16)), case
+        assert exact.counters == fast.counters, case
+        assert exact.cycles > 0
+
+
 def test_every_order_gives_the_same_bits():
     print(f"seed {SEED} (set FDPU_SEED to change)")
     w = layers.make_weights((6, 48), 0.4, SEED)

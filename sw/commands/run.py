@@ -151,6 +151,9 @@ def run_command(args):
                   plan=plan.describe(), match=chk.holds, check=chk.as_dict(),
                   counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
                   seconds=seconds)
+    if exact:
+        util = c.ops["FACC"] / max(1, res.cycles * params.num_pes)
+        record.update(cycles_estimate=res.cycles, fp_utilization_estimate=util)
     table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -170,6 +173,10 @@ def run_command(args):
     table.add_row("tokens PE-local / mesh", f"{c.tokens_local:,} / {c.tokens_mesh:,}")
     table.add_row("memory packets / hops", f"{c.mem_packets:,} / {c.mem_hops:,}")
     table.add_row("bytes read / written", f"{c.bytes_read:,} / {c.bytes_written:,}")
+    if exact:
+        table.add_row("cycles (estimate, docs/golden.md)", f"{res.cycles:,}")
+        table.add_row("FACC issue utilization (estimate)",
+                      f"{record['fp_utilization_estimate']:.1%}")
     table.add_row("golden model time", f"{seconds:.2f} s")
     console().print(table)
     if args.out:
