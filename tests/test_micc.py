@@ -1,0 +1,173 @@
+"""Tests of hw.micc and hw.cbuf in amaranth.sim: configuration order, context window, end
+counting, done, and the error bits (configuration too big, bad registers, stray ends)."""
+
+import os
+import random
+
+import pytest
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from hw.cbuf import Cbuf, cbuf_words
+from hw.micc import Micc, MiccError, MiccState
+from sw.arch import ArrayParams
+from sw.noc_model import pack_flit, unpack_flit
+from sw.packet import Kind, body_layout
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+SEED = int(os.environ.get("FDPU_SEED", "7007"))
+P = ArrayParams(rows=2, cols=2, cbufs=2, cbuf_bytes=256, operand_depth=4)
+
+
+class Rig(wiring.Component):
+    """Cbuf + MicC, the Cbuf's write port and the MicC's host ports exposed."""
+
+    def __init__(self, params):
+        self.cbuf, self.micc = Cbuf(params), Micc(params, drain=4)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.cbuf, m.submodules.micc = self.cbuf, self.micc
+        m.d.comb += [self.cbuf.rd_en.eq(self.micc.rd_en), self.cbuf.rd_addr.eq(self.micc.rd_addr),
+                     self.micc.rd_data.eq(self.cbuf.rd_data)]
+        return m
+
+
+def _operand(x, y, slot, data):
+    return pack_flit(P, Kind.OPERAND, (x, y),
+                     body_layout(Kind.OPERAND, P).pack(slot=slot, operand=0, data=data))
+
+
+def _end(ctx):
+    return pack_flit(P, Kind.CTX_END, (-1, 0), body_layout(Kind.CTX_END, P).pack(data=ctx))
+
+
+def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None,
+         regs_override=None, max_cycles=20_000):
+    """Run the rig; return (flits out, state, error, issued, retired, max in flight)."""
+    rng = random.Random(SEED)
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rig = Rig(P)
+    m, c = rig.micc, rig.cbuf
+    config = [pack_flit(P, Kind.CONFIG, (i % 2, i // 2 % 2), i * 7 + 1) for i in range(n_config)]
+    words = config + [_operand(x, y, s, 0) for x, y, s in templates]
+    out, log = [], {}
+
+    async def bench(ctx):
+        for a, w in enumerate(words[:c.words]):
+            ctx.set(c.wr_en, 1)
+            ctx.set(c.wr_addr, a)
+            ctx.set(c.wr_data, w)
+            await ctx.tick()
+        ctx.set(c.wr_en, 0)
+        regs = dict(i_n_config=n_config, i_n_ctx=len(templates), i_contexts=contexts,
+                    i_window=window, i_ends=ends)
+        regs.update(regs_override or {})
+        for k, v in regs.items():
+            ctx.set(getattr(m, k), v)
+        ctx.set(m.i_start, 1)
+        await ctx.tick()
+        ctx.set(m.i_start, 0)
+        got = {}            # context -> templates received
+        pending = []        # (due cycle, context) of END messages to send
+        max_inflight = 0
+        sent = {}           # context -> END messages delivered
+        for cycle in range(max_cycles):
+            ready = rng.random() >= stall
+            ctx.set(m.o_flit.ready, ready)
+            due = [e for e in pending if e[0] <= cycle]
+            send = due[0] if due else None
+            if send is not None:
+                pending.remove(send)
+                ctx.set(m.i_flit.valid, 1)
+                ctx.set(m.i_flit.payload.as_value(), _end(send[1]))
+            else:
+                ctx.set(m.i_flit.valid, 0)
+            valid, payload = ctx.get(m.o_flit.valid), ctx.get(m.o_flit.payload)
+            state = ctx.get(m.o_state)
+            if state in (MiccState.DONE, MiccState.IDLE):
+                break
+            if valid and ready:
+                word = payload.as_value().value
+                out.append(word)
+                kind, dst, body = unpack_flit(P, word)
+                if kind is Kind.OPERAND:
+                    data = body_layout(Kind.OPERAND, P).unpack(body)["data"]
+                    got[data] = got.get(data, 0) + 1
+                    if got[data] == len(templates):
+                        for e in range(ends):
+                            pending.append((cycle + rng.randrange(1, 30), data))
+                        if bad_end is not None and data == 0:
+                            pending.append((cycle + 1, bad_end))
+            if send is not None:
+                sent[send[1]] = sent.get(send[1], 0) + 1
+            await ctx.tick()
+            started = sum(1 for k, n in got.items() if n == len(templates))
+            finished = sum(1 for k, n in sent.items() if n >= ends and k < contexts)
+            max_inflight = max(max_inflight, started - finished)
+        else:
+            raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: MicC state "
+                                 f"{MiccState(ctx.get(m.o_state)).name}, issued "
+                                 f"{ctx.get(m.o_issued)}, retired {ctx.get(m.o_retired)}")
+        await ctx.tick()
+        log.update(state=ctx.get(m.o_state), error=ctx.get(m.o_error),
+                   issued=ctx.get(m.o_issued), retired=ctx.get(m.o_retired),
+                   done=ctx.get(m.o_done), cycles=ctx.get(m.o_cycles),
+                   max_inflight=max_inflight)
+
+    sim = Simulator(rig)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return out, config, log
+
+
+@pytest.mark.parametrize("contexts, window, ends", [(0, 1, 1), (1, 1, 2), (9, 1, 1),
+                                                    (12, 2, 3), (17, 4, 2)])
+def test_config_then_contexts_in_order_within_window(contexts, window, ends):
+    templates = [(0, 0, 3), (1, 1, 5), (1, 0, 0)]
+    out, config, log = _run(11, templates, contexts, window, ends)
+    assert log["done"] == 1 and log["error"] == 0, log
+    assert log["issued"] == contexts and log["retired"] == contexts
+    assert out[:len(config)] == config                    # configuration first, in order
+    ctx_words = out[len(config):]
+    assert len(ctx_words) == contexts * len(templates)
+    for i, word in enumerate(ctx_words):                  # contexts in order, data = ID
+        kind, dst, body = unpack_flit(P, word)
+        f = body_layout(Kind.OPERAND, P).unpack(body)
+        x, y, s = templates[i % len(templates)]
+        assert (kind, dst, f["slot"], f["data"]) == (Kind.OPERAND, (x, y), s,
+                                                    i // len(templates))
+    assert log["max_inflight"] <= window
+    assert log["cycles"] > 0
+
+
+def test_config_too_big_is_an_error_not_a_hang():
+    cap = cbuf_words(P) * P.cbufs
+    out, _, log = _run(0, [], 1, 1, 1, regs_override=dict(i_n_config=cap, i_n_ctx=1))
+    assert log["state"] == MiccState.DONE and not log["done"]
+    assert log["error"] >> MiccError.CONFIG_TOO_BIG & 1
+    assert out == []
+
+
+@pytest.mark.parametrize("regs", [dict(i_window=0), dict(i_window=5), dict(i_ends=0)])
+def test_bad_registers(regs):
+    _, _, log = _run(2, [(0, 0, 1)], 3, 2, 1, regs_override=regs)
+    assert log["error"] >> MiccError.BAD_REGS & 1 and not log["done"]
+
+
+def test_end_of_a_context_not_in_flight():
+    _, _, log = _run(2, [(0, 0, 1)], 3, 1, 1, bad_end=2)
+    assert log["error"] >> MiccError.BAD_END & 1 and not log["done"]
+
+
+def test_bad_parameters():
+    with pytest.raises(TypeError, match="params must be an sw.arch.ArrayParams, not 3"):
+        Micc(3)
+    with pytest.raises(TypeError, match="drain must be a positive integer, not 0"):
+        Micc(P, drain=0)
+    with pytest.raises(TypeError, match="params must be an sw.arch.ArrayParams"):
+        Cbuf(None)
