@@ -651,13 +651,18 @@ def program_counters(image, contexts, switch_true, mem_hops):
 
 @dataclass
 class FcRun:
-    """The result (``N x K`` float16), counters, plan and how it was computed."""
+    """The result (``N x K`` float16), counters, plan and how it was computed.
+
+    ``running`` is the sum of the magnitudes of the rounded partial sums (``N x K``), the
+    input of the running error bound (:func:`sw.reference.check`).
+    """
     result: np.ndarray
     counters: Counters
     plan: object
     exact: bool
     events: int = 0
     cycles: int = 0
+    running: np.ndarray = None
 
 
 def _program(plan, graph=None):
@@ -701,11 +706,13 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
                 mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4,
                      kbi * plan.kb:(kbi + 1) * plan.kb] = True
             y[mask] = part[mask]
-        return FcRun(y, total, plan, True, events, cycles)
-    y = graphs.fc_result(plan, w16, x16)
+        _, mu = graphs.fc_result(plan, w16, x16, running=True)
+        return FcRun(y, total, plan, True, events, cycles, mu)
+    y, mu = graphs.fc_result(plan, w16, x16, running=True)
     contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
     image = assemble(graph, placement, {}, contexts)
-    return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False)
+    return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,
+                 running=mu)
 
 
 def _fc_counters(plan, graph, placement, image, w16, contexts):

@@ -515,10 +515,13 @@ def gather_outputs(plan, outputs, read):
     return y[:plan.N, :plan.K].view(np.float16)
 
 
-def fc_result(plan, weights, inputs):
+def fc_result(plan, weights, inputs, running=False):
     """Return the ``N x K`` float16 result the graph computes, vectorized over ``k`` and ``n``.
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via :mod:`sw.fp16`).
+    With ``running=True`` return ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum
+    of the magnitudes of every rounded partial sum, for the running error bound of
+    :func:`sw.reference.check`.
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)
@@ -527,6 +530,10 @@ def fc_result(plan, weights, inputs):
     acc = np.full((plan.K, plan.N), fp16.NEG_ZERO, dtype=np.uint16)
     wt = np.ascontiguousarray(w.T)
     xt = np.ascontiguousarray(x.T)
+    mu = np.zeros((plan.K, plan.N)) if running else None
     for c in range(plan.Cw):
         acc = fp16.fma(wt[c][:, None], xt[c][None, :], acc)
-    return np.ascontiguousarray(acc.T).view(np.float16)
+        if running:
+            mu += np.abs(acc.view(np.float16).astype(np.float64))
+    y = np.ascontiguousarray(acc.T).view(np.float16)
+    return (y, np.ascontiguousarray(mu.T)) if running else y

@@ -352,9 +352,12 @@ def test_results_against_numpy_reference():
         w = (rng.standard_normal((k, c)) * 0.1).astype(np.float16)
         x = np.maximum(rng.standard_normal((n, c)), 0).astype(np.float16)
         plan = plan_fc(k, c, n, mode)
-        y = run_fc(plan, w, x).result
+        res = run_fc(plan, w, x)
+        y = res.result
         chk = reference.check(y, w, x)
         assert chk.holds and chk.max_error > 0 and chk.worst_ratio < 1
+        tight = reference.check(y, w, x, mu=res.running, steps=plan.Cw)
+        assert tight.holds and tight.max_bound <= chk.max_bound
         # A wrong result (one output off by a lot) is caught.
         bad = y.copy()
         bad[0, 0] = np.float16(bad[0, 0]) + np.float16(4 * chk.max_bound)
@@ -367,11 +370,14 @@ def test_error_bound_holds_where_rounding_is_worst():
     w = np.ones((1, 4096), dtype=np.float16)
     x = np.ones((1, 4096), dtype=np.float16)
     plan = plan_fc(1, 4096, 1, "dense", ArrayParams(rows=1, cols=1))
-    y = run_fc(plan, w, x).result
+    res = run_fc(plan, w, x)
+    y = res.result
     assert float(y[0, 0]) == 2048.0
     b = reference.error_bound(w, x)
     assert b.shape == (1, 1) and 2048 <= b[0, 0] < 1e5
     assert reference.check(y, w, x).holds
+    with_mu = reference.check(y, w, x, mu=res.running)
+    assert with_mu.holds and 2048 <= with_mu.max_bound <= b[0, 0]
     # Exact sums have a tiny bound and zero error.
     chk = reference.check(np.ones((1, 1), dtype=np.float16), w[:, :1], x[:, :1])
     assert chk.holds and chk.max_error == 0 and chk.max_bound < 1e-3

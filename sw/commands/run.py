@@ -142,7 +142,7 @@ def run_command(args):
     res = golden.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
                         validate=not args.no_feedback)
     seconds = time.perf_counter() - start
-    chk = reference.check(res.result, w, x)
+    chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
     c = res.counters
     weights = plan.K * plan.C
     record = dict(sim="golden", engine="exact" if exact else "fast", layer=name,
