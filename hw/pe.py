@@ -92,8 +92,9 @@ def _round_robin(m, vec, name):
         for j in range(n):
             with m.Case(j):
                 m.d.comb += above.eq(vec & Const(((1 << n) - 1) & ~((2 << j) - 1), n))
-        with m.Default():
-            m.d.comb += above.eq(0)
+        if n < 1 << len(last):            # (a default after full coverage is empty Verilog)
+            with m.Default():
+                m.d.comb += above.eq(0)
     any_hi, idx_hi = _first(m, above, f"{name}_hi")
     any_all, idx_all = _first(m, vec, f"{name}_all")
     idx = Signal.like(idx_all, name=f"{name}_pick")
@@ -333,14 +334,22 @@ class Pe(wiring.Component):
         busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(2)]
         busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(2)]
 
-        # ITER engine: emits the remaining tokens of one ITER firing on the INT pipe.
-        it_active = Signal()
-        it_slot = Signal(sb)
-        it_value = Signal(32)
-        it_step = Signal(32)
-        it_left = Signal(16)
-        it_turn = Signal()
-        m.d.sync += it_turn.eq(~it_turn)
+
+        # END messages sent per slot: the context ID an END carries (ISA v1.1).
+        ends = [Signal(32, name=f"ends{s}") for s in range(S)]
+        end_inc = [Signal(name=f"end_inc{j}") for j in range(3)]
+        end_slot = [Signal(sb, name=f"end_slot{j}") for j in range(3)]
+        for s in range(S):
+            with m.If(Cat(*[end_inc[j] & _eq(end_slot[j], s) for j in range(3)]).any()):
+                m.d.sync += ends[s].eq(_inc(ends[s]))
+
+        # Per-slot INT state, 32 + 16 bits: SCAN's accumulator and firing count; an emitting
+        # ITER's next value and tokens left (the slot is busy meanwhile, and is picked as a
+        # *continuation*: no operands consumed, the next value emitted).
+        m.submodules.scan_mem = scan_mem = Memory(
+            shape=data.StructLayout({"acc": 32, "count": 16}), depth=S, init=[])
+        scan_w = scan_mem.write_port()
+        scan_r = None
 
         # FACC accumulators: 64-bit acc + 16-bit firing count per slot.
         m.submodules.facc_mem = facc_mem = Memory(
@@ -360,17 +369,19 @@ class Pe(wiring.Component):
             ready = Signal(S, name=f"ready{pp}")
             for s in range(S):
                 tok_ok = Cat(*[~tmask[s][k] | cnt[s][k].any() for k in range(K)]).all()
-                m.d.comb += ready[s].eq(known[s] & (isfp[s] == pp) & tok_ok & ~busy[s]
+                # INT pipe: a busy slot is an emitting ITER, ready for its next token.
+                go_on = busy[s] if pp == 0 else Const(0, 1)
+                m.d.comb += ready[s].eq(known[s] & (isfp[s] == pp) & ((tok_ok & ~busy[s]) | go_on)
                                         & ~(s1_valid & slot_is(s1_slot, s)))
             any_rdy, pick, last = _round_robin(m, ready, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
             if pp == 0:
-                m.d.comb += cont.eq(it_active & (it_turn | ~any_rdy))
+                m.d.comb += cont.eq(_select(busy, pick))
             slot0 = Signal(sb, name=f"slot0_{pp}")
-            m.d.comb += slot0.eq(Mux(cont, it_slot, pick))
-            with m.If(any_rdy & ~cont):
+            m.d.comb += slot0.eq(pick)
+            with m.If(any_rdy):
                 m.d.sync += last.eq(pick)
-            m.d.sync += [s1_valid.eq(any_rdy | cont), s1_slot.eq(slot0), s1_cont.eq(cont)]
+            m.d.sync += [s1_valid.eq(any_rdy), s1_slot.eq(slot0), s1_cont.eq(cont)]
             insn_r = insn_mem.read_port()
             m.d.comb += insn_r.addr.eq(slot0)
             op_r = []
@@ -379,6 +390,9 @@ class Pe(wiring.Component):
                 m.d.comb += rp.addr.eq(fifo_addr(slot0, head_of(k, slot0), D, dbits))
                 op_r.append(rp)
             facc_r = None
+            if pp == 0:
+                scan_r = scan_mem.read_port()
+                m.d.comb += scan_r.addr.eq(slot0)
             if pp == 1:
                 facc_r = facc_mem.read_port()
                 m.d.comb += facc_r.addr.eq(slot0)
@@ -404,7 +418,8 @@ class Pe(wiring.Component):
             m.d.comb += [has[0].eq(insn.nsrc.any()), has[1].eq(insn.nsrc[1]),
                          has[2].eq(insn.nsrc.all())]
             is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
-                     for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB)}
+                     for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
+                                Op.SCAN, Op.MOV, Op.CTX)}
             for op, sig in is_op.items():
                 m.d.comb += sig.eq(_eq(insn.op, int(op)))
 
@@ -463,25 +478,58 @@ class Pe(wiring.Component):
                 a = Signal(32, name="alu_a")
                 b = Signal(32, name="alu_b")
                 iop = Signal(IntOp, name="alu_op")
-                m.d.comb += b.eq(Mux(has[1], opv[1][:32], imm32))
+                # SCAN: acc += operand 1, result operand 0 + acc (the ALU's ADD).
+                sr = scan_r.data
+                scan_acc = Signal(32, name="scan_acc")
+                scan_count = Signal(16, name="scan_count")
+                scan_wrap = Signal(name="scan_wrap")
+                m.d.comb += [scan_acc.eq((sr.acc + opv[1][:32])[:32]),
+                             scan_count.eq(_inc(sr.count)),
+                             scan_wrap.eq(scan_count == imm32[:16])]
+                m.d.comb += b.eq(Mux(is_op[Op.SCAN], scan_acc,
+                                     Mux(has[1], opv[1][:32], imm32)))
                 with m.Switch(insn.op):
                     for op, code in _INT_OPS.items():
                         with m.Case(int(op)):
                             m.d.comb += [iop.eq(code), a.eq(opv[0][:32])]
                     with m.Case(int(Op.IMM)):
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(imm32)]
+                    with m.Case(int(Op.SCAN)):
+                        m.d.comb += [iop.eq(IntOp.ADD), a.eq(opv[0][:32])]
                     with m.Case(int(Op.CTX), int(Op.SWITCH)):
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
                     with m.Default():
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
                 with m.If(st["cont"]):
-                    m.d.comb += a.eq(it_value)
-                # CTX and SWITCH forward all 64 bits: the high half rides in the tag.
-                m.d.comb += [tag.wide.eq((_eq(insn.op, int(Op.CTX)) | is_op[Op.SWITCH])
+                    m.d.comb += a.eq(sr.acc)
+                # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
+                m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH])
                                          & ~st["cont"]),
                              tag.hi.eq(opv[0][32:])]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(insn.end & ~st["cont"])]
+                # END: every firing but ITER's (and a store's, sent on its acknowledgement).
+                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
+                             tag.ectx.eq(_select(ends, st["slot"]))]
+                m.d.comb += [end_inc[0].eq(go & end0), end_slot[0].eq(st["slot"])]
+                # ITER: the first token is the start value; the state holds the next one.
+                count = imm32[:16]
+                step = Cat(imm32[16:], imm32[31].replicate(16))
+                it_from = Mux(st["cont"], sr.acc, opv[0][:32])
+                it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
+                it_more = it_left[1:].any()                        # it_left > 1
+                m.d.comb += [scan_w.addr.eq(st["slot"]),
+                             scan_w.en.eq(go & (is_op[Op.SCAN] | is_op[Op.ITER]))]
+                with m.If(is_op[Op.ITER]):
+                    m.d.comb += [scan_w.data.acc.eq((it_from + step)[:32]),
+                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16])]
+                with m.Else():
+                    m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
+                                 scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
+                with m.If(go & is_op[Op.ITER] & ~st["cont"] & it_more):
+                    m.d.comb += [busy_set[0].eq(1), busy_set_slot[0].eq(st["slot"])]
+                with m.If(go & st["cont"] & ~it_more):
+                    m.d.comb += [busy_clr[0].eq(1), busy_clr_slot[0].eq(st["slot"])]
                 m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
                              alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
 
@@ -492,10 +540,8 @@ class Pe(wiring.Component):
                 window_ok = ~outstanding[rbits if R > 1 else 0:].any()   # outstanding < R
                 mem_ok = req_q.i_data.ready & window_ok
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
-                # One ITER engine: a second ITER waits until the first has emitted everything.
-                cont_ok = Mux(st["cont"], it_active, ~(is_op[Op.ITER] & it_active))
-                m.d.comb += go.eq(st["valid"] & room & cont_ok & unit_ok)
-                m.d.comb += alu.i_op.valid.eq(st["valid"] & room & cont_ok & ~is_mem)
+                m.d.comb += go.eq(st["valid"] & room & unit_ok)
+                m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
 
                 req = Signal(flit_union(p), name="req")
                 nb = bits_for(p.num_dbufs)
@@ -510,8 +556,9 @@ class Pe(wiring.Component):
                         with m.Case(i):
                             m.d.comb += dxy.eq(Cat(Const(bias(cx), p.x_bits),
                                                    Const(bias(cy), p.y_bits)))
-                    with m.Default():
-                        m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
+                    if p.num_dbufs < 1 << nb:
+                        with m.Default():
+                            m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
                 size = Signal(2, name="ls_size")
                 with m.Switch(insn.op):
                     for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW, Op.STD):
@@ -541,20 +588,6 @@ class Pe(wiring.Component):
                     with m.If(go & is_mem & in_range & slot_is(st["slot"], s)):
                         m.d.sync += ld_iss[s].eq(_inc(ld_iss[s]))
 
-                # ITER engine.
-                count = imm32[:16]
-                step = Cat(imm32[16:], imm32[31].replicate(16))
-                with m.If(go & ~st["cont"] & is_op[Op.ITER] & count[1:].any()):
-                    m.d.sync += [it_active.eq(1), it_slot.eq(st["slot"]),
-                                 it_value.eq((opv[0][:32] + step)[:32]), it_step.eq(step),
-                                 it_left.eq((count - Const(1, 16))[:16])]
-                    m.d.comb += [busy_set[0].eq(1), busy_set_slot[0].eq(st["slot"])]
-                with m.If(go & st["cont"]):
-                    m.d.sync += [it_value.eq((it_value + it_step)[:32]),
-                                 it_left.eq((it_left - Const(1, 16))[:16])]
-                    with m.If(_eq(it_left, 1)):
-                        m.d.sync += it_active.eq(0)
-                        m.d.comb += [busy_clr[0].eq(1), busy_clr_slot[0].eq(it_slot)]
             else:
                 tag = Signal(self._fp_tag(p), name="fp_tag")
                 fop = Signal(FpOp, name="fpu_op")
@@ -571,7 +604,10 @@ class Pe(wiring.Component):
                     fc.eq(Mux(is_op[Op.FACC], acc, Mux(has[2], opv[2], fimm))),
                 ]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(insn.end),
+                end1 = insn.end & emits
+                m.d.comb += [end_inc[1].eq(go & end1), end_slot[1].eq(st["slot"]),
+                             tag.ectx.eq(_select(ends, st["slot"]))]
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end1),
                              tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
                              tag.slot.eq(st["slot"]),
                              tag.count.eq(Mux(emits, Const(0, 16), newcount))]
@@ -602,6 +638,7 @@ class Pe(wiring.Component):
             disp[0].i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(disp[0].i_res.ready),
             dpi.data.eq(Cat(alu.o_res.payload.result, Mux(itag.wide, itag.hi, Const(0, 32)))),
             dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
+            dpi.ectx.eq(itag.ectx),
         ]
         ftag = Signal(self._fp_tag(p))
         m.d.comb += ftag.eq(fpu.o_res.payload.tag)
@@ -611,7 +648,7 @@ class Pe(wiring.Component):
             disp[1].i_res.valid.eq(fpu.o_res.valid & to_disp),
             fpu.o_res.ready.eq(Mux(to_disp, disp[1].i_res.ready, 1)),
             dpf.data.eq(fpu.o_res.payload.result), dpf.dests.eq(ftag.dests),
-            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end),
+            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end), dpf.ectx.eq(ftag.ectx),
         ]
         fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
         m.d.comb += [facc_w.addr.eq(ftag.slot), facc_w.en.eq(fdone),
@@ -641,8 +678,9 @@ class Pe(wiring.Component):
         m.d.comb += [insn_r2.addr.eq(ret_pick), insn_r2.en.eq(r_adv),
                      rob_r.addr.eq(fifo_addr(ret_pick, _select(ld_ret, ret_pick), R, rbits)),
                      rob_r.en.eq(r_adv)]
+        r1_slot = Signal(sb)
         with m.If(r_adv):
-            m.d.sync += r1_valid.eq(any_ret)
+            m.d.sync += [r1_valid.eq(any_ret), r1_slot.eq(ret_pick)]
         with m.If(ret_go):
             m.d.sync += ret_last.eq(ret_pick)
         for s in range(S):
@@ -665,7 +703,10 @@ class Pe(wiring.Component):
             disp[2].i_res.valid.eq(r1_valid),
             dpm.data.eq(Mux(r_store, Const(0, 64), rob_r.data)),
             dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
-            dpm.end.eq(rinsn.end),
+            dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
+            dpm.ectx.eq(_select(ends, r1_slot)),
+            end_inc[2].eq(disp[2].i_res.valid & disp[2].i_res.ready & rinsn.end & r_store),
+            end_slot[2].eq(r1_slot),
         ]
         m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
 
@@ -724,11 +765,13 @@ class Pe(wiring.Component):
 
     def _int_tag(self, p):
         return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
-                                  "dmask": p.MAX_DESTS, "end": 1, "wide": 1, "hi": 32})
+                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
+                                  "hi": 32})
 
     def _fp_tag(self, p):
         return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
-                                  "dmask": p.MAX_DESTS, "end": 1, "facc": 1, "emit": 1,
+                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
+                                  "emit": 1,
                                   "slot": p.slot_bits, "count": 16})
 
 

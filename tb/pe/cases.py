@@ -1,0 +1,315 @@
+"""Test programs for the PE benches, built with the golden-model toolchain.
+
+Each case is a graph (:mod:`sw.dfg`), placed (:func:`sw.place.place`), assembled into a binary
+image (:func:`sw.asm.assemble`) and run on the golden interpreter (:func:`sw.golden.run_image`).
+:func:`save_case` writes ``image.npz`` plus ``expected.json`` (memory after the run, firings per
+opcode, context ends) into a folder; the cocotb bench (``tb.pe.test_pe``) runs the image on the
+generated Verilog and compares everything bit for bit.
+
+Plain Python: the pytest layer builds the cases, the bench only reads them.
+"""
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+
+from sw import graphs, layers
+from sw.arch import ArrayParams
+from sw.asm import assemble
+from sw.dfg import Graph
+from sw.golden import run_image
+from sw.image import load
+from sw.isa import Op
+from sw.place import place
+
+__all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "save_case", "read_case", "fc_image",
+           "fig7_image", "random_image", "kernels_image"]
+
+#: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
+PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
+PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=32, dbuf_bytes=1024)
+
+
+def top_params(params, x=0, y=0, micc=(-1, 0)):
+    """Return the ``pe`` top parameters (``hw.tops``) of a PE of ``params`` at ``(x, y)``."""
+    return dict(rows=params.rows, cols=params.cols, slots=params.slots,
+                operand_depth=params.operand_depth, regs=params.regs,
+                dbuf_bytes=params.dbuf_bytes, x=x, y=y, micc_x=micc[0], micc_y=micc[1])
+
+
+def save_case(folder, image, name, seed=None, jitter=4):
+    """Run ``image`` on the golden model and write the case into ``folder``; return the path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    res = run_image(image, seed=seed, jitter=jitter)
+    image.save(folder / "image.npz")
+    expected = dict(name=name,
+                    ops={k: int(v) for k, v in sorted(res.counters.ops.items()) if v},
+                    ctx_ends=res.counters.ctx_ends,
+                    memory={str(d): bytes(buf).hex() for d, buf in sorted(res.memory.bufs.items())})
+    (folder / "expected.json").write_text(json.dumps(expected))
+    return folder
+
+
+def read_case(folder):
+    """Return ``(image, expected dict)`` of a case folder."""
+    folder = Path(folder)
+    return load(folder / "image.npz"), json.loads((folder / "expected.json").read_text())
+
+
+def fc_image(mode, k, c, n, params, seed, feedback=True, window=None):
+    """Return the image of pass 0 of an FC layer (``k x c`` weights, batch ``n``)."""
+    w = layers.make_weights((k, c), 0.4, seed)
+    x = layers.make_inputs(c, n, seed + 1)
+    plan = graphs.plan_fc(k, c, n, mode, params, feedback=feedback)
+    if plan.passes != 1:
+        raise ValueError(f"the FC case needs one pass, the plan has {plan.passes}")
+    g = graphs.build_graph(plan)
+    if feedback:
+        g.validate(params)
+    segments, _ = graphs.pass_memory(plan, w, x, 0)
+    return assemble(g, place(g, params), segments, plan.pass_contexts(0), window=window)
+
+
+def _imm(g, trigger, value, pe):
+    n = g.add(Op.IMM, imm=value, pe=pe, group=pe)
+    g.connect(trigger, n, 0)
+    return n
+
+
+def _ctx_address(g, c, base, shift, pe):
+    """Return a node computing ``base + (c << shift)``."""
+    sh = g.add(Op.SHL, 1, imm=shift, pe=pe, group=pe)
+    g.connect(c, sh, 0)
+    a = g.add(Op.ADD, 1, imm=base, pe=pe, group=pe)
+    g.connect(sh, a, 0)
+    return a
+
+
+def fig7_image(params, contexts, feedback=True, long_chain=6, pe=(0, 0)):
+    """Return PAPER.md Fig. 7: a SWITCH whose branches have different lengths rejoin.
+
+    Context ``c`` takes the long branch (``long_chain`` ADDs) when ``c`` is even, the short one
+    (one ADD) when odd; the join stores ``c + 1000 * branch`` at ``OUT + 8 c`` with the address
+    computed on a separate path.  Without the feedback edge a fast odd context can overtake a
+    slow even one at the join and the stored values land at the wrong addresses.
+    """
+    g = Graph("fig7" + ("" if feedback else "-nofeedback"))
+    out = params.dbuf_bytes          # Dbuf 1
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    cond = g.add(Op.AND, 1, imm=1, pe=pe, group=pe)
+    g.connect(c, cond, 0)
+    sw = g.add(Op.SWITCH, 3 if feedback else 2, pe=pe, group=pe)
+    g.connect(c, sw, 0)
+    g.connect(cond, sw, 1)
+    prev, branch = sw, False          # cond == 0 (even) -> False branch: the long one
+    for i in range(long_chain):
+        n = g.add(Op.ADD, 1, imm=1000 if i == 0 else 0, pe=pe, group=pe)
+        g.connect(prev, n, 0, branch=branch if prev == sw else None)
+        prev = n
+    long_end = prev
+    short = g.add(Op.ADD, 1, imm=2000, pe=pe, group=pe)
+    g.connect(sw, short, 0, branch=True)
+    join = g.add(Op.MOV, pe=pe, group=pe)
+    g.connect(long_end, join, 0)
+    g.connect(short, join, 0)
+    if feedback:
+        g.connect(join, sw, 2, init=1)
+    st = g.add(Op.STD, end=True, pe=pe, group=pe)
+    g.connect(_ctx_address(g, c, out, 3, pe), st, 0)
+    g.connect(join, st, 1)
+    if feedback:
+        g.validate(params)
+    return assemble(g, place(g, params), {}, contexts)
+
+
+def kernels_image(params, contexts, pe=(0, 0)):
+    """Return a graph touching ITER, SCAN, FACC, loads of every size, LDHB and the stores.
+
+    Per context ``c``: ITER emits 4 indices ``4c .. 4c+3``; LDD/LDHB of two input tables feed a
+    FACC of 4 steps; SCAN sums the indices onto a loaded LDW base; LDH reads a 2-byte value;
+    the results are stored with STD/STW/STH (each store ENDs).
+    """
+    g = Graph("kernels")
+    rng = random.Random(7)
+    tab_a, tab_b, tab_w = 0, 256, 512                     # Dbuf 0
+    out = params.dbuf_bytes                               # Dbuf 1
+    n_idx = 4 * contexts
+    segments = {
+        tab_a: bytes(rng.getrandbits(8) & 0x3F if i % 2 else rng.getrandbits(8)
+                     for i in range(8 * min(n_idx, 32))),
+        tab_b: np.asarray([rng.uniform(-2, 2) for _ in range(min(n_idx, 32))],
+                          dtype=np.float16).tobytes(),
+        tab_w: bytes(rng.getrandbits(8) for _ in range(4 * min(n_idx, 32))),
+    }
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    first = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)                # 4c
+    g.connect(c, first, 0)
+    it = g.add(Op.ITER, imm=(1 << 16) | 4, pe=pe, group=pe)
+    g.connect(first, it, 0)
+    idx = g.add(Op.AND, 1, imm=31, pe=pe, group=pe)                 # tables hold 32 entries
+    g.connect(it, idx, 0)
+    a8 = g.add(Op.SHL, 1, imm=3, pe=pe, group=pe)
+    g.connect(idx, a8, 0)
+    a2 = g.add(Op.SHL, 1, imm=1, pe=pe, group=pe)
+    g.connect(idx, a2, 0)
+    lda = g.add(Op.LDD, imm=tab_a, pe=pe, group=pe)
+    g.connect(a8, lda, 0)
+    ldb = g.add(Op.LDHB, imm=tab_b, pe=pe, group=pe)
+    g.connect(a2, ldb, 0)
+    acc = g.add(Op.FACC, imm=4, pe=pe, group=pe)
+    g.connect(lda, acc, 0)
+    g.connect(ldb, acc, 1)
+    # SCAN over the 4 indices, base loaded per index from tab_w (LDW).
+    a4 = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
+    g.connect(idx, a4, 0)
+    ldw = g.add(Op.LDW, imm=tab_w, pe=pe, group=pe)
+    g.connect(a4, ldw, 0)
+    sc = g.add(Op.SCAN, imm=4, pe=pe, group=pe)
+    g.connect(ldw, sc, 0)
+    g.connect(idx, sc, 1)
+    # Store the 4 SCAN outputs at one address (the last one stays: a slot's stores retire in
+    # order), then a FACC of the 4 acknowledgements gives one token per context for the END.
+    # LDH of a 2-byte value per context.
+    h = g.add(Op.AND, 1, imm=31, pe=pe, group=pe)
+    g.connect(c, h, 0)
+    h2 = g.add(Op.SHL, 1, imm=1, pe=pe, group=pe)
+    g.connect(h, h2, 0)
+    ldh = g.add(Op.LDH, imm=tab_b, pe=pe, group=pe)
+    g.connect(h2, ldh, 0)
+    # Stores: 16 bytes per context.
+    base = _ctx_address(g, c, out, 4, pe)
+    s1 = g.add(Op.STD, end=True, pe=pe, group=pe)
+    g.connect(base, s1, 0)
+    g.connect(acc, s1, 1)
+    s2a = g.add(Op.ITER, imm=4, pe=pe, group=pe)                     # step 0: the address 4 times
+    g.connect(base, s2a, 0)
+    s2 = g.add(Op.STW, imm=8, pe=pe, group=pe)
+    g.connect(s2a, s2, 0)
+    g.connect(sc, s2, 1)
+    acks = g.add(Op.FACC, imm=4, pe=pe, group=pe)
+    g.fanout(s2, [(acks, 0), (acks, 1)])
+    done = g.add(Op.MOV, end=True, pe=pe, group=pe)
+    g.connect(acks, done, 0)
+    s3 = g.add(Op.STH, imm=12, end=True, pe=pe, group=pe)
+    g.connect(base, s3, 0)
+    g.connect(ldh, s3, 1)
+    g.validate(params)
+    return assemble(g, place(g, params), segments, contexts)
+
+
+_INT = [Op.ADD, Op.SUB, Op.MUL, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.SRA, Op.EQ, Op.LT,
+        Op.LTU]
+_FP = [Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD]
+
+
+def random_image(params, contexts, seed, nodes=14, pes=None):
+    """Return a random graph: integer and FP operations, SWITCHes with feedback, fan-out.
+
+    Each context loads one 8-byte value (indexed by the context ID) and computes ``nodes``
+    random operations over it, the context ID and immediates; some values branch through a
+    SWITCH (long or short branch, rejoined with the feedback edge); up to three results per
+    context are stored (each store ENDs).  ``pes`` lists the PEs the nodes may go to
+    (default: PE (0, 0) only).
+    """
+    rng = random.Random(seed)
+    pes = pes or [(0, 0)]
+    g = Graph(f"random-{seed}")
+    uses = {}
+
+    def pe():
+        return rng.choice(pes)
+
+    def add(op, nsrc=None, imm=0, **kw):
+        at = kw.pop("at", None) or pe()
+        n = g.add(op, nsrc, imm=imm, pe=at, group=at, **kw)
+        uses[n] = 0
+        return n
+
+    consumed = set()
+
+    def link(src, dst, operand, **kw):
+        g.connect(src, dst, operand, **kw)
+        uses[src] += 1
+        if not kw.get("init"):
+            consumed.add(src)
+
+    pool = []
+
+    def pick():
+        live = [n for n in pool if uses[n] < 3]
+        return rng.choice(live)
+
+    c = add(Op.CTX, at=pes[0])
+    uses[c] = 1                       # the store address, added at the end
+    pool.append(c)
+    idx = add(Op.AND, 1, imm=15)
+    link(c, idx, 0)
+    a8 = add(Op.SHL, 1, imm=3)
+    link(idx, a8, 0)
+    ld = add(Op.LDD, imm=0)
+    link(a8, ld, 0)
+    pool += [ld, idx]
+    capacity = params.slots * len(pes)
+    for _ in range(nodes):
+        # Room for a SWITCH with its branches, the XOR folding and the stores.
+        if len(g.nodes) + len([n for n in pool if n not in consumed]) + 16 > capacity:
+            break
+        kind = rng.random()
+        if kind < 0.4:
+            op = rng.choice(_INT)
+            with_imm = rng.random() < 0.4
+            n = add(op, 1 if with_imm else 2, imm=rng.randint(-40, 40))
+            link(pick(), n, 0)
+            if not with_imm:
+                link(pick(), n, 1)
+        elif kind < 0.75:
+            op = rng.choice(_FP)
+            nsrc = op.arity - (1 if rng.random() < 0.3 else 0)
+            n = add(op, nsrc, imm=rng.choice([0x3C00, 0xB800, 0x0001, 0x7BFF]))
+            for i in range(nsrc):
+                link(pick(), n, i)
+        elif kind < 0.85:
+            n = add(Op.FIMM, imm=rng.getrandbits(16))
+            link(pick(), n, 0)
+        else:
+            cond = add(Op.AND, 1, imm=rng.choice([1, 2, 3]))
+            link(pick(), cond, 0)
+            sw = add(Op.SWITCH, 3)
+            link(pick(), sw, 0)
+            link(cond, sw, 1)
+            ends = []
+            for branch, length in ((True, rng.randint(0, 3)), (False, rng.randint(1, 4))):
+                prev, first = sw, True
+                for _ in range(length):
+                    m = add(Op.ADD, 1, imm=rng.randint(1, 99))
+                    link(prev, m, 0, branch=branch if first else None)
+                    prev, first = m, False
+                ends.append((prev, branch if first else None))
+            join = add(Op.MOV)
+            for prev, branch in ends:
+                link(prev, join, 0, branch=branch)
+            link(join, sw, 2, init=1)
+            n = join
+        pool.append(n)
+    out = params.dbuf_bytes
+    # Every value must reach a store (an END), or contexts could retire with work pending:
+    # fold the unconsumed ones pairwise with XOR until at most three remain.
+    loose = [n for n in pool if n not in consumed]
+    while len(loose) > 3:
+        x = add(Op.XOR)
+        link(loose.pop(), x, 0)
+        link(loose.pop(), x, 1)
+        loose.insert(0, x)
+    sinks = loose
+    base = _ctx_address(g, c, out, 5, pes[0])
+    uses[base] = 0
+    for i, s in enumerate(sinks):
+        st = add(Op.STD, imm=8 * i, end=True)
+        link(base, st, 0)
+        link(s, st, 1)
+    g.validate(params)
+    table = bytes(random.Random(seed + 1).getrandbits(8) for _ in range(128))
+    return assemble(g, place(g, params), {0: table}, contexts)

@@ -1,0 +1,116 @@
+"""cocotb tests of one processing element (``pe`` top) on the generated Verilog.
+
+Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
+
+* ``FDPU_PE_CASES``: JSON list of case folders (:func:`tb.pe.cases.save_case`): each image is
+  configured into the PE, its contexts run with the MicC, Dbuf and mesh loopback of
+  :class:`tb.pe.harness.PeWorld` under random delays and backpressure, and the memory after the
+  run, the firings per opcode and the context ends are compared with the golden model's.
+* ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``).
+"""
+
+import json
+import os
+
+import cocotb
+
+from sw.image import word_parts
+from sw.isa import Dest, Instruction, Op, encode
+from sw.packet import ConfigWhat, Kind, bias
+from tb.clock import reset, start_clock
+
+from . import flits
+from .cases import read_case
+from .harness import PeWorld, make_rng, params_from_env
+
+FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
+
+
+def _world(dut, **kw):
+    p, x, y, micc = params_from_env(FULL)
+    stress = os.environ.get("FDPU_PE_STRESS", "0.2,0.3").split(",")
+    kw.setdefault("idle", float(stress[0]))
+    kw.setdefault("backpressure", float(stress[1]))
+    return PeWorld(dut, p, x, y, micc, make_rng(), **kw)
+
+
+def _compare(world, expected, name):
+    p = world.p
+    errors = []
+    flags, slot = world.error()
+    if flags:
+        errors.append(f"error flags {flags:#x} (slot {slot})")
+    ops = {k: v for k, v in sorted(world.fired.items()) if v}
+    if ops != expected["ops"]:
+        errors.append(f"firings per opcode differ: RTL {ops}, golden {expected['ops']}")
+    if len(world.end_log) != expected["ctx_ends"]:
+        errors.append(f"{len(world.end_log)} CTX_END messages, golden {expected['ctx_ends']}")
+    for d in range(p.num_dbufs):
+        want = bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes)
+        got = bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes)))
+        if got != want:
+            bad = next(i for i in range(p.dbuf_bytes) if got[i] != want[i])
+            errors.append(f"Dbuf {d} differs from byte {bad:#x}: RTL "
+                          f"{got[bad & ~7:(bad & ~7) + 8].hex()} golden "
+                          f"{want[bad & ~7:(bad & ~7) + 8].hex()}")
+    assert not errors, f"case {name}: " + "; ".join(errors)
+
+
+@cocotb.test()
+async def golden_images(dut):
+    """Run every case image; results and per-opcode firings equal the golden model's."""
+    start_clock(dut.clk)
+    for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
+        image, expected = read_case(folder)
+        await reset(dut.clk, dut.rst)
+        world = _world(dut)
+        world.load_image(image)
+        bound = 400 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
+                                                 // max(image.contexts, 1) // 4 + 1)
+        await world.wait_retired(bound)
+        _compare(world, expected, expected["name"])
+        dut._log.info(f"case {expected['name']}: {image.contexts} contexts, "
+                      f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
+        world.stop()
+
+
+def _insn_flits(p, x, y, slot, insn):
+    word = encode(insn, p)
+    parts = word_parts(p)
+    return [flits.pack(Kind.CONFIG, p, dst_x=bias(x), dst_y=bias(y), what=int(ConfigWhat.INSN),
+                       index=i, slot=slot, data=(word >> (64 * i)) & ((1 << 64) - 1))
+            for i in reversed(range(parts))]
+
+
+@cocotb.test()
+async def errors_are_sticky(dut):
+    """A token to an empty slot, an overflowing operand FIFO and a bad address set their
+    sticky flags and the slot of the first error; the PE keeps accepting flits."""
+    start_clock(dut.clk)
+    p, x, y, _ = params_from_env(FULL)
+    # 1. A token to an unconfigured slot: UNKNOWN_OPCODE, slot 5.
+    await reset(dut.clk, dut.rst)
+    world = _world(dut, idle=0, backpressure=0)
+    world.send(flits.operand(p, x, y, 5, 0, 42))
+    await world.wait_quiet(20)
+    assert world.error() == (1 << 0, 5), f"unknown opcode: error status {world.error()}"
+    world.stop()
+    # 2. Overflow: ADD waiting on operand 1 gets operand_depth + 1 tokens on operand 0.
+    await reset(dut.clk, dut.rst)
+    world = _world(dut, idle=0, backpressure=0)
+    add = Instruction(Op.ADD, nsrc=2, dests=(Dest(x, y, 3, 0),))
+    world.send(*_insn_flits(p, x, y, 2, add))
+    world.send(*_insn_flits(p, x, y, 3, Instruction(Op.MOV, nsrc=1)))
+    world.send(*[flits.operand(p, x, y, 2, 0, i) for i in range(p.operand_depth + 1)])
+    await world.wait_quiet(30)
+    assert world.error() == (1 << 1, 2), f"overflow: error status {world.error()}"
+    world.stop()
+    # 3. A load past the last Dbuf: BAD_ADDRESS, no request leaves.
+    await reset(dut.clk, dut.rst)
+    world = _world(dut, idle=0, backpressure=0)
+    world.send(*_insn_flits(p, x, y, 7, Instruction(Op.LDW, nsrc=1, imm=p.memory_bytes)))
+    world.send(flits.operand(p, x, y, 7, 0, 0))
+    await world.wait_quiet(30)
+    assert world.error() == (1 << 2, 7), f"bad address: error status {world.error()}"
+    assert world.requests == 0, "a request with a bad address left the PE"
+    world.stop()
