@@ -381,3 +381,17 @@ def test_error_bound_holds_where_rounding_is_worst():
     # Exact sums have a tiny bound and zero error.
     chk = reference.check(np.ones((1, 1), dtype=np.float16), w[:, :1], x[:, :1])
     assert chk.holds and chk.max_error == 0 and chk.max_bound < 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_paper_array_exact_and_fast_agree(mode):
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    w = layers.make_weights((96, 80), 0.25, SEED)
+    x = layers.make_inputs(80, 20, SEED)
+    plan = plan_fc(96, 80, 20, mode)
+    fast = run_fc(plan, w, x)
+    exact = run_fc(plan, w, x, exact=True, seed=SEED)
+    assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
+    assert exact.counters == fast.counters
+    print(f"{mode}: {exact.cycles} cycles (estimate), {exact.events} events")
