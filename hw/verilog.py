@@ -51,7 +51,8 @@ def to_verilog(component, name):
     Returns
     -------
     str
-        The Verilog text, without source locations (deterministic).
+        The Verilog text, without source locations (deterministic), with the behavioural
+        SRAM model appended when the design instantiates it.
 
     Raises
     ------
@@ -66,7 +67,11 @@ def to_verilog(component, name):
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"name must be a Verilog identifier (letters, digits and '_', not "
                          f"starting with a digit), not {name!r}")
-    return _amaranth_verilog.convert(component, name=name, emit_src=False)
+    text = _amaranth_verilog.convert(component, name=name, emit_src=False)
+    # Large memories are instances of a behavioural SRAM model (hw/sram.py); ship its module
+    # with the design so the text is self-contained for lint, simulators and synthesis.
+    from .sram import attach_models
+    return attach_models(text)
 
 
 def verilator_root():
