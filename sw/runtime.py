@@ -129,3 +129,187 @@ def write_memories(image, folder, config=None, templates=None):
         with open(os.path.join(folder, f"dbuf_{k}.hex"), "w") as f:
             f.write("\n".join(lines or ["0"]) + "\n")
     return len(config), len(templates)
+
+
+def _dbuf_words(image):
+    """Return ``{dbuf: {word index: value}}`` of the image's segments (little-endian)."""
+    p = image.params
+    out = {k: {} for k in range(p.num_dbufs)}
+    for addr, blob in image.segments.items():
+        if not len(blob):
+            continue
+        k, off = p.dbuf_of(addr)
+        lo = off & ~7
+        buf = bytearray(off - lo) + bytes(blob)
+        buf += bytes(-len(buf) % 8)
+        words = np.frombuffer(bytes(buf), dtype="<u8")
+        nz = np.nonzero(words)[0]
+        bank = out[k]
+        for i, v in zip((nz + lo // 8).tolist(), words[nz].tolist()):
+            bank[i] = bank.get(i, 0) | v
+    return out
+
+
+@dataclass
+class RtlRun:
+    """What one RTL run of an image did.
+
+    ``status``: the top's registers after halt (``cycles``, ``issued``, ``retired``, per-PE
+    ``int_fires``/``fp_fires``/``pe_error``, ``dbuf_reqs``, ``mesh_flits``...); ``words``:
+    ``{(dbuf, word): value}`` read back; ``wall_s``: load and run seconds; ``waves``: path.
+    """
+    params: ArrayParams
+    status: dict
+    words: dict = field(default_factory=dict)
+    wall_s: dict = field(default_factory=dict)
+    waves: str = None
+
+    @property
+    def cycles(self):
+        """Return the cycles from start to done."""
+        return self.status["o_cycles"]
+
+    def read(self, address, nbytes):
+        """Return ``nbytes`` of Dbuf memory at global ``address`` (read-back ranges only)."""
+        p = self.params
+        k, off = p.dbuf_of(address)
+        first, last = off // 8, (off + nbytes - 1) // 8
+        blob = b"".join(int(self.words[(k, i)]).to_bytes(8, "little")
+                        for i in range(first, last + 1))
+        return blob[off - first * 8:off - first * 8 + nbytes]
+
+
+def describe_status(status, params):
+    """Return a one-line account of the MicC, contexts and error bits of a status dict."""
+    from_bits = lambda value, names: ",".join(n for i, n in enumerate(names)  # noqa: E731
+                                              if value >> i & 1) or "none"
+    state = status["o_state"]
+    text = (f"MicC state {MICC_STATES[state] if state < len(MICC_STATES) else state}, contexts "
+            f"issued {status['o_issued']}, retired {status['o_retired']}, "
+            f"CTX_END messages {status['o_ends']}, error bits "
+            f"{from_bits(status['o_error'], _ERROR_NAMES)}")
+    bad = [f"PE ({n % params.cols},{n // params.cols}): {from_bits(e, PE_ERRORS)}"
+           for n, e in enumerate(status["pe_error"]) if e]
+    return text + ("; " + "; ".join(bad) if bad else "; no PE error flags")
+
+
+#: Names of the top's ``o_error`` bits (``hw.top.ERROR_BITS``).
+_ERROR_NAMES = tuple(f"MICC_{e}" for e in MICC_ERRORS) + tuple(f"PE_{e}" for e in PE_ERRORS) \
+    + ("STRAY_REQUEST", "STRAY_EDGE")
+
+
+def run_rtl(image, sim, *, reads=(), max_cycles=None, waves=False, progress=False, depth=4,
+            timeout_s=3600, work_dir=None, config=None):
+    """Run ``image`` on the RTL top under ``sim`` (``"icarus"`` or ``"verilator"``).
+
+    Parameters
+    ----------
+    image : sw.image.Image
+    reads : sequence of (address, nbytes)
+        Dbuf ranges to read back after the run.
+    max_cycles : int, optional
+        Cycle bound; default ``200_000 + 2_000 * contexts``.
+    config : (list, list), optional
+        CONFIG flits and CTX templates to load instead of :func:`image_flits` (tests of bad
+        configurations).
+
+    Raises
+    ------
+    RtlError
+        "timeout ... deadlock" when the bound passes, or the error bits the top raised.
+    """
+    from hw.top import FDPU
+    from tb.runner import run_cocotb
+
+    if sim not in ("icarus", "verilator"):
+        raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
+    p = image.params
+    cfg, templates = image_flits(image) if config is None else config
+    cap = cbuf_capacity(p)
+    if config is None and len(cfg) + len(templates) > cap:
+        raise FdpuError(f"the configuration needs {len(cfg) + len(templates)} Cbuf words "
+                        f"({len(cfg)} CONFIG flits + {len(templates)} CTX templates), more "
+                        f"than the {p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
+    if max_cycles is None:
+        max_cycles = 200_000 + 2_000 * image.contexts
+    if work_dir is None:
+        root = os.path.join(os.getcwd(), "build", "runtime")
+        os.makedirs(root, exist_ok=True)
+        work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
+    words = (list(cfg) + list(templates))[:cap]
+    mask = (1 << 64) - 1
+    cb = np.array([[w & mask, w >> 64 & mask] for w in words], dtype=np.uint64).reshape(-1, 2)
+    arrays = {"cbuf": cb}
+    for k, bank in _dbuf_words(image).items():
+        idx = sorted(bank)
+        arrays[f"dbuf{k}_idx"] = np.array(idx, dtype=np.int64)
+        arrays[f"dbuf{k}_val"] = np.array([bank[i] for i in idx], dtype=np.uint64)
+    mem_path = os.path.join(work_dir, "memories.npz")
+    np.savez(mem_path, **arrays)
+    spans = []
+    for addr, n in reads:
+        k, off = p.dbuf_of(addr)
+        first, last = off // 8, (off + n - 1) // 8
+        spans.append((k, first, last - first + 1))
+    spec = dict(rows=p.rows, cols=p.cols, cbufs=p.cbufs, dbufs=p.num_dbufs,
+                cbuf_depth=cap // p.cbufs, memories=mem_path,
+                out=os.path.join(work_dir, "result.npz"), reads=spans,
+                max_cycles=int(max_cycles), chunk=int(min(max_cycles, 100_000)),
+                progress=bool(progress),
+                regs=dict(i_n_config=len(cfg), i_n_ctx=len(templates),
+                          i_contexts=image.contexts, i_window=image.window,
+                          i_ends=image.ends_per_context))
+    spec_path = os.path.join(work_dir, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    top = FDPU(p, depth=depth, behavioural=True)
+    res = run_cocotb(top, {}, "tb.top.test_run", sim, name="fdpu", waves=waves,
+                     extra_env={"FDPU_RUN_SPEC": spec_path}, timeout_s=timeout_s, seed=1)
+    with np.load(spec["out"]) as z:
+        status = json.loads(str(z["status"]))
+        got = {}
+        for j, (k, first, count) in enumerate(spans):
+            if f"r{j}" in z:
+                for i, v in enumerate(z[f"r{j}"].tolist()):
+                    got[(k, first + i)] = v
+    run = RtlRun(p, status, got, dict(load_s=status["load_s"], run_s=status["run_s"],
+                                      build_s=res.build_s),
+                 str(res.waves) if res.waves else None)
+    if not status["halted"]:
+        raise RtlError(f"timeout after {status['waited']} cycles on {sim}: deadlock or a graph "
+                       f"that never finishes: {describe_status(status, p)}")
+    if status["o_error"] or not status["o_done"]:
+        raise RtlError(f"the RTL run on {sim} stopped with an error after "
+                       f"{status['o_cycles']} cycles: {describe_status(status, p)}")
+    return run
+
+
+def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
+    """Run every pass of ``plan`` on the RTL; return ``(result N x K float16, runs)``.
+
+    Mirrors :func:`sw.golden.run_fc` with ``exact=True``: the same images, the same gathering,
+    so the result is comparable bit for bit.  ``kwargs`` go to :func:`run_rtl`.
+    """
+    from . import graphs
+    from .asm import assemble
+    from .golden import _program
+
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    graph, placement = _program(plan)
+    y = np.zeros((plan.N, plan.K), dtype=np.float16)
+    runs = []
+    for p in range(plan.passes):
+        segments, outputs = graphs.pass_memory(plan, w16, x16, p)
+        image = assemble(graph, placement, segments, plan.pass_contexts(p))
+        run = run_rtl(image, sim, reads=[(addr, plan.output_bytes) for _, addr in outputs],
+                      **kwargs)
+        runs.append(run)
+        part = graphs.gather_outputs(plan, outputs, run.read)
+        mask = np.zeros((plan.N, plan.K), dtype=bool)
+        for i, _ in outputs:
+            kbi, gbi = plan.item(i)
+            mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4,
+                 kbi * plan.kb:(kbi + 1) * plan.kb] = True
+        y[mask] = part[mask]
+    return y, runs

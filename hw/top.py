@@ -1,0 +1,202 @@
+"""The FDPU top: PE array, request and reply meshes, Dbufs, Cbufs, MicC, host registers.
+
+::
+
+                  Dbuf 0 .. C-1 (north)
+                     |     |
+    MicC/Cbufs ==+  [PE]--[PE]-- Dbuf C ..          every edge port k of both meshes is Dbuf k;
+    (west, row 0)|   |     |                         the MicC shares the west port of row 0:
+    Dbuf 2C+R ---+  [PE]--[PE]-- ... C+R-1 (east)     its flits merge (2:1 round robin) with that
+    Dbuf 2C+R+1 ---  |     |                         Dbuf's replies into the reply mesh, and
+                  Dbuf C+R .. (south)                reply-mesh flits to (-1, 0) go to the MicC.
+
+Contract
+--------
+* Per PE ``n = y * cols + x``: ``o_req`` -> request mesh, ``o_rep`` -> reply mesh (two
+  separate injection ports, so a PE's replies never wait behind its requests), reply mesh
+  LOCAL -> ``i_flit`` (always ready).  A request reaching a PE (request mesh LOCAL) is a
+  program error: sunk and flagged (``STRAY_REQUEST``).
+* Dbuf ``k`` sits at edge port ``k`` of both meshes (``sw.arch.ArrayParams.dbuf_coord``).
+  Reply-mesh flits leaving an edge port other than the MicC's are sunk and flagged
+  (``STRAY_EDGE``); the request mesh's edge inputs are idle (the DMA's place; not built).
+* Host registers are ports: ``i_start`` (one-cycle pulse) with ``i_n_config``, ``i_n_ctx``,
+  ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
+  (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
+  :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``; counters cleared
+  by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE and pipe),
+  ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
+  ``o_mesh_flits`` (flits injected by PEs into both meshes).
+* ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs that ``$readmemh``
+  ``dbuf_<k>.hex`` / ``cbuf_<i>.hex`` at time 0 (``sw.runtime.write_memories``); their words
+  are readable by backdoor (``dbuf<k>.sram.bank.storage``).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sw.arch import ArrayParams
+
+from .cbuf import Cbuf
+from .dbuf import Dbuf
+from .mesh import Mesh
+from .micc import Micc, MiccError
+from .pe import Pe
+from .pe_types import PeError
+
+__all__ = ["FDPU", "ERROR_BITS", "build_fdpu"]
+
+#: Names of the bits of ``o_error``, LSB first.
+ERROR_BITS = tuple(f"MICC_{e.name}" for e in MiccError) + tuple(
+    f"PE_{e.name}" for e in PeError) + ("STRAY_REQUEST", "STRAY_EDGE")
+
+
+def _link(m, src, dst):
+    """Connect stream ``src`` to ``dst`` whose payload layouts differ but have one width."""
+    m.d.comb += [dst.valid.eq(src.valid), src.ready.eq(dst.ready),
+                 dst.payload.as_value().eq(src.payload.as_value())]
+
+
+def _merge(m, a, b, out, name):
+    """Merge streams ``a`` and ``b`` into ``out``: round robin, grant held while stalled."""
+    held, locked, last = Signal(name=f"{name}_held"), Signal(name=f"{name}_locked"), \
+        Signal(name=f"{name}_last")
+    cur = Signal(name=f"{name}_cur")
+    m.d.comb += cur.eq(Mux(locked, held, Mux(a.valid & b.valid, ~last, b.valid)))
+    m.d.comb += [
+        out.valid.eq(Mux(cur, b.valid, a.valid)),
+        out.payload.as_value().eq(Mux(cur, b.payload.as_value(), a.payload.as_value())),
+        a.ready.eq(out.ready & ~cur),
+        b.ready.eq(out.ready & cur),
+    ]
+    with m.If(out.valid & ~out.ready):
+        m.d.sync += [locked.eq(1), held.eq(cur)]
+    with m.If(out.valid & out.ready):
+        m.d.sync += [locked.eq(0), last.eq(cur)]
+
+
+def _popcount(bits):
+    """Return the number of set bits, as a balanced adder tree."""
+    level = [b for b in bits]
+    while len(level) > 1:
+        nxt = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0] if level else Const(0, 1)
+
+
+class FDPU(wiring.Component):
+    """Build the whole accelerator for ``params`` (see the module doc).
+
+    Parameters
+    ----------
+    params : sw.arch.ArrayParams
+        The array (paper defaults: 8 x 8, 32 Dbufs of 2 MiB, 8 Cbufs of 64 KiB).
+    depth : int
+        Router input FIFO depth.
+    behavioural : bool
+        Memories as ``$readmemh``-loaded behavioural SRAMs (simulation runs); ``False`` keeps
+        small banks as Amaranth memories.
+    """
+
+    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True):
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
+            raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
+        self.params, self.depth, self.behavioural = params, depth, bool(behavioural)
+        self.micc_port = params.dbuf_at(-1, 0)
+        n = params.num_pes
+        super().__init__({
+            "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
+            "i_window": In(8), "i_ends": In(16),
+            "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
+            "o_error": Out(len(ERROR_BITS)),
+            "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
+            "o_int_fires": Out(32).array(n), "o_fp_fires": Out(32).array(n),
+            "o_pe_error": Out(len(PeError)).array(n),
+            "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        m.submodules.req = req = Mesh(p, depth=self.depth)
+        m.submodules.rep = rep = Mesh(p, depth=self.depth)
+        m.submodules.cbuf = cbuf = Cbuf(p, behavioural=self.behavioural)
+        m.submodules.micc = micc = Micc(p)
+        m.d.comb += [cbuf.rd_en.eq(micc.rd_en), cbuf.rd_addr.eq(micc.rd_addr),
+                     micc.rd_data.eq(cbuf.rd_data), cbuf.wr_en.eq(0)]
+        for name in ("i_start", "i_n_config", "i_n_ctx", "i_contexts", "i_window", "i_ends"):
+            m.d.comb += getattr(micc, name).eq(getattr(self, name))
+        start = self.i_start
+
+        pe_err_any = Signal(len(PeError))
+        stray_req, stray_edge = Signal(), Signal()
+        fires_int, fires_fp, injected = [], [], []
+        for (x, y) in p.pe_coords():
+            n = y * p.cols + x
+            pe = Pe(p, x, y, micc=(-1, 0))
+            m.submodules[f"pe_{x}_{y}"] = pe
+            _link(m, pe.o_req, req.i_local[n])
+            _link(m, pe.o_rep, rep.i_local[n])
+            _link(m, rep.o_local[n], pe.i_flit)
+            m.d.comb += req.o_local[n].ready.eq(1)
+            with m.If(req.o_local[n].valid):
+                m.d.sync += stray_req.eq(1)
+            m.d.comb += self.o_pe_error[n].eq(pe.o_error.flags)
+            fires_int.append(pe.o_fire.int_valid)
+            fires_fp.append(pe.o_fire.fp_valid)
+            injected += [pe.o_req.valid & pe.o_req.ready, pe.o_rep.valid & pe.o_rep.ready]
+            with m.If(start):
+                m.d.sync += [self.o_int_fires[n].eq(0), self.o_fp_fires[n].eq(0)]
+            with m.Else():
+                m.d.sync += [self.o_int_fires[n].eq(self.o_int_fires[n] + pe.o_fire.int_valid),
+                             self.o_fp_fires[n].eq(self.o_fp_fires[n] + pe.o_fire.fp_valid)]
+        m.d.comb += pe_err_any.eq(Cat(*[
+            Cat(*[self.o_pe_error[n][b] for n in range(p.num_pes)]).any()
+            for b in range(len(PeError))]))
+
+        accepted = []
+        for k in range(p.num_dbufs):
+            dbuf = Dbuf(p, k, inline_bits=0 if self.behavioural else 1 << 20,
+                        init_file=f"dbuf_{k}.hex" if self.behavioural else "")
+            m.submodules[f"dbuf{k}"] = dbuf
+            wiring.connect(m, req.o_edge[k], dbuf.i_req)
+            accepted.append(dbuf.i_req.valid & dbuf.i_req.ready)
+            m.d.comb += req.i_edge[k].valid.eq(0)
+            if k == self.micc_port:
+                _merge(m, micc.o_flit, dbuf.o_reply, rep.i_edge[k], "micc_merge")
+                wiring.connect(m, rep.o_edge[k], micc.i_flit)
+            else:
+                wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
+                m.d.comb += rep.o_edge[k].ready.eq(1)
+                with m.If(rep.o_edge[k].valid):
+                    m.d.sync += stray_edge.eq(1)
+        with m.If(start):
+            m.d.sync += [stray_req.eq(0), stray_edge.eq(0), self.o_dbuf_reqs.eq(0),
+                         self.o_mesh_flits.eq(0)]
+        with m.Else():
+            m.d.sync += [self.o_dbuf_reqs.eq(self.o_dbuf_reqs + _popcount(accepted)),
+                         self.o_mesh_flits.eq(self.o_mesh_flits + _popcount(injected))]
+
+        error = Signal(len(ERROR_BITS))
+        m.d.comb += error.eq(Cat(micc.o_error, pe_err_any, stray_req, stray_edge))
+        m.d.comb += [
+            self.o_error.eq(error),
+            self.o_done.eq(micc.o_done & ~error.any()),
+            self.o_halt.eq(micc.o_done | error.any() | (micc.o_state == 5)),
+            self.o_state.eq(micc.o_state), self.o_issued.eq(micc.o_issued),
+            self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),
+            self.o_cycles.eq(micc.o_cycles),
+        ]
+        return m
+
+
+def build_fdpu(rows=8, cols=8, slots=64, operand_depth=4, dbuf_bytes=1 << 21, cbufs=8,
+               cbuf_bytes=1 << 16, depth=4, behavioural=True):
+    """Return an :class:`FDPU` for ``fdpu verilog --top fdpu`` (paper defaults)."""
+    return FDPU(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
+                            dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes),
+                depth=depth, behavioural=behavioural)

@@ -1,0 +1,1 @@
+"""cocotb benches of the FDPU top (``hw.top.FDPU``)."""
