@@ -312,7 +312,10 @@ class _Machine:
     def run(self):
         self._start_contexts()
         handled = 0
-        while self.events and self.retired < self.image.contexts:
+        done_at = 0 if self.retired >= self.image.contexts else None
+        # Run until no event is left (tokens still in flight when the last context retires,
+        # e.g. a final feedback token, must land before the leftover check).
+        while self.events:
             t, _, kind, args = heapq.heappop(self.events)
             self.now = t
             handled += 1
@@ -332,11 +335,13 @@ class _Machine:
                 self._try(st)
             elif kind == "end":
                 self._ctx_end(*args)
+                if done_at is None and self.retired >= self.image.contexts:
+                    done_at = self.now
         if self.retired < self.image.contexts:
             raise DeadlockError(f"deadlock: no event left with {self.retired} of "
                                 f"{self.image.contexts} contexts retired; {self._stuck()}")
         self._check_clean()
-        return RunResult(self.mem, self.c, self.now, handled)
+        return RunResult(self.mem, self.c, done_at, handled)
 
     def _token(self, key, operand, value, tag, local):
         st = self.slots.get(key)
