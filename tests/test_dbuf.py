@@ -88,10 +88,19 @@ def test_sim_one_per_cycle():
     assert got == expected
 
 
-@pytest.mark.parametrize("params", [
-    {"rows": 2, "cols": 2, "index": 5, "dbuf_bytes": 4096, "reply_depth": 4},
-    {"rows": 1, "cols": 3, "index": 7, "dbuf_bytes": 64, "reply_depth": 2},
-], ids=["2x2-4k", "1x3-64B"])
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+_DBUF_BIG = {"rows": 2, "cols": 2, "index": 5, "dbuf_bytes": 4096, "reply_depth": 4}
+_DBUF_TINY = {"rows": 1, "cols": 3, "index": 7, "dbuf_bytes": 64, "reply_depth": 2}
+
+
+# One configuration per simulator in CI; the crossed pairs under ``-m slow``.
+@pytest.mark.parametrize("sim, params", [("icarus", _DBUF_TINY), ("verilator", _DBUF_BIG)],
+                         ids=["icarus-1x3-64B", "verilator-2x2-4k"])
 def test_cocotb_dbuf(sim, params):
+    assert run_cocotb("dbuf", params, "tb.dbuf.test_dbuf", sim).tests == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sim, params", [("icarus", _DBUF_BIG), ("verilator", _DBUF_TINY)],
+                         ids=["icarus-2x2-4k", "verilator-1x3-64B"])
+def test_cocotb_dbuf_crossed(sim, params):
     assert run_cocotb("dbuf", params, "tb.dbuf.test_dbuf", sim).tests == 3

@@ -100,14 +100,37 @@ def test_noc_steers_requests():
     assert seen == {Kind.LOAD: "request", Kind.REPLY: "reply"}
 
 
-@pytest.mark.parametrize("params", [
-    {"rows": 2, "cols": 2, "width": 0, "depth": 2},
-    {"rows": 2, "cols": 3, "width": 0, "depth": 4},
-], ids=["2x2d2", "2x3d4"])
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
-def test_cocotb_mesh(sim, params):
+# One thorough configuration per simulator keeps CI short: Icarus the smallest mesh with the
+# shallowest buffers (most backpressure), Verilator a non-square mesh with the default depth.
+# The other pairings and a 4x4 mesh run under ``-m slow``.
+CI_MESHES = [
+    ("icarus", {"rows": 2, "cols": 2, "width": 0, "depth": 2}),
+    ("verilator", {"rows": 2, "cols": 3, "width": 0, "depth": 4}),
+]
+SLOW_MESHES = [
+    ("icarus", {"rows": 2, "cols": 3, "width": 0, "depth": 4}),
+    ("verilator", {"rows": 2, "cols": 2, "width": 0, "depth": 2}),
+    ("verilator", {"rows": 3, "cols": 2, "width": 0, "depth": 3}),
+]
+
+
+def _mesh_id(case):
+    sim, p = case
+    return f"{sim}-{p['rows']}x{p['cols']}d{p['depth']}"
+
+
+@pytest.mark.parametrize("case", CI_MESHES, ids=_mesh_id)
+def test_cocotb_mesh(case):
+    sim, params = case
     result = run_cocotb("mesh", params, "tb.noc.test_mesh", sim)
     assert result.tests == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SLOW_MESHES, ids=_mesh_id)
+def test_cocotb_mesh_more(case):
+    sim, params = case
+    assert run_cocotb("mesh", params, "tb.noc.test_mesh", sim).tests == 5
 
 
 @pytest.mark.slow

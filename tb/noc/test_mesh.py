@@ -115,26 +115,26 @@ async def run_pattern(dut, pattern, per_source, p_idle=0.3, p_stall=0.3, edges=T
 
 @cocotb.test()
 async def uniform_with_edges(dut):
-    await run_pattern(dut, "uniform", 40)
+    await run_pattern(dut, "uniform", 30)
 
 
 @cocotb.test()
 async def bitcomp(dut):
-    await run_pattern(dut, "bitcomp", 30, edges=False)
+    await run_pattern(dut, "bitcomp", 20, edges=False)
 
 
 @cocotb.test()
 async def transpose(dut):
     params = json.loads(os.environ["FDPU_PARAMS"])
     pattern = "transpose" if params["rows"] == params["cols"] else "neighbor"
-    await run_pattern(dut, pattern, 30, edges=False)
+    await run_pattern(dut, pattern, 20, edges=False)
 
 
 @cocotb.test()
 async def hotspot_heavy_backpressure(dut):
-    await run_pattern(dut, "hotspot", 30, p_idle=0.0, p_stall=0.7)
+    await run_pattern(dut, "hotspot", 20, p_idle=0.0, p_stall=0.7)
 
 
 @cocotb.test()
 async def neighbor_full_rate(dut):
-    await run_pattern(dut, "neighbor", 40, p_idle=0.0, p_stall=0.0)
+    await run_pattern(dut, "neighbor", 30, p_idle=0.0, p_stall=0.0)
