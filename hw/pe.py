@@ -71,6 +71,22 @@ _FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD:
 _SIZE = {2: 1, 4: 2, 8: 3}
 
 
+def _decode(m, x, n, name):
+    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (two-level decoder)."""
+    bits = len(x)
+    out = Signal(n, name=name)
+    if bits <= 3:
+        m.d.comb += out.eq(Cat(*[_eq(x, v) for v in range(n)]))
+        return out
+    lb = bits // 2
+    lo = Signal(1 << lb, name=f"{name}_lo")
+    hi = Signal(1 << (bits - lb), name=f"{name}_hi")
+    m.d.comb += [lo.eq(Cat(*[_eq(x[:lb], v) for v in range(1 << lb)])),
+                 hi.eq(Cat(*[_eq(x[lb:], v) for v in range(1 << (bits - lb))]))]
+    m.d.comb += out.eq(Cat(*[lo[v & ((1 << lb) - 1)] & hi[v >> lb] for v in range(n)]))
+    return out
+
+
 def _first(m, vec, name):
     """Return ``(any, index)`` of the lowest set bit of ``vec``."""
     idx = Signal(range(max(2, len(vec))), name=f"{name}_idx")
@@ -166,8 +182,15 @@ class Pe(wiring.Component):
         def fifo_addr(slot, ptr, depth, bits):
             return slot if depth == 1 else Cat(ptr[:bits], slot)
 
-        def slot_is(sig, s):
-            return _eq(sig, s)
+        decoders = {}
+
+        def slot_is(sig, s, n=S):
+            # One shared one-hot decoder per signal (two-level: halves decoded, then ANDed)
+            # instead of a comparator per use: a fraction of the logic and of the Verilog.
+            key = (id(sig), n)
+            if key not in decoders:
+                decoders[key] = (sig, _decode(m, sig, n, f"dec{len(decoders)}"))
+            return decoders[key][1][s]
 
         def dest_of(insn, i):
             return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
@@ -220,6 +243,8 @@ class Pe(wiring.Component):
         for r in range(p.regs):
             with m.If(is_cfg & _eq(cfg.what, ConfigWhat.REG) & _eq(cfg.index, r)):
                 m.d.sync += regs[r].eq(cfg.data)
+        cfg_slot = Signal(sb)
+        m.d.comb += cfg_slot.eq(cfg.slot)
         part0 = Signal(insn_l)
         m.d.comb += part0.eq(cfg.data)
         known_op = Signal()
@@ -234,7 +259,7 @@ class Pe(wiring.Component):
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
         tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
         for s in range(S):
-            with m.If(cfg_insn & _eq(cfg.index, 0) & slot_is(cfg.slot, s)):
+            with m.If(cfg_insn & _eq(cfg.index, 0) & slot_is(cfg_slot, s)):
                 m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
 
         # Mesh tokens: OPERAND and PRELOAD.
@@ -340,7 +365,7 @@ class Pe(wiring.Component):
         end_inc = [Signal(name=f"end_inc{j}") for j in range(3)]
         end_slot = [Signal(sb, name=f"end_slot{j}") for j in range(3)]
         for s in range(S):
-            with m.If(Cat(*[end_inc[j] & _eq(end_slot[j], s) for j in range(3)]).any()):
+            with m.If(Cat(*[end_inc[j] & slot_is(end_slot[j], s) for j in range(3)]).any()):
                 m.d.sync += ends[s].eq(_inc(ends[s]))
 
         # Per-slot INT state, 32 + 16 bits: SCAN's accumulator and firing count; an emitting
@@ -662,6 +687,8 @@ class Pe(wiring.Component):
         rob_r = rob.read_port()
         rvalid = [Signal(R, name=f"rvalid{s}") for s in range(S)]
         rep = fin.reply
+        rep_slot = Signal(sb)
+        m.d.comb += rep_slot.eq(rep.slot)
         is_rep = is_kind(Kind.REPLY)
         m.d.comb += [rob_w.addr.eq(fifo_addr(rep.slot, rep.tag, R, rbits)),
                      rob_w.data.eq(rep.data), rob_w.en.eq(is_rep)]
@@ -687,7 +714,7 @@ class Pe(wiring.Component):
             with m.If(ret_go & slot_is(ret_pick, s)):
                 m.d.sync += ld_ret[s].eq(_inc(ld_ret[s]))
             for t in range(R):
-                set_ = is_rep & slot_is(rep.slot, s) & (_eq(rep.tag[:rbits], t) if R > 1
+                set_ = is_rep & slot_is(rep_slot, s) & (_eq(rep.tag[:rbits], t) if R > 1
                                                          else Const(1, 1))
                 clr = ret_go & slot_is(ret_pick, s) & (_eq(ld_ret[s][:rbits], t) if R > 1
                                                         else Const(1, 1))
@@ -728,7 +755,7 @@ class Pe(wiring.Component):
                 inc_net = inc & wr_net[k]
                 dec = ((consume[0][k] & slot_is(cons_slot[0], s))
                        | (consume[1][k] & slot_is(cons_slot[1], s)))
-                res = Cat(*[reserve[pp][i] & _eq(res_dest[pp][i], s << 2 | k)
+                res = Cat(*[reserve[pp][i] & slot_is(res_dest[pp][i], s << 2 | k, 4 * S)
                             for pp in range(2) for i in range(ND)]).any()
                 with m.If(inc & ~dec):
                     m.d.sync += cnt[s][k].eq((cnt[s][k] + one)[:cbits])
