@@ -96,3 +96,15 @@ def test_random_graphs_many_contexts(sim, tmp_path):
     run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(folders)}, seed=SEED,
                testcase="golden_images", timeout_s=3600)
+
+
+@pytest.mark.slow
+def test_microbenchmarks_run(tmp_path):
+    # The figures are printed by scripts/bench_pe.py and quoted in docs/pe.md; here only
+    # that the bench runs and measures something sane.
+    out = tmp_path / "bench.json"
+    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_bench", "icarus",
+               extra_env={"FDPU_PE_BENCH_OUT": str(out)})
+    res = json.loads(out.read_text())
+    print(json.dumps(res, indent=1))
+    assert 0 < res["issue_dual"]["fp"] <= 1 and 0 < res["issue_dual"]["int"] <= 1
