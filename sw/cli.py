@@ -13,7 +13,8 @@ import sys
 from .errors import FdpuError
 
 #: Subcommand modules in the order ``fdpu --help`` lists them.
-COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench")
+COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench",
+            "rtl")
 
 
 def build_parser():

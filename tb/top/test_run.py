@@ -20,7 +20,10 @@ from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
 
 
 def _int(handle):
-    return int(handle.value)
+    value = handle.value
+    if not value.is_resolvable:
+        raise AssertionError(f"{handle._path} holds unknown bits: {value}")
+    return int(value)
 
 
 def _snapshot(dut, npes):
@@ -70,15 +73,15 @@ async def run_image(dut):
     while waited < bound and not halted:
         step = min(chunk, bound - waited)
         res = await First(RisingEdge(dut.o_halt), Timer(step * period, unit="ns"))
-        waited += step
-        halted = isinstance(res, RisingEdge) or _int(dut.o_halt)
+        halted = isinstance(res, RisingEdge) or bool(_int(dut.o_halt))
+        waited += step if not halted else 0
         if not halted and spec.get("progress"):
             print(f"fdpu-progress cycles={waited} issued={_int(dut.o_issued)} "
                   f"retired={_int(dut.o_retired)} contexts={regs['i_contexts']}", flush=True)
     await RisingEdge(dut.clk)
     run_s = time.monotonic() - t1
     status = _snapshot(dut, npes)
-    status.update(halted=bool(halted), waited=waited, load_s=load_s, run_s=run_s)
+    status.update(halted=halted, waited=waited if not halted else status["o_cycles"], load_s=load_s, run_s=run_s)
     reads = {}
     if halted:
         for j, (k, first, count) in enumerate(spec["reads"]):
