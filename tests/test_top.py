@@ -1,0 +1,110 @@
+"""The FDPU top end to end: FC layers on the generated RTL checked bit for bit against the golden
+model, and bad input (unknown opcode, address outside the Dbufs, a configuration larger than
+the Cbufs, a graph that never finishes) ending in a reported error, not a hang.
+
+CI runs a 1 x 1 top with 16 slots on Icarus (the PE's Verilog grows with its slots: about 40k
+lines per PE at 16 slots, 65k at 32; Verilator needs minutes to build even 1 x 1), everything
+else is ``slow``.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sw import golden, graphs, isa, layers, runtime
+from sw.arch import ArrayParams
+from sw.asm import assemble
+from sw.errors import FdpuError
+from sw.golden import _program
+from sw.runtime import RtlError
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+SMALL = dict(slots=16, dbuf_bytes=4096, cbufs=2, cbuf_bytes=4096)
+
+
+def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, **params):
+    p = ArrayParams(rows=rows, cols=cols, **{**SMALL, **params})
+    w = layers.make_weights((K, C), density, seed)
+    x = layers.make_inputs(C, N, seed)
+    plan = graphs.plan_fc(K, C, N, mode, p)
+    ref = golden.run_fc(plan, w, x, exact=True)
+    y, runs = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000)
+    assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
+        f"RTL result differs from the golden model:\n{y}\n{ref.result}"
+    fired = sum(sum(r.status["int_fires"]) + sum(r.status["fp_fires"]) for r in runs)
+    assert fired == ref.counters.instructions
+    return runs
+
+
+def _image(**params):
+    """Return a small dense FC image and its output ranges."""
+    p = ArrayParams(rows=1, cols=1, **{**SMALL, **params})
+    w = layers.make_weights((2, 16), 1.0, 3)
+    x = layers.make_inputs(16, 1, 3)
+    plan = graphs.plan_fc(2, 16, 1, "dense", p)
+    graph, placement = _program(plan)
+    segments, outputs = graphs.pass_memory(plan, w, x, 0)
+    return assemble(graph, placement, segments, plan.pass_contexts(0))
+
+
+def test_dense_1x1_icarus():
+    runs = _fc(1, 1, 3, 20, 4, "dense", 1.0, "icarus")
+    assert runs[0].status["o_retired"] == runs[0].status["o_issued"] > 0
+
+
+def test_unknown_opcode_is_reported():
+    image = _image()
+    cfg, templates = runtime.image_flits(image)
+    # Point the CTX templates at an unconfigured slot: a token for an INVALID slot.
+    bad = [t ^ (runtime.body_layout(runtime.Kind.OPERAND, image.params).pack(slot=15)
+                << runtime.header_layout(image.params).width) for t in templates]
+    with pytest.raises(RtlError, match="PE_UNKNOWN_OPCODE.*PE \\(0,0\\): UNKNOWN_OPCODE"):
+        runtime.run_rtl(image, "icarus", config=(cfg, bad), max_cycles=5_000)
+
+
+def test_address_outside_the_dbufs_is_reported():
+    image = _image()
+    p = image.params
+    insns = image.instructions()
+    (x, y, s), ld = next(((k, i) for k, i in insns.items() if i.op.is_load))
+    bad = dataclasses.replace(ld, imm=ld.imm + p.memory_bytes)
+    word = isa.encode(bad, p)
+    for j in range(image.program.shape[3]):
+        image.program[y, x, s, j] = (word >> (64 * j)) & ((1 << 64) - 1)
+    with pytest.raises(RtlError, match="BAD_ADDRESS"):
+        runtime.run_rtl(image, "icarus", max_cycles=5_000)
+
+
+def test_configuration_larger_than_the_cbufs():
+    image = _image()
+    cfg, templates = runtime.image_flits(image)
+    cap = runtime.cbuf_capacity(image.params)
+    with pytest.raises(FdpuError, match="more than the 2 Cbufs of 4096 bytes hold"):
+        runtime.write_memories(image, "/tmp", cfg * (cap // len(cfg) + 1), templates)
+    # The hardware check: the MicC refuses a length beyond its Cbufs.
+    with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
+        runtime.run_rtl(image, "icarus", config=(cfg * (cap // len(cfg) + 1), templates),
+                        max_cycles=5_000)
+
+
+def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
+    image = _image()
+    image.ends_per_context += 1                   # the MicC waits for an END that never comes
+    with pytest.raises(RtlError, match=r"timeout after 3000 cycles.*deadlock.*MicC state WAIT, "
+                                       r"contexts issued 1, retired 0"):
+        runtime.run_rtl(image, "icarus", max_cycles=3_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("rows, cols, K, C, N, mode, density", [
+    (1, 1, 3, 20, 4, "sparse", 0.5),
+    (2, 2, 5, 40, 3, "dense", 1.0),
+    (2, 2, 5, 33, 8, "sparse", 0.25),
+    (2, 3, 1, 17, 1, "sparse", 0.05),
+    (2, 2, 4, 32, 4, "sparse", 0.0),
+])
+def test_fc_layers(sim, rows, cols, K, C, N, mode, density):
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=32)
