@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from sw.arch import ArrayParams
 from sw.packet import flit_width
 
+from .pe_types import _eq
 from .sram import Sram
 
 __all__ = ["Cbuf", "word_bits", "cbuf_words", "build_cbuf"]
@@ -82,8 +83,8 @@ class Cbuf(wiring.Component):
         rsel = Signal(range(max(2, nb)))
         for i, sram in enumerate(banks):
             if nb > 1:
-                rhit = self.rd_addr[wb:] == i
-                whit = self.wr_addr[wb:] == i
+                rhit = _eq(self.rd_addr[wb:], i)
+                whit = _eq(self.wr_addr[wb:], i)
             else:
                 rhit = whit = 1
             addr = Mux(self.wr_en, self.wr_addr[:wb], self.rd_addr[:wb])
@@ -98,7 +99,7 @@ class Cbuf(wiring.Component):
                 m.d.sync += rsel.eq(self.rd_addr[wb:])
             out = banks[0].rd_data
             for i in range(1, nb):
-                out = Mux(rsel == i, banks[i].rd_data, out)
+                out = Mux(_eq(rsel, i), banks[i].rd_data, out)
             m.d.comb += self.rd_data.eq(out)
         else:
             m.d.comb += self.rd_data.eq(banks[0].rd_data)

@@ -42,7 +42,8 @@ from sw.arch import ArrayParams, bits_for
 from sw.packet import Kind
 
 from .cbuf import cbuf_words, word_bits
-from .noc_types import FlitKind, body_layout, flit_layout
+from .noc_types import Bits, FlitKind, body_layout, flit_layout
+from .pe_types import _eq, _inc, _zx
 
 __all__ = ["Micc", "MiccError", "MiccState", "build_micc"]
 
@@ -110,15 +111,21 @@ class Micc(wiring.Component):
         table = 1 << max(1, (p.operand_depth - 1).bit_length())
         tbits = (table - 1).bit_length()
 
+        def zx(value, width=32):
+            return _zx(value.as_value() if hasattr(value, "as_value") else value, width)
+
+        def is_state(s):
+            return _eq(state, s)
+
         state = Signal(3)
         err = Signal(len(MiccError))
         issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
         cycles, flits = Signal(48), Signal(32)
-        n_config, n_ctx, contexts = Signal(32), Signal(16), Signal(32)
-        window, ends = Signal(8), Signal(16)
+        n_config, n_ctx, contexts = Signal(32), Signal(32), Signal(32)
+        window, ends = Signal(32), Signal(16)
         m.d.comb += [
-            self.o_state.eq(state), self.o_error.eq(err), self.o_done.eq(
-                (state == MiccState.DONE) & ~err.any()),
+            self.o_state.eq(state), self.o_error.eq(err),
+            self.o_done.eq(is_state(MiccState.DONE) & ~err.any()),
             self.o_issued.eq(issued), self.o_retired.eq(retired), self.o_ends.eq(ends_seen),
             self.o_cycles.eq(cycles), self.o_flits.eq(flits),
         ]
@@ -128,13 +135,14 @@ class Micc(wiring.Component):
         m.submodules.out = out = fifo.SyncFIFO(width=lay.size, depth=4)
         pend, pend_ctx, pend_is_ctx = Signal(), Signal(32), Signal()
         can_read = Signal()
-        m.d.comb += can_read.eq(out.w_level + pend < 4)
+        level = Bits(out.w_level)
+        m.d.comb += can_read.eq((level < 3) | ((level == 3) & ~pend))
         m.d.sync += pend.eq(self.rd_en)
         word = Signal(lay)
         m.d.comb += word.eq(self.rd_data[:lay.size])
         patched = Signal(lay)
         view = data.View(body_layout(FlitKind.OPERAND, p), patched.body)
-        m.d.comb += [patched.eq(word), view.data.eq(pend_ctx)]
+        m.d.comb += [patched.eq(word), view.data.eq(zx(pend_ctx, 64))]
         m.d.comb += [
             out.w_en.eq(pend),
             out.w_data.eq(Mux(pend_is_ctx, patched.as_value(), word.as_value())),
@@ -143,7 +151,7 @@ class Micc(wiring.Component):
             out.r_en.eq(self.o_flit.ready),
         ]
         with m.If(self.o_flit.valid & self.o_flit.ready):
-            m.d.sync += flits.eq(flits + 1)
+            m.d.sync += flits.eq(_inc(flits))
 
         # End counters: one per context in flight, indexed by the ID's low bits (the window is
         # at most operand_depth <= table, so two contexts in flight never share an entry).
@@ -151,89 +159,98 @@ class Micc(wiring.Component):
         inc = Signal(table)
         fl = self.i_flit.payload
         end_body = data.View(body_layout(FlitKind.CTX_END, p), fl.body)
-        end_id = Signal(32)
-        m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32])]
+        end_id, age, outstanding = Signal(32), Signal(32), Signal(32)
+        m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
+                     age.eq(end_id - retired), outstanding.eq(issued - retired)]
         got = self.i_flit.valid
-        is_end = fl.kind == FlitKind.CTX_END
-        in_flight = (end_id - retired)[:32] < Mux(issued - retired < table,
-                                                 issued - retired + 1, table)
+        is_end = Bits(fl.kind.as_value()) == Kind.CTX_END.value
+        # In flight: retired <= id <= issued (the context being started counts) and inside
+        # the table.
+        in_flight = (age <= outstanding) & ~age[tbits:].any()
         good_end = got & is_end & in_flight & (end_id < contexts)
         with m.If(got):
-            m.d.sync += ends_seen.eq(ends_seen + 1)
+            m.d.sync += ends_seen.eq(_inc(ends_seen))
         with m.If(got & ~is_end):
             m.d.sync += err[MiccError.BAD_FLIT].eq(1)
         with m.If(got & is_end & ~good_end):
             m.d.sync += err[MiccError.BAD_END].eq(1)
         for i in range(table):
-            m.d.comb += inc[i].eq(good_end & (end_id[:tbits] == i))
+            m.d.comb += inc[i].eq(good_end & _eq(end_id[:tbits], i))
         head = Signal(16)
         m.d.comb += head.eq(counts[0])
         for i in range(1, table):
-            with m.If(retired[:tbits] == i):
+            with m.If(_eq(retired[:tbits], i)):
                 m.d.comb += head.eq(counts[i])
         retire = Signal()
         m.d.comb += retire.eq((retired < issued) & (head == ends) & ends.any())
         for i in range(table):
-            mine = retired[:tbits] == i
+            mine = _eq(retired[:tbits], i)
             with m.If(retire & mine):
-                m.d.sync += counts[i].eq(inc[i])
+                m.d.sync += counts[i].eq(zx(inc[i], 16))
                 with m.If(inc[i]):
                     m.d.sync += err[MiccError.BAD_END].eq(1)
             with m.Elif(inc[i]):
-                m.d.sync += counts[i].eq(counts[i] + 1)
+                m.d.sync += counts[i].eq(_inc(counts[i]))
                 with m.If(counts[i] >= ends):
                     m.d.sync += err[MiccError.BAD_END].eq(1)
         with m.If(retire):
-            m.d.sync += retired.eq(retired + 1)
+            m.d.sync += retired.eq(_inc(retired))
 
         # Sequencer.
-        rptr, left = Signal(32), Signal(32)
-        k = Signal(16)
+        rptr, left, k, k_next = Signal(32), Signal(32), Signal(32), Signal(32)
         in_ctx = Signal()
         wait = Signal(16)
-        with m.If((state != MiccState.IDLE) & (state != MiccState.DONE)):
-            m.d.sync += cycles.eq(cycles + 1)
-        with m.If(err.any() & (state != MiccState.IDLE)):
+        m.d.comb += k_next.eq(_inc(k))
+        with m.If(~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)):
+            m.d.sync += cycles.eq(_inc(cycles))
+        with m.If(err.any() & ~is_state(MiccState.IDLE)):
             m.d.sync += state.eq(MiccState.DONE)
-        with m.If(self.i_start & ((state == MiccState.IDLE) | (state == MiccState.DONE))):
-            too_big = (Cat(self.i_n_config, Const(0, 1)) + self.i_n_ctx) > self.words
-            bad = ((self.i_window == 0) | (self.i_window > p.operand_depth)
-                   | ((self.i_contexts != 0) & ((self.i_n_ctx == 0) | (self.i_ends == 0))))
+        # n_config + n_ctx > words, with a truncated (lint-clean) add that cannot overflow.
+        nb = self.words.bit_length() + 1
+        total = Signal(nb)
+        m.d.comb += total.eq((self.i_n_config[:nb - 1] + self.i_n_ctx[:nb - 1])[:nb])
+        too_big = (self.i_n_config[nb - 1:].any() | self.i_n_ctx[nb - 1:].any()
+                   | (Bits(total) > self.words))
+        bad = (~self.i_window.any() | (Bits(self.i_window) > p.operand_depth)
+               | (self.i_contexts.any() & (~self.i_n_ctx.any() | ~self.i_ends.any())))
+        with m.If(self.i_start & (is_state(MiccState.IDLE) | is_state(MiccState.DONE))):
             m.d.sync += [
                 state.eq(MiccState.CONFIG),
                 err.eq(Cat(too_big, bad, Const(0, 2))),
-                n_config.eq(self.i_n_config), n_ctx.eq(self.i_n_ctx),
-                contexts.eq(self.i_contexts), window.eq(self.i_window), ends.eq(self.i_ends),
+                n_config.eq(self.i_n_config), n_ctx.eq(zx(self.i_n_ctx)),
+                contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
+                ends.eq(self.i_ends),
                 issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0), flits.eq(0),
                 rptr.eq(0), left.eq(self.i_n_config), in_ctx.eq(0),
             ] + [c.eq(0) for c in counts]
         with m.Elif(~err.any()):
-            with m.Switch(state):
-                with m.Case(MiccState.CONFIG):
-                    with m.If(left == 0):
-                        with m.If(~pend & ~out.r_rdy):
-                            m.d.sync += [state.eq(MiccState.DRAIN), wait.eq(self.drain)]
-                    with m.Elif(can_read):
-                        m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(rptr)]
-                        m.d.sync += [rptr.eq(rptr + 1), left.eq(left - 1), pend_is_ctx.eq(0)]
-                with m.Case(MiccState.DRAIN):
-                    m.d.sync += wait.eq(wait - 1)
-                    with m.If(wait == 0):
-                        m.d.sync += state.eq(MiccState.CTX)
-                with m.Case(MiccState.CTX):
-                    with m.If(~in_ctx):
-                        with m.If(issued == contexts):
-                            m.d.sync += state.eq(MiccState.WAIT)
-                        with m.Elif((issued - retired)[:32] < window):
-                            m.d.sync += [in_ctx.eq(1), k.eq(0)]
-                    with m.Elif(can_read):
-                        m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(n_config + k)]
-                        m.d.sync += [k.eq(k + 1), pend_is_ctx.eq(1), pend_ctx.eq(issued)]
-                        with m.If(k + 1 == n_ctx):
-                            m.d.sync += [in_ctx.eq(0), issued.eq(issued + 1)]
-                with m.Case(MiccState.WAIT):
-                    with m.If(retired == contexts):
-                        m.d.sync += state.eq(MiccState.DONE)
+            with m.If(is_state(MiccState.CONFIG)):
+                with m.If(~left.any()):
+                    with m.If(~pend & ~out.r_rdy):
+                        m.d.sync += [state.eq(MiccState.DRAIN), wait.eq(self.drain)]
+                with m.Elif(can_read):
+                    m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(rptr)]
+                    m.d.sync += [rptr.eq(_inc(rptr)), left.eq(left - 1), pend_is_ctx.eq(0)]
+            with m.Elif(is_state(MiccState.DRAIN)):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(~wait.any()):
+                    m.d.sync += state.eq(MiccState.CTX)
+            with m.Elif(is_state(MiccState.CTX)):
+                with m.If(~in_ctx):
+                    with m.If(issued == contexts):
+                        m.d.sync += state.eq(MiccState.WAIT)
+                    with m.Elif(outstanding < window):
+                        m.d.sync += [in_ctx.eq(1), k.eq(0)]
+                with m.Elif(can_read):
+                    addr = Signal(32)
+                    m.d.comb += [addr.eq(n_config + k), self.rd_en.eq(1),
+                                 self.rd_addr.eq(addr)]
+                    m.d.sync += [k.eq(k_next), pend_is_ctx.eq(1), pend_ctx.eq(issued)]
+                    with m.If(k_next == n_ctx):
+                        m.d.sync += [in_ctx.eq(0), issued.eq(_inc(issued))]
+            with m.Elif(is_state(MiccState.WAIT)):
+                with m.If(retired == contexts):
+                    m.d.sync += state.eq(MiccState.DONE)
         return m
 
 

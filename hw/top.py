@@ -40,9 +40,9 @@ from sw.arch import ArrayParams
 from .cbuf import Cbuf
 from .dbuf import Dbuf
 from .mesh import Mesh
-from .micc import Micc, MiccError
+from .micc import Micc, MiccError, MiccState
 from .pe import Pe
-from .pe_types import PeError
+from .pe_types import PeError, _eq, _inc
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu"]
 
@@ -75,15 +75,19 @@ def _merge(m, a, b, out, name):
         m.d.sync += [locked.eq(0), last.eq(cur)]
 
 
-def _popcount(bits):
-    """Return the number of set bits, as a balanced adder tree."""
-    level = [b for b in bits]
+def _popcount(bits, width):
+    """Return the number of set bits as a ``width``-bit balanced adder tree.
+
+    Every add has operands of the full width (a one-bit value zero-extended would be a WIDTH
+    warning in the generated Verilog).
+    """
+    level = [Mux(b, Const(1, width), Const(0, width)) for b in bits]
     while len(level) > 1:
-        nxt = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        nxt = [(level[i] + level[i + 1])[:width] for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
-    return level[0] if level else Const(0, 1)
+    return level[0] if level else Const(0, width)
 
 
 class FDPU(wiring.Component):
@@ -152,8 +156,10 @@ class FDPU(wiring.Component):
             with m.If(start):
                 m.d.sync += [self.o_int_fires[n].eq(0), self.o_fp_fires[n].eq(0)]
             with m.Else():
-                m.d.sync += [self.o_int_fires[n].eq(self.o_int_fires[n] + pe.o_fire.int_valid),
-                             self.o_fp_fires[n].eq(self.o_fp_fires[n] + pe.o_fire.fp_valid)]
+                with m.If(pe.o_fire.int_valid):
+                    m.d.sync += self.o_int_fires[n].eq(_inc(self.o_int_fires[n]))
+                with m.If(pe.o_fire.fp_valid):
+                    m.d.sync += self.o_fp_fires[n].eq(_inc(self.o_fp_fires[n]))
         m.d.comb += pe_err_any.eq(Cat(*[
             Cat(*[self.o_pe_error[n][b] for n in range(p.num_pes)]).any()
             for b in range(len(PeError))]))
@@ -178,15 +184,15 @@ class FDPU(wiring.Component):
             m.d.sync += [stray_req.eq(0), stray_edge.eq(0), self.o_dbuf_reqs.eq(0),
                          self.o_mesh_flits.eq(0)]
         with m.Else():
-            m.d.sync += [self.o_dbuf_reqs.eq(self.o_dbuf_reqs + _popcount(accepted)),
-                         self.o_mesh_flits.eq(self.o_mesh_flits + _popcount(injected))]
+            m.d.sync += [self.o_dbuf_reqs.eq((self.o_dbuf_reqs + _popcount(accepted, 40))[:40]),
+                         self.o_mesh_flits.eq((self.o_mesh_flits + _popcount(injected, 40))[:40])]
 
         error = Signal(len(ERROR_BITS))
         m.d.comb += error.eq(Cat(micc.o_error, pe_err_any, stray_req, stray_edge))
         m.d.comb += [
             self.o_error.eq(error),
             self.o_done.eq(micc.o_done & ~error.any()),
-            self.o_halt.eq(micc.o_done | error.any() | (micc.o_state == 5)),
+            self.o_halt.eq(micc.o_done | error.any() | _eq(micc.o_state, MiccState.DONE)),
             self.o_state.eq(micc.o_state), self.o_issued.eq(micc.o_issued),
             self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),
             self.o_cycles.eq(micc.o_cycles),

@@ -143,6 +143,32 @@ TOPS = {top.name: top for top in (
         Param("dbuf_bytes", int, 4096, "bytes per Dbuf, a power of two"),
         Param("reply_depth", int, 4, "reply FIFO depth, >= 2"),
     )),
+    Top("cbuf", "hw.cbuf:build_cbuf", "Cbufs: configuration flits for the MicC (docs/system.md).", (
+        Param("rows", int, 2, "array rows (sizes the flit)"),
+        Param("cols", int, 2, "array columns"),
+        Param("cbufs", int, 2, "number of banks"),
+        Param("cbuf_bytes", int, 1024, "bytes per bank, a power of two"),
+        Param("behavioural", bool, False, "banks as behavioural SRAMs (simulation loading)"),
+    )),
+    Top("micc", "hw.micc:build_micc", "MicC: configuration, windowed contexts, end counting.", (
+        Param("rows", int, 2, "array rows"),
+        Param("cols", int, 2, "array columns"),
+        Param("cbufs", int, 2, "number of Cbufs"),
+        Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
+        Param("operand_depth", int, 4, "largest context window"),
+    )),
+    Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
+        "the paper's is --param rows=8 --param cols=8 --param slots=64 ...).", (
+        Param("rows", int, 1, "PE rows (paper: 8)"),
+        Param("cols", int, 1, "PE columns (paper: 8)"),
+        Param("slots", int, 16, "instruction slots per PE (paper: 64)"),
+        Param("operand_depth", int, 4, "tokens per operand FIFO"),
+        Param("dbuf_bytes", int, 4096, "bytes per Dbuf (paper: 2097152)"),
+        Param("cbufs", int, 1, "Cbufs (paper: 8)"),
+        Param("cbuf_bytes", int, 4096, "bytes per Cbuf (paper: 65536)"),
+        Param("depth", int, 4, "router input FIFO depth"),
+        Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
+    )),
 )}
 
 
