@@ -107,4 +107,4 @@ def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
     (2, 2, 4, 32, 4, "sparse", 0.0),
 ])
 def test_fc_layers(sim, rows, cols, K, C, N, mode, density):
-    _fc(rows, cols, K, C, N, mode, density, sim, slots=32)
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=32, cbuf_bytes=8192)
