@@ -13,10 +13,10 @@ them: CONFIG flits, then one OPERAND flit template per CTX slot).
   The banks are single-port: a write cycle suppresses the read (write only while the MicC is
   idle).
 
-``behavioural=True`` makes every bank an instance of the behavioural SRAM (:mod:`hw.sram`)
-that loads ``cbuf_<i>.hex`` (``$readmemh``, in the simulator's working directory) at time 0,
-so a runtime loads a whole image without a cycle of Python; ``False`` gives Amaranth memories
-(small configurations, ``amaranth.sim`` tests), loaded through the write port.
+``behavioural=True`` makes every bank an instance of the behavioural SRAM (:mod:`hw.sram`),
+zero at time 0, which a testbench loads by backdoor (``bank<i>.bank.storage``) without a
+cycle of Python; ``False`` gives Amaranth memories (small configurations, ``amaranth.sim``
+tests), loaded through the write port.
 """
 
 from amaranth import Module, Mux, Signal
@@ -50,8 +50,7 @@ class Cbuf(wiring.Component):
     params : sw.arch.ArrayParams
         ``cbufs`` and ``cbuf_bytes`` size the banks; the flit width sizes a word.
     behavioural : bool
-        Banks as ``$readmemh``-loaded behavioural SRAMs (``cbuf_<i>.hex``) instead of Amaranth
-        memories.
+        Banks as behavioural SRAMs (backdoor loading) instead of Amaranth memories.
     """
 
     def __init__(self, params=ArrayParams(), *, behavioural=False):
@@ -75,8 +74,7 @@ class Cbuf(wiring.Component):
         wb = (self.depth - 1).bit_length()
         banks = []
         for i in range(self.params.cbufs):
-            sram = Sram(self.width, self.depth, inline_bits=0 if self.behavioural else 1 << 62,
-                        init_file=f"cbuf_{i}.hex" if self.behavioural else "")
+            sram = Sram(self.width, self.depth, inline_bits=0 if self.behavioural else 1 << 62)
             m.submodules[f"bank{i}"] = sram
             banks.append(sram)
         nb = len(banks)

@@ -26,9 +26,9 @@ Contract
   by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE and pipe),
   ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
   ``o_mesh_flits`` (flits injected by PEs into both meshes).
-* ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs that ``$readmemh``
-  ``dbuf_<k>.hex`` / ``cbuf_<i>.hex`` at time 0 (``sw.runtime.write_memories``); their words
-  are readable by backdoor (``dbuf<k>.sram.bank.storage``).
+* ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs (zero at time 0) whose words a
+  testbench writes and reads by backdoor (``dbuf<k>.sram.bank.storage``,
+  ``cbuf.bank<i>.bank.storage``), as ``tb.top.test_run`` does.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -100,7 +100,7 @@ class FDPU(wiring.Component):
     depth : int
         Router input FIFO depth.
     behavioural : bool
-        Memories as ``$readmemh``-loaded behavioural SRAMs (simulation runs); ``False`` keeps
+        Memories as behavioural SRAMs loaded by backdoor (simulation runs); ``False`` keeps
         small banks as Amaranth memories.
     """
 
@@ -166,8 +166,7 @@ class FDPU(wiring.Component):
 
         accepted = []
         for k in range(p.num_dbufs):
-            dbuf = Dbuf(p, k, inline_bits=0 if self.behavioural else 1 << 20,
-                        init_file=f"dbuf_{k}.hex" if self.behavioural else "")
+            dbuf = Dbuf(p, k, inline_bits=0 if self.behavioural else 1 << 20)
             m.submodules[f"dbuf{k}"] = dbuf
             wiring.connect(m, req.o_edge[k], dbuf.i_req)
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready)

@@ -36,6 +36,23 @@ def _snapshot(dut, npes):
     return status
 
 
+def _report_x(handle, depth=0):
+    """Print every signal below ``handle`` that holds unknown bits (debugging aid)."""
+    for child in handle:
+        try:
+            value = child.value
+        except Exception:               # noqa: BLE001 (scopes, arrays)
+            value = None
+        if value is not None and hasattr(value, "is_resolvable"):
+            if not value.is_resolvable:
+                print(f"X: {child._path} = {value}", flush=True)
+        elif depth < 6:
+            try:
+                _report_x(child, depth + 1)
+            except TypeError:
+                pass
+
+
 @cocotb.test()
 async def run_image(dut):
     """Load, start, wait for halt (bounded), read the outputs and the counters."""
@@ -82,6 +99,8 @@ async def run_image(dut):
     run_s = time.monotonic() - t1
     status = _snapshot(dut, npes)
     status.update(halted=halted, waited=waited if not halted else status["o_cycles"], load_s=load_s, run_s=run_s)
+    if os.environ.get("FDPU_X_REPORT"):
+        _report_x(dut)
     reads = {}
     if halted:
         for j, (k, first, count) in enumerate(spec["reads"]):
