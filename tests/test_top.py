@@ -54,6 +54,10 @@ def test_dense_1x1_icarus():
     assert runs[0].status["o_retired"] == runs[0].status["o_issued"] > 0
 
 
+def test_sparse_1x1_icarus():
+    _fc(1, 1, 3, 20, 4, "sparse", 0.5, "icarus", slots=32, cbuf_bytes=8192)
+
+
 def test_unknown_opcode_is_reported():
     image = _image()
     cfg, templates = runtime.image_flits(image)
@@ -101,6 +105,7 @@ def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 @pytest.mark.parametrize("rows, cols, K, C, N, mode, density", [
     (1, 1, 3, 20, 4, "sparse", 0.5),
+    (1, 1, 1, 16, 3, "dense", 1.0),
     (2, 2, 5, 40, 3, "dense", 1.0),
     (2, 2, 5, 33, 8, "sparse", 0.25),
     (2, 3, 1, 17, 1, "sparse", 0.05),
