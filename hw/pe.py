@@ -72,19 +72,36 @@ _SIZE = {2: 1, 4: 2, 8: 3}
 
 
 def _decode(m, x, n, name):
-    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (two-level decoder)."""
-    bits = len(x)
+    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (a case statement)."""
     out = Signal(n, name=name)
-    if bits <= 3:
-        m.d.comb += out.eq(Cat(*[_eq(x, v) for v in range(n)]))
-        return out
-    lb = bits // 2
-    lo = Signal(1 << lb, name=f"{name}_lo")
-    hi = Signal(1 << (bits - lb), name=f"{name}_hi")
-    m.d.comb += [lo.eq(Cat(*[_eq(x[:lb], v) for v in range(1 << lb)])),
-                 hi.eq(Cat(*[_eq(x[lb:], v) for v in range(1 << (bits - lb))]))]
-    m.d.comb += out.eq(Cat(*[lo[v & ((1 << lb) - 1)] & hi[v >> lb] for v in range(n)]))
+    with m.Switch(x):
+        for v in range(n):
+            with m.Case(v):
+                m.d.comb += out.eq(1 << v)
+        if n < 1 << len(x):
+            with m.Default():
+                m.d.comb += out.eq(0)
     return out
+
+
+def _mux(m, values, idx, name):
+    """Return ``values[idx]`` as one wide shift (0 when ``idx`` is out of range).
+
+    Each value is padded to a power-of-two width and the concatenation shifted right by
+    ``idx`` times that width: Verilator compiles this to a few word operations, where a
+    multiplexer tree or a case statement is inlined into every use as a ternary chain.
+    """
+    values = [v.as_value() if hasattr(v, "as_value") else v for v in values]
+    width = max(len(v) for v in values)
+    lg = (width - 1).bit_length()
+    vec = Signal((1 << lg) * len(values), name=f"{name}_vec")
+    # Pad with copies of the top bit, not zeros: Yosys drops leading constant zeros of the
+    # concatenation, and the shift would then draw a WIDTH warning.
+    m.d.comb += vec.eq(Cat(*[Cat(v, v[-1].replicate((1 << lg) - len(v))) if len(v) < 1 << lg
+                             else v for v in values]))
+    shifted = Signal(len(vec), name=f"{name}_shr")
+    m.d.comb += shifted.eq(vec >> (Cat(Const(0, lg), idx) if lg else idx))
+    return shifted[:width]
 
 
 def _first(m, vec, name):
@@ -183,6 +200,11 @@ class Pe(wiring.Component):
             return slot if depth == 1 else Cat(ptr[:bits], slot)
 
         decoders = {}
+        nsel = [0]
+
+        def mux(values, idx):
+            nsel[0] += 1
+            return _mux(m, values, idx, f"mux{nsel[0]}")
 
         def slot_is(sig, s, n=S):
             # One shared one-hot decoder per signal (two-level: halves decoded, then ANDed)
@@ -285,16 +307,16 @@ class Pe(wiring.Component):
         occ_list = [occ[s][j] if j < K else full_const for s in range(S) for j in range(4)]
 
         def occ_of(key):
-            return _select(occ_list, key)
+            return mux(occ_list, key)
 
         def known_of(slot):
-            return _select(known, slot)
+            return mux(known, slot)
 
         def cnt_of(k, slot):
-            return _select([cnt[s][k] for s in range(S)], slot)
+            return mux([cnt[s][k] for s in range(S)], slot)
 
         def head_of(k, slot):
-            return _select([head[s][k] for s in range(S)], slot)
+            return mux([head[s][k] for s in range(S)], slot)
         wr_en = [Signal(name=f"wr_en{k}") for k in range(K)]      # a token is written
         wr_net = [Signal(name=f"wr_net{k}") for k in range(K)]    # ... and it came from the mesh
         wr_slot = [Signal(sb, name=f"wr_slot{k}") for k in range(K)]
@@ -401,7 +423,7 @@ class Pe(wiring.Component):
             any_rdy, pick, last = _round_robin(m, ready, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
             if pp == 0:
-                m.d.comb += cont.eq(_select(busy, pick))
+                m.d.comb += cont.eq(mux(busy, pick))
             slot0 = Signal(sb, name=f"slot0_{pp}")
             m.d.comb += slot0.eq(pick)
             with m.If(any_rdy):
@@ -432,7 +454,7 @@ class Pe(wiring.Component):
             opv = []
             for k in range(K):
                 v = Signal(64, name=f"opv{pp}_{k}")
-                m.d.comb += v.eq(Mux(insn.regmask[k], _select(regs, getattr(insn, f"reg{k}")),
+                m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
                                      st["op_r"][k].data))
                 opv.append(v)
             imm32 = Signal(32, name=f"imm{pp}")
@@ -535,7 +557,7 @@ class Pe(wiring.Component):
                 # END: every firing but ITER's (and a store's, sent on its acknowledgement).
                 end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
-                             tag.ectx.eq(_select(ends, st["slot"]))]
+                             tag.ectx.eq(mux(ends, st["slot"]))]
                 m.d.comb += [end_inc[0].eq(go & end0), end_slot[0].eq(st["slot"])]
                 # ITER: the first token is the start value; the state holds the next one.
                 count = imm32[:16]
@@ -561,7 +583,7 @@ class Pe(wiring.Component):
                 # LD/ST: address, Dbuf, reorder window.
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
-                outstanding = (_select(ld_iss, st["slot"]) - _select(ld_ret, st["slot"]))[:TAG_BITS + 1]
+                outstanding = (mux(ld_iss, st["slot"]) - mux(ld_ret, st["slot"]))[:TAG_BITS + 1]
                 window_ok = ~outstanding[rbits if R > 1 else 0:].any()   # outstanding < R
                 mem_ok = req_q.i_data.ready & window_ok
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
@@ -603,7 +625,7 @@ class Pe(wiring.Component):
                     req.store.src_x.eq(bias(self._x)),
                     req.store.src_y.eq(bias(self._y)),
                     req.store.slot.eq(st["slot"]),
-                    req.store.tag.eq(_select(ld_iss, st["slot"])[:TAG_BITS]),
+                    req.store.tag.eq(mux(ld_iss, st["slot"])[:TAG_BITS]),
                     req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
                     req_q.i_data.payload.eq(req),
                     req_q.i_data.valid.eq(go & is_mem & in_range),
@@ -631,7 +653,7 @@ class Pe(wiring.Component):
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
                 end1 = insn.end & emits
                 m.d.comb += [end_inc[1].eq(go & end1), end_slot[1].eq(st["slot"]),
-                             tag.ectx.eq(_select(ends, st["slot"]))]
+                             tag.ectx.eq(mux(ends, st["slot"]))]
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end1),
                              tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
                              tag.slot.eq(st["slot"]),
@@ -695,7 +717,7 @@ class Pe(wiring.Component):
         raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep.slot))
         retirable = Signal(S)
         for s in range(S):
-            m.d.comb += retirable[s].eq(_select(list(rvalid[s]), ld_ret[s][:rbits])
+            m.d.comb += retirable[s].eq(mux(list(rvalid[s]), ld_ret[s][:rbits])
                                         if R > 1 else rvalid[s][0])
         r1_valid = Signal()
         r_adv = ~r1_valid | disp[2].i_res.ready
@@ -703,7 +725,7 @@ class Pe(wiring.Component):
         ret_go = any_ret & r_adv
         insn_r2 = insn_mem.read_port()
         m.d.comb += [insn_r2.addr.eq(ret_pick), insn_r2.en.eq(r_adv),
-                     rob_r.addr.eq(fifo_addr(ret_pick, _select(ld_ret, ret_pick), R, rbits)),
+                     rob_r.addr.eq(fifo_addr(ret_pick, mux(ld_ret, ret_pick), R, rbits)),
                      rob_r.en.eq(r_adv)]
         r1_slot = Signal(sb)
         with m.If(r_adv):
@@ -731,7 +753,7 @@ class Pe(wiring.Component):
             dpm.data.eq(Mux(r_store, Const(0, 64), rob_r.data)),
             dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
             dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
-            dpm.ectx.eq(_select(ends, r1_slot)),
+            dpm.ectx.eq(mux(ends, r1_slot)),
             end_inc[2].eq(disp[2].i_res.valid & disp[2].i_res.ready & rinsn.end & r_store),
             end_slot[2].eq(r1_slot),
         ]
