@@ -108,3 +108,31 @@ def test_microbenchmarks_run(tmp_path):
     res = json.loads(out.read_text())
     print(json.dumps(res, indent=1))
     assert 0 < res["issue_dual"]["fp"] <= 1 and 0 < res["issue_dual"]["int"] <= 1
+
+
+def _array_cases(root):
+    p = cases.PARAMS_2X2
+    built = [(f"array-random-{SEED}", cases.random_image(p, 12, SEED, pes=p.pe_coords())),
+             ("array-fc-dense", cases.fc_image("dense", 4, 32, 4, p, SEED))]
+    return [str(cases.save_case(root / name, img, name)) for name, img in built]
+
+
+def _run_array(sim, root):
+    from hw.pe_array import make_pe_array
+    cfg = cases.array_params(cases.PARAMS_2X2)
+    run_cocotb(make_pe_array(**cfg), {}, "tb.pe.test_array", sim, name="pe_array", seed=SEED,
+               extra_env={"FDPU_PE_CASES": json.dumps(_array_cases(root)),
+                          "FDPU_PE_ARRAY": json.dumps(cfg)}, timeout_s=1800)
+
+
+def test_golden_images_on_a_2x2_array_icarus(tmp_path):
+    # Four PEs on the request/reply mesh: a random graph spread over all of them (operand
+    # flits between PEs) and a dense FC layer (one engine per PE, loads to every Dbuf).
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    _run_array("icarus", tmp_path)
+
+
+@pytest.mark.slow
+def test_golden_images_on_a_2x2_array_verilator(tmp_path):
+    # The Verilator build of four PEs and the mesh takes minutes: slow-marked.
+    _run_array("verilator", tmp_path)

@@ -175,6 +175,12 @@ class ArrayWorld:
         for _ in range(40):
             await RisingEdge(self.dut.clk)
 
+    def stop(self):
+        """Stop driving the DUT."""
+        self._task.cancel()
+        for k in range(self.p.num_dbufs):
+            getattr(self.dut, f"i_reply__{k}__valid").value = 0
+
     def errors(self):
         """Return the PEs' ``(flags, slot)`` status, by PE index."""
         out = []

@@ -24,12 +24,12 @@ from sw.image import load
 from sw.isa import Op
 from sw.place import place
 
-__all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "save_case", "read_case", "fc_image",
-           "fig7_image", "random_image", "kernels_image"]
+__all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
+           "read_case", "fc_image", "fig7_image", "random_image", "kernels_image"]
 
 #: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
 PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
-PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=32, dbuf_bytes=1024)
+PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=16, dbuf_bytes=1024)
 
 
 def top_params(params, x=0, y=0, micc=(-1, 0)):
@@ -37,6 +37,13 @@ def top_params(params, x=0, y=0, micc=(-1, 0)):
     return dict(rows=params.rows, cols=params.cols, slots=params.slots,
                 operand_depth=params.operand_depth, regs=params.regs,
                 dbuf_bytes=params.dbuf_bytes, x=x, y=y, micc_x=micc[0], micc_y=micc[1])
+
+
+def array_params(params, micc=(-1, 0), depth=4):
+    """Return the ``make_pe_array`` keywords of an array of ``params``."""
+    return dict(rows=params.rows, cols=params.cols, slots=params.slots,
+                operand_depth=params.operand_depth, regs=params.regs,
+                dbuf_bytes=params.dbuf_bytes, micc_x=micc[0], micc_y=micc[1], depth=depth)
 
 
 def save_case(folder, image, name, seed=None, jitter=4):
