@@ -9,8 +9,12 @@ else is ``slow``.
 
 import dataclasses
 
+import json
+
 import numpy as np
 import pytest
+
+import sw.cli
 
 from sw import golden, graphs, isa, layers, runtime
 from sw.arch import ArrayParams
@@ -21,7 +25,7 @@ from sw.runtime import RtlError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
-SMALL = dict(slots=16, dbuf_bytes=4096, cbufs=2, cbuf_bytes=4096)
+SMALL = dict(slots=16, dbuf_bytes=4096)      # Cbufs: the paper's 8 x 64 KiB
 
 
 def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, **params):
@@ -55,7 +59,7 @@ def test_dense_1x1_icarus():
 
 
 def test_sparse_1x1_icarus():
-    _fc(1, 1, 3, 20, 4, "sparse", 0.5, "icarus", slots=32, cbuf_bytes=8192)
+    _fc(1, 1, 3, 20, 4, "sparse", 0.5, "icarus", slots=32)
 
 
 def test_unknown_opcode_is_reported():
@@ -85,7 +89,7 @@ def test_configuration_larger_than_the_cbufs():
     image = _image()
     cfg, templates = runtime.image_flits(image)
     cap = runtime.cbuf_capacity(image.params)
-    with pytest.raises(FdpuError, match="more than the 2 Cbufs of 4096 bytes hold"):
+    with pytest.raises(FdpuError, match="more than the 8 Cbufs of 65536 bytes hold"):
         runtime.write_memories(image, "/tmp", cfg * (cap // len(cfg) + 1), templates)
     # The hardware check: the MicC refuses a length beyond its Cbufs.
     with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
@@ -112,4 +116,30 @@ def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
     (2, 2, 4, 32, 4, "sparse", 0.0),
 ])
 def test_fc_layers(sim, rows, cols, K, C, N, mode, density):
-    _fc(rows, cols, K, C, N, mode, density, sim, slots=32, cbuf_bytes=8192)
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=32)
+
+
+def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "20", "--out-features", "3",
+                          "--batch", "4", "--mode", "dense", "--rows", "1", "--cols", "1",
+                          "--slots", "16", "--dbuf-bytes", "4096", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert status == 0 and "match (bit for bit with the golden model)" in text
+    rec = json.loads(out.read_text())
+    assert rec["match"] and rec["cycles"] > 0 and 0 < rec["utilization"] <= 1
+    assert rec["rtl_instructions"] == rec["golden_instructions"]
+    assert len(rec["busy_map"]) == 1 and len(rec["busy_map"][0]) == 1
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--slots", "3"], "slots must be a power of two, got 3"),
+    (["--rows", "0"], "rows must be an integer in 1..16, got 0"),
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+])
+def test_cli_rtl_bad_input(capsys, argv, match):
+    status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "20", "--out-features", "3",
+                          *argv])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fdpu: error: ") and match in err, err
