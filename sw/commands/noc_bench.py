@@ -62,10 +62,11 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
                    extra_env={"FDPU_BENCH": json.dumps(cfg)}, timeout_s=3600)
         counters = json.loads(out.read_text())
     ejected = sum(counters["ejected"])
-    hist = [sum(counters["hist"][n * BINS + b] for n in range(nodes)) for b in range(BINS)]
+    hist = counters["hist"]
+    sampled = sum(hist)
     p99 = None
-    if ejected:
-        need, seen = 0.99 * ejected, 0
+    if sampled:
+        need, seen = 0.99 * sampled, 0
         for b, count in enumerate(hist):
             seen += count
             if seen >= need:
@@ -77,7 +78,9 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
         "accepted": ejected / (nodes * cycles),
         "avg_latency": sum(counters["latency"]) / ejected if ejected else None,
         "p99_latency": p99,
-        "p99_note": None if p99 is not None or not ejected else
+        "max_latency": max(counters["max_latency"]),
+        "p99_samples": sampled,
+        "p99_note": None if p99 is not None or not sampled else
         f"above {(BINS - 1) << BIN_SHIFT} cycles (histogram overflow)",
         "bad_flits": counters["bad"],
     }

@@ -41,7 +41,8 @@ async def bench(dut):
         "generated": [int(getattr(dut, f"generated__{n}").value) for n in range(nodes)],
         "ejected": [int(getattr(dut, f"ejected__{n}").value) for n in range(nodes)],
         "latency": [int(getattr(dut, f"latency__{n}").value) for n in range(nodes)],
-        "hist": [int(getattr(dut, f"hist__{i}").value) for i in range(nodes * bins)],
+        "max_latency": [int(getattr(dut, f"max_latency__{n}").value) for n in range(nodes)],
+        "hist": [int(getattr(dut, f"hist__{i}").value) for i in range(bins)],
     }
     with open(cfg["out"], "w") as handle:
         json.dump(result, handle)
