@@ -700,8 +700,15 @@ class Pe(wiring.Component):
         fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
         m.d.comb += [facc_w.addr.eq(ftag.slot), facc_w.en.eq(fdone),
                      facc_w.data.acc.eq(fpu.o_res.payload.result),
-                     facc_w.data.count.eq(ftag.count),
-                     busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
+                     facc_w.data.count.eq(ftag.count)]
+        # Configuring a slot (part 0 of its word) clears its SCAN/ITER and FACC state: the
+        # memories keep their contents over a reset, and a slot's previous program may have
+        # left an ITER value or a partial sum behind.  (Configuration precedes the run.)
+        clear = cfg_insn & _eq(cfg.index, 0)
+        with m.If(clear):
+            m.d.comb += [facc_w.addr.eq(cfg_slot), facc_w.en.eq(1), facc_w.data.eq(0),
+                         scan_w.addr.eq(cfg_slot), scan_w.en.eq(1), scan_w.data.eq(0)]
+        m.d.comb += [busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
 
         # ---- load/store replies: reorder per slot, retire in issue order -------------------
         m.submodules.rob = rob = Memory(shape=64, depth=S * R, init=[])
