@@ -56,7 +56,7 @@ from .fifo import StreamFIFO
 from .fpu import FpOp, SimdFpu
 from .pe_dispatch import Dispatcher
 from .pe_types import (PeError, dispatch_layout, error_layout, flit_union, insn_struct,
-                       local_layout, _eq, _inc, _select, _zx)
+                       local_layout, _eq, _inc)
 
 __all__ = ["Pe", "make_pe", "NEG_ZERO4"]
 

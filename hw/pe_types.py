@@ -13,7 +13,7 @@ bit positions the PE decodes are the ones the assembler encodes.
 * :class:`PeError` -- the sticky error bits.
 """
 
-from amaranth import Cat, Const, Mux
+from amaranth import Cat, Const
 from amaranth.lib import data, enum
 
 from sw.arch import bits_for
@@ -49,12 +49,14 @@ def local_layout(params):
 
 
 def dispatch_layout(params):
-    """Return a result to dispatch: ``data``, ``dests``, ``dmask`` (to serve), ``end``."""
+    """Return a result to dispatch: ``data``, ``dests``, ``dmask`` (to serve), ``end`` and
+    ``ectx`` (the context ID its CTX_END message carries)."""
     return data.StructLayout({
         "data": params.TOKEN_BITS,
         "dests": data.ArrayLayout(dest_layout(params), params.MAX_DESTS),
         "dmask": params.MAX_DESTS,
         "end": 1,
+        "ectx": 32,
     })
 
 
@@ -88,26 +90,6 @@ def _eq(x, value):
     if value >> len(x):
         return Const(0, 1)
     return Cat(*[x[i] if value >> i & 1 else ~x[i] for i in range(len(x))]).all()
-
-
-def _zx(x, width):
-    """Return ``x`` zero-extended (or truncated) to ``width`` bits."""
-    return Cat(x, Const(0, width - len(x))) if width > len(x) else x[:width]
-
-
-def _select(values, idx):
-    """Return ``values[idx]`` as a balanced tree of 2:1 multiplexers on the bits of ``idx``.
-
-    ``Array`` indexing compares the index with every position (``idx == 1'h1`` in Verilog,
-    a WIDTH warning); the tree has no comparisons.  Out-of-range indices pick some element.
-    """
-    level = list(values)
-    bit = 0
-    while len(level) > 1:
-        level = [Mux(idx[bit], level[i + 1], level[i]) if i + 1 < len(level) else level[i]
-                 for i in range(0, len(level), 2)]
-        bit += 1
-    return level[0]
 
 
 def _inc(x):
