@@ -38,8 +38,7 @@ def main(argv=None):
     ap.add_argument("--density", type=float, default=0.25)
     ap.add_argument("--json", metavar="PATH", help="append the record (JSON lines)")
     args = ap.parse_args(argv)
-    p = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots, dbuf_bytes=args.dbuf_bytes,
-                    cbufs=2, cbuf_bytes=8192)
+    p = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots, dbuf_bytes=args.dbuf_bytes)
     if args.layer:
         w = layers.make_weights(layers.get_layer(args.layer), args.density, 0)
     else:
