@@ -2,10 +2,10 @@
 
 ::
 
-    host regs ──> [ IDLE ] --start--> [ CONFIG ] --> [ DRAIN ] --> [ CTX ] <--> window --> [ WAIT ] --> [ DONE ]
-                                          |                           |                        ^
-     Cbuf rd (1 cycle) ──> patch ctx id ──┴─> [out FIFO 4] ──> o_flit (reply mesh, west edge row 0)
-     i_flit (CTX_END, always ready) ──> per-context end counters (table of 2**ceil(log2 depth)) ──> retire
+    host regs --start--> IDLE -> CONFIG -> DRAIN -> CTX <-> (window) -> WAIT -> DONE
+
+    Cbuf read (1 cycle) -> patch context ID -> [out FIFO, 4] -> o_flit (reply mesh, (-1, 0))
+    i_flit (CTX_END, always ready) -> end counter of that context -> retire in order
 
 Contract
 --------
@@ -41,9 +41,8 @@ from amaranth.lib.wiring import In, Out
 from sw.arch import ArrayParams, bits_for
 from sw.packet import Kind
 
-from .cbuf import cbuf_words, word_bits
+from .cbuf import _eq, _inc, _zx, cbuf_words, word_bits
 from .noc_types import Bits, FlitKind, body_layout, flit_layout
-from .pe_types import _eq, _inc, _zx
 
 __all__ = ["Micc", "MiccError", "MiccState", "build_micc"]
 

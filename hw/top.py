@@ -37,12 +37,12 @@ from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams
 
-from .cbuf import Cbuf
+from .cbuf import Cbuf, _eq, _inc
 from .dbuf import Dbuf
 from .mesh import Mesh
 from .micc import Micc, MiccError, MiccState
 from .pe import Pe
-from .pe_types import PeError, _eq, _inc
+from .pe_types import PeError
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu"]
 

@@ -98,7 +98,8 @@ async def run_image(dut):
     await RisingEdge(dut.clk)
     run_s = time.monotonic() - t1
     status = _snapshot(dut, npes)
-    status.update(halted=halted, waited=waited if not halted else status["o_cycles"], load_s=load_s, run_s=run_s)
+    status.update(halted=halted,
+                  waited=waited if not halted else status["o_cycles"], load_s=load_s, run_s=run_s)
     if os.environ.get("FDPU_X_REPORT"):
         _report_x(dut)
     reads = {}
