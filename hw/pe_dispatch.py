@@ -8,7 +8,7 @@ Contract
 * The dispatcher serves the selected destinations in index order, **one per cycle**: a
   destination on this PE goes out on ``o_local`` (slot, operand, data: written into the
   operand buffer without a mesh trip), any other as an OPERAND flit on ``o_flit``.  After the
-  last destination, ``end`` sends a CTX_END flit (``data`` = the result) to the MicC.
+  last destination, ``end`` sends a CTX_END flit (``data`` = ``ectx``) to the MicC.
 * Throughput: a result with ``n`` destinations (plus one step for ``end``) occupies the
   dispatcher ``n`` cycles; ``i_res.ready`` is high when it is idle or finishing its last step,
   so single-destination results flow at one per cycle.  ``i_res.ready`` depends
@@ -94,7 +94,7 @@ class Dispatcher(wiring.Component):
                 flit.ctx_end.kind.eq(Kind.CTX_END),
                 flit.ctx_end.dst_x.eq(bias(self._micc[0])),
                 flit.ctx_end.dst_y.eq(bias(self._micc[1])),
-                flit.ctx_end.data.eq(cur.data[:32]),
+                flit.ctx_end.data.eq(cur.ectx),
             ]
 
         step = ((self.o_local.valid & self.o_local.ready)
