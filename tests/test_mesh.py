@@ -139,6 +139,21 @@ def test_cocotb_mesh_4x4(sim):
     run_cocotb("mesh", {"rows": 4, "cols": 4, "width": 64, "depth": 4}, "tb.noc.test_mesh", sim)
 
 
+@pytest.mark.parametrize("sim, rows, cols, dbuf_bytes", [
+    ("icarus", 2, 2, 128), ("verilator", 2, 3, 256),
+], ids=["icarus-2x2", "verilator-2x3"])
+def test_cocotb_noc_memory(sim, rows, cols, dbuf_bytes):
+    """Loads, stores and operands through the whole Noc and its Dbufs (tb.noc.test_memory)."""
+    import json
+
+    from tb.noc.memory import NocMemory
+    top = NocMemory(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes))
+    cfg = json.dumps({"rows": rows, "cols": cols, "dbuf_bytes": dbuf_bytes})
+    result = run_cocotb(top, {}, "tb.noc.test_memory", sim,
+                        name=f"noc_memory_{rows}x{cols}", extra_env={"FDPU_MEM": cfg})
+    assert result.tests == 2
+
+
 def test_noc_bench_rejects_bad_input(capsys):
     from sw.cli import main
     assert main(["noc-bench", "--rows", "2", "--cols", "3", "--pattern", "transpose"]) == 2
