@@ -59,7 +59,7 @@ def test_dense_1x1_icarus():
 
 
 def test_sparse_1x1_icarus():
-    _fc(1, 1, 3, 20, 4, "sparse", 0.5, "icarus", slots=32)
+    _fc(1, 1, 2, 16, 1, "sparse", 0.5, "icarus", slots=32)
 
 
 def test_unknown_opcode_is_reported():

@@ -39,17 +39,22 @@ def register(subparsers):
     parser.add_argument("--sim", choices=("icarus", "verilator"), default="verilator",
                         help="HDL simulator (default verilator)")
     add_layer_args(parser)
-    hw = parser.add_argument_group("hardware")
+    add_hw_args(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
+    out.add_argument("--json", metavar="PATH", help="write every figure as JSON")
+    parser.set_defaults(func=run_rtl_command)
+
+
+def add_hw_args(parser):
+    """Add the RTL options (``--slots``, ``--dbuf-bytes``, ``--max-cycles``, ``--waves``)."""
+    hw = parser.add_argument_group("hardware (RTL simulators)")
     hw.add_argument("--slots", type=int, default=64, help="instruction slots per PE (default 64)")
     hw.add_argument("--dbuf-bytes", type=int, default=1 << 21,
                     help="bytes per Dbuf (default 2 MiB)")
     hw.add_argument("--max-cycles", type=int, metavar="N",
                     help="cycle bound per pass (default 200k + 2k per context)")
     hw.add_argument("--waves", action="store_true", help="record a waveform (FST)")
-    out = parser.add_argument_group("output")
-    out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
-    out.add_argument("--json", metavar="PATH", help="write every figure as JSON")
-    parser.set_defaults(func=run_rtl_command)
 
 
 def run_rtl_command(args):
