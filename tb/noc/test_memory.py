@@ -150,9 +150,9 @@ async def run(dut, per_pe, p_idle, p_stall):
 
 @cocotb.test()
 async def mixed_backpressure(dut):
-    await run(dut, 120, 0.2, 0.4)
+    await run(dut, 70, 0.2, 0.4)
 
 
 @cocotb.test()
 async def mixed_full_rate_heavy_stall(dut):
-    await run(dut, 80, None, 0.8)
+    await run(dut, 50, None, 0.8)
