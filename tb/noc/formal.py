@@ -29,7 +29,7 @@ from amaranth.lib import data
 from hw.dbuf import Dbuf
 from hw.router import PORTS, Router, route_onehot
 from hw.synth import find_yosys
-from sw.arch import ArrayParams, Dir
+from sw.arch import ArrayParams
 
 __all__ = ["RouteHarness", "RouterOccupancyHarness", "DbufCreditHarness", "prove"]
 
@@ -182,8 +182,9 @@ def prove(harness, *, seq=None, tempinduct=False, timeout_s=600):
         (tmp / "top.il").write_text(rtlil.convert(harness, name="top", ports=harness.ports(),
                                                   emit_src=False))
         script = "; ".join([
-            "read_rtlil top.il", "hierarchy -top top", "proc", "flatten", "memory", "chformal -lower",
-            "opt_clean", "async2sync", "dffunmap",
+            # memory: sat has no model of memory ports; chformal -lower: $check -> $assert.
+            "read_rtlil top.il", "hierarchy -top top", "proc", "flatten", "memory",
+            "chformal -lower", "opt_clean", "async2sync", "dffunmap",
             f"sat -prove-asserts -set-assumes -set-init-zero -show-inputs{mode} -verify",
         ])
         result = subprocess.run([*find_yosys(), "-p", script], cwd=tmp, capture_output=True,
