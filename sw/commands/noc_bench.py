@@ -2,8 +2,9 @@
 
 Traffic generation, injection queues and counters run in HDL (:mod:`tb.noc.bench`); Python
 only configures a run and reads the counters back.  Rates are flits/node/cycle; latency is
-network latency in cycles from entering the source router to leaving the destination router
-(one cycle per router at zero load), measured on flits ejected in the measurement window.
+network latency, ejection cycle - injection cycle + 1 (routers crossed + 1 at zero load; source
+queueing excluded), measured on flits ejected in the measurement window; the 99th percentile
+from a 1-in-num_pes sample of them (:mod:`tb.noc.bench`).
 The goal figures and measured values are in ``docs/noc.md``.
 """
 
