@@ -94,8 +94,10 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 0, "--out-features", 3), "--in-features must be a positive integer"),
     ((), "give exactly one of --layer"),
     (("--layer", "alexnet-fc8", "--in-features", 3), "give exactly one of --layer"),
-    (("--in-features", 10, "--out-features", 3, "--sim", "icarus"), "--sim icarus is not "
-                                                                    "available yet"),
+    (("--in-features", 10, "--out-features", 3, "--sim", "icarus", "--engine", "exact"),
+     "--engine apply to --sim golden only"),
+    (("--in-features", 10, "--out-features", 3, "--sim", "verilator", "--slots", 3),
+     "slots must be a power of two"),
     (("--in-features", 10, "--out-features", 3, "--rows", 0), "rows must be an integer"),
     (("--in-features", 70000, "--out-features", 2, "--density", 0.01),
      "exceeds the ITER/FACC count limit of 65535"),
@@ -104,6 +106,17 @@ def test_fig7_from_the_cli(capsys):
 ])
 def test_bad_input(capsys, argv, match):
     assert_user_error(capsys, "run", *argv, match=match)
+
+
+def test_rtl_simulators_delegate_to_fdpu_rtl(monkeypatch):
+    # `fdpu run --sim icarus|verilator` is the same run as `fdpu rtl` (tests/test_top.py runs
+    # that on the RTL); here only the hand-over is checked, without building the top.
+    from sw.commands import rtl
+    seen = []
+    monkeypatch.setattr(rtl, "run_rtl_command", lambda args: seen.append(args) or 0)
+    assert sw.cli.main(["run", "--sim", "icarus", "--in-features", "16", "--out-features", "2",
+                 "--rows", "1", "--cols", "1", "--slots", "32"]) == 0
+    assert seen and seen[0].sim == "icarus" and seen[0].slots == 32
 
 
 def test_bad_files(tmp_path, capsys):

@@ -11,7 +11,8 @@ seeded synthetic post-ReLU activations of ``--batch`` rows.  ``--engine exact`` 
 assembled images token by token (:func:`sw.golden.run_image`), ``fast`` the vectorized path,
 ``auto`` the exact one for small layers.  The result is compared with the float64 reference
 within the bound of :mod:`sw.reference`; the exit status is 0 when it holds, 1 when not, 2 for
-bad input.  Only ``--sim golden`` exists until the RTL top is built.
+bad input.  ``--sim icarus|verilator`` runs the same layer on the generated RTL and compares
+it bit for bit with the golden model (:mod:`sw.commands.rtl`).
 """
 
 import sys
@@ -101,13 +102,17 @@ def resolve(args):
 def register(subparsers):
     """Add the ``run`` command."""
     parser = subparsers.add_parser(
-        "run", help="run an FC layer on the golden model (later: the RTL) and check it",
+        "run", help="run an FC layer on the golden model or the RTL and check it",
         description="Build the dense or sparse FC graph of a layer, map and assemble it, run "
                     "it on a simulator and check the binary16 result against a float64 "
                     "reference within a documented error bound (docs/golden.md).")
     parser.add_argument("--sim", choices=("golden", "icarus", "verilator"), default="golden",
-                        help="simulator (only golden until the RTL top exists)")
+                        help="golden: the golden model (default); icarus, verilator: the "
+                             "generated RTL of the FDPU top, checked bit for bit against the "
+                             "golden model (the same run as 'fdpu rtl')")
     add_layer_args(parser)
+    from .rtl import add_hw_args  # rtl imports this module: import late
+    add_hw_args(parser)
     run = parser.add_argument_group("golden model")
     run.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
                      help="exact: token-by-token interpreter of the image; fast: vectorized, "
@@ -127,8 +132,14 @@ def register(subparsers):
 def run_command(args):
     """Run the layer; return 0 if the result is within the bound, 1 if not."""
     if args.sim != "golden":
-        raise FdpuError(f"--sim {args.sim} is not available yet (the RTL top is a later "
-                        f"issue); use --sim golden")
+        golden_only = [flag for flag, given in (
+            ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
+            ("--no-feedback", args.no_feedback)) if given]
+        if golden_only:
+            raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
+                            f"--sim {args.sim}")
+        from .rtl import run_rtl_command
+        return run_rtl_command(args)
     name, w, x, params = resolve(args)
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
