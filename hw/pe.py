@@ -1,4 +1,4 @@
-"""The FDPU processing element: instruction and operand buffers, dataflow issue, dual pipes.
+r"""The FDPU processing element: instruction and operand buffers, dataflow issue, dual pipes.
 
 Execution model: ISA v1 (the :mod:`sw.isa` and :mod:`sw.packet` docstrings); design notes,
 figures and reasoning in ``docs/pe.md``.
