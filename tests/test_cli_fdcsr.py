@@ -1,7 +1,6 @@
 """Tests of ``fdpu fdcsr`` and ``fdpu layers`` through :func:`sw.cli.main`: outputs, files,
 JSON, and one-line errors with exit status 2 for bad input."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -10,27 +9,7 @@ import pytest
 import sw.cli
 from sw import fdcsr
 
-
-@pytest.fixture(autouse=True)
-def only_existing_commands(monkeypatch):
-    """Run the CLI with the subcommand modules that exist (others may not be written yet)."""
-    present = tuple(n for n in sw.cli.COMMANDS
-                    if importlib.util.find_spec(f"sw.commands.{n}") is not None)
-    monkeypatch.setattr(sw.cli, "COMMANDS", present)
-
-
-def run(capsys, *argv):
-    status = sw.cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def assert_user_error(capsys, *argv, match):
-    status, out, err = run(capsys, *argv)
-    assert status == 2
-    assert err.startswith("fdpu: error: ") and err.count("\n") == 1, err
-    assert match in err, err
-    assert "Traceback" not in err
+from cliutil import assert_user_error, run
 
 
 def test_encode_decode_round_trip(tmp_path, capsys):

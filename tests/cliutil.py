@@ -1,0 +1,19 @@
+"""Helpers for tests that drive the ``fdpu`` command line through :func:`sw.cli.main`."""
+
+import sw.cli
+
+
+def run(capsys, *argv):
+    """Run ``fdpu ARGV...``; return ``(status, stdout, stderr)``."""
+    status = sw.cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_user_error(capsys, *argv, match):
+    """Check that ``fdpu ARGV...`` fails with one ``fdpu: error:`` line containing ``match``."""
+    status, out, err = run(capsys, *argv)
+    assert status == 2, (out, err)
+    assert err.startswith("fdpu: error: ") and err.count("\n") == 1, err
+    assert match in err, err
+    assert "Traceback" not in err
