@@ -6,11 +6,11 @@ import sw.cli
 
 
 def test_every_command_module_registers():
-    parser = sw.cli.build_parser()
-    commands = parser._subparsers._group_actions[0].choices
-    assert len(commands) >= len(sw.cli.COMMANDS)
-    for name, sub in commands.items():
-        assert sub.get_default("func") is not None, f"fdpu {name} sets no func"
+    # build_parser imports every module named in COMMANDS: a missing one fails here.
+    commands = sw.cli.build_parser()._subparsers._group_actions[0].choices
+    for name in ("fdcsr", "layers", "verilog", "lint", "fpu-check", "synth", "run", "asm",
+                 "disasm", "noc-bench", "rtl"):
+        assert name in commands, f"fdpu {name} is not registered"
 
 
 @pytest.mark.parametrize("name", sorted(sw.cli.build_parser()
