@@ -121,8 +121,10 @@ class Noc(wiring.Component):
 
     def __init__(self, params=ArrayParams(), *, depth=4):
         _check_params(params)
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
+            raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
         self.params, self.depth = params, depth
-        flit = stream.Signature(Mesh(params, depth=depth).layout)
+        flit = stream.Signature(flit_layout(params, None))
         pes, dbufs = params.num_pes, params.num_dbufs
         super().__init__({
             "i_local": In(flit).array(pes),
