@@ -62,7 +62,8 @@ class IntOp(enum.Enum, shape=4):
     MOV = 13
 
 
-def _check_tag_width(tag_width):
+def check_tag_width(tag_width):
+    """Raise ``TypeError`` unless ``tag_width`` (of an execution unit's result tag) is >= 1."""
     if not isinstance(tag_width, int) or isinstance(tag_width, bool) or tag_width < 1:
         raise TypeError(f"tag_width must be a positive integer, not {tag_width!r}")
 
@@ -75,7 +76,7 @@ def alu_op_layout(tag_width):
     tag_width : int
         Width of the pass-through ``tag`` field.
     """
-    _check_tag_width(tag_width)
+    check_tag_width(tag_width)
     return data.StructLayout({"op": IntOp, "a": 32, "b": 32, "c": 32, "tag": tag_width})
 
 
@@ -87,7 +88,7 @@ def alu_res_layout(tag_width):
     tag_width : int
         Width of the pass-through ``tag`` field.
     """
-    _check_tag_width(tag_width)
+    check_tag_width(tag_width)
     return data.StructLayout({"result": 32, "tag": tag_width})
 
 
@@ -127,7 +128,7 @@ class IntAlu(wiring.Component):
 
     def __init__(self, tag_width=8):
         try:
-            _check_tag_width(tag_width)
+            check_tag_width(tag_width)
         except TypeError:
             self._MustUse__silence = True   # a rejected object is not an unused design
             raise

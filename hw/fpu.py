@@ -51,6 +51,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .alu import check_tag_width
+
 __all__ = ["FpOp", "F16", "SIMD4", "LATENCY", "fpu_op_layout", "fpu_res_layout", "SimdFpu"]
 
 #: Cycles from an ``i_op`` transfer to the result being valid on ``o_res``.
@@ -83,11 +85,6 @@ class FpOp(enum.Enum, shape=3):
     MOV = 4
 
 
-def _check_tag_width(tag_width):
-    if not isinstance(tag_width, int) or isinstance(tag_width, bool) or tag_width < 1:
-        raise TypeError(f"tag_width must be a positive integer, not {tag_width!r}")
-
-
 def fpu_op_layout(tag_width):
     """Return the payload layout of :class:`SimdFpu`'s ``i_op`` stream.
 
@@ -96,7 +93,7 @@ def fpu_op_layout(tag_width):
     tag_width : int
         Width of the pass-through ``tag`` field.
     """
-    _check_tag_width(tag_width)
+    check_tag_width(tag_width)
     return data.StructLayout({"op": FpOp, "a": SIMD4, "b": SIMD4, "c": SIMD4,
                               "tag": tag_width})
 
@@ -109,7 +106,7 @@ def fpu_res_layout(tag_width):
     tag_width : int
         Width of the pass-through ``tag`` field.
     """
-    _check_tag_width(tag_width)
+    check_tag_width(tag_width)
     return data.StructLayout({"result": SIMD4, "tag": tag_width})
 
 
@@ -285,7 +282,7 @@ class SimdFpu(wiring.Component):
 
     def __init__(self, tag_width=8):
         try:
-            _check_tag_width(tag_width)
+            check_tag_width(tag_width)
         except TypeError:
             self._MustUse__silence = True   # a rejected object is not an unused design
             raise

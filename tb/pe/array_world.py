@@ -19,6 +19,7 @@ from sw.isa import Op
 from sw.packet import Kind
 
 from . import flits
+from .harness import wait_until_retired
 
 __all__ = ["ArrayWorld"]
 
@@ -158,22 +159,8 @@ class ArrayWorld:
 
     async def wait_retired(self, max_cycles, stall=3000):
         """Wait until every context retired and nothing is queued (bounded; see PeWorld)."""
-        last, still = None, 0
-        for cycle in range(max_cycles):
-            await RisingEdge(self.dut.clk)
-            if self.retired >= self.contexts and not self.busy:
-                break
-            now = (sum(self.fired.values()), self.moves)
-            still = still + 1 if now == last else 0
-            last = now
-            if still >= stall:
-                raise AssertionError(f"timeout: deadlock: nothing moved for {stall} cycles "
-                                     f"(cycle {cycle}): {self.pending()}")
-        else:
-            raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: "
-                                 f"{self.pending()}")
-        for _ in range(40):
-            await RisingEdge(self.dut.clk)
+        await wait_until_retired(self, lambda: (sum(self.fired.values()), self.moves),
+                                 max_cycles, stall)
 
     def stop(self):
         """Stop driving the DUT."""

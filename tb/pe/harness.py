@@ -238,22 +238,7 @@ class PeWorld:
         Fails ("timeout ... deadlock") after ``max_cycles``, or after ``stall`` cycles in which
         nothing fired and no flit moved.
         """
-        last, still = None, 0
-        for cycle in range(max_cycles):
-            await RisingEdge(self.dut.clk)
-            if self.retired >= self.contexts and not self.busy:
-                break
-            now = self._progress()
-            still = still + 1 if now == last else 0
-            last = now
-            if still >= stall:
-                raise AssertionError(f"timeout: deadlock: nothing moved for {stall} cycles "
-                                     f"(cycle {cycle}): {self.pending()}")
-        else:
-            raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: "
-                                 f"{self.pending()}")
-        for _ in range(40):
-            await RisingEdge(self.dut.clk)
+        await wait_until_retired(self, self._progress, max_cycles, stall)
         assert not self.busy, f"flits after the last context: {self.pending()}"
 
     async def wait_quiet(self, cycles):
@@ -270,3 +255,26 @@ class PeWorld:
 def make_rng():
     """Return a ``random.Random`` seeded from cocotb's per-test seed."""
     return random.Random(random.getrandbits(64))
+
+
+async def wait_until_retired(world, progress, max_cycles, stall):
+    """Clock ``world.dut`` until every context retired and ``world.busy`` is false, then 40 more.
+
+    Fails with "timeout ... deadlock" and ``world.pending()`` after ``max_cycles`` cycles, or
+    after ``stall`` cycles in which ``progress()`` did not change.
+    """
+    last, still = None, 0
+    for cycle in range(max_cycles):
+        await RisingEdge(world.dut.clk)
+        if world.retired >= world.contexts and not world.busy:
+            break
+        now = progress()
+        still = still + 1 if now == last else 0
+        last = now
+        if still >= stall:
+            raise AssertionError(f"timeout: deadlock: nothing moved for {stall} cycles "
+                                 f"(cycle {cycle}): {world.pending()}")
+    else:
+        raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: {world.pending()}")
+    for _ in range(40):
+        await RisingEdge(world.dut.clk)
