@@ -20,8 +20,8 @@ from pathlib import Path
 from amaranth.back import verilog as _amaranth_verilog
 from amaranth.lib import wiring
 
-__all__ = ["LINT_WAIVERS", "VERILATOR_MAKEFLAGS", "to_verilog", "verilator_root",
-           "verilator_env", "lint"]
+__all__ = ["LINT_WAIVERS", "VERILATOR_MAKEFLAGS", "to_verilog", "convert_plain",
+           "verilator_root", "verilator_env", "lint"]
 
 #: The Verilator configuration file holding every lint waiver of the project.
 LINT_WAIVERS = Path(__file__).with_name("lint.vlt")
@@ -67,11 +67,24 @@ def to_verilog(component, name):
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"name must be a Verilog identifier (letters, digits and '_', not "
                          f"starting with a digit), not {name!r}")
-    text = _amaranth_verilog.convert(component, name=name, emit_src=False)
-    # Large memories are instances of a behavioural SRAM model (hw/sram.py); ship its module
-    # with the design so the text is self-contained for lint, simulators and synthesis.
+    from .shared import definitions, sharing
     from .sram import attach_models
+    with sharing() as collected:
+        text = convert_plain(component, name)
+        # Blocks wrapped in hw.shared.Shared are emitted once each, after the design; large
+        # memories are instances of a behavioural SRAM model (hw/sram.py). Ship both with the
+        # design so the text is self-contained for lint, simulators and synthesis.
+        text += definitions(collected)
     return attach_models(text)
+
+
+def convert_plain(component, name):
+    """Convert ``component`` to Verilog text alone, without appended module definitions.
+
+    :func:`to_verilog` is the public entry; this is its first step, also used by
+    :class:`hw.shared.Shared` to generate a shared module's text once.
+    """
+    return _amaranth_verilog.convert(component, name=name, emit_src=False)
 
 
 def verilator_root():
