@@ -22,6 +22,7 @@ from sw.arch import ArrayParams
 from .mesh import Noc
 from .pe import Pe
 from .pe_types import error_layout, flit_union
+from .shared import Shared
 
 __all__ = ["Merge2", "PeArray", "make_pe_array"]
 
@@ -87,9 +88,11 @@ class PeArray(wiring.Component):
         width = flit_union(p).size
         for (x, y) in p.pe_coords():
             n = y * p.cols + x
-            pe = Pe(p, x, y, self.micc)
+            # The coordinate is an input, so every PE is one shared Verilog module.
+            pe = Shared(Pe(p, micc=self.micc), key=("pe_array_pe", p, self.micc), name="array_pe")
             merge = Merge2(width)
             m.submodules[f"pe_{x}_{y}"] = pe
+            m.d.comb += [pe.i_coord.x.eq(x), pe.i_coord.y.eq(y)]
             m.submodules[f"merge_{x}_{y}"] = merge
             m.d.comb += [
                 merge.i_a.valid.eq(pe.o_req.valid), merge.i_a.payload.eq(pe.o_req.payload),

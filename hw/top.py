@@ -43,6 +43,7 @@ from .mesh import Mesh
 from .micc import Micc, MiccError, MiccState
 from .pe import Pe
 from .pe_types import PeError
+from .shared import Shared
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu"]
 
@@ -141,8 +142,11 @@ class FDPU(wiring.Component):
         fires_int, fires_fp, injected = [], [], []
         for (x, y) in p.pe_coords():
             n = y * p.cols + x
-            pe = Pe(p, x, y, micc=(-1, 0))
+            # The coordinate is an input: every PE is the same Verilog module (hw.shared).
+            inner = Pe(p, micc=(-1, 0))
+            pe = Shared(inner, key=("fdpu_pe", p), name="fdpu_pe")
             m.submodules[f"pe_{x}_{y}"] = pe
+            m.d.comb += [pe.i_coord.x.eq(x), pe.i_coord.y.eq(y)]
             _link(m, pe.o_req, req.i_local[n])
             _link(m, pe.o_rep, rep.i_local[n])
             _link(m, rep.o_local[n], pe.i_flit)
