@@ -122,14 +122,21 @@ class Graph:
         """
         targets = list(targets)
         k = ArrayParams.MAX_DESTS
+        # Destinations ``src`` already has (e.g. a feedback edge) count against its k.
+        room = k - sum(1 for e in self.edges if e.src == src)
+        if room < 1 and targets:
+            raise DfgError(f"node {self.nodes[src].label()} already has {k} destinations; "
+                           f"fan out from a MOV instead")
         movs = []
         if group is None:
             group = self.nodes[src].group
         meta = {k2: v for k2, v in self.nodes[src].meta.items() if k2 in ("engine",)}
-        while len(targets) > k:
-            # Replace the last k targets by one MOV feeding them; repeat until few enough.
+        while len(targets) > room:
+            # Replace the last targets (at most k, no more than needed) by one MOV feeding
+            # them; repeat until few enough.
             # The MOV goes first in the list so its latency overlaps the direct targets.
-            chunk, targets = targets[-k:], targets[:-k]
+            n = min(k, len(targets) - room + 1)
+            chunk, targets = targets[-n:], targets[:-n]
             mov = self.add(Op.MOV, name=f"{self.nodes[src].label()}.fan{len(movs)}",
                            group=group, role="fanout", **meta)
             movs.append(mov)

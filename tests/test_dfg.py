@@ -186,3 +186,14 @@ def test_dot_export():
     assert dot.startswith('digraph "sw" {') and dot.rstrip().endswith("}")
     assert "style=dashed" in dot and 'label="T"' in dot and 'label="F"' in dot
     assert "shape=diamond" in dot
+
+
+def test_fanout_counts_the_destinations_a_node_already_has():
+    g = Graph("fan")
+    src = g.add(Op.MOV, name="src")
+    fb = g.add(Op.MOV, name="fb")
+    g.connect(src, fb, 0)
+    sinks = [g.add(Op.MOV, name=f"s{i}") for i in range(4)]
+    movs = g.fanout(src, [(s, 0) for s in sinks])
+    assert len(movs) == 1
+    assert sum(1 for e in g.edges if e.src == src) == ArrayParams.MAX_DESTS
