@@ -55,8 +55,8 @@ from .alu import IntAlu, IntOp
 from .fifo import StreamFIFO
 from .fpu import FpOp, SimdFpu
 from .pe_dispatch import Dispatcher
-from .pe_types import (PeError, dispatch_layout, error_layout, flit_union, insn_struct,
-                       local_layout, _eq, _inc)
+from .pe_types import (PeError, coord_layout, dispatch_layout, error_layout, flit_union,
+                       insn_struct, local_layout, _eq, _inc)
 
 __all__ = ["Pe", "make_pe", "NEG_ZERO4"]
 
@@ -69,6 +69,11 @@ _INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: Int
 _FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
            Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
 _SIZE = {2: 1, 4: 2, 8: 3}
+
+
+def _biased(v, width):
+    """Return ``v + 1`` in ``width`` bits (a coordinate as flits carry it, ``sw.packet.bias``)."""
+    return (v + 1)[:width]
 
 
 def _decode(m, x, n, name):
@@ -142,13 +147,18 @@ class Pe(wiring.Component):
     ----------
     params : ArrayParams
         Array configuration (slots, operand depth, registers, address map, ...).
-    x, y : int
-        This PE's coordinate.
+    x, y : int or None
+        This PE's coordinate as constants, or ``None`` (default): the coordinate is the input
+        port ``i_coord``, so that every PE of an array is the same Verilog module.
     micc : tuple of int
-        Coordinate of the MicC (CTX_END destination), default ``(-1, 0)`` (west edge).
+        Coordinate of the MicC (CTX_END destination), default ``(-1, 0)`` (west edge); the
+        same for every PE.
 
     Attributes
     ----------
+    i_coord : In(coord_layout(params))
+        Only when ``x``, ``y`` are ``None``: this PE's column ``x`` and row ``y`` (not biased);
+        drive it with constants.
     i_flit : In(stream.Signature(flit_union(params)))
     o_req, o_rep : Out(stream.Signature(flit_union(params)))
     o_error : Out(error_layout(params))
@@ -156,12 +166,15 @@ class Pe(wiring.Component):
         ``int_valid``/``int_op`` and ``fp_valid``/``fp_op``: the instructions fired this cycle.
     """
 
-    def __init__(self, params=None, x=0, y=0, micc=(-1, 0)):
+    def __init__(self, params=None, x=None, y=None, micc=(-1, 0)):
         params = ArrayParams() if params is None else params
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
-        if not (isinstance(x, int) and 0 <= x < params.cols
-                and isinstance(y, int) and 0 <= y < params.rows):
+        if (x is None) != (y is None):
+            raise ValueError(f"give both x and y (a fixed coordinate) or neither (the "
+                             f"i_coord port), not x={x!r}, y={y!r}")
+        if x is not None and not (isinstance(x, int) and 0 <= x < params.cols
+                                  and isinstance(y, int) and 0 <= y < params.rows):
             raise ValueError(f"PE coordinate ({x!r}, {y!r}) is outside the "
                              f"{params.rows}x{params.cols} array")
         if (not isinstance(micc, tuple) or len(micc) != 2
@@ -170,14 +183,17 @@ class Pe(wiring.Component):
                              f"not {micc!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
         flit = flit_union(params)
-        super().__init__({
+        ports = {
             "i_flit": In(stream.Signature(flit)),
             "o_req": Out(stream.Signature(flit)),
             "o_rep": Out(stream.Signature(flit)),
             "o_error": Out(error_layout(params)),
             "o_fire": Out(data.StructLayout({"int_valid": 1, "int_op": 6,
                                              "fp_valid": 1, "fp_op": 6})),
-        })
+        }
+        if x is None:
+            ports["i_coord"] = In(coord_layout(params))
+        super().__init__(ports)
 
     @property
     def params(self):
@@ -220,6 +236,13 @@ class Pe(wiring.Component):
 
         def op_in(op, lo, hi):
             return Cat(*[_eq(op, int(o)) for o in Op if lo <= o <= hi]).any()
+
+        # The coordinate: a run-time input (one module for all PEs) or constants.
+        coord = Signal(coord_layout(p), name="coord")
+        if self._x is None:
+            m.d.comb += coord.eq(self.i_coord)
+        else:
+            m.d.comb += [coord.x.eq(self._x), coord.y.eq(self._y)]
 
         # ---- storage ---------------------------------------------------------------------
         m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
@@ -298,8 +321,9 @@ class Pe(wiring.Component):
         # ---- dispatchers ------------------------------------------------------------------
         disp = []
         for name in ("int", "fp", "mem"):
-            d = Dispatcher(p, self._x, self._y, self._micc)
+            d = Dispatcher(p, self._micc)
             m.submodules[f"disp_{name}"] = d
+            m.d.comb += d.i_coord.eq(coord)
             disp.append(d)
 
         # ---- operand write arbiters, one per operand memory -------------------------------
@@ -506,7 +530,7 @@ class Pe(wiring.Component):
                 dx, dy = getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y")
                 dslot, dop = getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand")
                 is_local = Signal(name=f"is_local{pp}_{i}")
-                m.d.comb += is_local.eq(dmask[i] & _eq(dx, self._x) & _eq(dy, self._y) & emits)
+                m.d.comb += is_local.eq(dmask[i] & (dx == coord.x) & (dy == coord.y) & emits)
                 key = Cat(dop, dslot)
                 m.d.comb += res_dest[pp][i].eq(key)
                 clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
@@ -622,8 +646,8 @@ class Pe(wiring.Component):
                     req.store.addr.eq(addr),
                     req.store.size.eq(size),
                     req.store.bcast.eq(is_op[Op.LDHB]),
-                    req.store.src_x.eq(bias(self._x)),
-                    req.store.src_y.eq(bias(self._y)),
+                    req.store.src_x.eq(_biased(coord.x, p.x_bits)),
+                    req.store.src_y.eq(_biased(coord.y, p.y_bits)),
                     req.store.slot.eq(st["slot"]),
                     req.store.tag.eq(mux(ld_iss, st["slot"])[:TAG_BITS]),
                     req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
@@ -832,8 +856,14 @@ class Pe(wiring.Component):
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
-            x=0, y=0, micc_x=-1, micc_y=0):
-    """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches)."""
+            x=-1, y=-1, micc_x=-1, micc_y=0):
+    """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches).
+
+    ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it
+    with a constant coordinate.
+    """
     params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                          regs=regs, dbuf_bytes=dbuf_bytes)
+    if x == -1 and y == -1:
+        return Pe(params, micc=(micc_x, micc_y))
     return Pe(params, x, y, (micc_x, micc_y))

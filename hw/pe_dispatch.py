@@ -13,6 +13,8 @@ Contract
   dispatcher ``n`` cycles; ``i_res.ready`` is high when it is idle or finishing its last step,
   so single-destination results flow at one per cycle.  ``i_res.ready`` depends
   combinationally on ``o_local.ready`` / ``o_flit.ready``, never on ``i_res.valid``.
+* ``i_coord``: this PE's coordinate (not biased), a run-time input so that one Verilog module
+  serves every PE of the array; it decides which destinations are local.
 * Ordering: results in arrival order; ``o_local`` and ``o_flit`` words come from registers and
   stay stable while offered.
 """
@@ -24,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from sw.arch import ArrayParams
 from sw.packet import Kind, bias
 
-from .pe_types import _eq, dispatch_layout, flit_union, local_layout
+from .pe_types import coord_layout, dispatch_layout, flit_union, local_layout
 
 __all__ = ["Dispatcher"]
 
@@ -35,17 +37,16 @@ class Dispatcher(wiring.Component):
     Parameters
     ----------
     params : ArrayParams
-    x, y : int
-        Coordinate of this PE.
     micc : tuple of int
-        Coordinate of the MicC, the destination of CTX_END flits.
+        Coordinate of the MicC, the destination of CTX_END flits (the same for every PE).
     """
 
-    def __init__(self, params, x, y, micc):
+    def __init__(self, params, micc):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
-        self._params, self._x, self._y, self._micc = params, x, y, micc
+        self._params, self._micc = params, micc
         super().__init__({
+            "i_coord": In(coord_layout(params)),
             "i_res": In(stream.Signature(dispatch_layout(params))),
             "o_local": Out(stream.Signature(local_layout(params))),
             "o_flit": Out(stream.Signature(flit_union(params))),
@@ -69,7 +70,7 @@ class Dispatcher(wiring.Component):
                 with m.Case(i):
                     m.d.comb += dest.eq(cur.dests[i])
         have_dest = cur.dmask.any()
-        local = _eq(dest.x, self._x) & _eq(dest.y, self._y)
+        local = (dest.x == self.i_coord.x) & (dest.y == self.i_coord.y)
 
         m.d.comb += [
             self.o_local.valid.eq(busy & have_dest & local),

@@ -8,6 +8,7 @@ bit positions the PE decodes are the ones the assembler encodes.
   :class:`sw.packet.Kind` (``payload.operand.slot``, ``payload.load.addr``, ...); every view
   starts with the same header (``kind``, ``dst_x``, ``dst_y``).
 * :func:`insn_struct` -- the instruction word.
+* :func:`coord_layout` -- a PE coordinate (the ``i_coord`` port).
 * :func:`local_layout` -- a token written into this PE's operand buffer.
 * :func:`dispatch_layout` -- a result with the destinations it still has to reach.
 * :class:`PeError` -- the sticky error bits.
@@ -20,8 +21,8 @@ from sw.arch import bits_for
 from sw.isa import insn_layout
 from sw.packet import Kind, flit_layout
 
-__all__ = ["flit_union", "insn_struct", "dest_layout", "local_layout", "dispatch_layout",
-           "PeError", "error_layout"]
+__all__ = ["flit_union", "insn_struct", "coord_layout", "dest_layout", "local_layout",
+           "dispatch_layout", "PeError", "error_layout"]
 
 
 def flit_union(params):
@@ -34,6 +35,11 @@ def flit_union(params):
 def insn_struct(params):
     """Return the instruction word of ``params`` as a ``data.StructLayout``."""
     return data.StructLayout(insn_layout(params).struct_fields())
+
+
+def coord_layout(params):
+    """Return a PE coordinate as the PE's ``i_coord`` port takes it: ``x``, ``y``, not biased."""
+    return data.StructLayout({"x": bits_for(params.cols), "y": bits_for(params.rows)})
 
 
 def dest_layout(params):

@@ -29,16 +29,21 @@ def test_parameters_are_checked():
         Pe(ArrayParams(rows=2, cols=2), x=2, y=0)
     with pytest.raises(ValueError, match="micc must be an"):
         Pe(ArrayParams(rows=2, cols=2), micc=(5, 5))
+    with pytest.raises(ValueError, match="give both x and y"):
+        Pe(ArrayParams(rows=2, cols=2), x=1)
     with pytest.raises(TypeError, match="params must be an ArrayParams"):
         Pe({"rows": 2})
     with pytest.raises(FdpuError, match="slots must be a power of two"):
         make_pe(slots=24)
 
 
-def test_small_pe_lints_clean():
+@pytest.mark.parametrize("xy", [(-1, -1), (1, 1)], ids=["coord-port", "coord-const"])
+def test_small_pe_lints_clean(xy):
     # The registered default (8 x 8, 64 slots) is linted by tests/test_verilog_lint.py.
-    verilog = to_verilog(make_pe(rows=2, cols=2, slots=8, operand_depth=2, regs=4,
-                                 dbuf_bytes=256, x=1, y=1, micc_x=-1, micc_y=1), "pe")
+    pe = make_pe(rows=2, cols=3, slots=8, operand_depth=2, regs=4, dbuf_bytes=256,
+                 x=xy[0], y=xy[1], micc_x=-1, micc_y=1)
+    assert ("i_coord" in pe.signature.members) == (xy[0] < 0)
+    verilog = to_verilog(pe, "pe")
     assert lint(verilog, "pe") == []
 
 

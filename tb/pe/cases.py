@@ -32,8 +32,12 @@ PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
 PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=16, dbuf_bytes=1024)
 
 
-def top_params(params, x=0, y=0, micc=(-1, 0)):
-    """Return the ``pe`` top parameters (``hw.tops``) of a PE of ``params`` at ``(x, y)``."""
+def top_params(params, x=-1, y=-1, micc=(-1, 0)):
+    """Return the ``pe`` top parameters (``hw.tops``) of a PE of ``params``.
+
+    ``x = y = -1`` (default): the PE takes its coordinate on ``i_coord`` (the bench drives
+    ``(0, 0)``, or ``FDPU_PE_COORD``); otherwise it is built with the constant ``(x, y)``.
+    """
     return dict(rows=params.rows, cols=params.cols, slots=params.slots,
                 operand_depth=params.operand_depth, regs=params.regs,
                 dbuf_bytes=params.dbuf_bytes, x=x, y=y, micc_x=micc[0], micc_y=micc[1])

@@ -14,6 +14,7 @@
 Every wait is bounded; a timeout says "deadlock" and lists what is pending.
 """
 
+import os
 import random
 from collections import Counter, deque
 
@@ -32,11 +33,18 @@ __all__ = ["PeWorld", "params_from_env"]
 
 
 def params_from_env(full):
-    """Return ``(ArrayParams, x, y, micc)`` from the harness' full parameter dict."""
+    """Return ``(ArrayParams, x, y, micc)`` from the harness' full parameter dict.
+
+    A PE built with ``x = y = -1`` takes its coordinate on ``i_coord``: the bench drives
+    ``FDPU_PE_COORD`` (``"x,y"``, default ``"0,0"``) there.
+    """
     p = ArrayParams(rows=full["rows"], cols=full["cols"], slots=full["slots"],
                     operand_depth=full["operand_depth"], regs=full["regs"],
                     dbuf_bytes=full["dbuf_bytes"])
-    return p, full["x"], full["y"], (full["micc_x"], full["micc_y"])
+    x, y = full["x"], full["y"]
+    if x < 0:
+        x, y = (int(v) for v in os.environ.get("FDPU_PE_COORD", "0,0").split(","))
+    return p, x, y, (full["micc_x"], full["micc_y"])
 
 
 class PeWorld:
@@ -85,6 +93,9 @@ class PeWorld:
         self.req = StreamSink(dut, "o_req", dut.clk, pause=backpressure or None, rng=rng,
                               callback=self._on_req)
         dut.i_flit__valid.value = 0
+        coord = getattr(dut, "i_coord", None)
+        if coord is not None:          # x in the low bits (hw.pe_types.coord_layout)
+            coord.value = x | y << max(1, (params.cols - 1).bit_length())
         self._task = cocotb.start_soon(self._run())
 
     # Loading ------------------------------------------------------------------------------

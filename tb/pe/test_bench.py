@@ -109,9 +109,8 @@ async def _steady(b, warm=60, span=400):
 async def microbenchmarks(dut):
     """Measure issue rates, FMADD/FACC throughput and dependent-pair latencies."""
     start_clock(dut.clk)
-    p = params_from_env(FULL)[0]
+    p, x, y, _ = params_from_env(FULL)
     out = {}
-    x, y = FULL["x"], FULL["y"]
     reg2 = (1 << 64) - 1 & (ONE * 0x0001_0001_0001_0001)
 
     # Issue rate: slots whose operands are all registers are always ready.
