@@ -76,6 +76,10 @@ class ArrayParams:
         Bytes per Cbuf (a power of two).
     clock_mhz : int
         Nominal clock, for reporting only.
+    int_issue : int
+        INT/MEM/CTRL instructions a PE may issue per cycle, 1 or 2 (the paper's PE has two
+        integer units; the FP pipe always issues one).  The golden model's cycle estimate and
+        the blocking chooser read it; see docs/mapping.md for what it buys the sparse graph.
     """
     rows: int = 8
     cols: int = 8
@@ -86,6 +90,7 @@ class ArrayParams:
     cbufs: int = 8
     cbuf_bytes: int = 64 * 1024
     clock_mhz: int = 1000
+    int_issue: int = 1
 
     #: Bits of a data token: four binary16 lanes, or one 32-bit integer in the low half.
     TOKEN_BITS = 64
@@ -111,6 +116,9 @@ class ArrayParams:
             raise FdpuError(f"slots must be in 2..1024, got {self.slots}")
         if self.regs > 256:
             raise FdpuError(f"regs must be at most 256, got {self.regs}")
+        if (not isinstance(self.int_issue, int) or isinstance(self.int_issue, bool)
+                or self.int_issue not in (1, 2)):
+            raise FdpuError(f"int_issue must be 1 or 2, got {self.int_issue!r}")
         if not isinstance(self.cbufs, int) or self.cbufs < 1:
             raise FdpuError(f"cbufs must be a positive integer, got {self.cbufs!r}")
         if self.dbuf_bytes < 64:

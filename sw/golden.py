@@ -259,15 +259,18 @@ class _Machine:
         heapq.heappush(self.events, (t, self.seq, kind, args))
 
     def _issue(self, st, pipe):
-        # The PE issues one INT/MEM/CTRL and one FP instruction (or ITER token) per cycle.
+        # The PE issues params.int_issue INT/MEM/CTRL instructions and one FP instruction (or
+        # ITER token) per cycle: pipe_free holds (cycle, issues in that cycle) per pipe.
         key = (st.key[0], st.key[1], pipe)
-        free = self.pipe_free.get(key, 0)
-        if free > self.now:
+        width = self.p.int_issue if pipe == "int" else 1
+        cycle, used = self.pipe_free.get(key, (-1, 0))
+        if cycle == self.now and used >= width:
+            free = self.now + 1
             if st.retry < free:
                 st.retry = free
                 self._push(free, "iter", st.key)
             return False
-        self.pipe_free[key] = self.now + 1
+        self.pipe_free[key] = (self.now, used + 1 if cycle == self.now else 1)
         return True
 
     def _rand(self, n):

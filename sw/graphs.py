@@ -228,7 +228,10 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.connect(scan, sw, 0)
             g.fanout(bit, [(scan, 1), (sw, 1)])
             ld = add("ld", Op.LDHB, imm=off_v - 2, row=k)
-            fz = add("fz", Op.FIMM, imm=0, row=k)
+            # A zero weight is IMM 0: the all-zero token is +0.0 in every lane, and IMM
+            # issues on the INT pipe, leaving the FP pipe to the FACCs (FIMM would take
+            # FP issue slots: 9 % of them at 25 % density).
+            fz = add("fz", Op.IMM, imm=0, row=k)
             g.connect(sw, ld, 0, branch=True)
             g.connect(sw, fz, 0, branch=False)
             jn = add("jn", Op.MOV, row=k)
@@ -282,10 +285,10 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
             if slots > params.slots:
                 continue
             scale = Cw / min(Cw, 64)
-            # Dual issue (one INT/MEM/CTRL, one FP per cycle); a Dbuf serves one access per
-            # cycle to the PEs homed on it.
+            # Issue: params.int_issue INT/MEM/CTRL and one FP per cycle; a Dbuf serves one
+            # access per cycle to the PEs homed on it.
             per_dbuf = -(-params.num_pes // params.num_dbufs)
-            per_ctx = max(integer, fp, mem * per_dbuf) * scale
+            per_ctx = max(integer / params.int_issue, fp, mem * per_dbuf) * scale
             if mode == "sparse":
                 per_ctx = max(per_ctx, Cw * SPARSE_LOOP_CYCLES)
             items = -(-K // kb) * -(-groups // gb)

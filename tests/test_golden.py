@@ -13,6 +13,7 @@ import pytest
 
 from sw import fp16, layers, reference
 from sw.arch import ArrayParams
+from sw.errors import FdpuError
 from sw.asm import assemble
 from sw.dfg import Graph
 from sw.golden import (ContextOrderError, DeadlockError, GoldenTimeout, MemoryFault,
@@ -395,3 +396,22 @@ def test_paper_array_exact_and_fast_agree(mode):
     assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
     assert exact.counters == fast.counters
     print(f"{mode}: {exact.cycles} cycles (estimate), {exact.events} events")
+
+
+def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
+    # The cycle estimate models params.int_issue INT/MEM/CTRL issues per cycle; the sparse
+    # graph is bound by that pipe (docs/mapping.md), the results do not depend on it.
+    w = layers.make_weights((4, 64), 0.25, 3)
+    x = layers.make_inputs(64, 8, 4)
+    runs = {}
+    for width in (1, 2):
+        params = ArrayParams(rows=1, cols=1, int_issue=width)
+        runs[width] = run_fc(plan_fc(4, 64, 8, "sparse", params, kb=1, gb=2), w, x, exact=True)
+    assert np.array_equal(runs[1].result.view(np.uint16), runs[2].result.view(np.uint16))
+    assert runs[2].cycles < 0.8 * runs[1].cycles, (runs[1].cycles, runs[2].cycles)
+
+
+@pytest.mark.parametrize("width", [0, 3, 1.5, True])
+def test_int_issue_is_checked(width):
+    with pytest.raises(FdpuError, match="int_issue must be 1 or 2"):
+        ArrayParams(int_issue=width)
