@@ -15,7 +15,9 @@ Contract
 :class:`Mesh` is one network: ``i_local[n]`` / ``o_local[n]`` is the LOCAL port of the router
 at PE ``n = y * cols + x``; ``i_edge[k]`` / ``o_edge[k]`` is the edge port where Dbuf ``k`` sits
 (numbering of :meth:`sw.arch.ArrayParams.dbuf_coord`).  Neighbouring routers are wired
-port-to-port; the mesh adds no logic.  Every property of the router holds per hop: a flit is
+port-to-port; the mesh adds no logic.  The routers take their coordinates as inputs
+(constants here) and are wrapped in :class:`hw.shared.Shared`: the generated Verilog has one
+router module, instantiated ``rows * cols`` times.  Every property of the router holds per hop: a flit is
 never lost, duplicated or changed; flits of one (source, destination) pair arrive in order;
 the route is :meth:`sw.arch.ArrayParams.route`; zero-load latency is one cycle per router
 crossed (``hops + 1`` cycles from ``i_local`` to ``o_local`` for ``hops`` links).
@@ -40,6 +42,7 @@ from sw.arch import ArrayParams, Dir
 
 from .noc_types import flit_layout, is_request
 from .router import Router
+from .shared import Shared
 
 __all__ = ["Mesh", "Noc"]
 
@@ -85,10 +88,14 @@ class Mesh(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        routers = {(x, y): Router(p, x, y, width=self.width, depth=self.depth)
-                   for (x, y) in p.pe_coords()}
-        for (x, y), r in routers.items():
+        routers = {}
+        for (x, y) in p.pe_coords():
+            # The coordinate is an input, so every router is the same design: inside
+            # hw.verilog.to_verilog they are one Verilog module instantiated rows * cols times.
+            plain = Router(p, width=self.width, depth=self.depth)
+            r = routers[x, y] = Shared(plain, key=plain.key, name="router")
             m.submodules[f"r_{x}_{y}"] = r
+            m.d.comb += [r.i_x.eq(x), r.i_y.eq(y)]
         step = {Dir.NORTH: (0, -1), Dir.EAST: (1, 0), Dir.SOUTH: (0, 1), Dir.WEST: (-1, 0)}
         for (x, y), r in routers.items():
             n = y * p.cols + x

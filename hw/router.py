@@ -18,14 +18,16 @@
 Contract
 --------
 Ports
+    ``i_x``, ``i_y``: the router's PE coordinate, driven by constants in the mesh.
     ``i_flit[d]`` / ``o_flit[d]`` for every :class:`sw.arch.Dir` ``d`` (index = ``int(d)``),
     :mod:`amaranth.lib.stream` ports whose payload is :func:`hw.noc_types.flit_layout`.
 Routing
-    The router at PE ``(x, y)`` sends a flit to ``(dx, dy)`` (the biased ``dst_x``/``dst_y``
-    minus one) exactly as :meth:`sw.arch.ArrayParams.route`: along X towards ``dx`` clamped
-    into ``0 .. cols-1``; at that column along Y towards ``dy`` clamped into ``0 .. rows-1``;
-    at that router out of NORTH if ``dy == -1``, SOUTH if ``dy == rows``, WEST if
-    ``dx == -1``, EAST if ``dx == cols``, else LOCAL.  Only the header is looked at; the body
+    The router at PE ``(x, y)`` (the inputs ``i_x``, ``i_y``: a coordinate is not a parameter,
+    so all routers of a mesh are one Verilog module) sends a flit to ``(dx, dy)`` (the biased
+    ``dst_x``/``dst_y`` minus one) exactly as :meth:`sw.arch.ArrayParams.route`: along X
+    towards ``dx`` clamped into ``0 .. cols-1``; at that column along Y towards ``dy`` clamped
+    into ``0 .. rows-1``; at that router out of NORTH if ``dy == -1``, SOUTH if
+    ``dy == rows``, WEST if ``dx == -1``, EAST if ``dx == cols``, else LOCAL.  Only the header is looked at; the body
     is carried unchanged.
 Buffering and flow control
     One FIFO of ``depth`` flits per input (``amaranth.lib.fifo.SyncFIFO``).  An input is
@@ -54,38 +56,50 @@ from sw.arch import ArrayParams, Dir
 
 from .noc_types import Bits, flit_layout
 
-__all__ = ["PORTS", "Router", "route_rules", "route_onehot"]
+__all__ = ["PORTS", "Router", "biased_coordinate", "route_rules", "route_onehot"]
 
 #: The router ports, in index order.
 PORTS = tuple(Dir)
 
 
-def route_rules(params, x, y, dst_x, dst_y):
-    """Return the XY routing rule of the router at ``(x, y)`` as ``[(condition, Dir)]``.
+def route_rules(params, bx, by, dst_x, dst_y):
+    """Return the XY routing rule of a router as ``[(condition, Dir)]``.
 
     The first rule whose condition holds gives the output port; if none holds the port is
-    ``Dir.LOCAL``.  ``dst_x`` and ``dst_y`` are the *biased* header fields (Amaranth values, or
-    integers for a software check); ``x`` and ``y`` are constants, so most comparisons fold
-    away.
+    ``Dir.LOCAL``.  ``dst_x`` and ``dst_y`` are the *biased* header fields; ``bx`` and ``by``
+    the router's own *biased* coordinate (``x + 1``, ``y + 1``), Amaranth values of
+    ``params.x_bits`` / ``params.y_bits`` bits.  Only the array's shape is a constant: whether
+    the router is in the first or last column or row is derived from its coordinate.
     """
     cols, rows = params.cols, params.rows
-
-    bx, by = x + 1, y + 1
+    cx, cy, tx, ty = Bits(bx), Bits(by), Bits(dst_x), Bits(dst_y)
     # Clamping the target into the array means: go east only while not in the last column,
     # west only while not in the first; the same along Y.
     return [
-        ((dst_x > bx) if x < cols - 1 else 0, Dir.EAST),
-        ((dst_x < bx) if x > 0 else 0, Dir.WEST),
-        ((dst_y > by) if y < rows - 1 else 0, Dir.SOUTH),
-        ((dst_y < by) if y > 0 else 0, Dir.NORTH),
-        (dst_y == 0, Dir.NORTH),
-        (dst_y == rows + 1, Dir.SOUTH),
-        (dst_x == 0, Dir.WEST),
-        (dst_x == cols + 1, Dir.EAST),
+        ((dst_x > bx) & ~(cx == cols), Dir.EAST),
+        ((dst_x < bx) & ~(cx == 1), Dir.WEST),
+        ((dst_y > by) & ~(cy == rows), Dir.SOUTH),
+        ((dst_y < by) & ~(cy == 1), Dir.NORTH),
+        (ty == 0, Dir.NORTH),
+        (ty == rows + 1, Dir.SOUTH),
+        (tx == 0, Dir.WEST),
+        (tx == cols + 1, Dir.EAST),
     ]
 
 
-def route_onehot(m, params, x, y, dst_x, dst_y, prefix="route"):
+def biased_coordinate(m, params, x, y):
+    """Return ``(x + 1, y + 1)`` as signals of ``params.x_bits`` / ``y_bits`` bits.
+
+    ``x`` and ``y`` are a PE's column and row (``0 .. cols-1``, ``0 .. rows-1``), so the biased
+    values fit the header's coordinate width.
+    """
+    bx = Signal(params.x_bits, name="coord_bx")
+    by = Signal(params.y_bits, name="coord_by")
+    m.d.comb += [bx.eq((x + 1)[:params.x_bits]), by.eq((y + 1)[:params.y_bits])]
+    return bx, by
+
+
+def route_onehot(m, params, bx, by, dst_x, dst_y, prefix="route"):
     """Return the output port of :func:`route_rules` as a list of 5 one-bit values (by Dir).
 
     Every rule's condition becomes a signal of ``m``: Amaranth re-emits an expression at each
@@ -93,14 +107,11 @@ def route_onehot(m, params, x, y, dst_x, dst_y, prefix="route"):
     """
     ports = [C(0, 1) for _ in PORTS]
     earlier = C(0, 1)
-    for k, (cond, port) in enumerate(route_rules(params, x, y, Bits(dst_x), Bits(dst_y))):
-        if isinstance(cond, int) and cond == 0:
-            continue
+    for k, (cond, port) in enumerate(route_rules(params, bx, by, dst_x, dst_y)):
         named = Signal(name=f"{prefix}_rule{k}")
         m.d.comb += named.eq(cond)
-        cond = named
-        ports[port] = ports[port] | (cond & ~earlier)
-        earlier = earlier | cond
+        ports[port] = ports[port] | (named & ~earlier)
+        earlier = earlier | named
     ports[Dir.LOCAL] = ports[Dir.LOCAL] | ~earlier
     return ports
 
@@ -128,12 +139,13 @@ def _check_int(name, value, low):
 class Router(wiring.Component):
     """Route single-flit packets between 5 ports with XY routing (see the module doc).
 
+    The router has no per-instance parameter: its coordinate is an input, so every router of
+    a mesh is the same design (:class:`hw.mesh.Mesh` shares one Verilog module among them).
+
     Parameters
     ----------
     params : sw.arch.ArrayParams
         Array shape (the routing rule needs ``rows`` and ``cols``) and coordinate widths.
-    x, y : int
-        This router's PE coordinate.
     width : int, optional
         Flit width in bits; default :func:`hw.noc_types.default_width`.
     depth : int
@@ -141,35 +153,40 @@ class Router(wiring.Component):
 
     Attributes
     ----------
+    i_x, i_y : In(params.x_bits), In(params.y_bits)
+        This router's PE column and row (``0 .. cols-1``, ``0 .. rows-1``); held constant.
     i_flit : In(stream.Signature(flit_layout)).array(5)
         Flits in, indexed by ``Dir``.
     o_flit : Out(stream.Signature(flit_layout)).array(5)
         Flits out, indexed by ``Dir``.
     """
 
-    def __init__(self, params=ArrayParams(), x=0, y=0, *, width=None, depth=4):
+    def __init__(self, params=ArrayParams(), *, width=None, depth=4):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
-        _check_int("x", x, 0)
-        _check_int("y", y, 0)
-        if x >= params.cols or y >= params.rows:
-            raise ValueError(f"router ({x}, {y}) is outside the {params.rows}x{params.cols} "
-                             f"array")
         _check_int("depth", depth, 2)
-        self.params, self.x, self.y, self.depth = params, x, y, depth
+        self.params, self.depth = params, depth
         self.layout = flit_layout(params, width)
         self.width = self.layout.size
         flit = stream.Signature(self.layout)
         super().__init__({
+            "i_x": In(params.x_bits),
+            "i_y": In(params.y_bits),
             "i_flit": In(flit).array(len(PORTS)),
             "o_flit": Out(flit).array(len(PORTS)),
         })
+
+    @property
+    def key(self):
+        """Return what makes two routers the same Verilog module (:class:`hw.shared.Shared`)."""
+        return ("router", self.params.rows, self.params.cols, self.width, self.depth)
 
     def elaborate(self, platform):
         m = Module()
         n = len(PORTS)
         heads, routes = [], []
         fifos = []
+        bx, by = biased_coordinate(m, self.params, self.i_x, self.i_y)
         for d in PORTS:
             q = fifo.SyncFIFO(width=self.width, depth=self.depth)
             m.submodules[f"in_{d.name.lower()}"] = q
@@ -180,7 +197,7 @@ class Router(wiring.Component):
             ]
             head = data.View(self.layout, q.r_data)
             route = Signal(n, name=f"route_{d.name.lower()}")
-            m.d.comb += route.eq(Cat(*route_onehot(m, self.params, self.x, self.y,
+            m.d.comb += route.eq(Cat(*route_onehot(m, self.params, bx, by,
                                                    head.dst_x, head.dst_y,
                                                    f"route_{d.name.lower()}")))
             heads.append(q.r_data)
@@ -220,6 +237,6 @@ class Router(wiring.Component):
         return m
 
 
-def build_router(rows=4, cols=4, x=1, y=1, width=0, depth=4):
+def build_router(rows=4, cols=4, width=0, depth=4):
     """Return a :class:`Router` for ``fdpu verilog --top router`` (``width`` 0: the default)."""
-    return Router(ArrayParams(rows=rows, cols=cols), x, y, width=width or None, depth=depth)
+    return Router(ArrayParams(rows=rows, cols=cols), width=width or None, depth=depth)

@@ -120,8 +120,6 @@ TOPS = {top.name: top for top in (
     Top("router", "hw.router:build_router", "5-port mesh router, XY routing (docs/noc.md).", (
         Param("rows", int, 4, "array rows, 1..16"),
         Param("cols", int, 4, "array columns, 1..16"),
-        Param("x", int, 1, "this router's column"),
-        Param("y", int, 1, "this router's row"),
         Param("width", int, 0, "flit width in bits (0: the sw.packet flit width)"),
         Param("depth", int, 4, "flits per input FIFO, >= 2"),
     )),

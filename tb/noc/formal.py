@@ -5,8 +5,9 @@ properties are ``Assert`` statements (``Assume`` for the environment).  :func:`p
 it to RTLIL, lowers the checks (``chformal -lower``) and runs ``sat -prove-asserts``: bounded
 (``-seq N``) from the initial state, or by temporal induction (``-tempinduct``).
 
-* :class:`RouteHarness` (combinational): for every header the router at ``(x, y)`` chooses the
-  output ``ArrayParams.route(src, dst)[0]`` of every legal target, one-hot.
+* :class:`RouteHarness` (combinational): for every router coordinate ``(x, y)`` of the array
+  and every header the router chooses the output ``ArrayParams.route((x, y), dst)[0]`` of
+  every legal target, one-hot (the coordinate is a router input, so it is free in the proof).
 * :class:`RouterOccupancyHarness`: the environment tags each flit with the input it entered
   (an ``Assume`` on the opaque body); a shadow counter per input counts flits in minus flits
   that left any output with that tag.  It never exceeds the FIFO ``depth`` (no overflow: no
@@ -27,7 +28,7 @@ from amaranth.hdl import Assert, Assume
 from amaranth.lib import data
 
 from hw.dbuf import Dbuf
-from hw.router import PORTS, Router, route_onehot
+from hw.router import PORTS, Router, biased_coordinate, route_onehot
 from hw.synth import find_yosys
 from sw.arch import ArrayParams
 
@@ -40,34 +41,44 @@ def _targets(params):
 
 
 class RouteHarness(Elaboratable):
-    """The XY rule of the router at ``(x, y)`` against ``ArrayParams.route``'s first hop.
+    """The XY rule of every router of ``params`` against ``ArrayParams.route``'s first hop.
 
-    ``reference`` (default ``(x, y)``) is the router whose software route gives the expected
-    port: a different one makes a mutant the proof must reject (the check can fail).
+    The router's coordinate is a free input (constrained to the array), like the header: one
+    proof covers every router and every header.  ``shift`` (default 0) compares router
+    ``(x, y)`` with the software route of router ``((x + shift) mod cols, y)``: a mutant the
+    proof must reject (the check can fail).
     """
 
-    def __init__(self, params, x, y, reference=None):
-        self.params, self.x, self.y = params, x, y
-        self.reference = (x, y) if reference is None else reference
+    def __init__(self, params, shift=0):
+        self.params, self.shift = params, shift
+        self.x = Signal(params.x_bits)
+        self.y = Signal(params.y_bits)
         self.dst_x = Signal(params.x_bits)
         self.dst_y = Signal(params.y_bits)
 
     def ports(self):
         """Return the free inputs."""
-        return [self.dst_x, self.dst_y]
+        return [self.x, self.y, self.dst_x, self.dst_y]
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
+        bx, by = biased_coordinate(m, p, self.x, self.y)
         onehot = Signal(len(PORTS))
-        m.d.comb += onehot.eq(Cat(*route_onehot(m, p, self.x, self.y, self.dst_x, self.dst_y)))
+        m.d.comb += onehot.eq(Cat(*route_onehot(m, p, bx, by, self.dst_x, self.dst_y)))
         legal = Signal()
         want = Signal(len(PORTS))
-        with m.Switch(Cat(self.dst_x, self.dst_y)):
-            for (tx, ty) in _targets(p):
-                hop = p.route(self.reference, (tx, ty))[0]
-                with m.Case((tx + 1) | (ty + 1) << p.x_bits):
-                    m.d.comb += [legal.eq(1), want.eq(1 << int(hop))]
+        # Nested cases (router, then target) keep the multiplexer trees shallow: one flat case
+        # per (router, target) pair of 8 x 8 overflows the SAT solver's stack.
+        with m.Switch(Cat(self.x, self.y)):
+            for (x, y) in p.pe_coords():
+                reference = ((x + self.shift) % p.cols, y)
+                with m.Case(x | y << p.x_bits):
+                    with m.Switch(Cat(self.dst_x, self.dst_y)):
+                        for (tx, ty) in _targets(p):
+                            hop = p.route(reference, (tx, ty))[0]
+                            with m.Case((tx + 1) | (ty + 1) << p.x_bits):
+                                m.d.comb += [legal.eq(1), want.eq(1 << int(hop))]
         m.d.comb += Assume(legal)
         m.d.comb += Assert(onehot == want)
         return m
@@ -87,23 +98,32 @@ class RouterOccupancyHarness(Elaboratable):
 
     TAG_BITS = 3
 
-    def __init__(self, params=ArrayParams(rows=3, cols=3), x=1, y=1, depth=2, limit=None):
+    def __init__(self, params=ArrayParams(rows=3, cols=3), depth=2, limit=None):
         # ``limit`` below ``depth`` is a mutant: the FIFOs do fill, so the proof must fail.
         self.params, self.depth = params, depth
         self.limit = depth if limit is None else limit
         header = 3 + params.x_bits + params.y_bits
-        self.router = Router(params, x, y, width=header + self.TAG_BITS, depth=depth)
+        self.router = Router(params, width=header + self.TAG_BITS, depth=depth)
 
     def ports(self):
-        """Return the free inputs (the router's inputs and the outputs' ``ready``)."""
+        """Return the free inputs (coordinate, the router's inputs and the outputs' ``ready``)."""
         r = self.router
-        return [s for d in range(len(PORTS)) for s in
-                (r.i_flit[d].valid, r.i_flit[d].payload.as_value(), r.o_flit[d].ready)]
+        return [r.i_x, r.i_y] + [s for d in range(len(PORTS)) for s in
+                                 (r.i_flit[d].valid, r.i_flit[d].payload.as_value(),
+                                  r.o_flit[d].ready)]
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.router = r = self.router
         n = len(PORTS)
+        p = self.params
+        # The coordinate is free but, as in a mesh, inside the array and constant.
+        started = Signal()
+        coord = Signal(p.x_bits + p.y_bits)
+        m.d.sync += [started.eq(1), coord.eq(Cat(r.i_x, r.i_y))]
+        m.d.comb += Assume((r.i_x < p.cols) & (r.i_y < p.rows))
+        with m.If(started):
+            m.d.comb += Assume(Cat(r.i_x, r.i_y) == coord)
         tag = [data.View(r.layout, r.o_flit[o].payload.as_value()).body[:self.TAG_BITS]
                for o in range(n)]
         for d in range(n):
