@@ -32,14 +32,16 @@ Contract
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams
 
 from .cbuf import Cbuf, _eq, _inc
 from .dbuf import Dbuf
+from .dma import Dma, DmaError, ext_write_layout
 from .mesh import Mesh
+from .noc_types import Bits, FlitKind
 from .micc import Micc, MiccError, MiccState
 from .pe import Pe
 from .pe_types import PeError
@@ -122,6 +124,15 @@ class FDPU(wiring.Component):
             "o_int_fires": Out(32).array(n), "o_fp_fires": Out(32).array(n),
             "o_pe_error": Out(len(PeError)).array(n),
             "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
+            "o_clock": Out(48),
+            # DMA (hw.dma): host registers and the external memory port.
+            "i_dma_start": In(1), "i_dma_list": In(32), "i_dma_count": In(16),
+            "o_dma_state": Out(3), "o_dma_busy": Out(1), "o_dma_done": Out(1),
+            "o_dma_halt": Out(1), "o_dma_error": Out(len(DmaError)), "o_dma_desc": Out(16),
+            "o_dma_cycles": Out(32), "o_ext_rd_bytes": Out(40), "o_ext_wr_bytes": Out(40),
+            "o_ext_rd": Out(stream.Signature(32)),
+            "i_ext_rdata": In(stream.Signature(64)),
+            "o_ext_wr": Out(stream.Signature(ext_write_layout())),
         })
 
     def elaborate(self, platform):
@@ -131,11 +142,30 @@ class FDPU(wiring.Component):
         m.submodules.rep = rep = Mesh(p, depth=self.depth)
         m.submodules.cbuf = cbuf = Cbuf(p, behavioural=self.behavioural)
         m.submodules.micc = micc = Micc(p)
+        m.submodules.dma = dma = Dma(p, coord=p.dbuf_coord(self.micc_port))
         m.d.comb += [cbuf.rd_en.eq(micc.rd_en), cbuf.rd_addr.eq(micc.rd_addr),
-                     micc.rd_data.eq(cbuf.rd_data), cbuf.wr_en.eq(0)]
-        for name in ("i_start", "i_n_config", "i_n_ctx", "i_contexts", "i_window", "i_ends"):
+                     micc.rd_data.eq(cbuf.rd_data), cbuf.wr_en.eq(dma.cbuf_wr_en),
+                     cbuf.wr_addr.eq(dma.cbuf_wr_addr), cbuf.wr_data.eq(dma.cbuf_wr_data)]
+        for name in ("i_n_config", "i_n_ctx", "i_contexts", "i_window", "i_ends"):
             m.d.comb += getattr(micc, name).eq(getattr(self, name))
-        start = self.i_start
+        # The DMA and the MicC share the Cbufs and the MicC's edge port: each start is taken
+        # only while the other block is idle (the host runs them one after the other).
+        micc_idle = _eq(micc.o_state, MiccState.IDLE) | _eq(micc.o_state, MiccState.DONE)
+        start = Signal()
+        m.d.comb += [start.eq(self.i_start & ~dma.o_busy), micc.i_start.eq(start),
+                     dma.i_start.eq(self.i_dma_start & micc_idle),
+                     dma.i_list.eq(self.i_dma_list), dma.i_count.eq(self.i_dma_count)]
+        wiring.connect(m, dma.o_ext_rd, wiring.flipped(self.o_ext_rd))
+        wiring.connect(m, wiring.flipped(self.i_ext_rdata), dma.i_ext_rdata)
+        wiring.connect(m, dma.o_ext_wr, wiring.flipped(self.o_ext_wr))
+        m.d.comb += [
+            self.o_dma_state.eq(dma.o_state), self.o_dma_busy.eq(dma.o_busy),
+            self.o_dma_done.eq(dma.o_done), self.o_dma_halt.eq(dma.o_halt),
+            self.o_dma_error.eq(dma.o_error), self.o_dma_desc.eq(dma.o_desc),
+            self.o_dma_cycles.eq(dma.o_cycles), self.o_ext_rd_bytes.eq(dma.o_rd_bytes),
+            self.o_ext_wr_bytes.eq(dma.o_wr_bytes),
+        ]
+        m.d.sync += self.o_clock.eq(_inc(self.o_clock))
 
         pe_err_any = Signal(len(PeError))
         stray_req, stray_edge = Signal(), Signal()
@@ -174,11 +204,21 @@ class FDPU(wiring.Component):
             m.submodules[f"dbuf{k}"] = dbuf
             wiring.connect(m, req.o_edge[k], dbuf.i_req)
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready)
-            m.d.comb += req.i_edge[k].valid.eq(0)
             if k == self.micc_port:
+                # The DMA's requests enter the request mesh here; reply-mesh flits leaving
+                # here are REPLYs for the DMA or CTX_ENDs (anything else) for the MicC.
+                wiring.connect(m, dma.o_req, req.i_edge[k])
                 _merge(m, micc.o_flit, dbuf.o_reply, rep.i_edge[k], "micc_merge")
-                wiring.connect(m, rep.o_edge[k], micc.i_flit)
+                out = rep.o_edge[k]
+                to_dma = Bits(out.payload.kind.as_value()) == FlitKind.REPLY.value
+                m.d.comb += [
+                    dma.i_rep.payload.eq(out.payload), micc.i_flit.payload.eq(out.payload),
+                    dma.i_rep.valid.eq(out.valid & to_dma),
+                    micc.i_flit.valid.eq(out.valid & ~to_dma),
+                    out.ready.eq(1),              # both are always ready
+                ]
             else:
+                m.d.comb += req.i_edge[k].valid.eq(0)
                 wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
                 m.d.comb += rep.o_edge[k].ready.eq(1)
                 with m.If(rep.o_edge[k].valid):

@@ -113,6 +113,7 @@ TOPS = {top.name: top for top in (
         Param("y", int, -1, "this PE's row as a constant; -1: the i_coord input port"),
         Param("micc_x", int, -1, "MicC column (CTX_END destination)"),
         Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
+        Param("pool", int, 32, "load/store reorder pool entries (power of two)"),
     )),
     Top("alu", "hw.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
@@ -154,6 +155,26 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 2, "number of Cbufs"),
         Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
         Param("operand_depth", int, 4, "largest context window"),
+    )),
+    Top("dma", "hw.dma:build_dma", "DMA: descriptor lists between external memory and the "
+        "Dbufs/Cbufs (docs/system.md).", (
+        Param("rows", int, 1, "array rows (address map, coordinates)"),
+        Param("cols", int, 1, "array columns"),
+        Param("cbufs", int, 1, "number of Cbufs"),
+        Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
+        Param("dbuf_bytes", int, 4096, "bytes per Dbuf"),
+        Param("outstanding", int, 16, "external reads / Dbuf loads in flight (power of two)"),
+    )),
+    Top("fdpu_system", "hw.extmem:build_system", "The FDPU top with the behavioural external "
+        "memory on its DMA port (simulation; docs/system.md).", (
+        Param("rows", int, 1, "PE rows"),
+        Param("cols", int, 1, "PE columns"),
+        Param("slots", int, 16, "instruction slots per PE"),
+        Param("dbuf_bytes", int, 4096, "bytes per Dbuf"),
+        Param("cbufs", int, 1, "Cbufs"),
+        Param("cbuf_bytes", int, 4096, "bytes per Cbuf"),
+        Param("ext_bytes", int, 65536, "external memory bytes (power of two)"),
+        Param("depth", int, 4, "router input FIFO depth"),
     )),
     Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
         "the paper's is --param rows=8 --param cols=8 --param slots=64 ...).", (

@@ -47,12 +47,11 @@ def main(argv=None):
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, p)
     ref = golden.run_fc(plan, w, x, exact=True)
     t0 = time.perf_counter()
-    y, runs = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=10_000_000)
+    y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=10_000_000)
     wall = time.perf_counter() - t0
-    rec = figures(plan, w, x, ref, y, runs)
-    sim_s = sum(r.wall_s["run_s"] for r in runs)
-    rec.update(sim=args.sim, wall_s=wall, sim_s=sim_s,
-               build_s=sum(r.wall_s["build_s"] for r in runs),
+    rec = figures(plan, w, x, ref, y, job)
+    sim_s = job.wall_s["run_s"]
+    rec.update(sim=args.sim, wall_s=wall, sim_s=sim_s, build_s=job.wall_s["build_s"],
                cycles_per_s=rec["cycles"] / max(sim_s, 1e-9))
     print(f"{args.sim} {p.rows}x{p.cols} slots {p.slots}: {plan.mode} K={plan.K} C={plan.C} "
           f"N={plan.N}: {rec['cycles']:,} cycles in {sim_s:.2f} s simulated "

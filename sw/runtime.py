@@ -9,16 +9,22 @@ Contract
 * :func:`write_memories` writes the ``$readmemh`` files the top loads at time 0 in the
   simulator's working directory: ``cbuf_<i>.hex`` and ``dbuf_<k>.hex`` (``@word`` records,
   64-bit little-endian words, only the image's segments).
-* :func:`run_rtl` builds the top for the image's parameters, runs ``tb.top.test_run`` on
-  Icarus or Verilator (Python awaits only the top's ``o_halt``, with a cycle bound), and returns
-  an :class:`RtlRun` with the read-back Dbuf words and the hardware counters.
-* :func:`run_fc_rtl` runs every pass of an FC plan that way and gathers the result like
-  :func:`sw.golden.run_fc` (exact) does, so the two can be compared bit for bit.
+* :func:`run_job` lays out the external memory for a list of passes (per pass: the Cbuf
+  image, unless it equals the previous pass's; the Dbuf segments as whole-word runs; room for
+  the results; the DMA descriptor lists, ``hw.dma``), builds the system
+  (:class:`hw.extmem.FdpuSystem`: top + external memory model) and runs ``tb.top.test_run``
+  on Icarus or Verilator: per pass DMA in, compute, DMA out, Python awaiting only each phase's
+  halt (with a cycle bound).  It returns a :class:`JobRun`: per-pass :class:`RtlRun` (counters,
+  DMA cycles, results), external bytes and the peak bandwidth requirement.
+* :func:`run_rtl` is a one-pass job; :func:`run_fc_rtl` runs every pass of an FC plan in one
+  simulation and gathers the result like :func:`sw.golden.run_fc` (exact) does, so the two
+  can be compared bit for bit.
 
 Errors: an image whose configuration does not fit the Cbufs raises :class:`FdpuError` before
 any simulation (the MicC also flags it in hardware); a run that does not finish within its
-cycle bound, or ends with error bits, raises :class:`RtlError` whose message names the MicC
-state, contexts issued/retired/ended and every PE's error flags.
+cycle bound, or ends with error bits, raises :class:`RtlError` whose message names the pass
+and phase, and the MicC state, contexts issued/retired/ended and every PE's error flags (or
+the DMA's state, descriptor and error bits).
 """
 
 from dataclasses import dataclass, field
@@ -33,8 +39,9 @@ from .arch import ArrayParams
 from .errors import FdpuError
 from .packet import ConfigWhat, Kind, body_layout, flit_width, header_layout
 
-__all__ = ["RtlError", "RtlRun", "image_flits", "write_memories", "cbuf_capacity",
-           "run_rtl", "run_fc_rtl", "MICC_STATES", "PE_ERRORS", "MICC_ERRORS"]
+__all__ = ["RtlError", "RtlRun", "JobRun", "MemModel", "image_flits", "write_memories",
+           "cbuf_capacity", "run_job", "run_rtl", "run_fc_rtl", "MICC_STATES", "PE_ERRORS",
+           "MICC_ERRORS", "DMA_STATES", "DMA_ERRORS"]
 
 #: Names of the MicC states (``hw.micc.MiccState``; kept here so ``sw`` needs no ``hw``).
 MICC_STATES = ("IDLE", "CONFIG", "DRAIN", "CTX", "WAIT", "DONE")
@@ -131,52 +138,30 @@ def write_memories(image, folder, config=None, templates=None):
     return len(config), len(templates)
 
 
-def _dbuf_words(image):
-    """Return ``{dbuf: {word index: value}}`` of the image's segments (little-endian)."""
-    p = image.params
-    out = {k: {} for k in range(p.num_dbufs)}
-    for addr, blob in image.segments.items():
-        if not len(blob):
-            continue
-        k, off = p.dbuf_of(addr)
-        lo = off & ~7
-        buf = bytearray(off - lo) + bytes(blob)
-        buf += bytes(-len(buf) % 8)
-        words = np.frombuffer(bytes(buf), dtype="<u8")
-        nz = np.nonzero(words)[0]
-        bank = out[k]
-        for i, v in zip((nz + lo // 8).tolist(), words[nz].tolist()):
-            bank[i] = bank.get(i, 0) | v
-    return out
-
-
 @dataclass
 class RtlRun:
-    """What one RTL run of an image did.
+    """What one pass of an RTL job did.
 
-    ``status``: the top's registers after halt (``cycles``, ``issued``, ``retired``, per-PE
-    ``int_fires``/``fp_fires``/``pe_error``, ``dbuf_reqs``, ``mesh_flits``...); ``words``:
-    ``{(dbuf, word): value}`` read back; ``wall_s``: load and run seconds; ``waves``: path.
+    ``status``: the top's registers after the pass's compute phase (``o_cycles``,
+    ``o_issued``, ``o_retired``, per-PE ``int_fires``/``fp_fires``/``pe_error``,
+    ``o_dbuf_reqs``, ``o_mesh_flits``...); ``in_cycles``/``out_cycles``: its DMA phases;
+    :meth:`read` returns what the DMA stored out of the Dbufs.
     """
     params: ArrayParams
     status: dict
-    words: dict = field(default_factory=dict)
-    wall_s: dict = field(default_factory=dict)
-    waves: str = None
+    in_cycles: int = 0
+    out_cycles: int = 0
+    reader: object = None
+    job: object = None
 
     @property
     def cycles(self):
-        """Return the cycles from start to done."""
+        """Return the cycles from start to done of the compute phase."""
         return self.status["o_cycles"]
 
     def read(self, address, nbytes):
-        """Return ``nbytes`` of Dbuf memory at global ``address`` (read-back ranges only)."""
-        p = self.params
-        k, off = p.dbuf_of(address)
-        first, last = off // 8, (off + nbytes - 1) // 8
-        blob = b"".join(int(self.words[(k, i)]).to_bytes(8, "little")
-                        for i in range(first, last + 1))
-        return blob[off - first * 8:off - first * 8 + nbytes]
+        """Return ``nbytes`` of Dbuf memory at global ``address`` (a range asked for)."""
+        return self.reader(address, nbytes)
 
 
 def describe_status(status, params):
@@ -198,97 +183,357 @@ _ERROR_NAMES = tuple(f"MICC_{e}" for e in MICC_ERRORS) + tuple(f"PE_{e}" for e i
     + ("STRAY_REQUEST", "STRAY_EDGE")
 
 
-def run_rtl(image, sim, *, reads=(), max_cycles=None, waves=False, progress=False, depth=4,
-            timeout_s=3600, work_dir=None, config=None):
-    """Run ``image`` on the RTL top under ``sim`` (``"icarus"`` or ``"verilator"``).
+#: Descriptor flags (``hw.dma``): word 1 bit 32 = OUT, bit 33 = CBUF.
+DESC_OUT, DESC_CBUF = 1 << 32, 1 << 33
+
+
+@dataclass(frozen=True)
+class MemModel:
+    """The external memory model's registers (``hw.extmem.ExtMem``).
+
+    ``latency``: cycles from a read request to its data (at least 2); ``bandwidth``: bytes per
+    cycle, 1/8 .. 8 in steps of 1/8; ``stall``: probability (0 .. 255/256) of a cycle in which
+    the memory takes nothing (random backpressure).
+    """
+    latency: int = 20
+    bandwidth: float = 8.0
+    stall: float = 0.0
+
+    def registers(self):
+        """Return ``{"latency", "bw", "stall"}`` as the hardware takes them."""
+        bw = round(self.bandwidth * 8)
+        if not 1 <= bw <= 64 or abs(bw - self.bandwidth * 8) > 1e-9:
+            raise FdpuError(f"memory bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes per "
+                            f"cycle, got {self.bandwidth}")
+        if not isinstance(self.latency, int) or not 0 <= self.latency < 1 << 16:
+            raise FdpuError(f"memory latency must be an integer in 0 .. 65535 cycles, got "
+                            f"{self.latency!r}")
+        stall = round(self.stall * 256)
+        if not 0 <= stall <= 255:
+            raise FdpuError(f"memory stall probability must be in [0, 255/256], got "
+                            f"{self.stall}")
+        return dict(latency=self.latency, bw=bw, stall=stall)
+
+
+def _runs(image):
+    """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
+
+    Overlapping or touching segments merge; every word a segment touches is written (zeros
+    included), so a pass never sees the data of the pass before it where its own is zero.
+    """
+    spans = []
+    for addr, blob in image.segments.items():
+        if len(blob):
+            spans.append((addr & ~7, -(-(addr + len(blob)) // 8) * 8, addr, bytes(blob)))
+    spans.sort()
+    runs = []
+    for lo, hi, addr, blob in spans:
+        if runs and lo <= runs[-1][1] and image.params.dbuf_of(lo)[0] == \
+                image.params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append((addr, blob))
+        else:
+            runs.append([lo, hi, [(addr, blob)]])
+    out = []
+    for lo, hi, parts in runs:
+        buf = bytearray(hi - lo)
+        for addr, blob in parts:
+            buf[addr - lo:addr - lo + len(blob)] = blob
+        out.append((lo, np.frombuffer(bytes(buf), dtype="<u8")))
+    return out
+
+
+class _ExtImage:
+    """The external memory image under construction: blobs at 16-aligned addresses."""
+
+    def __init__(self):
+        self.parts, self.cursor = [], 0
+
+    def put(self, words):
+        """Place ``words`` (uint64 array); return their byte address."""
+        addr = self.cursor
+        self.parts.append((addr, np.asarray(words, dtype=np.uint64)))
+        self.cursor = -(-(addr + 8 * len(words)) // 16) * 16
+        return addr
+
+    def reserve(self, nbytes):
+        """Reserve ``nbytes`` of zeros; return the address."""
+        addr = self.cursor
+        self.cursor = -(-(addr + nbytes) // 16) * 16
+        return addr
+
+    def words(self, size):
+        """Return the whole image as a uint64 array of ``size`` bytes."""
+        out = np.zeros(size // 8, dtype=np.uint64)
+        for addr, w in self.parts:
+            out[addr // 8:addr // 8 + len(w)] = w
+        return out
+
+
+def _desc(ext, local, length, flags=0):
+    return [ext | local << 32, length | flags]
+
+
+@dataclass
+class JobRun:
+    """What one RTL job (every pass of a layer, one simulation) did.
+
+    ``passes``: one :class:`RtlRun` per pass (its ``status`` after the compute phase and
+    ``in_cycles``/``out_cycles`` of its DMA phases); ``final``: the top's registers at the end
+    (``o_ext_rd_bytes``, ``o_ext_wr_bytes``, ``o_clock``...); ``ext_in``/``ext_out``: external
+    bytes each pass's DMA moved in (descriptors included) and out; ``wall_s``: build, load and
+    run seconds.
+    """
+    params: ArrayParams
+    passes: list
+    final: dict
+    ext_in: list
+    ext_out: list
+    wall_s: dict
+    waves: str = None
+
+    @property
+    def cycles(self):
+        """Return the cycles of the whole job: every DMA phase and every compute phase."""
+        return sum(r.in_cycles + r.cycles + r.out_cycles for r in self.passes)
+
+    @property
+    def compute_cycles(self):
+        """Return the cycles the MicC ran (start to done), over all passes."""
+        return sum(r.cycles for r in self.passes)
+
+    @property
+    def ext_bytes(self):
+        """Return the external bytes the DMA moved (read + written)."""
+        return self.final["o_ext_rd_bytes"] + self.final["o_ext_wr_bytes"]
+
+    @property
+    def peak_bandwidth(self):
+        """Return the peak bandwidth requirement in bytes per cycle.
+
+        The largest, over passes, of the bytes a pass moves (in and out) divided by its
+        compute cycles: what the external memory must deliver for the DMA of one pass to hide
+        completely behind the computation of another (double buffering).
+        """
+        return max((i + o) / max(1, r.cycles)
+                   for r, i, o in zip(self.passes, self.ext_in, self.ext_out))
+
+
+def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
+            waves=False, progress=None, depth=4, timeout_s=7200, configs=None):
+    """Run ``passes`` on the RTL system (top + external memory) in one simulation.
 
     Parameters
     ----------
-    image : sw.image.Image
-    reads : sequence of (address, nbytes)
-        Dbuf ranges to read back after the run.
+    params : ArrayParams
+    passes : sequence of (Image, reads)
+        Each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store out.
+    sim : {"icarus", "verilator"}
+    mem : MemModel
+        External memory latency, bandwidth and stalls.
     max_cycles : int, optional
-        Cycle bound; default ``200_000 + 2_000 * contexts``.
-    config : (list, list), optional
-        CONFIG flits and CTX templates to load instead of :func:`image_flits` (tests of bad
-        configurations).
+        Cycle bound of each compute phase; default ``200_000 + 2_000 * contexts``.
+    dma_max_cycles : int, optional
+        Cycle bound of each DMA phase; default from the words moved, the bandwidth and the
+        latency.
+    progress : callable, optional
+        Called (from this thread) with a dict ``pass_index, passes, phase, cycles`` about
+        twice a second while the simulation runs.
+    configs : list of (list, list), optional
+        CONFIG flits and CTX templates per pass instead of :func:`image_flits` (tests of bad
+        configurations; words past the Cbufs are not loaded, the MicC is told the full count).
+
+    Returns
+    -------
+    JobRun
 
     Raises
     ------
     RtlError
-        "timeout ... deadlock" when the bound passes, or the error bits the top raised.
+        "timeout ... deadlock" when a phase passes its bound, or the error bits a block raised.
     """
-    from hw.top import FDPU
+    import threading
+
+    from hw.extmem import FdpuSystem
     from tb.runner import run_cocotb
 
     if sim not in ("icarus", "verilator"):
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
-    p = image.params
-    cfg, templates = image_flits(image) if config is None else config
+    regs_mem = mem.registers()
+    p = params
+    wb = cbuf_word_bits(p)
     cap = cbuf_capacity(p)
-    if config is None and len(cfg) + len(templates) > cap:
-        raise FdpuError(f"the configuration needs {len(cfg) + len(templates)} Cbuf words "
-                        f"({len(cfg)} CONFIG flits + {len(templates)} CTX templates), more "
-                        f"than the {p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
-    if max_cycles is None:
-        max_cycles = 200_000 + 2_000 * image.contexts
-    if work_dir is None:
-        root = os.path.join(os.getcwd(), "build", "runtime")
-        os.makedirs(root, exist_ok=True)
-        work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
-    words = (list(cfg) + list(templates))[:cap]
+    ext = _ExtImage()
     mask = (1 << 64) - 1
-    cb = np.array([[w & mask, w >> 64 & mask] for w in words], dtype=np.uint64).reshape(-1, 2)
-    arrays = {"cbuf": cb}
-    for k, bank in _dbuf_words(image).items():
-        idx = sorted(bank)
-        arrays[f"dbuf{k}_idx"] = np.array(idx, dtype=np.int64)
-        arrays[f"dbuf{k}_val"] = np.array([bank[i] for i in idx], dtype=np.uint64)
+    plan, prev_cbuf, results = [], None, []
+    for j, (image, reads) in enumerate(passes):
+        cfg, templates = image_flits(image) if configs is None else configs[j]
+        if configs is None and len(cfg) + len(templates) > cap:
+            raise FdpuError(f"the configuration needs {len(cfg) + len(templates)} Cbuf words "
+                            f"({len(cfg)} CONFIG flits + {len(templates)} CTX templates), "
+                            f"more than the {p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold "
+                            f"({cap})")
+        flits = (list(cfg) + list(templates))[:cap]
+        cwords = np.array([(w >> (64 * i)) & mask for w in flits for i in range(wb // 64)],
+                          dtype=np.uint64)
+        descs, moved = [], 0
+        if prev_cbuf is None or not np.array_equal(prev_cbuf, cwords):
+            if len(cwords):
+                descs.append(_desc(ext.put(cwords), 0, 8 * len(cwords), DESC_CBUF))
+                moved += 8 * len(cwords)
+            prev_cbuf = cwords
+        for lo, words in _runs(image):
+            descs.append(_desc(ext.put(words), lo, 8 * len(words)))
+            moved += 8 * len(words)
+        outs, out_bytes, where = [], 0, []
+        for addr, n in reads:
+            lo, hi = addr & ~7, -(-(addr + n) // 8) * 8
+            at = ext.reserve(hi - lo)
+            outs.append(_desc(at, lo, hi - lo, DESC_OUT))
+            where.append((addr, n, at + addr - lo))
+            out_bytes += hi - lo
+        results.append(where)
+        plan.append(dict(descs=descs, outs=outs, cfg=len(cfg), templates=len(templates),
+                         image=image, moved=moved, out_bytes=out_bytes))
+    res_lo = min((at for w in results for _, _, at in w), default=ext.cursor) & ~7
+    res_hi = max((at + n for w in results for _, n, at in w), default=res_lo)
+    spec_passes = []
+    ext_in, ext_out = [], []
+    for j, pl in enumerate(plan):
+        lin = ext.put(np.array(pl["descs"], dtype=np.uint64).reshape(-1)) if pl["descs"] else 0
+        lout = ext.put(np.array(pl["outs"], dtype=np.uint64).reshape(-1)) if pl["outs"] else 0
+        image = pl["image"]
+        spec_passes.append(dict(
+            dma_in=[lin, len(pl["descs"])], dma_out=[lout, len(pl["outs"])],
+            regs=dict(i_n_config=pl["cfg"], i_n_ctx=pl["templates"],
+                      i_contexts=image.contexts, i_window=image.window,
+                      i_ends=image.ends_per_context)))
+        ext_in.append(pl["moved"] + 16 * (len(pl["descs"]) + len(pl["outs"])))
+        ext_out.append(pl["out_bytes"])
+    size = max(1 << 16, 1 << (ext.cursor - 1).bit_length())
+    if size > 1 << 32:
+        raise FdpuError(f"the job needs {ext.cursor} bytes of external memory, more than the "
+                        f"32-bit address space")
+    words = ext.words(size)
+    if max_cycles is None:
+        max_cycles = 200_000 + 2_000 * max(pl["image"].contexts for pl in plan)
+    if dma_max_cycles is None:
+        most = max(pl["moved"] + pl["out_bytes"] for pl in plan) // 8
+        ndesc = max(len(pl["descs"]) + len(pl["outs"]) for pl in plan)
+        dma_max_cycles = 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
+            + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
+    root = os.path.join(os.getcwd(), "build", "runtime")
+    os.makedirs(root, exist_ok=True)
+    work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
+    nz = np.nonzero(words)[0]
     mem_path = os.path.join(work_dir, "memories.npz")
-    np.savez(mem_path, **arrays)
-    spans = []
-    for addr, n in reads:
-        k, off = p.dbuf_of(addr)
-        first, last = off // 8, (off + n - 1) // 8
-        spans.append((k, first, last - first + 1))
-    spec = dict(rows=p.rows, cols=p.cols, cbufs=p.cbufs, dbufs=p.num_dbufs,
-                cbuf_depth=cap // p.cbufs, memories=mem_path,
-                out=os.path.join(work_dir, "result.npz"), reads=spans,
-                max_cycles=int(max_cycles), chunk=int(min(max_cycles, 100_000)),
-                progress=bool(progress),
-                regs=dict(i_n_config=len(cfg), i_n_ctx=len(templates),
-                          i_contexts=image.contexts, i_window=image.window,
-                          i_ends=image.ends_per_context))
+    np.savez(mem_path, idx=nz.astype(np.int64), val=words[nz])
+    progress_file = os.path.join(work_dir, "progress.json")
+    spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem,
+                out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
+                reads=[[res_lo // 8, (res_hi - res_lo + 7) // 8]] if res_hi > res_lo else [],
+                max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
+                chunk=int(min(max_cycles, 100_000)),
+                progress_file=progress_file if progress else None)
     spec_path = os.path.join(work_dir, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    top = FDPU(p, depth=depth, behavioural=True)
-    res = run_cocotb(top, {}, "tb.top.test_run", sim, name="fdpu", waves=waves,
-                     extra_env={"FDPU_RUN_SPEC": spec_path}, timeout_s=timeout_s, seed=1)
+    top = FdpuSystem(p, ext_bytes=size, depth=depth)
+    box = {}
+
+    def simulate():
+        try:
+            box["res"] = run_cocotb(top, {}, "tb.top.test_run", sim, name="fdpu_system",
+                                    waves=waves, extra_env={"FDPU_RUN_SPEC": spec_path},
+                                    timeout_s=timeout_s, seed=1)
+        except BaseException as exc:        # noqa: BLE001 (re-raised below)
+            box["exc"] = exc
+
+    if progress:
+        worker = threading.Thread(target=simulate, daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)
+            try:
+                with open(progress_file) as f:
+                    progress(json.load(f))
+            except (OSError, ValueError):
+                pass
+    else:
+        simulate()
+    if "exc" in box:
+        raise box["exc"]
+    res = box["res"]
     with np.load(spec["out"]) as z:
-        status = json.loads(str(z["status"]))
-        got = {}
-        for j, (k, first, count) in enumerate(spans):
-            if f"r{j}" in z:
-                for i, v in enumerate(z[f"r{j}"].tolist()):
-                    got[(k, first + i)] = v
-    run = RtlRun(p, status, got, dict(load_s=status["load_s"], run_s=status["run_s"],
-                                      build_s=res.build_s),
-                 str(res.waves) if res.waves else None)
-    if not status["halted"]:
-        raise RtlError(f"timeout after {status['waited']} cycles on {sim}: deadlock or a graph "
-                       f"that never finishes: {describe_status(status, p)}")
-    if status["o_error"] or not status["o_done"]:
-        raise RtlError(f"the RTL run on {sim} stopped with an error after "
-                       f"{status['o_cycles']} cycles: {describe_status(status, p)}")
+        out = json.loads(str(z["result"]))
+        got = z["r0"] if "r0" in z else np.zeros(0, dtype=np.uint64)
+    blob = got.astype("<u8").tobytes()
+    fail = out["failure"]
+    if fail is not None:
+        st, j, phase = fail["status"], fail["pass_index"], fail["phase"]
+        if phase == "compute":
+            if not fail["halted"]:
+                raise RtlError(f"timeout after {fail['waited']} cycles on {sim}: deadlock or a "
+                               f"graph that never finishes (pass {j}): {describe_status(st, p)}")
+            raise RtlError(f"the RTL run on {sim} stopped with an error after "
+                           f"{st['o_cycles']} cycles (pass {j}): {describe_status(st, p)}")
+        what = f"DMA {phase} of pass {j}"
+        dma = (f"DMA state {DMA_STATES[st['o_dma_state']]}, descriptor {st['o_dma_desc']} "
+               f"of {spec_passes[j]['dma_' + phase][1]}, error bits "
+               f"{_bits(st['o_dma_error'], DMA_ERRORS)}")
+        if not fail["halted"]:
+            raise RtlError(f"timeout after {fail['waited']} cycles on {sim}: deadlock in the "
+                           f"{what}: {dma}")
+        raise RtlError(f"the {what} on {sim} stopped with an error: {dma}")
+
+    def reader(where):
+        table = {a: (n, at) for a, n, at in where}
+
+        def read(address, nbytes):
+            n, at = table[address]
+            off = at - res_lo
+            return blob[off:off + nbytes]
+        return read
+
+    runs = []
+    for j, rec in enumerate(out["passes"]):
+        runs.append(RtlRun(p, rec["status"], rec["in_cycles"], rec["out_cycles"],
+                           reader(results[j])))
+    return JobRun(p, runs, out["final"], ext_in, ext_out,
+                  dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
+                  str(res.waves) if res.waves else None)
+
+
+#: Names of the DMA states and error bits (``hw.dma.DmaState``, ``hw.dma.DmaError``).
+DMA_STATES = ("IDLE", "FETCH", "CHECK", "MOVE", "FINISH", "DONE")
+DMA_ERRORS = ("BAD_DESC", "DBUF_ERROR")
+
+
+def _bits(value, names):
+    return ",".join(n for i, n in enumerate(names) if value >> i & 1) or "none"
+
+
+def run_rtl(image, sim, *, reads=(), config=None, **kwargs):
+    """Run one ``image`` on the RTL system (a one-pass :func:`run_job`); return its RtlRun.
+
+    ``reads``: Dbuf ranges ``(address, nbytes)`` to read back (``RtlRun.read``); ``config``:
+    CONFIG flits and CTX templates instead of the image's (tests of bad configurations).
+    ``kwargs`` go to :func:`run_job`.
+    """
+    job = run_job(image.params, [(image, list(reads))], sim,
+                  configs=None if config is None else [config], **kwargs)
+    run = job.passes[0]
+    run.job = job
     return run
 
 
 def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
-    """Run every pass of ``plan`` on the RTL; return ``(result N x K float16, runs)``.
+    """Run every pass of ``plan`` on the RTL in one simulation; return ``(result, job)``.
 
-    Mirrors :func:`sw.golden.run_fc` with ``exact=True``: the same images, the same gathering,
-    so the result is comparable bit for bit.  ``kwargs`` go to :func:`run_rtl`.
+    The external memory holds every pass's configuration, data and results; per pass the DMA
+    loads it, the MicC runs it, the DMA stores its outputs.  Mirrors :func:`sw.golden.run_fc`
+    with ``exact=True`` (same images, same gathering), so the N x K float16 result is
+    comparable bit for bit.  ``kwargs`` go to :func:`run_job`.
     """
     from . import graphs
     from .asm import assemble
@@ -297,14 +542,15 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
     w16 = np.asarray(weights, dtype=np.float16)
     x16 = np.asarray(inputs, dtype=np.float16)
     graph, placement = _program(plan)
-    y = np.zeros((plan.N, plan.K), dtype=np.float16)
-    runs = []
+    passes, outs = [], []
     for p in range(plan.passes):
         segments, outputs = graphs.pass_memory(plan, w16, x16, p)
         image = assemble(graph, placement, segments, plan.pass_contexts(p))
-        run = run_rtl(image, sim, reads=[(addr, plan.output_bytes) for _, addr in outputs],
-                      **kwargs)
-        runs.append(run)
+        passes.append((image, [(addr, plan.output_bytes) for _, addr in outputs]))
+        outs.append(outputs)
+    job = run_job(plan.params, passes, sim, **kwargs)
+    y = np.zeros((plan.N, plan.K), dtype=np.float16)
+    for run, outputs in zip(job.passes, outs):
         part = graphs.gather_outputs(plan, outputs, run.read)
         mask = np.zeros((plan.N, plan.K), dtype=bool)
         for i, _ in outputs:
@@ -312,4 +558,4 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
             mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4,
                  kbi * plan.kb:(kbi + 1) * plan.kb] = True
         y[mask] = part[mask]
-    return y, runs
+    return y, job

@@ -28,18 +28,19 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 SMALL = dict(slots=16, dbuf_bytes=4096)      # Cbufs: the paper's 8 x 64 KiB
 
 
-def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, **params):
+def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, **params):
+    kwargs = kwargs or {}
     p = ArrayParams(rows=rows, cols=cols, **{**SMALL, **params})
     w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(C, N, seed)
     plan = graphs.plan_fc(K, C, N, mode, p)
     ref = golden.run_fc(plan, w, x, exact=True)
-    y, runs = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000)
+    y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000, **kwargs)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
         f"RTL result differs from the golden model:\n{y}\n{ref.result}"
-    fired = sum(sum(r.status["int_fires"]) + sum(r.status["fp_fires"]) for r in runs)
+    fired = sum(sum(r.status["int_fires"]) + sum(r.status["fp_fires"]) for r in job.passes)
     assert fired == ref.counters.instructions
-    return runs
+    return job
 
 
 def _image(**params):
@@ -54,8 +55,8 @@ def _image(**params):
 
 
 def test_dense_1x1_icarus():
-    runs = _fc(1, 1, 3, 20, 4, "dense", 1.0, "icarus")
-    assert runs[0].status["o_retired"] == runs[0].status["o_issued"] > 0
+    job = _fc(1, 1, 3, 20, 4, "dense", 1.0, "icarus")
+    assert job.passes[0].status["o_retired"] == job.passes[0].status["o_issued"] > 0
 
 
 def test_sparse_1x1_icarus():

@@ -4,19 +4,23 @@ model.
 ``fdpu rtl --sim icarus|verilator`` takes the layer options of ``fdpu run`` (``--layer``,
 ``--in-features/--out-features``, ``--weights``, ``--inputs``, ``--density``, ``--batch``,
 ``--mode``, ``--rows``, ``--cols``, ``--seed``) plus ``--slots``, ``--dbuf-bytes``,
-``--max-cycles``, ``--waves`` and ``--json``.  It plans and assembles the layer as the golden
-model does, runs every pass's image on the top (:func:`sw.runtime.run_fc_rtl`), runs the same
-images on the golden model's exact interpreter, and prints: match (bit for bit); cycles;
-utilization (floating-point operations executed / (peak per cycle x cycles)) and the
-dense-equivalent utilization (2 K C N / (peak x cycles)); external bytes (Dbuf contents loaded
-plus results read back) and the bandwidth that needs at this speed; a per-PE busy map.  Exit
-status 0 on a bit-exact match, 1 on a mismatch, 2 for bad input or an RTL error/timeout.
+``--max-cycles``, ``--mem-latency``, ``--mem-bandwidth``, ``--waves`` and ``--json``.  It plans
+and assembles the layer as the golden model does, runs every pass in ONE simulation of the top
+with its external memory (:func:`sw.runtime.run_fc_rtl`: per pass DMA in, compute, DMA out;
+a progress bar per pass), runs the same images on the golden model's exact interpreter, and
+prints: match (bit for bit); cycles (total, compute, DMA); utilization (floating-point
+operations executed / (peak per cycle x compute cycles)), the dense-equivalent utilization
+(2 K C N / (peak x compute cycles)) and the end-to-end one (all cycles); external bytes the
+DMA read and wrote, the peak bandwidth requirement (:attr:`sw.runtime.JobRun.peak_bandwidth`)
+and the DMA's achieved bandwidth; a per-PE busy map.  Exit status 0 on a bit-exact match, 1 on
+a mismatch, 2 for bad input or an RTL error/timeout.
 """
 
 import sys
 import time
 
 import numpy as np
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import golden, graphs, runtime
@@ -55,6 +59,10 @@ def add_hw_args(parser):
     hw.add_argument("--max-cycles", type=int, metavar="N",
                     help="cycle bound per pass (default 200k + 2k per context)")
     hw.add_argument("--waves", action="store_true", help="record a waveform (FST)")
+    hw.add_argument("--mem-latency", type=int, default=20, metavar="CYCLES",
+                    help="external memory read latency in cycles (default 20)")
+    hw.add_argument("--mem-bandwidth", type=float, default=8.0, metavar="B",
+                    help="external memory bytes per cycle, 1/8 .. 8 (default 8)")
 
 
 def run_rtl_command(args):
@@ -66,13 +74,26 @@ def run_rtl_command(args):
     t0 = time.perf_counter()
     ref = golden.run_fc(plan, w, x, exact=True)
     golden_s = time.perf_counter() - t0
+    mem = runtime.MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
+    mem.registers()                                   # bad values fail before building
     t0 = time.perf_counter()
-    y, runs = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
-                                 waves=args.waves)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        task = bar.add_task(f"RTL on {args.sim}: building", total=plan.passes, info="")
+
+        def show(note):
+            bar.update(task, completed=note["pass_index"],
+                       description=f"RTL on {args.sim}: pass {min(note['pass_index'] + 1, plan.passes)}"
+                                   f"/{plan.passes}",
+                       info=f"{note['phase']}, {note['cycles']:,} cycles")
+        y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
+                                    waves=args.waves, mem=mem, progress=show)
     rtl_s = time.perf_counter() - t0
-    rec = figures(plan, w, x, ref, y, runs)
-    rec.update(sim=args.sim, layer=name, golden_s=golden_s, rtl_s=rtl_s,
-               waves=[r.waves for r in runs if r.waves])
+    rec = figures(plan, w, x, ref, y, job)
+    rec.update(sim=args.sim, layer=name, golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
+               mem_latency=mem.latency, mem_bandwidth=mem.bandwidth,
+               build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
+               cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]))
     table = Table(title=f"fdpu rtl --sim {args.sim}: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -80,13 +101,19 @@ def run_rtl_command(args):
     table.add_row("match (bit for bit with the golden model)",
                   "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
     table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}")
-    table.add_row("cycles", f"{rec['cycles']:,}")
+    table.add_row("cycles: total / compute / DMA", f"{rec['cycles']:,} / "
+                  f"{rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
     table.add_row("instructions fired (RTL / golden)",
                   f"{rec['rtl_instructions']:,} / {rec['golden_instructions']:,}")
-    table.add_row("FP utilization (ops / peak)", f"{rec['utilization']:.2%}")
+    table.add_row("FP utilization (ops / peak, compute cycles)", f"{rec['utilization']:.2%}")
     table.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
-    table.add_row("external bytes (loaded + read back)", f"{rec['external_bytes']:,}")
-    table.add_row("bandwidth needed at this speed", f"{rec['bytes_per_cycle']:.2f} B/cycle")
+    table.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    table.add_row("external bytes read / written (DMA)",
+                  f"{rec['ext_read_bytes']:,} / {rec['ext_write_bytes']:,}")
+    table.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")
+    table.add_row("DMA bandwidth achieved", f"{rec['dma_bandwidth']:.2f} B/cycle")
+    table.add_row("simulation speed", f"{rec['cycles_per_s']:,.0f} cycles/s "
+                                      f"(build {rec['build_s']:.0f} s)")
     table.add_row("Dbuf requests / mesh flits", f"{rec['dbuf_requests']:,} / "
                                                 f"{rec['mesh_flits']:,}")
     table.add_row("wall: golden / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
@@ -106,10 +133,12 @@ def run_rtl_command(args):
     return 0
 
 
-def figures(plan, w, x, ref, y, runs):
-    """Return the JSON-friendly figures of an RTL run against its golden run ``ref``."""
+def figures(plan, w, x, ref, y, job):
+    """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
     p = plan.params
-    cycles = sum(r.cycles for r in runs)
+    runs = job.passes
+    compute = job.compute_cycles
+    cycles = job.cycles
     diff = y.view(np.uint16) != ref.result.view(np.uint16)
     flops = sum(FLOPS.get(op, 0) * n for op, n in ref.counters.ops.items())
     peak = p.num_pes * p.LANES * 2
@@ -119,23 +148,21 @@ def figures(plan, w, x, ref, y, runs):
         fires = np.array(r.status["int_fires"]) + np.array(r.status["fp_fires"])
         busy += fires
         rtl_insns += int(fires.sum())
-    ext = sum(len(b) for b in _segments_bytes(plan, w, x)) + plan.N * plan.K * 2
+    dma = cycles - compute
+    rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, passes=plan.passes,
-        contexts=plan.contexts, cycles=cycles, pass_cycles=[r.cycles for r in runs],
-        flops=flops, utilization=flops / max(1, peak * cycles),
-        dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * cycles),
+        contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
+        pass_cycles=[dict(dma_in=r.in_cycles, compute=r.cycles, dma_out=r.out_cycles)
+                     for r in runs],
+        flops=flops, utilization=flops / max(1, peak * compute),
+        dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
+        utilization_end_to_end=flops / max(1, peak * cycles),
         rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
-        external_bytes=ext, bytes_per_cycle=ext / max(1, cycles),
+        ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,
+        peak_bandwidth=job.peak_bandwidth, dma_bandwidth=(rd + wr) / max(1, dma),
         dbuf_requests=sum(r.status["o_dbuf_reqs"] for r in runs),
         mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),
-        busy_map=(busy / max(1, cycles)).reshape(p.rows, p.cols).tolist(),
+        busy_map=(busy / max(1, compute)).reshape(p.rows, p.cols).tolist(),
         golden_counters=ref.counters.as_dict())
-
-
-def _segments_bytes(plan, w, x):
-    for p in range(plan.passes):
-        segments, _ = graphs.pass_memory(plan, np.asarray(w, np.float16),
-                                         np.asarray(x, np.float16), p)
-        yield from segments.values()

@@ -1,11 +1,14 @@
-"""Run one configuration image on the FDPU top: backdoor-load, start, await halt, read back.
+"""Run a job on the FDPU system (top + external memory): every pass DMA in, compute, DMA out.
 
-Driven by ``sw.runtime.run_rtl`` through the environment: ``FDPU_RUN_SPEC`` names a JSON file
-with the host registers, the cycle bound, the memory image (``.npz``: Cbuf words, Dbuf words
-per bank) and where to write the results.  Python stays off the per-cycle path: the clock is a
-GPI clock, memories are written by backdoor before the start, and the bench awaits only the
-top's ``o_halt`` (in chunks, printing progress) or the cycle bound, whose expiry is reported as
-"timeout ... deadlock" with the MicC state, contexts issued/retired/ended and PE error flags.
+Driven by ``sw.runtime.run_job`` through the environment: ``FDPU_RUN_SPEC`` names a JSON file
+with the memory model's registers, the passes (per pass: the DMA descriptor list that loads
+it, the MicC registers, the list that stores its results), the cycle bound of each phase, the
+external memory image (``.npz``: non-zero word indices and values) and where to write the
+results.  Python stays off the per-cycle path: the clock is a GPI clock, the external memory
+is written by backdoor once before the first pass, and per phase the bench pulses one start
+and awaits one ``halt`` edge (in chunks, writing a progress file for the runtime), or the
+bound, whose expiry is reported as "timeout ... deadlock" with the state of the stuck block.
+After the last pass the result ranges are read from the external memory by backdoor.
 """
 
 import json
@@ -14,9 +17,14 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.triggers import First, RisingEdge, Timer
+from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
 from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
+
+_COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
+             "o_cycles", "o_dbuf_reqs", "o_mesh_flits", "o_clock", "o_dma_state",
+             "o_dma_done", "o_dma_halt", "o_dma_error", "o_dma_desc", "o_dma_cycles",
+             "o_ext_rd_bytes", "o_ext_wr_bytes")
 
 
 def _int(handle):
@@ -27,85 +35,128 @@ def _int(handle):
 
 
 def _snapshot(dut, npes):
-    status = {name: _int(getattr(dut, name)) for name in (
-        "o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
-        "o_cycles", "o_dbuf_reqs", "o_mesh_flits")}
+    status = {name: _int(getattr(dut, name)) for name in _COUNTERS}
     status["int_fires"] = [_int(getattr(dut, f"o_int_fires__{n}")) for n in range(npes)]
     status["fp_fires"] = [_int(getattr(dut, f"o_fp_fires__{n}")) for n in range(npes)]
     status["pe_error"] = [_int(getattr(dut, f"o_pe_error__{n}")) for n in range(npes)]
     return status
 
 
-def _report_x(handle, depth=0):
-    """Print every signal below ``handle`` that holds unknown bits (debugging aid)."""
-    for child in handle:
-        try:
-            value = child.value
-        except Exception:               # noqa: BLE001 (scopes, arrays)
-            value = None
-        if value is not None and hasattr(value, "is_resolvable"):
-            if not value.is_resolvable:
-                print(f"X: {child._path} = {value}", flush=True)
-        elif depth < 6:
-            try:
-                _report_x(child, depth + 1)
-            except TypeError:
-                pass
+class Job:
+    """The passes of one spec on one DUT, with progress written for the runtime."""
+
+    def __init__(self, dut, spec):
+        self.dut, self.spec = dut, spec
+        self.period = CLOCK_PERIOD_NS
+        self.progress = spec.get("progress_file")
+        self.done_cycles = 0
+
+    def note(self, **fields):
+        """Write the progress file (atomically) when the runtime asked for one."""
+        if not self.progress:
+            return
+        tmp = self.progress + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(fields, f)
+        os.replace(tmp, self.progress)
+
+    async def pulse(self, name):
+        """Drive ``name`` high for one rising edge."""
+        getattr(self.dut, name).value = 1
+        await RisingEdge(self.dut.clk)
+        getattr(self.dut, name).value = 0
+
+    async def wait(self, halt, bound, what, pass_index):
+        """Await a rising edge of ``halt`` within ``bound`` cycles; return (halted, waited)."""
+        chunk, waited, halted = self.spec["chunk"], 0, False
+        step = min(chunk, bound)
+        timer = Timer(step * self.period, unit="ns")
+        while waited < bound and not halted:
+            res = await First(RisingEdge(halt), timer)
+            # A halt edge may be a zero-time glitch of the state bits: believe settled values.
+            await ReadOnly()
+            halted = bool(_int(halt))
+            if res is timer and not halted:
+                waited += step
+                step = min(chunk, bound - waited)
+                if step > 0:
+                    timer = Timer(step * self.period, unit="ns")
+                self.note(pass_index=pass_index, passes=len(self.spec["passes"]), phase=what,
+                          cycles=self.done_cycles + waited, issued=_int(self.dut.o_issued),
+                          retired=_int(self.dut.o_retired))
+        await RisingEdge(self.dut.clk)
+        return halted, waited
+
+
+async def _load(dut, spec):
+    with np.load(spec["memories"]) as mem:
+        st = dut.extmem.sram.bank.storage
+        for i, v in zip(mem["idx"].tolist(), mem["val"].tolist()):
+            st[i].value = v
 
 
 @cocotb.test()
-async def run_image(dut):
-    """Load, start, wait for halt (bounded), read the outputs and the counters."""
+async def run_job(dut):
+    """Load the external memory, run every pass (DMA in, compute, DMA out), read results."""
     with open(os.environ["FDPU_RUN_SPEC"]) as f:
         spec = json.load(f)
-    npes, period = spec["rows"] * spec["cols"], CLOCK_PERIOD_NS
+    npes = spec["rows"] * spec["cols"]
     start_clock(dut.clk)
+    for name in ("i_start", "i_dma_start", "i_dma_list", "i_dma_count", "i_n_config",
+                 "i_n_ctx", "i_contexts", "i_window", "i_ends"):
+        getattr(dut, name).value = 0
+    mem = spec["mem"]
+    dut.i_mem_latency.value = mem["latency"]
+    dut.i_mem_bw.value = mem["bw"]
+    dut.i_mem_stall.value = mem["stall"]
     await reset(dut.clk, dut.rst)
     t0 = time.monotonic()
-    with np.load(spec["memories"]) as mem:
-        storage = dut.cbuf.bank0.bank.storage if spec["cbufs"] == 1 else None
-        depth = spec["cbuf_depth"]
-        words = mem["cbuf"]
-        for i, w in enumerate(words.tolist()):
-            bank = getattr(dut.cbuf, f"bank{i // depth}").bank.storage if storage is None \
-                else storage
-            bank[i % depth].value = w[0] | w[1] << 64
-        for k in range(spec["dbufs"]):
-            idx, val = mem[f"dbuf{k}_idx"], mem[f"dbuf{k}_val"]
-            if len(idx):
-                st = getattr(dut, f"dbuf{k}").sram.bank.storage
-                for i, v in zip(idx.tolist(), val.tolist()):
-                    st[i].value = v
+    await _load(dut, spec)
     load_s = time.monotonic() - t0
-    regs = spec["regs"]
-    for name, value in regs.items():
-        getattr(dut, name).value = value
-    await RisingEdge(dut.clk)
-    dut.i_start.value = 1
-    await RisingEdge(dut.clk)
-    dut.i_start.value = 0
+    job = Job(dut, spec)
     t1 = time.monotonic()
-    bound, chunk, waited = spec["max_cycles"], spec["chunk"], 0
-    halted = False
-    while waited < bound and not halted:
-        step = min(chunk, bound - waited)
-        res = await First(RisingEdge(dut.o_halt), Timer(step * period, unit="ns"))
-        halted = isinstance(res, RisingEdge) or bool(_int(dut.o_halt))
-        waited += step if not halted else 0
-        if not halted and spec.get("progress"):
-            print(f"fdpu-progress cycles={waited} issued={_int(dut.o_issued)} "
-                  f"retired={_int(dut.o_retired)} contexts={regs['i_contexts']}", flush=True)
-    await RisingEdge(dut.clk)
+    passes, failure = [], None
+    for j, ps in enumerate(spec["passes"]):
+        rec = {}
+        for phase in ("in", "compute", "out"):
+            before = _int(dut.o_clock)
+            if phase == "compute":
+                for name, value in ps["regs"].items():
+                    getattr(dut, name).value = value
+                await job.pulse("i_start")
+                halted, waited = await job.wait(dut.o_halt, spec["max_cycles"], phase, j)
+                ok = halted and not _int(dut.o_error) and _int(dut.o_done)
+                status = _snapshot(dut, npes)
+                rec["status"] = status
+            else:
+                lst, count = ps[f"dma_{phase}"]
+                if not count:
+                    rec[f"{phase}_cycles"] = 0
+                    continue
+                dut.i_dma_list.value, dut.i_dma_count.value = lst, count
+                await job.pulse("i_dma_start")
+                halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
+                                                f"dma_{phase}", j)
+                ok = halted and _int(dut.o_dma_done)
+            cycles = _int(dut.o_clock) - before
+            rec[f"{phase}_cycles"] = cycles
+            job.done_cycles += cycles
+            if not ok:
+                failure = dict(pass_index=j, phase=phase, halted=halted, waited=waited,
+                               status=_snapshot(dut, npes))
+                break
+        passes.append(rec)
+        job.note(pass_index=j + 1, passes=len(spec["passes"]), phase="done",
+                 cycles=job.done_cycles, issued=0, retired=0)
+        if failure:
+            break
     run_s = time.monotonic() - t1
-    status = _snapshot(dut, npes)
-    status.update(halted=halted,
-                  waited=waited if not halted else status["o_cycles"], load_s=load_s, run_s=run_s)
-    if os.environ.get("FDPU_X_REPORT"):
-        _report_x(dut)
+    final = _snapshot(dut, npes)
     reads = {}
-    if halted:
-        for j, (k, first, count) in enumerate(spec["reads"]):
-            st = getattr(dut, f"dbuf{k}").sram.bank.storage
+    if failure is None:
+        st = dut.extmem.sram.bank.storage
+        for j, (first, count) in enumerate(spec["reads"]):
             reads[f"r{j}"] = np.array([_int(st[first + i]) for i in range(count)],
                                       dtype=np.uint64)
-    np.savez(spec["out"], status=np.array(json.dumps(status)), **reads)
+    result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s)
+    np.savez(spec["out"], result=np.array(json.dumps(result)), **reads)

@@ -1,0 +1,218 @@
+"""cocotb test of the DMA on its rig (:mod:`tb.dma.rig`): random descriptor lists against a
+Python model of the external memory, the Dbufs and the Cbufs, under random memory latency,
+bandwidth and stalls and random mesh backpressure; bad descriptors end in ``BAD_DESC``.
+
+``FDPU_DMA_RIG``: JSON of the rig (``make_dma_rig`` keywords); ``FDPU_DMA_JOBS``: how many
+random jobs.  The seed is cocotb's (``run_cocotb`` prints it; ``FDPU_SEED`` sets it).
+"""
+
+import json
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from hw.cbuf import cbuf_words, word_bits
+from sw.arch import ArrayParams
+from tb.clock import reset, start_clock
+
+OUT, CBUF = 1 << 32, 1 << 33
+SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)
+
+
+def _int(handle):
+    value = handle.value
+    if not value.is_resolvable:
+        raise AssertionError(f"{handle._path} holds unknown bits: {value}")
+    return int(value)
+
+
+class World:
+    """The rig, its Python model and the helpers of the tests."""
+
+    def __init__(self, dut, rig):
+        self.dut = dut
+        self.p = ArrayParams(rows=rig["rows"], cols=rig["cols"], dbuf_bytes=rig["dbuf_bytes"],
+                             cbufs=rig["cbufs"], cbuf_bytes=rig["cbuf_bytes"])
+        self.ext_words = rig["ext_bytes"] // 8
+        self.dwords = self.p.dbuf_bytes // 8
+        self.beats = word_bits(self.p) // 64
+        self.cdepth = cbuf_words(self.p)
+        self.ext = np.zeros(self.ext_words, dtype=np.uint64)
+        self.dbuf = np.zeros(self.p.num_dbufs * self.dwords, dtype=np.uint64)
+        self.cbuf = np.zeros(self.cdepth * self.p.cbufs * self.beats, dtype=np.uint64)
+
+    def sync(self):
+        """Start the model from what the memories hold (an earlier test ran on them)."""
+        dut = self.dut
+        for k in range(self.p.num_dbufs):
+            st = getattr(dut, f"dbuf{k}").sram.bank.storage
+            for i in range(self.dwords):
+                self.dbuf[k * self.dwords + i] = _int(st[i])
+        for b in range(self.p.cbufs):
+            st = getattr(dut.cbuf, f"bank{b}").bank.storage
+            for i in range(self.cdepth):
+                v = _int(st[i])
+                for j in range(self.beats):
+                    self.cbuf[(b * self.cdepth + i) * self.beats + j] = v >> (64 * j) & (
+                        (1 << 64) - 1)
+        st = dut.extmem.sram.bank.storage
+        for i in range(DST // 8, LISTS // 8):
+            self.ext[i] = _int(st[i])
+
+    def poke_ext(self, first, words):
+        st = self.dut.extmem.sram.bank.storage
+        for i, w in enumerate(words):
+            self.ext[first + i] = w
+            st[first + i].value = int(w)
+
+    def apply(self, desc):
+        """Apply one good descriptor ``(ext, local, length, flags)`` to the model."""
+        ext, loc, n, flags = desc
+        w = n // 8
+        if flags & CBUF:
+            self.cbuf[loc // 8:loc // 8 + w] = self.ext[ext // 8:ext // 8 + w]
+        elif flags & OUT:
+            self.ext[ext // 8:ext // 8 + w] = self.dbuf[loc // 8:loc // 8 + w]
+        else:
+            self.dbuf[loc // 8:loc // 8 + w] = self.ext[ext // 8:ext // 8 + w]
+
+    async def run(self, descs, mem, bound=200_000):
+        """Write the list, start the DMA, await halt; return (done, error, desc, bytes)."""
+        dut = self.dut
+        words = []
+        for ext, loc, n, flags in descs:
+            words += [ext | loc << 32, n | flags]
+        self.poke_ext(LISTS // 8, words)
+        dut.i_mem_latency.value, dut.i_mem_bw.value = mem["latency"], mem["bw"]
+        dut.i_mem_stall.value, dut.i_req_stall.value = mem["stall"], mem["req_stall"]
+        rd0, wr0 = _int(dut.o_rd_bytes), _int(dut.o_wr_bytes)
+        dut.i_list.value, dut.i_count.value = LISTS, len(descs)
+        dut.i_start.value = 1
+        await RisingEdge(dut.clk)
+        dut.i_start.value = 0
+        waited = 0
+        while True:
+            await ClockCycles(dut.clk, 32)
+            await ReadOnly()
+            waited += 32
+            if _int(dut.o_halt):
+                break
+            assert waited < bound, (
+                f"timeout: the DMA did not halt within {bound} cycles (deadlock?): state "
+                f"{_int(dut.o_state)}, descriptor {_int(dut.o_desc)} of {len(descs)}, memory "
+                f"{mem}")
+        result = (_int(dut.o_done), _int(dut.o_error), _int(dut.o_desc),
+                  _int(dut.o_rd_bytes) - rd0, _int(dut.o_wr_bytes) - wr0, _int(dut.o_cycles))
+        await RisingEdge(dut.clk)
+        return result
+
+    def check(self, label):
+        """Compare every Dbuf and Cbuf word and the external output region with the model."""
+        dut = self.dut
+        for k in range(self.p.num_dbufs):
+            st = getattr(dut, f"dbuf{k}").sram.bank.storage
+            for i in range(self.dwords):
+                got, want = _int(st[i]), int(self.dbuf[k * self.dwords + i])
+                assert got == want, f"{label}: Dbuf {k} word {i} = {got:#x}, model {want:#x}"
+        for b in range(self.p.cbufs):
+            st = getattr(dut.cbuf, f"bank{b}").bank.storage
+            for i in range(self.cdepth):
+                base = (b * self.cdepth + i) * self.beats
+                want = sum(int(self.cbuf[base + j]) << (64 * j) for j in range(self.beats))
+                got = _int(st[i])
+                assert got == want, f"{label}: Cbuf {b} word {i} = {got:#x}, model {want:#x}"
+        st = dut.extmem.sram.bank.storage
+        for i in range(DST // 8, LISTS // 8):
+            got, want = _int(st[i]), int(self.ext[i])
+            assert got == want, f"{label}: external word {i} = {got:#x}, model {want:#x}"
+
+
+def _random_desc(rng, w):
+    kind = rng.choice(["in", "in", "cbuf", "out", "out", "zero"])
+    p = w.p
+    if kind == "cbuf":
+        wb = w.beats * 8
+        total = w.cdepth * p.cbufs
+        first = rng.randrange(total)
+        count = rng.randint(1, min(6, total - first))
+        ext = rng.randrange(0, DST - count * wb, 8)
+        return (ext, first * wb, count * wb, CBUF)
+    k = rng.randrange(p.num_dbufs)
+    off = rng.randrange(w.dwords)
+    count = 0 if kind == "zero" else rng.randint(1, min(40, w.dwords - off))
+    loc = p.dbuf_base(k) + off * 8
+    if kind == "out":
+        return (rng.randrange(DST, LISTS - count * 8 + 1, 8), loc, count * 8, OUT)
+    return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, 0)
+
+
+@cocotb.test()
+async def random_jobs(dut):
+    """Random descriptor lists under random latency, bandwidth and backpressure."""
+    rig = json.loads(os.environ["FDPU_DMA_RIG"])
+    rng = random.Random(cocotb.RANDOM_SEED)
+    w = World(dut, rig)
+    start_clock(dut.clk)
+    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
+        getattr(dut, name).value = 0
+    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
+    await reset(dut.clk, dut.rst)
+    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    for job in range(int(os.environ.get("FDPU_DMA_JOBS", "6"))):
+        mem = dict(latency=rng.choice([0, 2, 5, 17, 40]), bw=rng.choice([64, 64, 32, 8, 3]),
+                   stall=rng.choice([0, 0, 64, 160]), req_stall=rng.choice([0, 0, 100, 200]))
+        descs = [_random_desc(rng, w) for _ in range(rng.randint(1, 6))]
+        done, err, idx, rd, wr, cycles = await w.run(descs, mem)
+        assert done and not err and idx == len(descs), \
+            f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
+        for d in descs:
+            w.apply(d)
+        want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & OUT)
+        want_wr = sum(d[2] for d in descs if d[3] & OUT)
+        assert (rd, wr) == (want_rd, want_wr), \
+            f"job {job}: external bytes read/written {rd}/{wr}, expected {want_rd}/{want_wr}"
+        moved = sum(d[2] for d in descs) // 8
+        cocotb.log.info(f"job {job}: {len(descs)} descriptors, {moved} words, {cycles} cycles, "
+                        f"memory {mem}")
+        w.check(f"job {job} ({mem})")
+
+
+@cocotb.test()
+async def bad_descriptors(dut):
+    """Each bad descriptor stops the job with BAD_DESC after the good ones before it."""
+    rig = json.loads(os.environ["FDPU_DMA_RIG"])
+    rng = random.Random(cocotb.RANDOM_SEED + 1)
+    w = World(dut, rig)
+    p = w.p
+    start_clock(dut.clk)
+    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
+        getattr(dut, name).value = 0
+    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
+    await reset(dut.clk, dut.rst)
+    w.sync()
+    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    wb = w.beats * 8
+    cap = w.cdepth * p.cbufs * wb
+    bad = {
+        "misaligned external address": (4, p.dbuf_base(0), 16, 0),
+        "misaligned local address": (0, p.dbuf_base(0) + 2, 16, 0),
+        "length not a multiple of 8": (0, p.dbuf_base(0), 12, 0),
+        "range crossing two Dbufs": (0, p.dbuf_base(1) - 8, 16, 0),
+        "address past the last Dbuf": (0, p.memory_bytes, 8, 0),
+        "OUT from the Cbufs": (DST, 0, wb, CBUF | OUT),
+        "Cbuf range past the Cbufs": (0, cap - wb, 2 * wb, CBUF),
+        "Cbuf offset not a whole word": (0, 8, wb, CBUF),
+        "range wrapping the address space": (0, (1 << 32) - 8, 16, 0),
+    }
+    for what, desc in bad.items():
+        good = (rng.randrange(0, DST - 64, 8), p.dbuf_base(rng.randrange(p.num_dbufs)), 64, 0)
+        done, err, idx, rd, wr, cycles = await w.run([good, desc, good],
+                                                     dict(latency=3, bw=64, stall=0,
+                                                          req_stall=0), bound=20_000)
+        assert not done and err == 1 and idx == 1, \
+            f"{what}: done {done}, error bits {err} (want BAD_DESC = 1), descriptor {idx}"
+        w.apply(good)
+        w.check(what)
