@@ -59,6 +59,19 @@ def test_dense_1x1_icarus():
     assert job.passes[0].status["o_retired"] == job.passes[0].status["o_issued"] > 0
 
 
+def test_multipass_layer_through_the_dma_icarus():
+    # 4 passes in one simulation; a slow, stalling external memory.
+    mem = runtime.MemModel(latency=30, bandwidth=2.0, stall=0.25)
+    job = _fc(1, 1, 8, 32, 4, "dense", 1.0, "icarus", dbuf_bytes=512, kwargs=dict(mem=mem))
+    assert len(job.passes) == 4
+    assert job.final["o_ext_rd_bytes"] == sum(job.ext_in) > 0
+    assert job.final["o_ext_wr_bytes"] == sum(job.ext_out) == 8 * 4 * 2
+    assert all(r.in_cycles > 0 and r.out_cycles > 0 for r in job.passes)
+    # The DMA moves at most 2 bytes per cycle here.
+    assert sum(r.in_cycles + r.out_cycles for r in job.passes) >= job.ext_bytes / 2
+    assert 0 < job.peak_bandwidth < 64
+
+
 def test_sparse_1x1_icarus():
     _fc(1, 1, 2, 16, 1, "sparse", 0.5, "icarus", slots=32)
 
