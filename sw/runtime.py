@@ -183,6 +183,9 @@ _ERROR_NAMES = tuple(f"MICC_{e}" for e in MICC_ERRORS) + tuple(f"PE_{e}" for e i
     + ("STRAY_REQUEST", "STRAY_EDGE")
 
 
+#: Smallest external memory per simulator (bigger jobs take the next power of two).
+EXT_MIN_BYTES = {"icarus": 1 << 20, "verilator": 1 << 25}
+
 #: Descriptor flags (``hw.dma``): word 1 bit 32 = OUT, bit 33 = CBUF.
 DESC_OUT, DESC_CBUF = 1 << 32, 1 << 33
 
@@ -410,7 +413,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                       i_ends=image.ends_per_context)))
         ext_in.append(pl["moved"] + 16 * (len(pl["descs"]) + len(pl["outs"])))
         ext_out.append(pl["out_bytes"])
-    size = max(1 << 16, 1 << (ext.cursor - 1).bit_length())
+    # Sizes come in a few steps only: each size is a build of its own.
+    size = max(EXT_MIN_BYTES[sim], 1 << (ext.cursor - 1).bit_length())
     if size > 1 << 32:
         raise FdpuError(f"the job needs {ext.cursor} bytes of external memory, more than the "
                         f"32-bit address space")

@@ -143,6 +143,9 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["match"] and rec["cycles"] > 0 and 0 < rec["utilization"] <= 1
     assert rec["rtl_instructions"] == rec["golden_instructions"]
+    assert rec["cycles"] == rec["compute_cycles"] + rec["dma_cycles"]
+    assert rec["ext_read_bytes"] > 0 and rec["ext_write_bytes"] >= 4 * 3 * 2     # N x K fp16
+    assert rec["peak_bandwidth"] > 0 and rec["utilization_end_to_end"] < rec["utilization"]
     assert len(rec["busy_map"]) == 1 and len(rec["busy_map"][0]) == 1
 
 
@@ -150,6 +153,8 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     (["--slots", "3"], "slots must be a power of two, got 3"),
     (["--rows", "0"], "rows must be an integer in 1..16, got 0"),
     (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--mem-bandwidth", "9"], "memory bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes"),
+    (["--mem-latency", "-1"], "memory latency must be an integer in 0 .. 65535 cycles, got -1"),
 ])
 def test_cli_rtl_bad_input(capsys, argv, match):
     status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "20", "--out-features", "3",
