@@ -133,6 +133,26 @@ def test_fc_layers(sim, rows, cols, K, C, N, mode, density):
     _fc(rows, cols, K, C, N, mode, density, sim, slots=32)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_sparse_multipass_1x1(sim):
+    job = _fc(1, 1, 6, 32, 1, "sparse", 0.25, sim, slots=32, dbuf_bytes=512,
+              kwargs=dict(mem=runtime.MemModel(latency=40, bandwidth=1.0, stall=0.1)))
+    assert len(job.passes) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sim, rows, cols, K, C, N, mode, density", [
+    ("icarus", 4, 4, 16, 32, 4, "dense", 1.0),
+    ("verilator", 4, 4, 24, 48, 8, "sparse", 0.25),
+    ("verilator", 4, 4, 16, 64, 4, "dense", 1.0),
+    ("verilator", 8, 8, 64, 64, 4, "sparse", 0.25),
+    ("verilator", 8, 8, 64, 128, 8, "dense", 1.0),
+])
+def test_fc_layers_big_arrays(sim, rows, cols, K, C, N, mode, density):
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=64)
+
+
 def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     out = tmp_path / "r.json"
     status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "20", "--out-features", "3",

@@ -1,0 +1,112 @@
+"""Benchmark the RTL system: simulated cycles per second and the FC figures of the paper.
+
+Each case runs an FC layer through ``sw.runtime.run_fc_rtl`` (one simulation: every pass DMA
+in, compute, DMA out), checks it bit for bit against the golden model and prints one line:
+simulator, array, layer, cycles (total / compute / DMA), simulated cycles per second,
+utilization and dense-equivalent utilization, external bytes, peak bandwidth requirement,
+build and run seconds.
+
+Usage::
+
+    python scripts/bench_rtl.py speed                 # 8x8 on Verilator + 1x1 on Icarus
+    python scripts/bench_rtl.py fc8 --batch 1 4 64    # alexnet-fc8, dense and sparse, 8x8 Verilator
+    python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
+        --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25
+
+``--json PATH`` appends one JSON record per case.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from sw import golden, graphs, layers, runtime
+from sw.arch import ArrayParams
+from sw.commands.rtl import figures
+
+
+def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
+             dbuf_bytes=1 << 21, max_cycles=None, exact=True):
+    """Run one case; return its record (see the module doc)."""
+    p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes)
+    if layer:
+        w = layers.make_weights(layers.get_layer(layer), density, seed)
+    else:
+        w = layers.make_weights((K, C), density, seed)
+    x = layers.make_inputs(w.shape[1], N, seed)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p)
+    t0 = time.perf_counter()
+    ref = golden.run_fc(plan, w, x, exact=exact)
+    golden_s = time.perf_counter() - t0
+
+    def show(note):
+        print(f"  ... pass {note['pass_index']}/{note['passes']} {note['phase']} "
+              f"{note['cycles']:,} cycles", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show)
+    wall = time.perf_counter() - t0
+    rec = figures(plan, w, x, ref, y, job)
+    rec.pop("golden_counters")
+    rec.update(sim=sim, layer=layer or f"{K}x{C}", density=density, golden_s=golden_s,
+               wall_s=wall, build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
+               cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"], 1e-9),
+               nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))))
+    print(f"{sim} {rows}x{cols} slots {slots}: {rec['layer']} {mode} N={N} "
+          f"density {density}: match {rec['match']}; cycles {rec['cycles']:,} (compute "
+          f"{rec['compute_cycles']:,}, DMA {rec['dma_cycles']:,}) at "
+          f"{rec['cycles_per_s']:,.0f} cycles/s; utilization {rec['utilization']:.2%}, "
+          f"dense-equivalent {rec['dense_utilization']:.2%}; external bytes "
+          f"{rec['external_bytes']:,}, peak bandwidth {rec['peak_bandwidth']:.2f} B/cycle; "
+          f"build {rec['build_s']:.0f} s, simulation {rec['sim_s']:.0f} s", flush=True)
+    return rec
+
+
+def main(argv=None):
+    """Run the chosen benchmark; return 0 when every case matched the golden model."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("speed", "fc8", "case"))
+    ap.add_argument("--sim", choices=("icarus", "verilator"), default="verilator")
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=8)
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--in-features", type=int, default=64)
+    ap.add_argument("--out-features", type=int, default=64)
+    ap.add_argument("--batch", type=int, nargs="+", default=[4])
+    ap.add_argument("--mode", choices=("dense", "sparse", "both"), default="both")
+    ap.add_argument("--density", type=float, default=None)
+    ap.add_argument("--json", metavar="PATH", help="append one JSON record per case")
+    args = ap.parse_args(argv)
+    modes = ("dense", "sparse") if args.mode == "both" else (args.mode,)
+    records = []
+    if args.what == "speed":
+        records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25))
+        records.append(run_case("icarus", 1, 1, 32, 8, 64, 8, "sparse", 0.25,
+                                dbuf_bytes=4096))
+    elif args.what == "fc8":
+        for n in args.batch:
+            for mode in modes:
+                density = 1.0 if mode == "dense" else (args.density or 0.25)
+                records.append(run_case(args.sim, args.rows, args.cols, args.slots, 0, 0, n,
+                                        mode, density, layer="alexnet-fc8", exact=False))
+    else:
+        for n in args.batch:
+            for mode in modes:
+                density = 1.0 if mode == "dense" and args.density is None else \
+                    (args.density if args.density is not None else 0.25)
+                records.append(run_case(args.sim, args.rows, args.cols, args.slots,
+                                        args.out_features, args.in_features, n, mode,
+                                        density, dbuf_bytes=1 << 21 if args.sim == "verilator"
+                                        else 4096))
+    if args.json:
+        with open(args.json, "a") as f:
+            for rec in records:
+                f.write(json.dumps(rec) + "\n")
+    return 0 if all(r["match"] for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
