@@ -142,15 +142,15 @@ def test_sparse_multipass_1x1(sim):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sim, rows, cols, K, C, N, mode, density", [
-    ("icarus", 4, 4, 16, 32, 4, "dense", 1.0),
-    ("verilator", 4, 4, 24, 48, 8, "sparse", 0.25),
-    ("verilator", 4, 4, 16, 64, 4, "dense", 1.0),
-    ("verilator", 8, 8, 64, 64, 4, "sparse", 0.25),
-    ("verilator", 8, 8, 64, 128, 8, "dense", 1.0),
+@pytest.mark.parametrize("sim, rows, cols, slots, K, C, N, mode, density", [
+    ("icarus", 4, 4, 16, 16, 20, 4, "dense", 1.0),
+    ("verilator", 4, 4, 64, 24, 48, 8, "sparse", 0.25),
+    ("verilator", 4, 4, 64, 16, 64, 4, "dense", 1.0),
+    ("verilator", 8, 8, 64, 64, 64, 4, "sparse", 0.25),
+    ("verilator", 8, 8, 64, 64, 128, 8, "dense", 1.0),
 ])
-def test_fc_layers_big_arrays(sim, rows, cols, K, C, N, mode, density):
-    _fc(rows, cols, K, C, N, mode, density, sim, slots=64)
+def test_fc_layers_big_arrays(sim, rows, cols, slots, K, C, N, mode, density):
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=slots)
 
 
 def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
