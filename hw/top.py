@@ -4,8 +4,8 @@
 
                   Dbuf 0 .. C-1 (north)
                      |     |
-    MicC/Cbufs ==+  [PE]--[PE]-- Dbuf C ..          every edge port k of both meshes is Dbuf k;
-    (west, row 0)|   |     |                         the MicC shares the west port of row 0:
+  MicC/Cbufs/DMA=+  [PE]--[PE]-- Dbuf C ..        every edge port k of both meshes is Dbuf k;
+    (west, row 0)|   |     |                         MicC and DMA share the west port of row 0:
     Dbuf 2C+R ---+  [PE]--[PE]-- ... C+R-1 (east)     its flits merge (2:1 round robin) with that
     Dbuf 2C+R+1 ---  |     |                         Dbuf's replies into the reply mesh, and
                   Dbuf C+R .. (south)                reply-mesh flits to (-1, 0) go to the MicC.
@@ -16,9 +16,20 @@ Contract
   separate injection ports, so a PE's replies never wait behind its requests), reply mesh
   LOCAL -> ``i_flit`` (always ready).  A request reaching a PE (request mesh LOCAL) is a
   program error: sunk and flagged (``STRAY_REQUEST``).
+* Every PE is the same Verilog module (:class:`hw.shared.Shared`): its coordinate is the
+  constant driven on its ``i_coord`` port, so the Verilog grows with the routers' and PEs'
+  wiring, not with copies of the PE.
 * Dbuf ``k`` sits at edge port ``k`` of both meshes (``sw.arch.ArrayParams.dbuf_coord``).
   Reply-mesh flits leaving an edge port other than the MicC's are sunk and flagged
-  (``STRAY_EDGE``); the request mesh's edge inputs are idle (the DMA's place; not built).
+  (``STRAY_EDGE``); the request mesh's edge inputs are idle except the MicC's port, where the
+  DMA (:mod:`hw.dma`) injects its STOREs and LOADs; at that port the reply mesh's REPLY flits
+  go to the DMA and all others (CTX_END) to the MicC.
+* DMA: ``i_dma_start`` (taken only while the MicC is idle or done; ``i_start`` only while
+  the DMA is idle) with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
+  ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
+  ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
+  ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`hw.extmem.ExtMem` in simulation).
+  ``o_clock`` counts cycles since reset.
 * Host registers are ports: ``i_start`` (one-cycle pulse) with ``i_n_config``, ``i_n_ctx``,
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
