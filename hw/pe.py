@@ -153,6 +153,9 @@ class Pe(wiring.Component):
     micc : tuple of int
         Coordinate of the MicC (CTX_END destination), default ``(-1, 0)`` (west edge); the
         same for every PE.
+    pool : int
+        Entries of the load/store reorder pool (power of two, default 32): the loads and
+        stores the PE keeps in flight, shared by all slots.
 
     Attributes
     ----------
@@ -166,7 +169,7 @@ class Pe(wiring.Component):
         ``int_valid``/``int_op`` and ``fp_valid``/``fp_op``: the instructions fired this cycle.
     """
 
-    def __init__(self, params=None, x=None, y=None, micc=(-1, 0)):
+    def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32):
         params = ArrayParams() if params is None else params
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
@@ -181,7 +184,12 @@ class Pe(wiring.Component):
                 or not (-1 <= micc[0] <= params.cols and -1 <= micc[1] <= params.rows)):
             raise ValueError(f"micc must be an (x, y) coordinate in -1..cols, -1..rows, "
                              f"not {micc!r}")
+        most = 1 << (TAG_BITS + params.slot_bits)
+        if not (isinstance(pool, int) and 0 < pool <= most and pool & (pool - 1) == 0):
+            raise ValueError(f"pool must be a power of two from 1 to {most} (the request's "
+                             f"tag and slot fields number the entries), not {pool!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
+        self._pool = pool
         flit = flit_union(params)
         ports = {
             "i_flit": In(stream.Signature(flit)),
@@ -205,15 +213,15 @@ class Pe(wiring.Component):
         p = self._params
         S, D, K, ND = p.slots, p.operand_depth, p.MAX_OPERANDS, p.MAX_DESTS
         sb = p.slot_bits
-        dbits = bits_for(D)                      # FIFO pointer bits (1 when D == 1)
-        cbits = bits_for(D + 1)                  # FIFO counter bits
-        R = min(D, 1 << TAG_BITS)                # reorder entries per slot
-        rbits = bits_for(R)
+        lgd = D.bit_length() - 1                 # FIFO entry index bits (0 when D == 1)
+        pb = lgd + 1                             # FIFO pointer bits: modulo 2 * D
+        P = self._pool                           # load/store reorder pool entries
+        lgp = P.bit_length() - 1
         insn_l = insn_struct(p)
         parts = insn_l.size // 64
 
-        def fifo_addr(slot, ptr, depth, bits):
-            return slot if depth == 1 else Cat(ptr[:bits], slot)
+        def fifo_addr(slot, ptr):
+            return Cat(ptr[:lgd], slot) if lgd else slot
 
         decoders = {}
         nsel = [0]
@@ -255,13 +263,32 @@ class Pe(wiring.Component):
         opw = [mem.write_port() for mem in opmem]
         regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
 
+        # What the ready vector sees in parallel stays in flip-flops: per slot its opcode is
+        # known, its pipe, which operands are tokens, busy; per (slot, operand) "non-empty".
         known = [Signal(name=f"known{s}") for s in range(S)]     # opcode valid, not INVALID
         isfp = [Signal(name=f"isfp{s}") for s in range(S)]
         tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
         busy = [Signal(name=f"busy{s}") for s in range(S)]
-        cnt = [[Signal(cbits, name=f"cnt{s}_{k}") for k in range(K)] for s in range(S)]
-        occ = [[Signal(cbits, name=f"occ{s}_{k}") for k in range(K)] for s in range(S)]
-        head = [[Signal(cbits, name=f"head{s}_{k}") for k in range(K)] for s in range(S)]
+        nonempty = [Signal(K, name=f"ne{s}") for s in range(S)]
+        # The FIFO pointers of every (slot, operand) live in memories addressed by the key
+        # Cat(operand, slot), each pointer modulo 2 * depth with a single kind of writer:
+        # WP (write pointer: the operand write ports), RP (read pointer: the firings),
+        # WA (allocation pointer: mesh tokens on arrival, local results when their producer
+        # fires).  Tokens present = WP - RP (> 0 is `nonempty`), occupancy = WA - RP.
+        # Every write port writes a different key in a cycle (the room check defers a
+        # reservation that races a mesh token or the other pipe for the same FIFO).
+        ptr_mems = {}
+        for name in ("wp", "rp", "wa"):
+            ptr_mems[name] = Memory(shape=pb, depth=4 * S, init=[])
+            m.submodules[f"{name}_mem"] = ptr_mems[name]
+
+        def ptr_read(name, key):
+            rp_ = ptr_mems[name].read_port(domain="comb")
+            m.d.comb += rp_.addr.eq(key)
+            return rp_.data
+
+        def fkey(k, slot):
+            return Cat(Const(k, 2), slot) if isinstance(k, int) else Cat(k, slot)
 
         err_flags = Signal(len(PeError))
         err_slot = Signal(sb)
@@ -275,13 +302,22 @@ class Pe(wiring.Component):
         m.d.sync += [fin_valid.eq(self.i_flit.valid), fin.eq(self.i_flit.payload)]
         kind = fin.operand.kind
 
+        kinds = {}
+
         def is_kind(k):
-            return fin_valid & _eq(kind, int(k))
+            # One named signal per kind: an expression used per slot would be copied per use.
+            if k not in kinds:
+                kinds[k] = Signal(name=f"is_{k.name.lower()}")
+                m.d.comb += kinds[k].eq(fin_valid & _eq(kind, int(k)))
+            return kinds[k]
 
         # CONFIG
         cfg = fin.config
         is_cfg = is_kind(Kind.CONFIG)
-        cfg_insn = is_cfg & _eq(cfg.what, ConfigWhat.INSN)
+        cfg_insn = Signal()
+        cfg_part0 = Signal()                      # part 0 makes the slot live, clears its state
+        m.d.comb += [cfg_insn.eq(is_cfg & _eq(cfg.what, ConfigWhat.INSN)),
+                     cfg_part0.eq(cfg_insn & _eq(cfg.index, 0))]
         m.d.comb += [insn_w.addr.eq(cfg.slot), insn_w.data.eq(cfg.data.replicate(parts))]
         for j in range(parts):
             m.d.comb += insn_w.en[j].eq(cfg_insn & _eq(cfg.index, j))
@@ -304,7 +340,7 @@ class Pe(wiring.Component):
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
         tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
         for s in range(S):
-            with m.If(cfg_insn & _eq(cfg.index, 0) & slot_is(cfg_slot, s)):
+            with m.If(cfg_part0 & slot_is(cfg_slot, s)):
                 m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
 
         # Mesh tokens: OPERAND and PRELOAD.
@@ -327,27 +363,29 @@ class Pe(wiring.Component):
             disp.append(d)
 
         # ---- operand write arbiters, one per operand memory -------------------------------
-        full_const = Const((1 << cbits) - 1, cbits)
-        occ_list = [occ[s][j] if j < K else full_const for s in range(S) for j in range(4)]
-
-        def occ_of(key):
-            return mux(occ_list, key)
-
         def known_of(slot):
             return mux(known, slot)
 
-        def cnt_of(k, slot):
-            return mux([cnt[s][k] for s in range(S)], slot)
+        def full_of(key):
+            # Occupancy WA - RP never exceeds D (= 2 ** lgd): its top bit means "full".
+            return (ptr_read("wa", key) - ptr_read("rp", key))[lgd]
 
-        def head_of(k, slot):
-            return mux([head[s][k] for s in range(S)], slot)
+        wa_w = {name: ptr_mems["wa"].write_port() for name in ["net"] + [
+            f"res{pp}_{i}" for pp in range(2) for i in range(ND)]}
+        wp_w = [ptr_mems["wp"].write_port() for k in range(K)]
+        rp_w = [[ptr_mems["rp"].write_port() for k in range(K)] for pp in range(2)]
+        cons_last = [[Signal(name=f"cons_last{pp}_{k}") for k in range(K)] for pp in range(2)]
         wr_en = [Signal(name=f"wr_en{k}") for k in range(K)]      # a token is written
         wr_net = [Signal(name=f"wr_net{k}") for k in range(K)]    # ... and it came from the mesh
         wr_slot = [Signal(sb, name=f"wr_slot{k}") for k in range(K)]
         net_ok = Signal()
         net_slot_known = known_of(net_tok.slot)
-        net_full = occ_of(Cat(net_tok.operand, net_tok.slot))[cbits - 1]   # occ == D
+        net_key = Cat(net_tok.operand, net_tok.slot)
+        net_full = full_of(net_key) | net_tok.operand.all()     # (operand 3 does not exist)
         m.d.comb += net_ok.eq(net_valid & net_slot_known & ~net_full)
+        wa_net = ptr_read("wa", net_key)
+        m.d.comb += [wa_w["net"].addr.eq(net_key), wa_w["net"].data.eq(_inc(wa_net)),
+                     wa_w["net"].en.eq(net_ok)]
         raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
@@ -366,9 +404,11 @@ class Pe(wiring.Component):
             local_known = known_of(sel.slot)
             ok = sel_valid & Mux(sel_net, net_ok, local_known)
             m.d.comb += [wr_en[k].eq(ok), wr_net[k].eq(sel_net), wr_slot[k].eq(sel.slot)]
-            tail = (head_of(k, sel.slot) + cnt_of(k, sel.slot))[:dbits]
-            m.d.comb += [opw[k].addr.eq(fifo_addr(sel.slot, tail, D, dbits)),
-                         opw[k].data.eq(sel.data), opw[k].en.eq(ok)]
+            tail = ptr_read("wp", fkey(k, sel.slot))
+            m.d.comb += [opw[k].addr.eq(fifo_addr(sel.slot, tail)),
+                         opw[k].data.eq(sel.data), opw[k].en.eq(ok),
+                         wp_w[k].addr.eq(fkey(k, sel.slot)), wp_w[k].data.eq(_inc(tail)),
+                         wp_w[k].en.eq(ok)]
             raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
                               sel.slot))
         # A dispatcher's local port is ready when its operand memory granted it this cycle.
@@ -406,13 +446,16 @@ class Pe(wiring.Component):
         busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(2)]
 
 
-        # END messages sent per slot: the context ID an END carries (ISA v1.1).
-        ends = [Signal(32, name=f"ends{s}") for s in range(S)]
-        end_inc = [Signal(name=f"end_inc{j}") for j in range(3)]
-        end_slot = [Signal(sb, name=f"end_slot{j}") for j in range(3)]
-        for s in range(S):
-            with m.If(Cat(*[end_inc[j] & slot_is(end_slot[j], s) for j in range(3)]).any()):
-                m.d.sync += ends[s].eq(_inc(ends[s]))
+        # END messages sent per slot: the context ID an END carries (ISA v1.1).  One memory
+        # per pipe, read and incremented in S1 when an instruction with END fires (a store's
+        # count rides in its reorder pool entry to the acknowledgement, which sends it).
+        ends_w, ends_cur, end_inc = [], [], []
+        for pp in range(2):
+            mem = Memory(shape=32, depth=S, init=[])
+            m.submodules[f"ends_mem{pp}"] = mem
+            ends_w.append(mem.write_port())
+            ends_cur.append(mem.read_port(domain="comb"))
+            end_inc.append(Signal(name=f"end_inc{pp}"))
 
         # Per-slot INT state, 32 + 16 bits: SCAN's accumulator and firing count; an emitting
         # ITER's next value and tokens left (the slot is busy meanwhile, and is picked as a
@@ -427,9 +470,20 @@ class Pe(wiring.Component):
             shape=data.StructLayout({"acc": 64, "count": 16}), depth=S, init=[])
         facc_w = facc_mem.write_port()
 
-        # Load/store issue and retire counters per slot (tags are their low bits).
-        ld_iss = [Signal(TAG_BITS + 1, name=f"ld_iss{s}") for s in range(S)]
-        ld_ret = [Signal(TAG_BITS + 1, name=f"ld_ret{s}") for s in range(S)]
+        # The load/store reorder pool: P entries shared by all slots, allocated in issue order
+        # (tail) and retired in that order (head) when their reply is in; `pvalid` marks the
+        # replies received.  An entry holds the reply (pool_data, written by the REPLY) and
+        # what the retirement needs (pool_info, written at issue).  The request's `tag` and
+        # `slot` fields carry the entry number (low bits in `tag`); the Dbuf echoes them.
+        pool_tail = Signal(lgp + 1, name="pool_tail")
+        pool_head = Signal(lgp + 1, name="pool_head")
+        pvalid = Signal(P, name="pvalid")
+        m.submodules.pool_data = pool_data = Memory(
+            shape=data.StructLayout({"data": 64, "err": 1}), depth=P, init=[])
+        m.submodules.pool_info = pool_info = Memory(
+            shape=data.StructLayout({"slot": sb, "ectx": 32}), depth=P, init=[])
+        pool_info_w = pool_info.write_port()
+        pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
         s1 = []
@@ -439,7 +493,7 @@ class Pe(wiring.Component):
             s1_cont = Signal(name=f"s1_cont{pp}")
             ready = Signal(S, name=f"ready{pp}")
             for s in range(S):
-                tok_ok = Cat(*[~tmask[s][k] | cnt[s][k].any() for k in range(K)]).all()
+                tok_ok = (~tmask[s] | nonempty[s]).all()
                 # INT pipe: a busy slot is an emitting ITER, ready for its next token.
                 go_on = busy[s] if pp == 0 else Const(0, 1)
                 m.d.comb += ready[s].eq(known[s] & (isfp[s] == pp) & ((tok_ok & ~busy[s]) | go_on)
@@ -458,7 +512,7 @@ class Pe(wiring.Component):
             op_r = []
             for k in range(K):
                 rp = opmem[k].read_port()
-                m.d.comb += rp.addr.eq(fifo_addr(slot0, head_of(k, slot0), D, dbits))
+                m.d.comb += rp.addr.eq(fifo_addr(slot0, ptr_read("rp", fkey(k, slot0))))
                 op_r.append(rp)
             facc_r = None
             if pp == 0:
@@ -537,8 +591,11 @@ class Pe(wiring.Component):
                 if pp == 1:
                     for j in range(ND):
                         clash = clash | (reserve[0][j] & (res_dest[0][j] == key))
-                room_terms.append(~is_local | (~occ_of(key)[cbits - 1] & ~clash))
+                room_terms.append(~is_local | (~full_of(key) & ~clash))
                 st["local"].append(is_local)
+                w = wa_w[f"res{pp}_{i}"]
+                m.d.comb += [w.addr.eq(key), w.data.eq(_inc(ptr_read("wa", key))),
+                             w.en.eq(reserve[pp][i])]
             m.d.comb += room.eq(Cat(*room_terms).all())
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
@@ -578,11 +635,13 @@ class Pe(wiring.Component):
                                          & ~st["cont"]),
                              tag.hi.eq(opv[0][32:])]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                # END: every firing but ITER's (and a store's, sent on its acknowledgement).
+                # END: every firing but ITER's and a load's (ISA); a store's is counted here
+                # and sent on its acknowledgement with the count kept in its pool entry.
+                is_store = op_in(insn.op, Op.STH, Op.STD)
                 end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
-                             tag.ectx.eq(mux(ends, st["slot"]))]
-                m.d.comb += [end_inc[0].eq(go & end0), end_slot[0].eq(st["slot"])]
+                             tag.ectx.eq(ends_cur[0].data)]
+                m.d.comb += end_inc[0].eq(go & (end0 | insn.end & is_mem & is_store))
                 # ITER: the first token is the start value; the state holds the next one.
                 count = imm32[:16]
                 step = Cat(imm32[16:], imm32[31].replicate(16))
@@ -607,9 +666,8 @@ class Pe(wiring.Component):
                 # LD/ST: address, Dbuf, reorder window.
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
-                outstanding = (mux(ld_iss, st["slot"]) - mux(ld_ret, st["slot"]))[:TAG_BITS + 1]
-                window_ok = ~outstanding[rbits if R > 1 else 0:].any()   # outstanding < R
-                mem_ok = req_q.i_data.ready & window_ok
+                pool_full = (pool_tail - pool_head)[lgp]              # P entries in use
+                mem_ok = req_q.i_data.ready & ~pool_full
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
                 m.d.comb += go.eq(st["valid"] & room & unit_ok)
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
@@ -637,7 +695,6 @@ class Pe(wiring.Component):
                             m.d.comb += size.eq(_SIZE[op.access_bytes])
                     with m.Default():
                         m.d.comb += size.eq(0)
-                is_store = op_in(insn.op, Op.STH, Op.STD)
                 m.d.comb += [
                     req.store.kind.eq(Mux(is_store, Const(int(Kind.STORE), 3),
                                           Const(int(Kind.LOAD), 3))),
@@ -648,16 +705,20 @@ class Pe(wiring.Component):
                     req.store.bcast.eq(is_op[Op.LDHB]),
                     req.store.src_x.eq(_biased(coord.x, p.x_bits)),
                     req.store.src_y.eq(_biased(coord.y, p.y_bits)),
-                    req.store.slot.eq(st["slot"]),
-                    req.store.tag.eq(mux(ld_iss, st["slot"])[:TAG_BITS]),
+                    req.store.slot.eq(pool_tail[TAG_BITS:lgp]),
+                    req.store.tag.eq(pool_tail[:TAG_BITS]),
                     req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
                     req_q.i_data.payload.eq(req),
                     req_q.i_data.valid.eq(go & is_mem & in_range),
                 ]
                 raise_err.append((go & is_mem & ~in_range, PeError.BAD_ADDRESS, st["slot"]))
-                for s in range(S):
-                    with m.If(go & is_mem & in_range & slot_is(st["slot"], s)):
-                        m.d.sync += ld_iss[s].eq(_inc(ld_iss[s]))
+                issue = pool_issue
+                m.d.comb += issue.eq(go & is_mem & in_range)
+                m.d.comb += [pool_info_w.addr.eq(pool_tail[:lgp]), pool_info_w.en.eq(issue),
+                             pool_info_w.data.slot.eq(st["slot"]),
+                             pool_info_w.data.ectx.eq(ends_cur[0].data)]
+                with m.If(issue):
+                    m.d.sync += pool_tail.eq(_inc(pool_tail))
 
             else:
                 tag = Signal(self._fp_tag(p), name="fp_tag")
@@ -676,8 +737,7 @@ class Pe(wiring.Component):
                 ]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
                 end1 = insn.end & emits
-                m.d.comb += [end_inc[1].eq(go & end1), end_slot[1].eq(st["slot"]),
-                             tag.ectx.eq(mux(ends, st["slot"]))]
+                m.d.comb += [end_inc[1].eq(go & end1), tag.ectx.eq(ends_cur[1].data)]
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end1),
                              tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
                              tag.slot.eq(st["slot"]),
@@ -693,7 +753,15 @@ class Pe(wiring.Component):
             fire = go & ~st["cont"]
             for k in range(K):
                 m.d.comb += consume[pp][k].eq(fire & has[k] & ~insn.regmask[k])
+                key = fkey(k, st["slot"])
+                rpv = ptr_read("rp", key)
+                w = rp_w[pp][k]
+                m.d.comb += [w.addr.eq(key), w.data.eq(_inc(rpv)), w.en.eq(consume[pp][k]),
+                             cons_last[pp][k].eq(_eq((ptr_read("wp", key) - rpv)[:pb], 1))]
             m.d.comb += cons_slot[pp].eq(st["slot"])
+            m.d.comb += [ends_cur[pp].addr.eq(st["slot"]), ends_w[pp].addr.eq(st["slot"]),
+                         ends_w[pp].data.eq(_inc(ends_cur[pp].data)),
+                         ends_w[pp].en.eq(end_inc[pp])]
             for i in range(ND):
                 m.d.comb += reserve[pp][i].eq(go & st["local"][i])
             if pp == 0:
@@ -725,68 +793,73 @@ class Pe(wiring.Component):
         m.d.comb += [facc_w.addr.eq(ftag.slot), facc_w.en.eq(fdone),
                      facc_w.data.acc.eq(fpu.o_res.payload.result),
                      facc_w.data.count.eq(ftag.count)]
-        # Configuring a slot (part 0 of its word) clears its SCAN/ITER and FACC state: the
-        # memories keep their contents over a reset, and a slot's previous program may have
-        # left an ITER value or a partial sum behind.  (Configuration precedes the run.)
-        clear = cfg_insn & _eq(cfg.index, 0)
+        # Configuring a slot (part 0 of its word) clears its state in memories: FIFO pointers,
+        # END counts, SCAN/ITER and FACC state.  Memories keep their contents over a reset,
+        # and a slot's previous program may have left tokens, an ITER value or a partial sum
+        # behind.  The clear borrows ports of pipe 0 and the operand writes: configuration
+        # precedes the run, so nothing else writes them in that cycle.
+        clear = cfg_part0
         with m.If(clear):
             m.d.comb += [facc_w.addr.eq(cfg_slot), facc_w.en.eq(1), facc_w.data.eq(0),
                          scan_w.addr.eq(cfg_slot), scan_w.en.eq(1), scan_w.data.eq(0)]
+            for pp in range(2):
+                m.d.comb += [ends_w[pp].addr.eq(cfg_slot), ends_w[pp].en.eq(1),
+                             ends_w[pp].data.eq(0)]
+            for k in range(K):
+                for w in (wp_w[k], rp_w[0][k], wa_w[f"res0_{k}"]):
+                    m.d.comb += [w.addr.eq(fkey(k, cfg_slot)), w.en.eq(1), w.data.eq(0)]
         m.d.comb += [busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
 
-        # ---- load/store replies: reorder per slot, retire in issue order -------------------
-        m.submodules.rob = rob = Memory(shape=64, depth=S * R, init=[])
-        rob_w = rob.write_port()
-        rob_r = rob.read_port()
-        rvalid = [Signal(R, name=f"rvalid{s}") for s in range(S)]
+        # ---- load/store replies: the reorder pool, retired in issue order ------------------
         rep = fin.reply
-        rep_slot = Signal(sb)
-        m.d.comb += rep_slot.eq(rep.slot)
         is_rep = is_kind(Kind.REPLY)
-        m.d.comb += [rob_w.addr.eq(fifo_addr(rep.slot, rep.tag, R, rbits)),
-                     rob_w.data.eq(rep.data), rob_w.en.eq(is_rep)]
-        raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep.slot))
-        retirable = Signal(S)
-        for s in range(S):
-            m.d.comb += retirable[s].eq(mux(list(rvalid[s]), ld_ret[s][:rbits])
-                                        if R > 1 else rvalid[s][0])
+        rep_idx = Signal(lgp, name="rep_idx") if lgp else None
+        pool_dw = pool_data.write_port()
+        rep_info = pool_info.read_port(domain="comb")
+        if lgp:
+            m.d.comb += rep_idx.eq(Cat(rep.tag, rep.slot)[:lgp])
+            m.d.comb += [pool_dw.addr.eq(rep_idx), rep_info.addr.eq(rep_idx)]
+        m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
+                     pool_dw.en.eq(is_rep)]
+        raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
+        head_idx = pool_head[:lgp]
+        head_in = Signal(name="pool_head_in")       # the oldest entry's reply has arrived
+        m.d.comb += head_in.eq((pool_head != pool_tail) & (mux(list(pvalid), head_idx)
+                                                           if lgp else pvalid[0]))
         r1_valid = Signal()
+        r1_ectx = Signal(32)
         r_adv = ~r1_valid | disp[2].i_res.ready
-        any_ret, ret_pick, ret_last = _round_robin(m, retirable, "retire")
-        ret_go = any_ret & r_adv
+        ret_go = head_in & r_adv
+        head_info = pool_info.read_port(domain="comb")
         insn_r2 = insn_mem.read_port()
-        m.d.comb += [insn_r2.addr.eq(ret_pick), insn_r2.en.eq(r_adv),
-                     rob_r.addr.eq(fifo_addr(ret_pick, mux(ld_ret, ret_pick), R, rbits)),
-                     rob_r.en.eq(r_adv)]
-        r1_slot = Signal(sb)
+        pool_r = pool_data.read_port()
+        if lgp:
+            m.d.comb += [head_info.addr.eq(head_idx), pool_r.addr.eq(head_idx)]
+        m.d.comb += [insn_r2.addr.eq(head_info.data.slot), insn_r2.en.eq(r_adv),
+                     pool_r.en.eq(r_adv)]
         with m.If(r_adv):
-            m.d.sync += [r1_valid.eq(any_ret), r1_slot.eq(ret_pick)]
+            m.d.sync += [r1_valid.eq(ret_go), r1_ectx.eq(head_info.data.ectx)]
         with m.If(ret_go):
-            m.d.sync += ret_last.eq(ret_pick)
-        for s in range(S):
-            with m.If(ret_go & slot_is(ret_pick, s)):
-                m.d.sync += ld_ret[s].eq(_inc(ld_ret[s]))
-            for t in range(R):
-                set_ = is_rep & slot_is(rep_slot, s) & (_eq(rep.tag[:rbits], t) if R > 1
-                                                         else Const(1, 1))
-                clr = ret_go & slot_is(ret_pick, s) & (_eq(ld_ret[s][:rbits], t) if R > 1
-                                                        else Const(1, 1))
-                with m.If(set_):
-                    m.d.sync += rvalid[s][t].eq(1)
-                with m.Elif(clr):
-                    m.d.sync += rvalid[s][t].eq(0)
+            m.d.sync += pool_head.eq(_inc(pool_head))
+        # An entry's bit is cleared when it is allocated (its reply cannot arrive in that
+        # cycle) and set by its reply; the head is retired only when the pool is not empty.
+        p_set = _decode(m, rep_idx, P, "pool_set") if lgp else Const(1, 1)
+        p_new = _decode(m, pool_tail[:lgp], P, "pool_new") if lgp else Const(1, 1)
+        for e in range(P):
+            with m.If(pool_issue & p_new[e]):
+                m.d.sync += pvalid[e].eq(0)
+            with m.Elif(is_rep & p_set[e]):
+                m.d.sync += pvalid[e].eq(1)
         rinsn = Signal(insn_l)
         m.d.comb += rinsn.eq(insn_r2.data)
         dpm = disp[2].i_res.payload
         r_store = op_in(rinsn.op, Op.STH, Op.STD)
         m.d.comb += [
             disp[2].i_res.valid.eq(r1_valid),
-            dpm.data.eq(Mux(r_store, Const(0, 64), rob_r.data)),
+            dpm.data.eq(Mux(r_store, Const(0, 64), pool_r.data.data)),
             dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
             dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
-            dpm.ectx.eq(mux(ends, r1_slot)),
-            end_inc[2].eq(disp[2].i_res.valid & disp[2].i_res.ready & rinsn.end & r_store),
-            end_slot[2].eq(r1_slot),
+            dpm.ectx.eq(r1_ectx),
         ]
         m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
 
@@ -800,31 +873,18 @@ class Pe(wiring.Component):
             m.d.comb += d.o_flit.ready.eq(grant & rep_q.i_data.ready)
             taken = taken | d.o_flit.valid
 
-        # ---- per-FIFO counters ---------------------------------------------------------------
-        one = Const(1, cbits)
+        # ---- non-empty bits (the ready vector's view of the operand FIFOs) ----------------
         for s in range(S):
             for k in range(K):
-                inc = wr_en[k] & slot_is(wr_slot[k], s)
-                inc_net = inc & wr_net[k]
-                dec = ((consume[0][k] & slot_is(cons_slot[0], s))
-                       | (consume[1][k] & slot_is(cons_slot[1], s)))
-                res = Cat(*[reserve[pp][i] & slot_is(res_dest[pp][i], s << 2 | k, 4 * S)
-                            for pp in range(2) for i in range(ND)]).any()
-                with m.If(inc & ~dec):
-                    m.d.sync += cnt[s][k].eq((cnt[s][k] + one)[:cbits])
-                with m.Elif(dec & ~inc):
-                    m.d.sync += cnt[s][k].eq((cnt[s][k] - one)[:cbits])
-                # occ += mesh token + reservation - consumption, as constant steps.
-                with m.If(inc_net & res & ~dec):
-                    m.d.sync += occ[s][k].eq(Cat(occ[s][k][0], _inc(occ[s][k][1:]))
-                                             if cbits > 1 else occ[s][k])
-                with m.Elif((inc_net ^ res) & ~dec | inc_net & res & dec):
-                    m.d.sync += occ[s][k].eq(_inc(occ[s][k]))
-                with m.Elif(~inc_net & ~res & dec):
-                    m.d.sync += occ[s][k].eq((occ[s][k] - Const(1, cbits))[:cbits])
-                with m.If(dec):
-                    m.d.sync += head[s][k].eq(Mux(_eq(head[s][k], D - 1), Const(0, cbits),
-                                                  _inc(head[s][k])))
+                set_ = wr_en[k] & slot_is(wr_slot[k], s)
+                clr = Cat(*[consume[pp][k] & cons_last[pp][k] & slot_is(cons_slot[pp], s)
+                            for pp in range(2)]).any()
+                with m.If(clear & slot_is(cfg_slot, s)):
+                    m.d.sync += nonempty[s][k].eq(0)
+                with m.Elif(set_):                  # a write wins over the last token's firing
+                    m.d.sync += nonempty[s][k].eq(1)
+                with m.Elif(clr):
+                    m.d.sync += nonempty[s][k].eq(0)
         for s in range(S):
             for pp in range(2):
                 with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):
@@ -856,7 +916,7 @@ class Pe(wiring.Component):
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
-            x=-1, y=-1, micc_x=-1, micc_y=0):
+            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32):
     """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches).
 
     ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it
@@ -865,5 +925,5 @@ def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1
     params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                          regs=regs, dbuf_bytes=dbuf_bytes)
     if x == -1 and y == -1:
-        return Pe(params, micc=(micc_x, micc_y))
-    return Pe(params, x, y, (micc_x, micc_y))
+        return Pe(params, micc=(micc_x, micc_y), pool=pool)
+    return Pe(params, x, y, (micc_x, micc_y), pool)

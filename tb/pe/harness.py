@@ -25,11 +25,12 @@ from sw.arch import ArrayParams
 from sw.golden import Memory
 from sw.isa import Op
 from sw.packet import Kind, bias
+from tb.clock import reset
 from tb.stream import StreamSink, pause_pattern
 
 from . import flits
 
-__all__ = ["PeWorld", "params_from_env"]
+__all__ = ["PeWorld", "params_from_env", "reset_pe"]
 
 
 def params_from_env(full):
@@ -45,6 +46,13 @@ def params_from_env(full):
     if x < 0:
         x, y = (int(v) for v in os.environ.get("FDPU_PE_COORD", "0,0").split(","))
     return p, x, y, (full["micc_x"], full["micc_y"])
+
+
+async def reset_pe(dut):
+    """Reset the PE with its input idle (an undriven ``i_flit.valid`` is X on Icarus and
+    would reach the first cycle after reset)."""
+    dut.i_flit__valid.value = 0
+    await reset(dut.clk, dut.rst)
 
 
 class PeWorld:

@@ -21,10 +21,10 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from sw.image import word_parts
 from sw.isa import Dest, Instruction, Op, encode
 from sw.packet import ConfigWhat, Kind, bias
-from tb.clock import reset, start_clock
+from tb.clock import start_clock
 
 from . import flits
-from .harness import PeWorld, make_rng, params_from_env
+from .harness import PeWorld, make_rng, params_from_env, reset_pe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 ONE, TWO = 0x3C00, 0x4000
@@ -86,7 +86,7 @@ class Bench:
 
 
 async def _fresh(dut):
-    await reset(dut.clk, dut.rst)
+    await reset_pe(dut)
     return Bench(dut)
 
 

@@ -17,11 +17,11 @@ import cocotb
 from sw.image import word_parts
 from sw.isa import Dest, Instruction, Op, encode
 from sw.packet import ConfigWhat, Kind, bias
-from tb.clock import reset, start_clock
+from tb.clock import start_clock
 
 from . import flits
 from .cases import read_case
-from .harness import PeWorld, make_rng, params_from_env
+from .harness import PeWorld, make_rng, params_from_env, reset_pe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 
@@ -87,7 +87,7 @@ async def golden_images(dut):
     start_clock(dut.clk)
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
-        await reset(dut.clk, dut.rst)
+        await reset_pe(dut)
         world = _world(dut)
         world.load_image(image)
         bound = 400 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
@@ -114,14 +114,14 @@ async def errors_are_sticky(dut):
     start_clock(dut.clk)
     p, x, y, _ = params_from_env(FULL)
     # 1. A token to an unconfigured slot: UNKNOWN_OPCODE, slot 5.
-    await reset(dut.clk, dut.rst)
+    await reset_pe(dut)
     world = _world(dut, idle=0, backpressure=0)
     world.send(flits.operand(p, x, y, 5, 0, 42))
     await world.wait_quiet(20)
     assert world.error() == (1 << 0, 5), f"unknown opcode: error status {world.error()}"
     world.stop()
     # 2. Overflow: ADD waiting on operand 1 gets operand_depth + 1 tokens on operand 0.
-    await reset(dut.clk, dut.rst)
+    await reset_pe(dut)
     world = _world(dut, idle=0, backpressure=0)
     add = Instruction(Op.ADD, nsrc=2, dests=(Dest(x, y, 3, 0),))
     world.send(*_insn_flits(p, x, y, 2, add))
@@ -131,7 +131,7 @@ async def errors_are_sticky(dut):
     assert world.error() == (1 << 1, 2), f"overflow: error status {world.error()}"
     world.stop()
     # 3. A load past the last Dbuf: BAD_ADDRESS, no request leaves.
-    await reset(dut.clk, dut.rst)
+    await reset_pe(dut)
     world = _world(dut, idle=0, backpressure=0)
     world.send(*_insn_flits(p, x, y, 7, Instruction(Op.LDW, nsrc=1, imm=p.memory_bytes)))
     world.send(flits.operand(p, x, y, 7, 0, 0))
