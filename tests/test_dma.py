@@ -18,7 +18,7 @@ from tb.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
-RIG = dict(rows=1, cols=2, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1 << 14)
+RIG = dict(rows=1, cols=1, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1 << 14)
 
 
 @pytest.mark.parametrize("build, error, message", [
