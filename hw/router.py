@@ -48,15 +48,15 @@ Ordering
     the mesh therefore keeps the order of flits per (source, destination).
 """
 
-from amaranth import C, Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth import C, Cat, Module, Mux, Shape, Signal
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams, Dir
 
 from .noc_types import Bits, flit_layout
 
-__all__ = ["PORTS", "Router", "biased_coordinate", "route_rules", "route_onehot"]
+__all__ = ["PORTS", "Router", "VoqBuffer", "biased_coordinate", "route_rules", "route_onehot"]
 
 #: The router ports, in index order.
 PORTS = tuple(Dir)
@@ -184,31 +184,24 @@ class Router(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = len(PORTS)
-        heads, routes = [], []
-        fifos = []
         bx, by = biased_coordinate(m, self.params, self.i_x, self.i_y)
+        buffers = []
         for d in PORTS:
-            q = fifo.SyncFIFO(width=self.width, depth=self.depth)
-            m.submodules[f"in_{d.name.lower()}"] = q
-            m.d.comb += [
-                q.w_data.eq(self.i_flit[d].payload),
-                q.w_en.eq(self.i_flit[d].valid),
-                self.i_flit[d].ready.eq(q.w_rdy),
-            ]
-            head = data.View(self.layout, q.r_data)
-            route = Signal(n, name=f"route_{d.name.lower()}")
-            m.d.comb += route.eq(Cat(*route_onehot(m, self.params, bx, by,
-                                                   head.dst_x, head.dst_y,
-                                                   f"route_{d.name.lower()}")))
-            heads.append(q.r_data)
-            routes.append(route)
-            fifos.append(q)
+            name = d.name.lower()
+            buf = VoqBuffer(self.layout, self.depth)
+            m.submodules[f"in_{name}"] = buf
+            wiring.connect(m, wiring.flipped(self.i_flit[d]), buf.i_flit)
+            # The route is decided once, on entry (the coordinate is constant).
+            m.d.comb += buf.i_route.eq(Cat(*route_onehot(
+                m, self.params, bx, by, self.i_flit[d].payload.dst_x,
+                self.i_flit[d].payload.dst_y, f"route_{name}")))
+            buffers.append(buf)
 
-        pops = [C(0, 1) for _ in range(n)]
         for o in PORTS:
             name = o.name.lower()
+            offers = [buffers[i].o_voq[o] for i in range(n)]
             request = Signal(n, name=f"req_{name}")
-            m.d.comb += request.eq(Cat(*(fifos[i].r_rdy & routes[i][o] for i in range(n))))
+            m.d.comb += request.eq(Cat(*(offer.valid for offer in offers)))
             # One-hot: the input granted last.  Round-robin: the lowest requesting input above
             # it, else the lowest requesting input.
             last = Signal(n, name=f"last_{name}", init=1 << (n - 1))
@@ -218,22 +211,101 @@ class Router(wiring.Component):
             m.d.comb += masked.eq(request & above)
             grant = Signal(n, name=f"grant_{name}")
             # A flit offered but not taken stays offered, unchanged (the stream rules): the
-            # grant of a stalled output holds until its transfer.
+            # grant of a stalled output holds until its transfer.  The buffer keeps its offer
+            # to this output unchanged meanwhile (only younger flits arrive).
             hold = Signal(name=f"hold_{name}")
             held = Signal(n, name=f"held_{name}")
             m.d.comb += grant.eq(Mux(hold, held,
                                      Mux(masked.any(), _lowest(masked), _lowest(request))))
             out = self.o_flit[o]
             m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
-            payload = heads[n - 1]
+            payload = offers[n - 1].payload.as_value()
             for i in reversed(range(n - 1)):
-                payload = Mux(grant[i], heads[i], payload)
+                payload = Mux(grant[i], offers[i].payload.as_value(), payload)
             m.d.comb += [out.valid.eq(request.any()), out.payload.eq(payload)]
             m.d.sync += last.eq(Mux(out.valid & out.ready, grant, last))
             for i in range(n):
-                pops[i] = pops[i] | (grant[i] & out.ready)
-        for i in range(n):
-            m.d.comb += fifos[i].r_en.eq(pops[i])
+                m.d.comb += offers[i].ready.eq(grant[i] & out.ready)
+        return m
+
+
+class VoqBuffer(wiring.Component):
+    """Hold ``depth`` flits of one router input as one virtual output queue per output.
+
+    One storage of ``depth`` slots; each flit is stored with its output port (``i_route``,
+    one-hot, decided on entry) and an age (an ``older[i][j]`` matrix: slot ``i`` entered before
+    slot ``j``).  Output ``o`` is offered the *oldest* stored flit routed to ``o``, so flits
+    for one output leave in arrival order, while a flit for a busy output no longer blocks the
+    flits behind it that go elsewhere (no head-of-line blocking).  Several outputs may take a
+    flit each in one cycle; one flit enters per cycle, into the lowest free slot.
+
+    Parameters
+    ----------
+    layout : amaranth.lib.data.StructLayout
+        The flit layout.
+    depth : int
+        Slots, at least 2.
+
+    Attributes
+    ----------
+    i_flit : In(stream.Signature(layout))
+        Flits in; ``ready`` is "a slot is free", a function of the state only.
+    i_route : In(5)
+        One-hot output port of ``i_flit.payload`` (valid with it).
+    o_voq : Out(stream.Signature(layout)).array(5)
+        Per output (indexed by ``Dir``) the oldest flit routed there; an offer stays
+        unchanged until taken (only younger flits enter meanwhile).
+    """
+
+    def __init__(self, layout, depth):
+        _check_int("depth", depth, 2)
+        self.layout, self.depth = layout, depth
+        flit = stream.Signature(layout)
+        super().__init__({
+            "i_flit": In(flit),
+            "i_route": In(len(PORTS)),
+            "o_voq": Out(flit).array(len(PORTS)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, depth = len(PORTS), self.depth
+        width = Shape.cast(self.layout).width
+        valid = Signal(depth)
+        slot = [Signal(width, name=f"slot{i}") for i in range(depth)]
+        route = [Signal(n, name=f"route{i}") for i in range(depth)]
+        older = [Signal(depth, name=f"older{i}") for i in range(depth)]
+
+        free = Signal(depth)
+        m.d.comb += [free.eq(_lowest(~valid)), self.i_flit.ready.eq(~valid.all())]
+        write = self.i_flit.valid & self.i_flit.ready
+
+        taken = C(0, depth)
+        for o in range(n):
+            wants = [valid[i] & route[i][o] for i in range(depth)]
+            # The oldest: no other slot that also wants o is older.
+            oldest = Signal(depth, name=f"oldest_{PORTS[o].name.lower()}")
+            m.d.comb += oldest.eq(Cat(*(
+                wants[i] & ~_any(Cat(*(wants[j] & older[j][i] for j in range(depth) if j != i)))
+                for i in range(depth))))
+            offer = self.o_voq[o]
+            # ``oldest`` is one-hot (or zero, and then the payload is not looked at), so a
+            # chain of 2:1 multiplexers selects its slot.
+            payload = slot[depth - 1]
+            for i in reversed(range(depth - 1)):
+                payload = Mux(oldest[i], slot[i], payload)
+            m.d.comb += [offer.valid.eq(oldest.any()), offer.payload.eq(payload)]
+            taken = taken | Mux(offer.ready, oldest, 0)
+
+        m.d.sync += valid.eq((valid & ~taken) | Mux(write, free, 0))
+        for i in range(depth):
+            with m.If(write & free[i]):
+                m.d.sync += [slot[i].eq(self.i_flit.payload), route[i].eq(self.i_route)]
+            # A new flit is younger than every stored one: its row clears, and it joins the
+            # row of every valid slot.  Rows of free slots are stale but never read (masked by
+            # valid) and cleared when the slot is written.
+            m.d.sync += older[i].eq(Mux(write & free[i], 0,
+                                        older[i] | Mux(write & valid[i], free, 0)))
         return m
 
 

@@ -10,9 +10,10 @@ it to RTLIL, lowers the checks (``chformal -lower``) and runs ``sat -prove-asser
   every legal target, one-hot (the coordinate is a router input, so it is free in the proof).
 * :class:`RouterOccupancyHarness`: the environment tags each flit with the input it entered
   (an ``Assume`` on the opaque body); a shadow counter per input counts flits in minus flits
-  that left any output with that tag.  It never exceeds the FIFO ``depth`` (no overflow: no
-  flit accepted into a full buffer, none overwritten) and never goes below zero (no flit
-  leaves that did not enter: no duplicate); an output offered but not taken keeps its flit.
+  that left any output with that tag.  It never exceeds the buffer ``depth`` (no overflow: no
+  flit accepted into a full buffer, none overwritten), never goes below zero and no cycle
+  sends more of an input's flits than it holds (no flit leaves that did not enter: no
+  duplicate); an output offered but not taken keeps its flit.
 * :class:`DbufCreditHarness`: requests accepted minus replies delivered stays in
   ``0 .. reply_depth`` (the credit counter never over- or underflows; no reply without a
   request), and a stalled reply is held.
@@ -132,14 +133,14 @@ class RouterOccupancyHarness(Elaboratable):
             occupancy = Signal(range(-1, self.depth + 2), name=f"occ_{PORTS[d].name.lower()}")
             entered = port.valid & port.ready
             left = [r.o_flit[o].valid & r.o_flit[o].ready & (tag[o] == d) for o in range(n)]
-            # At most one output can take input d's head: the others never carry its tag.
-            m.d.comb += Assert(sum(left) <= 1)
+            # Several outputs may each take a flit of input d in one cycle (one virtual output
+            # queue each), but never more flits than the input holds: a flit entering now
+            # cannot leave before the next cycle.
             m.d.sync += occupancy.eq(occupancy + entered - sum(left))
             m.d.comb += [
                 Assert(occupancy >= 0),
                 Assert(occupancy <= self.limit),
-                Assert(~(left[0] | left[1] | left[2] | left[3] | left[4]) | (occupancy > 0)
-                       | entered),
+                Assert(sum(left) <= occupancy),
             ]
         for o in range(n):
             _stream_rule(m, r.o_flit[o], f"out_{PORTS[o].name.lower()}")
