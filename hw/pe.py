@@ -110,12 +110,21 @@ def _mux(m, values, idx, name):
 
 
 def _first(m, vec, name):
-    """Return ``(any, index)`` of the lowest set bit of ``vec``."""
-    idx = Signal(range(max(2, len(vec))), name=f"{name}_idx")
-    for i in reversed(range(len(vec))):
-        with m.If(vec[i]):
-            m.d.comb += idx.eq(i)
-    return vec.any(), idx
+    """Return ``(any, index)`` of the lowest set bit of ``vec``.
+
+    A balanced tree of expressions (continuous assignments), not a process: Icarus does not
+    run an ``always @*`` block at time 0, so a process whose inputs never change (a pool
+    that stays empty) would leave its output X.
+    """
+    bits = [vec[i] for i in range(len(vec))]
+    n = 1 << max(1, (len(bits) - 1).bit_length())
+    nodes = [(b, Const(0, 0)) for b in bits] + [(Const(0, 1), Const(0, 0))] * (n - len(bits))
+    while len(nodes) > 1:
+        nodes = [(lo[0] | hi[0], Mux(lo[0], Cat(lo[1], Const(0, 1)), Cat(hi[1], Const(1, 1))))
+                 for lo, hi in zip(nodes[0::2], nodes[1::2])]
+    idx = Signal(range(n), name=f"{name}_idx")
+    m.d.comb += idx.eq(nodes[0][1])
+    return nodes[0][0], idx
 
 
 def _round_robin(m, vec, name):
@@ -185,8 +194,8 @@ class Pe(wiring.Component):
             raise ValueError(f"micc must be an (x, y) coordinate in -1..cols, -1..rows, "
                              f"not {micc!r}")
         most = 1 << (TAG_BITS + params.slot_bits)
-        if not (isinstance(pool, int) and 0 < pool <= most and pool & (pool - 1) == 0):
-            raise ValueError(f"pool must be a power of two from 1 to {most} (the request's "
+        if not (isinstance(pool, int) and 2 <= pool <= most and pool & (pool - 1) == 0):
+            raise ValueError(f"pool must be a power of two from 2 to {most} (the request's "
                              f"tag and slot fields number the entries), not {pool!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
         self._pool = pool
@@ -470,20 +479,30 @@ class Pe(wiring.Component):
             shape=data.StructLayout({"acc": 64, "count": 16}), depth=S, init=[])
         facc_w = facc_mem.write_port()
 
-        # The load/store reorder pool: P entries shared by all slots, allocated in issue order
-        # (tail) and retired in that order (head) when their reply is in; `pvalid` marks the
-        # replies received.  An entry holds the reply (pool_data, written by the REPLY) and
-        # what the retirement needs (pool_info, written at issue).  The request's `tag` and
-        # `slot` fields carry the entry number (low bits in `tag`); the Dbuf echoes them.
-        pool_tail = Signal(lgp + 1, name="pool_tail")
-        pool_head = Signal(lgp + 1, name="pool_head")
-        pvalid = Signal(P, name="pvalid")
+        # The load/store reorder pool: P entries shared by all slots.  A LD/ST takes a free
+        # entry when it is sent; the request's `tag` and `slot` fields carry the entry number
+        # (low bits in `tag`), the Dbuf echoes them, the REPLY writes the entry (pool_data)
+        # and sets `pvalid`.  Each slot's entries form a list in issue order (`nxt`, the
+        # slot's last entry in `ptail`); `first` marks the oldest entry of its slot.  An entry
+        # retires when it is first and its reply is in: in issue order within a slot, in any
+        # order between slots (a slow Dbuf holds up only its own slot).
+        alloc = Signal(P, name="pool_alloc")          # entry in use
+        pvalid = Signal(P, name="pvalid")             # ... and its reply has arrived
+        first = Signal(P, name="pool_first")          # ... and it is its slot's oldest
+        has_nxt = Signal(P, name="pool_has_nxt")      # ... and a younger one follows
         m.submodules.pool_data = pool_data = Memory(
             shape=data.StructLayout({"data": 64, "err": 1}), depth=P, init=[])
         m.submodules.pool_info = pool_info = Memory(
             shape=data.StructLayout({"slot": sb, "ectx": 32}), depth=P, init=[])
         pool_info_w = pool_info.write_port()
+        m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
+        m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
+        ret_go = Signal(name="ret_go")                # entry `ret_idx` retires
+        ret_idx = Signal(lgp, name="ret_idx")
+        free_any, free_idx = _first(m, ~alloc, "pool_free")
         pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
+        pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
+        pool_link_to = Signal(lgp, name="pool_link_to")
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
         s1 = []
@@ -666,8 +685,7 @@ class Pe(wiring.Component):
                 # LD/ST: address, Dbuf, reorder window.
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
-                pool_full = (pool_tail - pool_head)[lgp]              # P entries in use
-                mem_ok = req_q.i_data.ready & ~pool_full
+                mem_ok = req_q.i_data.ready & free_any
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
                 m.d.comb += go.eq(st["valid"] & room & unit_ok)
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
@@ -705,8 +723,8 @@ class Pe(wiring.Component):
                     req.store.bcast.eq(is_op[Op.LDHB]),
                     req.store.src_x.eq(_biased(coord.x, p.x_bits)),
                     req.store.src_y.eq(_biased(coord.y, p.y_bits)),
-                    req.store.slot.eq(pool_tail[TAG_BITS:lgp]),
-                    req.store.tag.eq(pool_tail[:TAG_BITS]),
+                    req.store.slot.eq(free_idx[TAG_BITS:]),
+                    req.store.tag.eq(free_idx[:TAG_BITS]),
                     req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
                     req_q.i_data.payload.eq(req),
                     req_q.i_data.valid.eq(go & is_mem & in_range),
@@ -714,11 +732,24 @@ class Pe(wiring.Component):
                 raise_err.append((go & is_mem & ~in_range, PeError.BAD_ADDRESS, st["slot"]))
                 issue = pool_issue
                 m.d.comb += issue.eq(go & is_mem & in_range)
-                m.d.comb += [pool_info_w.addr.eq(pool_tail[:lgp]), pool_info_w.en.eq(issue),
+                m.d.comb += [pool_info_w.addr.eq(free_idx), pool_info_w.en.eq(issue),
                              pool_info_w.data.slot.eq(st["slot"]),
                              pool_info_w.data.ectx.eq(ends_cur[0].data)]
-                with m.If(issue):
-                    m.d.sync += pool_tail.eq(_inc(pool_tail))
+                # Link the new entry behind the slot's last one, if that one is still in the
+                # pool (and not retiring right now); otherwise it is the slot's oldest.
+                pt_r = pool_ptail.read_port(domain="comb")
+                pt_w = pool_ptail.write_port()
+                last_info = pool_info.read_port(domain="comb")
+                m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
+                             pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
+                             pt_w.en.eq(issue)]
+                m.d.comb += pool_link.eq(mux(list(alloc), pt_r.data)
+                                         & (last_info.data.slot == st["slot"])
+                                         & ~(ret_go & (ret_idx == pt_r.data)))
+                m.d.comb += pool_link_to.eq(pt_r.data)
+                nxt_w = pool_nxt.write_port()
+                m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
+                             nxt_w.en.eq(issue & pool_link)]
 
             else:
                 tag = Signal(self._fp_tag(p), name="fp_tag")
@@ -813,43 +844,53 @@ class Pe(wiring.Component):
         # ---- load/store replies: the reorder pool, retired in issue order ------------------
         rep = fin.reply
         is_rep = is_kind(Kind.REPLY)
-        rep_idx = Signal(lgp, name="rep_idx") if lgp else None
+        rep_idx = Signal(lgp, name="rep_idx")
         pool_dw = pool_data.write_port()
         rep_info = pool_info.read_port(domain="comb")
-        if lgp:
-            m.d.comb += rep_idx.eq(Cat(rep.tag, rep.slot)[:lgp])
-            m.d.comb += [pool_dw.addr.eq(rep_idx), rep_info.addr.eq(rep_idx)]
+        m.d.comb += rep_idx.eq(Cat(rep.tag, rep.slot)[:lgp])
+        m.d.comb += [pool_dw.addr.eq(rep_idx), rep_info.addr.eq(rep_idx)]
         m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
                      pool_dw.en.eq(is_rep)]
         raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
-        head_idx = pool_head[:lgp]
-        head_in = Signal(name="pool_head_in")       # the oldest entry's reply has arrived
-        m.d.comb += head_in.eq((pool_head != pool_tail) & (mux(list(pvalid), head_idx)
-                                                           if lgp else pvalid[0]))
         r1_valid = Signal()
         r1_ectx = Signal(32)
         r_adv = ~r1_valid | disp[2].i_res.ready
-        ret_go = head_in & r_adv
-        head_info = pool_info.read_port(domain="comb")
+        ready_e = Signal(P, name="pool_ready")      # retirable entries
+        m.d.comb += ready_e.eq(alloc & pvalid & first)
+        any_ret, ret_pick, ret_last = _round_robin(m, ready_e, "retire")
+        m.d.comb += [ret_go.eq(any_ret & r_adv), ret_idx.eq(ret_pick)]
+        with m.If(ret_go):
+            m.d.sync += ret_last.eq(ret_pick)
+        ret_info = pool_info.read_port(domain="comb")
+        nxt_r = pool_nxt.read_port(domain="comb")
         insn_r2 = insn_mem.read_port()
         pool_r = pool_data.read_port()
-        if lgp:
-            m.d.comb += [head_info.addr.eq(head_idx), pool_r.addr.eq(head_idx)]
-        m.d.comb += [insn_r2.addr.eq(head_info.data.slot), insn_r2.en.eq(r_adv),
+        m.d.comb += [ret_info.addr.eq(ret_idx), nxt_r.addr.eq(ret_idx), pool_r.addr.eq(ret_idx),
+                     insn_r2.addr.eq(ret_info.data.slot), insn_r2.en.eq(r_adv),
                      pool_r.en.eq(r_adv)]
         with m.If(r_adv):
-            m.d.sync += [r1_valid.eq(ret_go), r1_ectx.eq(head_info.data.ectx)]
-        with m.If(ret_go):
-            m.d.sync += pool_head.eq(_inc(pool_head))
-        # An entry's bit is cleared when it is allocated (its reply cannot arrive in that
-        # cycle) and set by its reply; the head is retired only when the pool is not empty.
-        p_set = _decode(m, rep_idx, P, "pool_set") if lgp else Const(1, 1)
-        p_new = _decode(m, pool_tail[:lgp], P, "pool_new") if lgp else Const(1, 1)
+            m.d.sync += [r1_valid.eq(ret_go), r1_ectx.eq(ret_info.data.ectx)]
+        # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
+        # (rep_idx) and the retirement (ret_idx, whose successor nxt becomes first) touch
+        # different entries in a cycle.
+        d_new = _decode(m, free_idx, P, "pool_new")
+        d_link = _decode(m, pool_link_to, P, "pool_lnk")
+        d_rep = _decode(m, rep_idx, P, "pool_rep")
+        d_ret = _decode(m, ret_idx, P, "pool_ret")
+        d_nxt = _decode(m, nxt_r.data, P, "pool_nx")
+        nxt_live = mux(list(has_nxt), ret_idx)
         for e in range(P):
-            with m.If(pool_issue & p_new[e]):
-                m.d.sync += pvalid[e].eq(0)
-            with m.Elif(is_rep & p_set[e]):
+            with m.If(pool_issue & d_new[e]):
+                m.d.sync += [alloc[e].eq(1), pvalid[e].eq(0), first[e].eq(~pool_link),
+                             has_nxt[e].eq(0)]
+            with m.If(is_rep & d_rep[e]):
                 m.d.sync += pvalid[e].eq(1)
+            with m.If(pool_issue & pool_link & d_link[e]):
+                m.d.sync += has_nxt[e].eq(1)
+            with m.If(ret_go & d_ret[e]):
+                m.d.sync += [alloc[e].eq(0), first[e].eq(0)]
+            with m.If(ret_go & nxt_live & d_nxt[e]):
+                m.d.sync += first[e].eq(1)
         rinsn = Signal(insn_l)
         m.d.comb += rinsn.eq(insn_r2.data)
         dpm = disp[2].i_res.payload

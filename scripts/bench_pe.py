@@ -1,9 +1,14 @@
-"""Print the PE microbenchmarks: issue rate, FMADD/FACC throughput, dependent-pair latency.
+"""Print the PE microbenchmarks and the FC layers' cycles per FACC on one PE.
 
-Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--json FILE]``
+Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-only]
+[--json FILE]``
 
 Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
-slots) and prints the figures that ``docs/pe.md`` quotes.  Nothing is asserted.
+slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
+throughput, dependent-pair latencies.  Then runs two FC images of the golden-model
+toolchain (a ``4 x 32`` layer at batch 8, dense and sparse) through ``tb.pe.test_pe`` with
+no idle or backpressure (Dbuf latency 2..30 cycles) and prints the cycles per FACC, where
+one FACC is one SIMD-4 multiply-add (8 flop).  Nothing is asserted.
 """
 
 import argparse
@@ -11,35 +16,74 @@ import json
 import tempfile
 from pathlib import Path
 
+from tb.pe import cases
 from tb.pe.cases import PARAMS_1X1, top_params
 from tb.runner import run_cocotb
+
+#: The FC layer of the benchmark: ``k x c`` weights, batch ``n``.
+FC_LAYER = (4, 32, 8)
+
+
+def micro(sim, tmp):
+    """Run the microbenchmarks; return their figures."""
+    path = Path(tmp) / "bench.json"
+    run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.test_bench", sim,
+               extra_env={"FDPU_PE_BENCH_OUT": str(path)})
+    return json.loads(path.read_text())
+
+
+def fc(sim, tmp, seed=20261130):
+    """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``."""
+    k, c, n = FC_LAYER
+    folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, PARAMS_1X1,
+                                                                     seed), f"fc-{mode}"))
+               for mode in ("dense", "sparse")]
+    out = Path(tmp) / "fc.json"
+    run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.test_pe", sim, testcase="golden_images",
+               extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0,0",
+                          "FDPU_PE_RESULTS": str(out)}, seed=seed)
+    res = {}
+    for case in json.loads(out.read_text()):
+        facc = case["ops"].get("FACC", 0)
+        res[case["name"]] = dict(cycles=case["cycles"], facc=facc,
+                                 facc_per_cycle=facc / case["cycles"],
+                                 int_fired=sum(v for op, v in case["ops"].items()
+                                               if op not in ("FACC", "FIMM", "FMUL", "FMADD",
+                                                             "FADD", "FSUB")))
+    return res
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])
+    ap.add_argument("--fc-only", action="store_true", help="only the FC cycles per FACC")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.json"
-        run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.test_bench", args.sim,
-                   extra_env={"FDPU_PE_BENCH_OUT": str(path)})
-        res = json.loads(path.read_text())
+        res = {} if args.fc_only else micro(args.sim, tmp)
+        res["fc"] = fc(args.sim, tmp)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
-    for name in ("issue_int", "issue_fp", "issue_dual"):
-        rates = res[name]
-        print(f"  {name:22s} " + ", ".join(f"{k} {v:.2f}" for k, v in rates.items())
-              + f"  (total {sum(rates.values()):.2f})")
-    for name, v in res.items():
-        if name.startswith(("fmadd", "facc")):
-            key = "fmadd_per_cycle" if name.startswith("fmadd") else "facc_per_cycle"
-            print(f"  {name:22s} {v[key]:.2f} per cycle = {v['flops_per_cycle']:.1f} flop/cycle")
-    for name in ("pair_int", "pair_fp"):
-        v = res[name]
-        print(f"  {name:22s} same PE: fire -> dependent fire {v['fire_to_dependent_fire']} "
-              f"cycles; one hop: {v['one_hop_pair']} cycles (fire -> flit out "
-              f"{v['fire_to_flit_out']}, mesh 2, flit in -> fire {v['flit_in_to_fire']})")
+    if not args.fc_only:
+        for name in ("issue_int", "issue_fp", "issue_dual"):
+            rates = res[name]
+            print(f"  {name:22s} " + ", ".join(f"{k} {v:.2f}" for k, v in rates.items())
+                  + f"  (total {sum(rates.values()):.2f})")
+        for name, v in res.items():
+            if name.startswith(("fmadd", "facc")):
+                key = "fmadd_per_cycle" if name.startswith("fmadd") else "facc_per_cycle"
+                print(f"  {name:22s} {v[key]:.2f} per cycle = {v['flops_per_cycle']:.1f} "
+                      f"flop/cycle")
+        for name in ("pair_int", "pair_fp"):
+            v = res[name]
+            print(f"  {name:22s} same PE: fire -> dependent fire {v['fire_to_dependent_fire']} "
+                  f"cycles; one hop: {v['one_hop_pair']} cycles (fire -> flit out "
+                  f"{v['fire_to_flit_out']}, mesh 2, flit in -> fire {v['flit_in_to_fire']})")
+    k, c, n = FC_LAYER
+    print(f"FC layer {k} x {c}, batch {n}, on one PE (incl. configuration):")
+    for name, v in res["fc"].items():
+        print(f"  {name:22s} {v['facc']} FACC in {v['cycles']} cycles = "
+              f"{v['facc_per_cycle']:.3f} FACC/cycle ({v['int_fired']} INT/MEM firings)")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
 

@@ -7,6 +7,7 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   :class:`tb.pe.harness.PeWorld` under random delays and backpressure, and the memory after the
   run, the firings per opcode and the context ends are compared with the golden model's.
 * ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``).
+* ``FDPU_PE_RESULTS``: a JSON file to write each case's cycles and firings to (benchmarks).
 """
 
 import json
@@ -85,6 +86,7 @@ def _compare_hazard(world, expected, errors):
 async def golden_images(dut):
     """Run every case image; results and per-opcode firings equal the golden model's."""
     start_clock(dut.clk)
+    results = []
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset_pe(dut)
@@ -96,7 +98,12 @@ async def golden_images(dut):
         _compare(world, expected, expected["name"])
         dut._log.info(f"case {expected['name']}: {image.contexts} contexts, "
                       f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
+        results.append(dict(name=expected["name"], contexts=image.contexts,
+                            cycles=world.cycle, ops=dict(world.fired)))
         world.stop()
+    if os.environ.get("FDPU_PE_RESULTS"):
+        with open(os.environ["FDPU_PE_RESULTS"], "w") as out:
+            json.dump(results, out)
 
 
 def _insn_flits(p, x, y, slot, insn):
