@@ -162,6 +162,19 @@ def test_noc_bench_rejects_bad_input(capsys):
     assert "--rate must be in (0, 1]" in capsys.readouterr().err
 
 
+def test_noc_bench_patterns_share_one_build():
+    """The HDL bench on Icarus 2x2: pattern and rate are inputs, so two patterns reuse one
+    build; below saturation everything offered is accepted, and neighbor traffic (one link,
+    two routers) has latency exactly 3 (routers + 1)."""
+    from sw.commands.noc_bench import measure
+    uniform = measure(2, 2, "uniform", 0.3, 600, 100, sim="icarus")
+    neighbor = measure(2, 2, "neighbor", 0.3, 600, 100, sim="icarus")
+    for r in (uniform, neighbor):
+        assert r["bad_flits"] == 0 and abs(r["accepted"] - r["offered"]) < 0.03, r
+    assert neighbor["avg_latency"] == 3.0 and neighbor["max_latency"] == 3
+    assert uniform["max_latency"] > 3
+
+
 @pytest.mark.slow
 def test_noc_bench_2x2(tmp_path):
     from sw.commands.noc_bench import measure

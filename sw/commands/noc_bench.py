@@ -56,10 +56,12 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
     nodes = params.num_pes
     with tempfile.TemporaryDirectory(prefix="fdpu-noc-") as tmp:
         out = Path(tmp) / "counters.json"
-        cfg = {"rate": rate, "warmup": warmup, "measure": cycles, "out": str(out),
-               "nodes": nodes, "bins": BINS}
-        run_cocotb(NocBench(params, pattern, depth), {}, "tb.noc.run_bench", sim,
-                   name=f"noc_bench_{rows}x{cols}_{pattern}_d{depth}",
+        cfg = {"pattern": pattern, "rate": rate, "warmup": warmup, "measure": cycles,
+               "out": str(out), "nodes": nodes, "bins": BINS}
+        # Pattern and rate are inputs of the bench: every point of every sweep reuses one
+        # build per (shape, depth, simulator).
+        run_cocotb(NocBench(params, depth), {}, "tb.noc.run_bench", sim,
+                   name=f"noc_bench_{rows}x{cols}_d{depth}",
                    extra_env={"FDPU_BENCH": json.dumps(cfg)}, timeout_s=3600)
         counters = json.loads(out.read_text())
     ejected = sum(counters["ejected"])
