@@ -17,8 +17,8 @@ at PE ``n = y * cols + x``; ``i_edge[k]`` / ``o_edge[k]`` is the edge port where
 (numbering of :meth:`sw.arch.ArrayParams.dbuf_coord`).  Neighbouring routers are wired
 port-to-port; the mesh adds no logic.  The routers take their coordinates as inputs
 (constants here) and are wrapped in :class:`hw.shared.Shared`: the generated Verilog has one
-router module, instantiated ``rows * cols`` times.  Every property of the router holds per hop: a flit is
-never lost, duplicated or changed; flits of one (source, destination) pair arrive in order;
+router module, instantiated ``rows * cols`` times.  Every property of the router holds per
+hop: a flit is never lost, duplicated or changed; flits of one (source, destination) pair arrive in order;
 the route is :meth:`sw.arch.ArrayParams.route`; zero-load latency is one cycle per router
 crossed (``hops + 1`` cycles from ``i_local`` to ``o_local`` for ``hops`` links).
 
