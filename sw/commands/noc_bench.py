@@ -40,6 +40,34 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
+def mean_routers(params, pattern):
+    """Return the mean number of routers a flit of ``pattern`` crosses (``len(route)``).
+
+    The destinations are weighted as the HDL generator draws them (:mod:`tb.noc.bench`):
+    uniform coordinates are ``(v * cols) >> 8`` for a uniform byte ``v``; hotspot sends 1/4 of
+    the flits to the centre.  At zero load the latency is this plus one (docs/noc.md).
+    """
+    from collections import Counter
+    xs = Counter((v * params.cols) >> 8 for v in range(256))
+    ys = Counter((v * params.rows) >> 8 for v in range(256))
+    uniform = [((tx, ty), xs[tx] * ys[ty] / 65536) for tx in xs for ty in ys]
+    total = 0.0
+    for (x, y) in params.pe_coords():
+        if pattern == "uniform":
+            dests = uniform
+        elif pattern == "hotspot":
+            dests = [(d, w * 0.75) for d, w in uniform] + \
+                [((params.cols // 2, params.rows // 2), 0.25)]
+        elif pattern == "transpose":
+            dests = [((y, x), 1.0)]
+        elif pattern == "bitcomp":
+            dests = [((params.cols - 1 - x, params.rows - 1 - y), 1.0)]
+        else:
+            dests = [(((x + 1) % params.cols, y), 1.0)]
+        total += sum(w * len(params.route((x, y), d)) for d, w in dests)
+    return total / params.num_pes
+
+
 def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verilator"):
     """Run one load point on the RTL; return a dict of rates and latencies."""
     from hw.verilog import to_verilog  # noqa: F401  (hardware imports only when used)
@@ -65,6 +93,7 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
                    extra_env={"FDPU_BENCH": json.dumps(cfg)}, timeout_s=3600)
         counters = json.loads(out.read_text())
     ejected = sum(counters["ejected"])
+    routers = mean_routers(params, pattern)
     hist = counters["hist"]
     sampled = sum(hist)
     p99 = None
@@ -82,6 +111,10 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
         "avg_latency": sum(counters["latency"]) / ejected if ejected else None,
         "p99_latency": p99,
         "max_latency": max(counters["max_latency"]),
+        # Zero-load latency is routers + 1: at low load this is 1.00 cycle per router.
+        "mean_routers": routers,
+        "cycles_per_router": (sum(counters["latency"]) / ejected - 1) / routers
+        if ejected else None,
         "p99_samples": sampled,
         "p99_note": None if p99 is not None or not sampled else
         f"above {(BINS - 1) << BIN_SHIFT} cycles (histogram overflow)",
@@ -134,9 +167,11 @@ def _png(path, curves, width=640, height=480):
 def _line(r):
     p99 = r["p99_latency"] if r["p99_latency"] is not None else (r["p99_note"] or "-")
     avg = f"{r['avg_latency']:.2f}" if r["avg_latency"] is not None else "-"
+    per = f"{r['cycles_per_router']:.2f}" if r["cycles_per_router"] is not None else "-"
     return (f"{r['rows']}x{r['cols']} {r['pattern']:9s} offered {r['offered']:.4f} "
             f"accepted {r['accepted']:.4f} flits/node/cycle  latency avg {avg} "
-            f"p99 {p99} cycles  bad {r['bad_flits']}")
+            f"p99 {p99} cycles  ({per} per router of {r['mean_routers']:.2f})  "
+            f"bad {r['bad_flits']}")
 
 
 def run(args):
