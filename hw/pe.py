@@ -365,7 +365,7 @@ class Pe(wiring.Component):
 
         # ---- dispatchers ------------------------------------------------------------------
         disp = []
-        for name in ("int", "fp", "mem"):
+        for name in ("int", "fp", "mem0", "mem1"):
             d = Dispatcher(p, self._micc)
             m.submodules[f"disp_{name}"] = d
             m.d.comb += d.i_coord.eq(coord)
@@ -497,8 +497,9 @@ class Pe(wiring.Component):
         pool_info_w = pool_info.write_port()
         m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
         m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
-        ret_go = Signal(name="ret_go")                # entry `ret_idx` retires
-        ret_idx = Signal(lgp, name="ret_idx")
+        lane = Signal(P, name="pool_lane")            # ... and retires on memory lane 1
+        ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # entry `ret_idx[j]`
+        ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
         free_any, free_idx = _first(m, ~alloc, "pool_free")
         pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
         pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
@@ -686,6 +687,11 @@ class Pe(wiring.Component):
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
                 mem_ok = req_q.i_data.ready & free_any
+                # The memory lane (dispatcher) of the replies: by the operand index of the
+                # first destination, so the two operands of a FACC/FMADD fed by loads arrive
+                # in the same cycle; one slot always uses the same lane (its order holds).
+                mem_lane = Signal(name="mem_lane")
+                m.d.comb += mem_lane.eq(insn.d0_operand.any())
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
                 m.d.comb += go.eq(st["valid"] & room & unit_ok)
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
@@ -745,7 +751,8 @@ class Pe(wiring.Component):
                              pt_w.en.eq(issue)]
                 m.d.comb += pool_link.eq(mux(list(alloc), pt_r.data)
                                          & (last_info.data.slot == st["slot"])
-                                         & ~(ret_go & (ret_idx == pt_r.data)))
+                                         & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
+                                                  for j in range(2)]).any())
                 m.d.comb += pool_link_to.eq(pt_r.data)
                 nxt_w = pool_nxt.write_port()
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
@@ -852,57 +859,66 @@ class Pe(wiring.Component):
         m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
                      pool_dw.en.eq(is_rep)]
         raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
-        r1_valid = Signal()
-        r1_ectx = Signal(32)
-        r_adv = ~r1_valid | disp[2].i_res.ready
+        # Two retire lanes, one per memory dispatcher: each picks (round robin) a retirable
+        # entry of its lane, reads the reply and the instruction (S1 of the lane), and hands
+        # the result to its dispatcher.
         ready_e = Signal(P, name="pool_ready")      # retirable entries
         m.d.comb += ready_e.eq(alloc & pvalid & first)
-        any_ret, ret_pick, ret_last = _round_robin(m, ready_e, "retire")
-        m.d.comb += [ret_go.eq(any_ret & r_adv), ret_idx.eq(ret_pick)]
-        with m.If(ret_go):
-            m.d.sync += ret_last.eq(ret_pick)
-        ret_info = pool_info.read_port(domain="comb")
-        nxt_r = pool_nxt.read_port(domain="comb")
-        insn_r2 = insn_mem.read_port()
-        pool_r = pool_data.read_port()
-        m.d.comb += [ret_info.addr.eq(ret_idx), nxt_r.addr.eq(ret_idx), pool_r.addr.eq(ret_idx),
-                     insn_r2.addr.eq(ret_info.data.slot), insn_r2.en.eq(r_adv),
-                     pool_r.en.eq(r_adv)]
-        with m.If(r_adv):
-            m.d.sync += [r1_valid.eq(ret_go), r1_ectx.eq(ret_info.data.ectx)]
+        nxt_r, nxt_live = [], []
+        for j in range(2):
+            dj = disp[2 + j]
+            r1_valid = Signal(name=f"r1_valid{j}")
+            r1_ectx = Signal(32, name=f"r1_ectx{j}")
+            r_adv = ~r1_valid | dj.i_res.ready
+            mine = ready_e & (lane if j else ~lane)
+            any_ret, ret_pick, ret_last = _round_robin(m, mine, f"retire{j}")
+            m.d.comb += [ret_go[j].eq(any_ret & r_adv), ret_idx[j].eq(ret_pick)]
+            with m.If(ret_go[j]):
+                m.d.sync += ret_last.eq(ret_pick)
+            ret_info = pool_info.read_port(domain="comb")
+            nr = pool_nxt.read_port(domain="comb")
+            insn_r2 = insn_mem.read_port()
+            pool_r = pool_data.read_port()
+            m.d.comb += [ret_info.addr.eq(ret_idx[j]), nr.addr.eq(ret_idx[j]),
+                         pool_r.addr.eq(ret_idx[j]), insn_r2.addr.eq(ret_info.data.slot),
+                         insn_r2.en.eq(r_adv), pool_r.en.eq(r_adv)]
+            nxt_r.append(nr.data)
+            nxt_live.append(mux(list(has_nxt), ret_idx[j]))
+            with m.If(r_adv):
+                m.d.sync += [r1_valid.eq(ret_go[j]), r1_ectx.eq(ret_info.data.ectx)]
+            rinsn = Signal(insn_l, name=f"rinsn{j}")
+            m.d.comb += rinsn.eq(insn_r2.data)
+            dpm = dj.i_res.payload
+            r_store = op_in(rinsn.op, Op.STH, Op.STD)
+            m.d.comb += [
+                dj.i_res.valid.eq(r1_valid),
+                dpm.data.eq(Mux(r_store, Const(0, 64), pool_r.data.data)),
+                dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
+                dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
+                dpm.ectx.eq(r1_ectx),
+            ]
+            m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
         # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
-        # (rep_idx) and the retirement (ret_idx, whose successor nxt becomes first) touch
-        # different entries in a cycle.
+        # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
+        # different entries in a cycle (a retiring entry is first, its successor is not).
         d_new = _decode(m, free_idx, P, "pool_new")
         d_link = _decode(m, pool_link_to, P, "pool_lnk")
         d_rep = _decode(m, rep_idx, P, "pool_rep")
-        d_ret = _decode(m, ret_idx, P, "pool_ret")
-        d_nxt = _decode(m, nxt_r.data, P, "pool_nx")
-        nxt_live = mux(list(has_nxt), ret_idx)
+        d_ret = [_decode(m, ret_idx[j], P, f"pool_ret{j}") for j in range(2)]
+        d_nxt = [_decode(m, nxt_r[j], P, f"pool_nx{j}") for j in range(2)]
         for e in range(P):
             with m.If(pool_issue & d_new[e]):
                 m.d.sync += [alloc[e].eq(1), pvalid[e].eq(0), first[e].eq(~pool_link),
-                             has_nxt[e].eq(0)]
+                             has_nxt[e].eq(0), lane[e].eq(mem_lane)]
             with m.If(is_rep & d_rep[e]):
                 m.d.sync += pvalid[e].eq(1)
             with m.If(pool_issue & pool_link & d_link[e]):
                 m.d.sync += has_nxt[e].eq(1)
-            with m.If(ret_go & d_ret[e]):
-                m.d.sync += [alloc[e].eq(0), first[e].eq(0)]
-            with m.If(ret_go & nxt_live & d_nxt[e]):
-                m.d.sync += first[e].eq(1)
-        rinsn = Signal(insn_l)
-        m.d.comb += rinsn.eq(insn_r2.data)
-        dpm = disp[2].i_res.payload
-        r_store = op_in(rinsn.op, Op.STH, Op.STD)
-        m.d.comb += [
-            disp[2].i_res.valid.eq(r1_valid),
-            dpm.data.eq(Mux(r_store, Const(0, 64), pool_r.data.data)),
-            dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
-            dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
-            dpm.ectx.eq(r1_ectx),
-        ]
-        m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
+            for j in range(2):
+                with m.If(ret_go[j] & d_ret[j][e]):
+                    m.d.sync += [alloc[e].eq(0), first[e].eq(0)]
+                with m.If(ret_go[j] & nxt_live[j] & d_nxt[j][e]):
+                    m.d.sync += first[e].eq(1)
 
         # ---- remote flits: dispatchers -> o_rep ------------------------------------------
         taken = Const(0, 1)
