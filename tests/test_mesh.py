@@ -180,3 +180,14 @@ def test_noc_bench_2x2(tmp_path):
     from sw.commands.noc_bench import measure
     r = measure(2, 2, "uniform", 0.2, 2000, 200)
     assert r["bad_flits"] == 0 and abs(r["accepted"] - r["offered"]) < 0.02
+
+
+def test_cycle_model_voq_beats_fifo():
+    """The design model (tb.noc.cycle_model): below saturation everything offered is
+    accepted; at saturation the virtual output queues carry more than one FIFO per input."""
+    from tb.noc.cycle_model import simulate
+    offered, accepted, latency = simulate(4, 4, 0.1, cycles=1500, warmup=300)
+    assert abs(offered - accepted) < 0.02 and 3 < latency < 6
+    fifo = simulate(4, 4, 0.9, depth=4, cycles=1500, warmup=300)[1]
+    voq = simulate(4, 4, 0.9, depth=4, window=4, multi=True, cycles=1500, warmup=300)[1]
+    assert voq > fifo + 0.02, (fifo, voq)
