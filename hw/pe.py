@@ -206,7 +206,9 @@ class Pe(wiring.Component):
             "o_rep": Out(stream.Signature(flit)),
             "o_error": Out(error_layout(params)),
             "o_fire": Out(data.StructLayout({"int_valid": 1, "int_op": 6,
-                                             "fp_valid": 1, "fp_op": 6})),
+                                             "fp_valid": 1, "fp_op": 6}
+                                            | ({"int2_valid": 1, "int2_op": 6}
+                                               if params.int_issue == 2 else {}))),
         }
         if x is None:
             ports["i_coord"] = In(coord_layout(params))
@@ -228,6 +230,10 @@ class Pe(wiring.Component):
         lgp = P.bit_length() - 1
         insn_l = insn_struct(p)
         parts = insn_l.size // 64
+        # Pipes: 0 INT/MEM/CTRL, 1 FP, 2 a second INT/CTRL pipe (no loads/stores) when
+        # params.int_issue == 2.  A slot is never in two pipes' S1 at once.
+        NP = 3 if p.int_issue == 2 else 2
+        INT_PIPES = (0, 2) if NP == 3 else (0,)
 
         def fifo_addr(slot, ptr):
             return Cat(ptr[:lgd], slot) if lgd else slot
@@ -276,6 +282,7 @@ class Pe(wiring.Component):
         # known, its pipe, which operands are tokens, busy; per (slot, operand) "non-empty".
         known = [Signal(name=f"known{s}") for s in range(S)]     # opcode valid, not INVALID
         isfp = [Signal(name=f"isfp{s}") for s in range(S)]
+        ismem = [Signal(name=f"ismem{s}") for s in range(S)]    # LD/ST: INT pipe 0 only
         tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
         busy = [Signal(name=f"busy{s}") for s in range(S)]
         nonempty = [Signal(K, name=f"ne{s}") for s in range(S)]
@@ -346,11 +353,14 @@ class Pe(wiring.Component):
                         m.d.comb += [known_op.eq(1), fp_op.eq(op.unit is Unit.FP)]
             with m.Default():
                 m.d.comb += [known_op.eq(0), fp_op.eq(0)]
+        mem_op = Signal()
+        m.d.comb += mem_op.eq(op_in(part0.op, Op.LDH, Op.STD))
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
         tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
         for s in range(S):
             with m.If(cfg_part0 & slot_is(cfg_slot, s)):
-                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
+                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm),
+                             ismem[s].eq(mem_op)]
 
         # Mesh tokens: OPERAND and PRELOAD.
         net_tok = Signal(local_layout(p))
@@ -365,7 +375,7 @@ class Pe(wiring.Component):
 
         # ---- dispatchers ------------------------------------------------------------------
         disp = []
-        for name in ("int", "fp", "mem0", "mem1"):
+        for name in ("int", "fp", "mem0", "mem1") + (("int2",) if NP == 3 else ()):
             d = Dispatcher(p, self._micc)
             m.submodules[f"disp_{name}"] = d
             m.d.comb += d.i_coord.eq(coord)
@@ -380,10 +390,10 @@ class Pe(wiring.Component):
             return (ptr_read("wa", key) - ptr_read("rp", key))[lgd]
 
         wa_w = {name: ptr_mems["wa"].write_port() for name in ["net"] + [
-            f"res{pp}_{i}" for pp in range(2) for i in range(ND)]}
+            f"res{pp}_{i}" for pp in range(NP) for i in range(ND)]}
         wp_w = [ptr_mems["wp"].write_port() for k in range(K)]
-        rp_w = [[ptr_mems["rp"].write_port() for k in range(K)] for pp in range(2)]
-        cons_last = [[Signal(name=f"cons_last{pp}_{k}") for k in range(K)] for pp in range(2)]
+        rp_w = [[ptr_mems["rp"].write_port() for k in range(K)] for pp in range(NP)]
+        cons_last = [[Signal(name=f"cons_last{pp}_{k}") for k in range(K)] for pp in range(NP)]
         wr_en = [Signal(name=f"wr_en{k}") for k in range(K)]      # a token is written
         wr_net = [Signal(name=f"wr_net{k}") for k in range(K)]    # ... and it came from the mesh
         wr_slot = [Signal(sb, name=f"wr_slot{k}") for k in range(K)]
@@ -431,7 +441,10 @@ class Pe(wiring.Component):
             m.d.comb += d.o_local.ready.eq(granted)
 
         # ---- issue pipes --------------------------------------------------------------------
-        alu = m.submodules.alu = IntAlu(tag_width=self._int_tag(p).size)
+        alus = {}
+        for pp in INT_PIPES:
+            alus[pp] = IntAlu(tag_width=self._int_tag(p).size)
+            m.submodules[f"alu{pp}" if pp else "alu"] = alus[pp]
         fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
         m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
         m.submodules.rep_q = rep_q = StreamFIFO(width=flit_union(p).size, depth=4)
@@ -444,24 +457,25 @@ class Pe(wiring.Component):
             rep_q.o_data.ready.eq(self.o_rep.ready),
         ]
 
-        consume = [[Signal(name=f"consume{pp}_{k}") for k in range(K)] for pp in range(2)]
-        cons_slot = [Signal(sb, name=f"cons_slot{pp}") for pp in range(2)]
-        reserve = [[Signal(name=f"reserve{pp}_{i}") for i in range(ND)] for pp in range(2)]
+        consume = [[Signal(name=f"consume{pp}_{k}") for k in range(K)] for pp in range(NP)]
+        cons_slot = [Signal(sb, name=f"cons_slot{pp}") for pp in range(NP)]
+        reserve = [[Signal(name=f"reserve{pp}_{i}") for i in range(ND)] for pp in range(NP)]
         res_dest = [[Signal(sb + 2, name=f"res_dest{pp}_{i}") for i in range(ND)]
-                    for pp in range(2)]
-        busy_set = [Signal(name=f"busy_set{pp}") for pp in range(2)]
-        busy_set_slot = [Signal(sb, name=f"busy_set_slot{pp}") for pp in range(2)]
-        busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(2)]
-        busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(2)]
+                    for pp in range(NP)]
+        busy_set = [Signal(name=f"busy_set{pp}") for pp in range(NP)]
+        busy_set_slot = [Signal(sb, name=f"busy_set_slot{pp}") for pp in range(NP)]
+        busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(NP)]
+        busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(NP)]
 
 
         # END messages sent per slot: the context ID an END carries (ISA v1.1).  One memory
         # per pipe, read and incremented in S1 when an instruction with END fires (a store's
         # count rides in its reorder pool entry to the acknowledgement, which sends it).
         ends_w, ends_cur, end_inc = [], [], []
-        for pp in range(2):
-            mem = Memory(shape=32, depth=S, init=[])
-            m.submodules[f"ends_mem{pp}"] = mem
+        ends_mem = [Memory(shape=32, depth=S, init=[]) for _ in range(2)]   # INT, FP
+        m.submodules.ends_mem0, m.submodules.ends_mem1 = ends_mem
+        for pp in range(NP):
+            mem = ends_mem[1 if pp == 1 else 0]
             ends_w.append(mem.write_port())
             ends_cur.append(mem.read_port(domain="comb"))
             end_inc.append(Signal(name=f"end_inc{pp}"))
@@ -471,8 +485,8 @@ class Pe(wiring.Component):
         # *continuation*: no operands consumed, the next value emitted).
         m.submodules.scan_mem = scan_mem = Memory(
             shape=data.StructLayout({"acc": 32, "count": 16}), depth=S, init=[])
-        scan_w = scan_mem.write_port()
-        scan_r = None
+        scan_ws = {pp: scan_mem.write_port() for pp in INT_PIPES}
+        scan_rs = {}
 
         # FACC accumulators: 64-bit acc + 16-bit firing count per slot.
         m.submodules.facc_mem = facc_mem = Memory(
@@ -507,7 +521,7 @@ class Pe(wiring.Component):
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
         s1 = []
-        for pp in range(2):
+        for pp in range(NP):
             s1_valid = Signal(name=f"s1_valid{pp}")
             s1_slot = Signal(sb, name=f"s1_slot{pp}")
             s1_cont = Signal(name=f"s1_cont{pp}")
@@ -515,12 +529,17 @@ class Pe(wiring.Component):
             for s in range(S):
                 tok_ok = (~tmask[s] | nonempty[s]).all()
                 # INT pipe: a busy slot is an emitting ITER, ready for its next token.
-                go_on = busy[s] if pp == 0 else Const(0, 1)
-                m.d.comb += ready[s].eq(known[s] & (isfp[s] == pp) & ((tok_ok & ~busy[s]) | go_on)
+                go_on = busy[s] if pp != 1 else Const(0, 1)
+                # Each slot has one pipe, so its results leave in firing order: FP slots
+                # pipe 1; with a second INT pipe, LD/ST slots pipe 0 and the other INT/CTRL
+                # slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
+                unit = (isfp[s] if pp == 1 else ~isfp[s] if NP == 2
+                        else ~isfp[s] & (ismem[s] if pp == 0 else ~ismem[s]))
+                m.d.comb += ready[s].eq(known[s] & unit & ((tok_ok & ~busy[s]) | go_on)
                                         & ~(s1_valid & slot_is(s1_slot, s)))
             any_rdy, pick, last = _round_robin(m, ready, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
-            if pp == 0:
+            if pp != 1:
                 m.d.comb += cont.eq(mux(busy, pick))
             slot0 = Signal(sb, name=f"slot0_{pp}")
             m.d.comb += slot0.eq(pick)
@@ -535,9 +554,9 @@ class Pe(wiring.Component):
                 m.d.comb += rp.addr.eq(fifo_addr(slot0, ptr_read("rp", fkey(k, slot0))))
                 op_r.append(rp)
             facc_r = None
-            if pp == 0:
-                scan_r = scan_mem.read_port()
-                m.d.comb += scan_r.addr.eq(slot0)
+            if pp != 1:
+                scan_rs[pp] = scan_mem.read_port()
+                m.d.comb += scan_rs[pp].addr.eq(slot0)
             if pp == 1:
                 facc_r = facc_mem.read_port()
                 m.d.comb += facc_r.addr.eq(slot0)
@@ -545,7 +564,7 @@ class Pe(wiring.Component):
                            facc_r=facc_r, local=[]))
 
         # ---- S1 of each pipe: operands, room check, fire ----------------------------------
-        for pp in range(2):
+        for pp in range(NP):
             st = s1[pp]
             insn = Signal(insn_l, name=f"insn{pp}")
             m.d.comb += insn.eq(st["insn"].data)
@@ -608,9 +627,9 @@ class Pe(wiring.Component):
                 key = Cat(dop, dslot)
                 m.d.comb += res_dest[pp][i].eq(key)
                 clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
-                if pp == 1:
+                for q in range(pp):                # pipes before this one go first
                     for j in range(ND):
-                        clash = clash | (reserve[0][j] & (res_dest[0][j] == key))
+                        clash = clash | (reserve[q][j] & (res_dest[q][j] == key))
                 room_terms.append(~is_local | (~full_of(key) & ~clash))
                 st["local"].append(is_local)
                 w = wa_w[f"res{pp}_{i}"]
@@ -619,9 +638,11 @@ class Pe(wiring.Component):
             m.d.comb += room.eq(Cat(*room_terms).all())
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
-            if pp == 0:
-                is_mem = Signal(name="is_mem")
-                m.d.comb += is_mem.eq(~st["cont"] & op_in(insn.op, Op.LDH, Op.STD))
+            if pp != 1:
+                alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
+                is_mem = Signal(name=f"is_mem{pp}")
+                if pp == 0:
+                    m.d.comb += is_mem.eq(~st["cont"] & op_in(insn.op, Op.LDH, Op.STD))
                 tag = Signal(self._int_tag(p), name="int_tag")
                 a = Signal(32, name="alu_a")
                 b = Signal(32, name="alu_b")
@@ -660,8 +681,8 @@ class Pe(wiring.Component):
                 is_store = op_in(insn.op, Op.STH, Op.STD)
                 end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
-                             tag.ectx.eq(ends_cur[0].data)]
-                m.d.comb += end_inc[0].eq(go & (end0 | insn.end & is_mem & is_store))
+                             tag.ectx.eq(ends_cur[pp].data)]
+                m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
                 # ITER: the first token is the start value; the state holds the next one.
                 count = imm32[:16]
                 step = Cat(imm32[16:], imm32[31].replicate(16))
@@ -677,12 +698,16 @@ class Pe(wiring.Component):
                     m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
                                  scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
                 with m.If(go & is_op[Op.ITER] & ~st["cont"] & it_more):
-                    m.d.comb += [busy_set[0].eq(1), busy_set_slot[0].eq(st["slot"])]
+                    m.d.comb += [busy_set[pp].eq(1), busy_set_slot[pp].eq(st["slot"])]
                 with m.If(go & st["cont"] & ~it_more):
-                    m.d.comb += [busy_clr[0].eq(1), busy_clr_slot[0].eq(st["slot"])]
+                    m.d.comb += [busy_clr[pp].eq(1), busy_clr_slot[pp].eq(st["slot"])]
                 m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
                              alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
 
+            if pp == 2:
+                m.d.comb += [go.eq(st["valid"] & room & alu.i_op.ready),
+                             alu.i_op.valid.eq(st["valid"] & room)]
+            if pp == 0:
                 # LD/ST: address, Dbuf, reorder window.
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
@@ -758,7 +783,7 @@ class Pe(wiring.Component):
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
                              nxt_w.en.eq(issue & pool_link)]
 
-            else:
+            if pp == 1:
                 tag = Signal(self._fp_tag(p), name="fp_tag")
                 fop = Signal(FpOp, name="fpu_op")
                 fa, fb, fc = (Signal(64, name=f"fpu_{n}") for n in "abc")
@@ -802,21 +827,23 @@ class Pe(wiring.Component):
                          ends_w[pp].en.eq(end_inc[pp])]
             for i in range(ND):
                 m.d.comb += reserve[pp][i].eq(go & st["local"][i])
-            if pp == 0:
-                m.d.comb += [self.o_fire.int_valid.eq(fire), self.o_fire.int_op.eq(insn.op)]
-            else:
-                m.d.comb += [self.o_fire.fp_valid.eq(fire), self.o_fire.fp_op.eq(insn.op)]
+            name = ("int", "fp", "int2")[pp]
+            m.d.comb += [getattr(self.o_fire, f"{name}_valid").eq(fire),
+                         getattr(self.o_fire, f"{name}_op").eq(insn.op)]
 
         # ---- unit results to the dispatchers -----------------------------------------------
-        itag = Signal(self._int_tag(p))
-        m.d.comb += itag.eq(alu.o_res.payload.tag)
-        dpi = disp[0].i_res.payload
-        m.d.comb += [
-            disp[0].i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(disp[0].i_res.ready),
-            dpi.data.eq(Cat(alu.o_res.payload.result, Mux(itag.wide, itag.hi, Const(0, 32)))),
-            dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
-            dpi.ectx.eq(itag.ectx),
-        ]
+        for pp, alu in alus.items():
+            itag = Signal(self._int_tag(p), name=f"itag{pp}")
+            di = disp[0 if pp == 0 else 4]
+            m.d.comb += itag.eq(alu.o_res.payload.tag)
+            dpi = di.i_res.payload
+            m.d.comb += [
+                di.i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(di.i_res.ready),
+                dpi.data.eq(Cat(alu.o_res.payload.result,
+                                Mux(itag.wide, itag.hi, Const(0, 32)))),
+                dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
+                dpi.ectx.eq(itag.ectx),
+            ]
         ftag = Signal(self._fp_tag(p))
         m.d.comb += ftag.eq(fpu.o_res.payload.tag)
         dpf = disp[1].i_res.payload
@@ -839,7 +866,8 @@ class Pe(wiring.Component):
         clear = cfg_part0
         with m.If(clear):
             m.d.comb += [facc_w.addr.eq(cfg_slot), facc_w.en.eq(1), facc_w.data.eq(0),
-                         scan_w.addr.eq(cfg_slot), scan_w.en.eq(1), scan_w.data.eq(0)]
+                         scan_ws[0].addr.eq(cfg_slot), scan_ws[0].en.eq(1),
+                         scan_ws[0].data.eq(0)]
             for pp in range(2):
                 m.d.comb += [ends_w[pp].addr.eq(cfg_slot), ends_w[pp].en.eq(1),
                              ends_w[pp].data.eq(0)]
@@ -935,7 +963,7 @@ class Pe(wiring.Component):
             for k in range(K):
                 set_ = wr_en[k] & slot_is(wr_slot[k], s)
                 clr = Cat(*[consume[pp][k] & cons_last[pp][k] & slot_is(cons_slot[pp], s)
-                            for pp in range(2)]).any()
+                            for pp in range(NP)]).any()
                 with m.If(clear & slot_is(cfg_slot, s)):
                     m.d.sync += nonempty[s][k].eq(0)
                 with m.Elif(set_):                  # a write wins over the last token's firing
@@ -943,10 +971,10 @@ class Pe(wiring.Component):
                 with m.Elif(clr):
                     m.d.sync += nonempty[s][k].eq(0)
         for s in range(S):
-            for pp in range(2):
+            for pp in range(NP):
                 with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):
                     m.d.sync += busy[s].eq(1)
-            for pp in range(2):
+            for pp in range(NP):
                 with m.If(busy_clr[pp] & slot_is(busy_clr_slot[pp], s)):
                     m.d.sync += busy[s].eq(0)
 
@@ -973,14 +1001,14 @@ class Pe(wiring.Component):
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
-            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32):
+            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=1):
     """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches).
 
     ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it
     with a constant coordinate.
     """
     params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
-                         regs=regs, dbuf_bytes=dbuf_bytes)
+                         regs=regs, dbuf_bytes=dbuf_bytes, int_issue=int_issue)
     if x == -1 and y == -1:
         return Pe(params, micc=(micc_x, micc_y), pool=pool)
     return Pe(params, x, y, (micc_x, micc_y), pool)

@@ -114,6 +114,7 @@ TOPS = {top.name: top for top in (
         Param("micc_x", int, -1, "MicC column (CTX_END destination)"),
         Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
         Param("pool", int, 32, "load/store reorder pool entries (power of two)"),
+        Param("int_issue", int, 1, "INT/CTRL instructions issued per cycle (1 or 2)"),
     )),
     Top("alu", "hw.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),

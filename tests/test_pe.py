@@ -7,6 +7,7 @@ opcode and the context ends bit for bit.  Random parts print their seed; ``FDPU_
 replays one.
 """
 
+import dataclasses
 import json
 import os
 
@@ -47,12 +48,9 @@ def test_small_pe_lints_clean(xy):
     assert lint(verilog, "pe") == []
 
 
-@pytest.fixture(scope="module")
-def golden_cases(tmp_path_factory):
-    """Build the single-PE cases once: FC layers, Fig. 7, kernels, random graphs."""
+def _golden_cases(root, p):
+    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
-    root = tmp_path_factory.mktemp("pe-cases")
-    p = cases.PARAMS_1X1
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED)),
         ("fc-dense", cases.fc_image("dense", 3, 32, 8, p, SEED + 1)),
@@ -62,10 +60,32 @@ def golden_cases(tmp_path_factory):
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
 
+@pytest.fixture(scope="module")
+def golden_cases(tmp_path_factory):
+    """The single-PE cases, built once."""
+    return _golden_cases(tmp_path_factory.mktemp("pe-cases"), cases.PARAMS_1X1)
+
+
 @pytest.mark.parametrize("sim", SIMS)
 def test_golden_images_on_one_pe(sim, golden_cases):
     run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_pe", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(golden_cases)}, seed=SEED)
+
+
+def _two_int_issues(sim, root):
+    p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
+    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+               extra_env={"FDPU_PE_CASES": json.dumps(_golden_cases(root, p))})
+
+
+def test_golden_images_on_one_pe_with_two_int_issues_icarus(tmp_path):
+    # params.int_issue == 2: LD/ST slots on INT pipe 0, the other INT/CTRL slots on pipe 2.
+    _two_int_issues("icarus", tmp_path)
+
+
+@pytest.mark.slow
+def test_golden_images_on_one_pe_with_two_int_issues_verilator(tmp_path):
+    _two_int_issues("verilator", tmp_path)
 
 
 def test_fig7_hazard_is_real_without_the_feedback_edge(tmp_path):

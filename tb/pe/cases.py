@@ -40,7 +40,8 @@ def top_params(params, x=-1, y=-1, micc=(-1, 0)):
     """
     return dict(rows=params.rows, cols=params.cols, slots=params.slots,
                 operand_depth=params.operand_depth, regs=params.regs,
-                dbuf_bytes=params.dbuf_bytes, x=x, y=y, micc_x=micc[0], micc_y=micc[1])
+                dbuf_bytes=params.dbuf_bytes, x=x, y=y, micc_x=micc[0], micc_y=micc[1],
+                int_issue=params.int_issue)
 
 
 def array_params(params, micc=(-1, 0), depth=4):

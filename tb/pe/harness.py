@@ -41,7 +41,7 @@ def params_from_env(full):
     """
     p = ArrayParams(rows=full["rows"], cols=full["cols"], slots=full["slots"],
                     operand_depth=full["operand_depth"], regs=full["regs"],
-                    dbuf_bytes=full["dbuf_bytes"])
+                    dbuf_bytes=full["dbuf_bytes"], int_issue=full.get("int_issue", 1))
     x, y = full["x"], full["y"]
     if x < 0:
         x, y = (int(v) for v in os.environ.get("FDPU_PE_COORD", "0,0").split(","))
@@ -219,13 +219,16 @@ class PeWorld:
                 assert dut.i_flit__ready.value == 1, \
                     "i_flit.ready dropped: the PE made the mesh wait (DESIGN.md invariant 2)"
             if dut.rst.value == 0:
-                # o_fire: int_valid (bit 0), int_op (6:1), fp_valid (7), fp_op (13:8); the
-                # opcodes may be X while their valid bit is low.
+                # o_fire: int_valid (bit 0), int_op (6:1), fp_valid (7), fp_op (13:8), with
+                # int_issue 2 also int2_valid (14), int2_op (20:15); the opcodes may be X
+                # while their valid bit is low.
                 bits = str(fire.value)[::-1]
                 if bits[0] == "1":
                     self.fired[Op(int(bits[1:7][::-1], 2)).name] += 1
                 if bits[7] == "1":
                     self.fired[Op(int(bits[8:14][::-1], 2)).name] += 1
+                if len(bits) > 14 and bits[14] == "1":      # int2_valid, int2_op (20:15)
+                    self.fired[Op(int(bits[15:21][::-1], 2)).name] += 1
 
     def stop(self):
         """Stop driving and watching the DUT (before the next test builds a new world)."""
