@@ -13,7 +13,8 @@
 Contract
 --------
 Descriptors
-    ``i_count`` descriptors of 16 bytes at external byte address ``i_list`` (8-aligned), each
+    ``i_count`` descriptors of 16 bytes at external byte address ``i_list`` (16-aligned, else
+    ``BAD_DESC`` at once), each
     two little-endian 64-bit words: word 0 = ``ext`` (bits 0..31, external byte address) |
     ``local`` (bits 32..63); word 1 = ``length`` in bytes (bits 0..31) | flags (bit 32
     ``OUT``: chip to external memory; bit 33 ``CBUF``: ``local`` is a byte offset into the
@@ -286,6 +287,8 @@ class Dma(wiring.Component):
                          got.eq(0)]
             with m.If(~self.i_count.any()):
                 m.d.sync += state.eq(DmaState.DONE)
+            with m.If(self.i_list[:4].any()):
+                m.d.sync += [state.eq(DmaState.DONE), err[DmaError.BAD_DESC].eq(1)]
         with m.Elif(is_state(DmaState.FETCH)):
             with m.If(got[1]):
                 m.d.sync += state.eq(DmaState.CHECK)

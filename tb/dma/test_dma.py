@@ -216,3 +216,12 @@ async def bad_descriptors(dut):
             f"{what}: done {done}, error bits {err} (want BAD_DESC = 1), descriptor {idx}"
         w.apply(good)
         w.check(what)
+    # A list that is not 16-aligned is refused before anything moves.
+    dut.i_list.value, dut.i_count.value = LISTS + 8, 1
+    dut.i_start.value = 1
+    await RisingEdge(dut.clk)
+    dut.i_start.value = 0
+    await ClockCycles(dut.clk, 4)
+    await ReadOnly()
+    assert _int(dut.o_halt) and not _int(dut.o_done) and _int(dut.o_error) == 1, \
+        "a misaligned descriptor list must end in BAD_DESC"
