@@ -29,7 +29,7 @@ from amaranth import ClockSignal, Instance, Module, ResetSignal
 from amaranth.hdl import ValueCastable
 from amaranth.lib import wiring
 
-__all__ = ["Shared", "sharing", "definitions"]
+__all__ = ["Shared", "sharing", "definitions", "shared_modules", "MARKER"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -58,10 +58,20 @@ def sharing():
         _active = None
 
 
+#: Comment line written before each shared module's text; simulator harnesses find the shared
+#: modules by it (:func:`shared_modules`), e.g. to compile each one once in Verilator.
+MARKER = "// hw.shared module: "
+
+
 def definitions(collected):
     """Return the Verilog text of every collected shared module, in a stable order."""
-    return "".join(text for _key, (_name, text) in sorted(collected.items(),
-                                                         key=lambda kv: kv[1][0]))
+    return "".join(f"{MARKER}{name}\n{text}"
+                   for _key, (name, text) in sorted(collected.items(), key=lambda kv: kv[1][0]))
+
+
+def shared_modules(verilog):
+    """Return the names of the shared modules defined in ``verilog`` (from ``to_verilog``)."""
+    return re.findall(rf"^{re.escape(MARKER)}(\w+)$", verilog, re.MULTILINE)
 
 
 def _ports(component):

