@@ -77,7 +77,7 @@ class BenchNode(wiring.Component):
         This node's number, column, row and xorshift seed (constants in :class:`NocBench`).
     load : In(1)
         Load the seeds (cycle 0, before any flit is drawn).
-    pattern, rate, generate, measuring, stamp : In
+    pattern, rate, gen_en, measuring, stamp : In
         Pattern code, rate in 1/65536, "may draw flits", "in the window", current cycle.
     o_flit, i_flit : the LOCAL ports of the node's router (out of the node, into it)
     generated, ejected, latency, max_latency : Out
@@ -100,7 +100,7 @@ class BenchNode(wiring.Component):
             "load": In(1),
             "pattern": In(3),
             "rate": In(17),
-            "generate": In(1),
+            "gen_en": In(1),
             "measuring": In(1),
             "stamp": In(_STAMP),
             "o_flit": Out(stream.Signature(layout)),
@@ -125,7 +125,7 @@ class BenchNode(wiring.Component):
         body = data.StructLayout({"stamp": _STAMP, "src": self.node_bits, "check": _CHECK})
         gen = _xorshift(m, self.i_seed[:32], self.load, "gen")
         dst = _xorshift(m, self.i_seed[32:], self.load, "dst")
-        new = self.generate & ~self.load & (gen[:16] < self.rate)
+        new = self.gen_en & ~self.load & (gen[:16] < self.rate)
         pending = Signal(32)
         port = self.o_flit
         sent = port.valid & port.ready
@@ -246,7 +246,7 @@ class NocBench(wiring.Component):
             m.d.comb += [
                 node.i_node.eq(n), node.i_x.eq(x), node.i_y.eq(y), node.i_seed.eq(_seed(n)),
                 node.load.eq(cycle == 0), node.pattern.eq(self.pattern),
-                node.rate.eq(self.rate), node.generate.eq(cycle < self.stop),
+                node.rate.eq(self.rate), node.gen_en.eq(cycle < self.stop),
                 node.measuring.eq(measuring), node.stamp.eq(cycle[:_STAMP]),
                 self.generated[n].eq(node.generated), self.ejected[n].eq(node.ejected),
                 self.latency[n].eq(node.latency), self.max_latency[n].eq(node.max_latency),
