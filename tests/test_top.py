@@ -101,10 +101,10 @@ def test_address_outside_the_dbufs_is_reported():
 
 
 def test_configuration_larger_than_the_cbufs():
-    image = _image()
+    image = _image(cbufs=1, cbuf_bytes=4096)      # 256 Cbuf words: a small DMA load
     cfg, templates = runtime.image_flits(image)
     cap = runtime.cbuf_capacity(image.params)
-    with pytest.raises(FdpuError, match="more than the 8 Cbufs of 65536 bytes hold"):
+    with pytest.raises(FdpuError, match="more than the 1 Cbufs of 4096 bytes hold"):
         runtime.write_memories(image, "/tmp", cfg * (cap // len(cfg) + 1), templates)
     # The hardware check: the MicC refuses a length beyond its Cbufs.
     with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
