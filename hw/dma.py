@@ -224,7 +224,8 @@ class Dma(wiring.Component):
         store_v = moving & ~is_out & ~is_cbuf & st_left.any() & rdq.r_rdy
         m.submodules.repq = repq = fifo.SyncFIFO(width=64, depth=depth)
         ld_room = Signal()
-        m.d.comb += ld_room.eq(Bits(_wide(m, ld_flight + repq.w_level, lbits + 1, "ld_used")) < depth)
+        ld_used = _wide(m, ld_flight + repq.w_level, lbits + 1, "ld_used")
+        m.d.comb += ld_room.eq(Bits(ld_used) < depth)
         load_v = moving & is_out & ld_left.any() & ld_room
         m.d.comb += [
             req.kind.eq(Mux(is_out, FlitKind.LOAD, FlitKind.STORE)),

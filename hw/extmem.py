@@ -14,8 +14,8 @@ Contract of :class:`ExtMem`
 * ``i_stall`` (0..255): in each cycle with an LFSR byte below it, no access is accepted
   (random backpressure without Python in the loop; 0: none).
 * A read accepted on edge *t* is offered on ``o_rdata`` from edge ``t + max(i_latency, 2)``
-  on (``i_latency`` below 2 ** 15), in request order; at most ``depth`` reads wait in the delay FIFO (``i_rd`` is not ready
-  while it is full).  A write is done on the edge it is accepted.  Addresses wrap at the
+  on (``i_latency`` below 2 ** 15), in request order; at most ``depth`` reads wait in the
+  delay FIFO (``i_rd`` is not ready while it is full).  A write is done on the edge it is accepted.  Addresses wrap at the
   memory size (the low three bits are ignored).
 * The words live in the behavioural SRAM of :mod:`hw.sram` (``sram.bank.storage``): a
   testbench loads and reads them by backdoor, without a cycle of simulation.

@@ -27,7 +27,7 @@ and phase, and the MicC state, contexts issued/retired/ended and every PE's erro
 the DMA's state, descriptor and error bits).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import json
 import os
 import tempfile

@@ -25,7 +25,6 @@ from rich.table import Table
 
 from .. import golden, graphs, runtime
 from ..arch import ArrayParams
-from ..errors import FdpuError
 from .fdcsr import console, write_json
 from .run import add_layer_args, resolve
 
@@ -82,9 +81,9 @@ def run_rtl_command(args):
         task = bar.add_task(f"RTL on {args.sim}: building", total=plan.passes, info="")
 
         def show(note):
+            now = min(note["pass_index"] + 1, plan.passes)
             bar.update(task, completed=note["pass_index"],
-                       description=f"RTL on {args.sim}: pass {min(note['pass_index'] + 1, plan.passes)}"
-                                   f"/{plan.passes}",
+                       description=f"RTL on {args.sim}: pass {now}/{plan.passes}",
                        info=f"{note['phase']}, {note['cycles']:,} cycles")
         y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
                                     waves=args.waves, mem=mem, progress=show)
