@@ -236,7 +236,8 @@ class Pe(wiring.Component):
         INT_PIPES = (0, 2) if NP == 3 else (0,)
 
         def fifo_addr(slot, ptr):
-            return Cat(ptr[:lgd], slot) if lgd else slot
+            # Address in a bank: the slot's row (its number without the bank bit) and entry.
+            return Cat(ptr[:lgd], slot[1:]) if lgd else slot[1:]
 
         decoders = {}
         nsel = [0]
@@ -270,12 +271,16 @@ class Pe(wiring.Component):
         # ---- storage ---------------------------------------------------------------------
         m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
         insn_w = insn_mem.write_port(granularity=64)
-        opmem = []
+        # Operand memories: one per operand index and slot parity (bank), each with its own
+        # write port, so two local deliveries to the same operand index of slots of
+        # different parity go in the same cycle.
+        NB = 2
+        opmem = [[Memory(shape=p.TOKEN_BITS, depth=S // NB * D, init=[]) for b in range(NB)]
+                 for k in range(K)]
         for k in range(K):
-            mem = Memory(shape=p.TOKEN_BITS, depth=S * D, init=[])
-            m.submodules[f"opmem{k}"] = mem
-            opmem.append(mem)
-        opw = [mem.write_port() for mem in opmem]
+            for b in range(NB):
+                m.submodules[f"opmem{k}_{b}"] = opmem[k][b]
+        opw = [[mem.write_port() for mem in row] for row in opmem]
         regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
 
         # What the ready vector sees in parallel stays in flip-flops: per slot its opcode is
@@ -391,12 +396,11 @@ class Pe(wiring.Component):
 
         wa_w = {name: ptr_mems["wa"].write_port() for name in ["net"] + [
             f"res{pp}_{i}" for pp in range(NP) for i in range(ND)]}
-        wp_w = [ptr_mems["wp"].write_port() for k in range(K)]
+        wp_w = [[ptr_mems["wp"].write_port() for b in range(NB)] for k in range(K)]
         rp_w = [[ptr_mems["rp"].write_port() for k in range(K)] for pp in range(NP)]
         cons_last = [[Signal(name=f"cons_last{pp}_{k}") for k in range(K)] for pp in range(NP)]
-        wr_en = [Signal(name=f"wr_en{k}") for k in range(K)]      # a token is written
-        wr_net = [Signal(name=f"wr_net{k}") for k in range(K)]    # ... and it came from the mesh
-        wr_slot = [Signal(sb, name=f"wr_slot{k}") for k in range(K)]
+        wr_en = [[Signal(name=f"wr_en{k}_{b}") for b in range(NB)] for k in range(K)]
+        wr_slot = [[Signal(sb, name=f"wr_slot{k}_{b}") for b in range(NB)] for k in range(K)]
         net_ok = Signal()
         net_slot_known = known_of(net_tok.slot)
         net_key = Cat(net_tok.operand, net_tok.slot)
@@ -409,35 +413,40 @@ class Pe(wiring.Component):
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
         srcs = [(net_valid, net_tok)] + [(d.o_local.valid, d.o_local.payload) for d in disp]
+        def targets(tok, k, b):
+            return _eq(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
+
         for k in range(K):
-            taken = Const(0, 1)
-            sel = Signal(local_layout(p), name=f"wr_sel{k}")
-            sel_valid = Signal(name=f"wr_sel_valid{k}")
-            sel_net = Signal(name=f"wr_sel_net{k}")
-            for j, (valid, tok) in enumerate(srcs):
-                mine = valid & _eq(tok.operand, k)
-                with m.If(mine & ~taken):
-                    m.d.comb += [sel.eq(tok), sel_valid.eq(1), sel_net.eq(j == 0)]
-                taken = taken | mine
-            # A local token goes to a known slot; the reservation made at issue gives room.
-            local_known = known_of(sel.slot)
-            ok = sel_valid & Mux(sel_net, net_ok, local_known)
-            m.d.comb += [wr_en[k].eq(ok), wr_net[k].eq(sel_net), wr_slot[k].eq(sel.slot)]
-            tail = ptr_read("wp", fkey(k, sel.slot))
-            m.d.comb += [opw[k].addr.eq(fifo_addr(sel.slot, tail)),
-                         opw[k].data.eq(sel.data), opw[k].en.eq(ok),
-                         wp_w[k].addr.eq(fkey(k, sel.slot)), wp_w[k].data.eq(_inc(tail)),
-                         wp_w[k].en.eq(ok)]
-            raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
-                              sel.slot))
-        # A dispatcher's local port is ready when its operand memory granted it this cycle.
+            for b in range(NB):
+                taken = Const(0, 1)
+                sel = Signal(local_layout(p), name=f"wr_sel{k}_{b}")
+                sel_valid = Signal(name=f"wr_sel_valid{k}_{b}")
+                sel_net = Signal(name=f"wr_sel_net{k}_{b}")
+                for j, (valid, tok) in enumerate(srcs):
+                    mine = valid & targets(tok, k, b)
+                    with m.If(mine & ~taken):
+                        m.d.comb += [sel.eq(tok), sel_valid.eq(1), sel_net.eq(j == 0)]
+                    taken = taken | mine
+                # A local token goes to a known slot; the reservation made at issue gives room.
+                local_known = known_of(sel.slot)
+                ok = sel_valid & Mux(sel_net, net_ok, local_known)
+                m.d.comb += [wr_en[k][b].eq(ok), wr_slot[k][b].eq(sel.slot)]
+                tail = ptr_read("wp", fkey(k, sel.slot))
+                w = wp_w[k][b]
+                m.d.comb += [opw[k][b].addr.eq(fifo_addr(sel.slot, tail)),
+                             opw[k][b].data.eq(sel.data), opw[k][b].en.eq(ok),
+                             w.addr.eq(fkey(k, sel.slot)), w.data.eq(_inc(tail)), w.en.eq(ok)]
+                raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
+                                  sel.slot))
+        # A dispatcher's local port is ready when its operand memory bank granted it this cycle.
         for j, d in enumerate(disp):
             granted = Const(0, 1)
             for k in range(K):
-                before = Const(0, 1)
-                for valid, tok in srcs[:j + 1]:
-                    before = before | (valid & _eq(tok.operand, k))
-                granted = granted | (_eq(d.o_local.payload.operand, k) & ~before)
+                for b in range(NB):
+                    before = Const(0, 1)
+                    for valid, tok in srcs[:j + 1]:
+                        before = before | (valid & targets(tok, k, b))
+                    granted = granted | (targets(d.o_local.payload, k, b) & ~before)
             m.d.comb += d.o_local.ready.eq(granted)
 
         # ---- issue pipes --------------------------------------------------------------------
@@ -550,9 +559,9 @@ class Pe(wiring.Component):
             m.d.comb += insn_r.addr.eq(slot0)
             op_r = []
             for k in range(K):
-                rp = opmem[k].read_port()
-                m.d.comb += rp.addr.eq(fifo_addr(slot0, ptr_read("rp", fkey(k, slot0))))
-                op_r.append(rp)
+                head = fifo_addr(slot0, ptr_read("rp", fkey(k, slot0)))
+                op_r.append([opmem[k][b].read_port() for b in range(NB)])
+                m.d.comb += [rp.addr.eq(head) for rp in op_r[-1]]
             facc_r = None
             if pp != 1:
                 scan_rs[pp] = scan_mem.read_port()
@@ -571,8 +580,9 @@ class Pe(wiring.Component):
             opv = []
             for k in range(K):
                 v = Signal(64, name=f"opv{pp}_{k}")
+                token = Mux(st["slot"][0], st["op_r"][k][1].data, st["op_r"][k][0].data)
                 m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
-                                     st["op_r"][k].data))
+                                     token))
                 opv.append(v)
             imm32 = Signal(32, name=f"imm{pp}")
             m.d.comb += imm32.eq(insn.imm)
@@ -872,7 +882,7 @@ class Pe(wiring.Component):
                 m.d.comb += [ends_w[pp].addr.eq(cfg_slot), ends_w[pp].en.eq(1),
                              ends_w[pp].data.eq(0)]
             for k in range(K):
-                for w in (wp_w[k], rp_w[0][k], wa_w[f"res0_{k}"]):
+                for w in (wp_w[k][0], rp_w[0][k], wa_w[f"res0_{k}"]):
                     m.d.comb += [w.addr.eq(fkey(k, cfg_slot)), w.en.eq(1), w.data.eq(0)]
         m.d.comb += [busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
 
@@ -961,7 +971,7 @@ class Pe(wiring.Component):
         # ---- non-empty bits (the ready vector's view of the operand FIFOs) ----------------
         for s in range(S):
             for k in range(K):
-                set_ = wr_en[k] & slot_is(wr_slot[k], s)
+                set_ = wr_en[k][s % NB] & slot_is(wr_slot[k][s % NB], s)
                 clr = Cat(*[consume[pp][k] & cons_last[pp][k] & slot_is(cons_slot[pp], s)
                             for pp in range(NP)]).any()
                 with m.If(clear & slot_is(cfg_slot, s)):

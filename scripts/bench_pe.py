@@ -1,7 +1,7 @@
 """Print the PE microbenchmarks and the FC layers' cycles per FACC on one PE.
 
 Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-only]
-[--json FILE]``
+[--int-issue 1|2] [--json FILE]``
 
 Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
 slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
@@ -12,6 +12,7 @@ one FACC is one SIMD-4 multiply-add (8 flop).  Nothing is asserted.
 """
 
 import argparse
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -32,14 +33,15 @@ def micro(sim, tmp):
     return json.loads(path.read_text())
 
 
-def fc(sim, tmp, seed=20261130):
+def fc(sim, tmp, int_issue=1, seed=20261130):
     """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``."""
     k, c, n = FC_LAYER
-    folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, PARAMS_1X1,
-                                                                     seed), f"fc-{mode}"))
+    p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue)
+    folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, p, seed),
+                                   f"fc-{mode}"))
                for mode in ("dense", "sparse")]
     out = Path(tmp) / "fc.json"
-    run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.test_pe", sim, testcase="golden_images",
+    run_cocotb("pe", top_params(p), "tb.pe.test_pe", sim, testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0,0",
                           "FDPU_PE_RESULTS": str(out)}, seed=seed)
     res = {}
@@ -57,11 +59,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])
     ap.add_argument("--fc-only", action="store_true", help="only the FC cycles per FACC")
+    ap.add_argument("--int-issue", type=int, default=1, choices=[1, 2],
+                    help="INT/CTRL issues per cycle of the PE running the FC layers")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {} if args.fc_only else micro(args.sim, tmp)
-        res["fc"] = fc(args.sim, tmp)
+        res["fc"] = fc(args.sim, tmp, args.int_issue)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
     if not args.fc_only:
@@ -80,7 +84,8 @@ def main():
                   f"cycles; one hop: {v['one_hop_pair']} cycles (fire -> flit out "
                   f"{v['fire_to_flit_out']}, mesh 2, flit in -> fire {v['flit_in_to_fire']})")
     k, c, n = FC_LAYER
-    print(f"FC layer {k} x {c}, batch {n}, on one PE (incl. configuration):")
+    print(f"FC layer {k} x {c}, batch {n}, on one PE with int_issue {args.int_issue} "
+          f"(incl. configuration):")
     for name, v in res["fc"].items():
         print(f"  {name:22s} {v['facc']} FACC in {v['cycles']} cycles = "
               f"{v['facc_per_cycle']:.3f} FACC/cycle ({v['int_fired']} INT/MEM firings)")
