@@ -1,4 +1,4 @@
-r"""The FDPU processing element: instruction and operand buffers, dataflow issue, dual pipes.
+r"""The FDPU processing element: instruction and operand buffers, dataflow issue, 2-3 pipes.
 
 Execution model: ISA v1 (the :mod:`sw.isa` and :mod:`sw.packet` docstrings); design notes,
 figures and reasoning in ``docs/pe.md``.
@@ -8,38 +8,49 @@ Structure::
                  i_flit (reply network: OPERAND, REPLY, CONFIG), always ready
                    |
               [in reg]--CONFIG-->  insn mem (slots x 64-bit parts), regs, PRELOAD
-                   |--REPLY---->  load reorder buffer (slot x tag) --> retire --> dispatch M
+                   |--REPLY---->  reorder pool (pool entries, per-slot issue order)
+                   |                 --> retire lane 0 --> dispatch M0
+                   |                 --> retire lane 1 --> dispatch M1
                    |--OPERAND--+
                                v
-     dispatch I/F/M local ---> operand write arbiters, one per operand index (mesh first)
+   dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
                                v
-            operand memories 0..2 (slots x depth x 64 bit, per-operand FIFO pointers)
+        operand memories 0..2 x bank (slot parity); FIFO pointers WP/RP/WA in memories
                                |
       ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
-                   \-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
-                                              \--> LD/ST --> o_req                            |
-                     dispatch I (int results), F (fp results), M (load/store replies) <-------+
+                   |                                                   \--> LD/ST --> o_req |
+                   |-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
+                   \-> pick INT2 (int_issue 2) -> S1: read insn + operands --> IntAlu (2) ->|
+                     dispatch I, F, I2 (unit results) <--------------------------------------+
                        local destinations -> operand write arbiters; others -> o_rep
 
 Contract
 --------
+* ``i_coord`` (unless built with a constant ``x, y``): this PE's column and row, not biased
+  (:func:`hw.pe_types.coord_layout`); a run-time input, so every PE is the same module.
 * ``i_flit``: reply-network flits addressed to this PE; ``ready`` is constantly high (DESIGN.md
   invariant 2: ejection never waits on firing).  A registered input stage sinks one flit per
   cycle: OPERAND tokens win the write port of their operand memory over local results;
-  CONFIG writes the instruction part / register or pushes a PRELOAD token; REPLY fills the
-  load reorder buffer, whose entries were reserved at issue.
-* ``o_req``: LOAD/STORE flits (request network).  ``o_rep``: OPERAND flits to other PEs and
-  CTX_END flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.
+  CONFIG writes the instruction part / register or pushes a PRELOAD token (configuring part
+  0 of a slot clears its FIFO pointers, END count, SCAN/ITER and FACC state: configuration
+  precedes the run); REPLY fills its reorder pool entry, allocated at issue.
+* ``o_req``: LOAD/STORE flits (request network); the ``tag`` and ``slot`` fields carry the
+  pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
+  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
   and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
-  round-robin picker chooses one ready INT/MEM/CTRL slot and one ready FP slot; one cycle later
-  (S1) the instruction fires if each *local* destination FIFO has room (occupancy counts
-  tokens present plus results reserved in flight), its unit accepts, and for LD/ST the request
-  FIFO and the slot's reorder window have room; otherwise it is dropped and picked again.
+  round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
+  slots: pipe 0, or with ``params.int_issue == 2`` LD/ST slots pipe 0 and the others pipe
+  2); one cycle later (S1) the instruction fires if each *local* destination FIFO has room
+  (occupancy counts tokens present plus results reserved in flight), its unit accepts, and
+  for LD/ST the request FIFO has room and the pool a free entry; otherwise it is dropped and
+  picked again.  Each slot's results leave in firing order; each slot's load/store results
+  in issue order (not across slots).
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
   the sticky OVERFLOW flag.  Errors (:class:`hw.pe_types.PeError`) are sticky in
   ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
-* ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting).
+* ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting):
+  ``int_*``, ``fp_*`` and, with ``int_issue == 2``, ``int2_*``.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -175,7 +186,8 @@ class Pe(wiring.Component):
     o_req, o_rep : Out(stream.Signature(flit_union(params)))
     o_error : Out(error_layout(params))
     o_fire : Out(...)
-        ``int_valid``/``int_op`` and ``fp_valid``/``fp_op``: the instructions fired this cycle.
+        ``int_valid``/``int_op`` and ``fp_valid``/``fp_op`` (and ``int2_valid``/``int2_op``
+        when ``params.int_issue == 2``): the instructions fired this cycle.
     """
 
     def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32):
