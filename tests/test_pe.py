@@ -30,6 +30,8 @@ def test_parameters_are_checked():
         Pe(ArrayParams(rows=2, cols=2), x=2, y=0)
     with pytest.raises(ValueError, match="micc must be an"):
         Pe(ArrayParams(rows=2, cols=2), micc=(5, 5))
+    with pytest.raises(ValueError, match=r"pool must be a power of two from 2 to 1024"):
+        Pe(ArrayParams(rows=2, cols=2), pool=24)
     with pytest.raises(ValueError, match="give both x and y"):
         Pe(ArrayParams(rows=2, cols=2), x=1)
     with pytest.raises(TypeError, match="params must be an ArrayParams"):
@@ -38,11 +40,12 @@ def test_parameters_are_checked():
         make_pe(slots=24)
 
 
-@pytest.mark.parametrize("xy", [(-1, -1), (1, 1)], ids=["coord-port", "coord-const"])
-def test_small_pe_lints_clean(xy):
+@pytest.mark.parametrize("xy, int_issue", [((-1, -1), 1), ((1, 1), 1), ((-1, -1), 2)],
+                         ids=["coord-port", "coord-const", "int-issue-2"])
+def test_small_pe_lints_clean(xy, int_issue):
     # The registered default (8 x 8, 64 slots) is linted by tests/test_verilog_lint.py.
     pe = make_pe(rows=2, cols=3, slots=8, operand_depth=2, regs=4, dbuf_bytes=256,
-                 x=xy[0], y=xy[1], micc_x=-1, micc_y=1)
+                 x=xy[0], y=xy[1], micc_x=-1, micc_y=1, pool=4, int_issue=int_issue)
     assert ("i_coord" in pe.signature.members) == (xy[0] < 0)
     verilog = to_verilog(pe, "pe")
     assert lint(verilog, "pe") == []
