@@ -108,6 +108,9 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
         "rows": rows, "cols": cols, "pattern": pattern, "depth": depth, "cycles": cycles,
         "offered": sum(counters["generated"]) / (nodes * cycles),
         "accepted": ejected / (nodes * cycles),
+        # The slowest node's ejection rate: under transpose (a permutation) the slowest
+        # source's throughput, which the XY bound (1/7 on 8 x 8) limits.
+        "min_node_accepted": min(counters["ejected"]) / cycles,
         "avg_latency": sum(counters["latency"]) / ejected if ejected else None,
         "p99_latency": p99,
         "max_latency": max(counters["max_latency"]),
@@ -169,7 +172,8 @@ def _line(r):
     avg = f"{r['avg_latency']:.2f}" if r["avg_latency"] is not None else "-"
     per = f"{r['cycles_per_router']:.2f}" if r["cycles_per_router"] is not None else "-"
     return (f"{r['rows']}x{r['cols']} {r['pattern']:9s} offered {r['offered']:.4f} "
-            f"accepted {r['accepted']:.4f} flits/node/cycle  latency avg {avg} "
+            f"accepted {r['accepted']:.4f} (slowest node {r['min_node_accepted']:.4f}) "
+            f"flits/node/cycle  latency avg {avg} "
             f"p99 {p99} cycles  ({per} per router of {r['mean_routers']:.2f})  "
             f"bad {r['bad_flits']}")
 
