@@ -156,7 +156,7 @@ class Router(wiring.Component):
     width : int, optional
         Flit width in bits; default :func:`hw.noc_types.default_width`.
     depth : int
-        Flits per input FIFO, at least 2.
+        Flit slots per input buffer (:class:`VoqBuffer`), at least 2.
 
     Attributes
     ----------
