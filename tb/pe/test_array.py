@@ -31,6 +31,12 @@ async def golden_images_on_the_array(dut):
                     operand_depth=CFG["operand_depth"], regs=CFG["regs"],
                     dbuf_bytes=CFG["dbuf_bytes"])
     micc = (CFG["micc_x"], CFG["micc_y"])
+    # Drive every input from time 0: an undriven valid is X on Icarus, and a router input
+    # that samples an X write has X slot-valid bits from then on (the VOQ buffer).
+    for k in range(p.num_dbufs):
+        getattr(dut, f"i_reply__{k}__valid").value = 0
+        getattr(dut, f"o_req__{k}__ready").value = 0
+        getattr(dut, f"o_reply__{k}__ready").value = 0
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset(dut.clk, dut.rst)
