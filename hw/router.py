@@ -226,11 +226,12 @@ class Router(wiring.Component):
                                      Mux(masked.any(), _lowest(masked), _lowest(request))))
             out = self.o_flit[o]
             m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
+            with m.If(out.valid & out.ready):
+                m.d.sync += last.eq(grant)
             payload = offers[n - 1].payload.as_value()
             for i in reversed(range(n - 1)):
                 payload = Mux(grant[i], offers[i].payload.as_value(), payload)
             m.d.comb += [out.valid.eq(request.any()), out.payload.eq(payload)]
-            m.d.sync += last.eq(Mux(out.valid & out.ready, grant, last))
             for i in range(n):
                 m.d.comb += offers[i].ready.eq(grant[i] & out.ready)
         return m
@@ -304,15 +305,22 @@ class VoqBuffer(wiring.Component):
             m.d.comb += [offer.valid.eq(oldest.any()), offer.payload.eq(payload)]
             taken = taken | Mux(offer.ready, oldest, 0)
 
-        m.d.sync += valid.eq((valid & ~taken) | Mux(write, free, 0))
+        # State changes only under ``If``s: a simulator's unknown (an undriven ``valid`` or
+        # ``ready`` is X on Icarus before the bench drives it) then leaves the state alone
+        # instead of making the slot bits X for good.
         for i in range(depth):
             with m.If(write & free[i]):
-                m.d.sync += [slot[i].eq(self.i_flit.payload), route[i].eq(self.i_route)]
+                m.d.sync += [valid[i].eq(1), slot[i].eq(self.i_flit.payload),
+                             route[i].eq(self.i_route)]
+            with m.Elif(taken[i]):
+                m.d.sync += valid[i].eq(0)
             # A new flit is younger than every stored one: its row clears, and it joins the
             # row of every valid slot.  Rows of free slots are stale but never read (masked by
             # valid) and cleared when the slot is written.
-            m.d.sync += older[i].eq(Mux(write & free[i], 0,
-                                        older[i] | Mux(write & valid[i], free, 0)))
+            with m.If(write & free[i]):
+                m.d.sync += older[i].eq(0)
+            with m.Elif(write & valid[i]):
+                m.d.sync += older[i].eq(older[i] | free)
         return m
 
 
