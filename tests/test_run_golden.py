@@ -82,6 +82,9 @@ def test_fig7_from_the_cli(capsys):
      "exceeds the ITER/FACC count limit of 65535"),
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
      "--no-feedback applies to --mode sparse only"),
+    (("--in-features", 10, "--out-features", 3, "--sim", "icarus", "--int-issue", 2),
+     "issues one INT instruction per cycle) apply to --sim golden only"),
+    (("--in-features", 10, "--out-features", 3, "--slots", 8), "no blocking of the"),
 ])
 def test_bad_input(capsys, argv, match):
     assert_user_error(capsys, "run", *argv, match=match)
@@ -122,3 +125,18 @@ def test_asm_and_disasm(tmp_path, capsys):
     assert_user_error(capsys, "disasm", tmp_path / "bad.npz", match="not an FDPU image")
     assert_user_error(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
                       "--pass", 3, match="--pass must be in 0..0")
+
+
+def test_int_issue_two_speeds_up_the_sparse_estimate(tmp_path, capsys):
+    # Same bits, fewer estimated cycles with the paper's two integer units (docs/mapping.md).
+    cycles = {}
+    for width in (1, 2):
+        path = tmp_path / f"r{width}.json"
+        status, _, _ = run(capsys, "run", "--in-features", 64, "--out-features", 4, "--batch", 8,
+                           "--rows", 1, "--cols", 1, "--engine", "exact", "--int-issue", width,
+                           "--json", path)
+        assert status == 0
+        rec = json.loads(path.read_text())
+        assert rec["int_issue"] == width and rec["match"] is True
+        cycles[width] = rec["cycles_estimate"]
+    assert cycles[2] < cycles[1], cycles

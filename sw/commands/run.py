@@ -15,6 +15,7 @@ bad input.  ``--sim icarus|verilator`` runs the same layer on the generated RTL 
 it bit for bit with the golden model (:mod:`sw.commands.rtl`).
 """
 
+import dataclasses
 import sys
 import time
 
@@ -119,6 +120,9 @@ def register(subparsers):
                           "same bits and counts; auto: exact for small layers (default)")
     run.add_argument("--order-seed", type=int, metavar="S",
                      help="seed of the exact engine's delivery-order randomizer")
+    run.add_argument("--int-issue", type=int, choices=(1, 2), default=1,
+                     help="INT/MEM/CTRL issues per PE and cycle in the cycle estimate and the "
+                          "blocking choice (2: the paper's two integer units; docs/mapping.md)")
     run.add_argument("--no-feedback", action="store_true",
                      help="drop the SWITCH feedback edges (sparse, exact engine): shows the "
                           "context-order error of PAPER.md Fig. 7")
@@ -134,13 +138,16 @@ def run_command(args):
     if args.sim != "golden":
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
-            ("--no-feedback", args.no_feedback)) if given]
+            ("--no-feedback", args.no_feedback),
+            ("--int-issue 2 (the RTL top issues one INT instruction per cycle)",
+             args.int_issue != 1)) if given]
         if golden_only:
             raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
                             f"--sim {args.sim}")
         from .rtl import run_rtl_command
         return run_rtl_command(args)
     name, w, x, params = resolve(args)
+    params = dataclasses.replace(params, slots=args.slots, int_issue=args.int_issue)
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
@@ -158,7 +165,8 @@ def run_command(args):
     weights = plan.K * plan.C
     record = dict(sim="golden", engine="exact" if exact else "fast", layer=name,
                   K=plan.K, C=plan.C, N=plan.N, mode=plan.mode, rows=params.rows,
-                  cols=params.cols, nnz=int(np.count_nonzero(w.view(np.uint16))),
+                  cols=params.cols, slots=params.slots, int_issue=params.int_issue,
+                  nnz=int(np.count_nonzero(w.view(np.uint16))),
                   plan=plan.describe(), match=chk.holds, check=chk.as_dict(),
                   counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
                   seconds=seconds)
