@@ -191,6 +191,8 @@ class Pe(wiring.Component):
     """
 
     def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32):
+        # A rejected PE is never elaborated: no "created but never used" warning for it.
+        self._MustUse__silence = True
         params = ArrayParams() if params is None else params
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
@@ -224,6 +226,7 @@ class Pe(wiring.Component):
         }
         if x is None:
             ports["i_coord"] = In(coord_layout(params))
+        self._MustUse__silence = False
         super().__init__(ports)
 
     @property
