@@ -34,7 +34,8 @@ Contract
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``; counters cleared
-  by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE and pipe),
+  by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE on the INT
+  pipe(s), both of them with ``ArrayParams.int_issue == 2``, and on the FP pipe),
   ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
   ``o_mesh_flits`` (flits injected by PEs into both meshes).
 * ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs (zero at time 0) whose words a
@@ -201,8 +202,14 @@ class FDPU(wiring.Component):
             with m.If(start):
                 m.d.sync += [self.o_int_fires[n].eq(0), self.o_fp_fires[n].eq(0)]
             with m.Else():
-                with m.If(pe.o_fire.int_valid):
-                    m.d.sync += self.o_int_fires[n].eq(_inc(self.o_int_fires[n]))
+                count = self.o_int_fires[n]
+                if p.int_issue == 2:
+                    # Both INT pipes may fire in one cycle (ArrayParams.int_issue == 2).
+                    fired = _popcount([pe.o_fire.int_valid, pe.o_fire.int2_valid], len(count))
+                    m.d.sync += count.eq((count + fired)[:len(count)])
+                else:
+                    with m.If(pe.o_fire.int_valid):
+                        m.d.sync += count.eq(_inc(count))
                 with m.If(pe.o_fire.fp_valid):
                     m.d.sync += self.o_fp_fires[n].eq(_inc(self.o_fp_fires[n]))
         m.d.comb += pe_err_any.eq(Cat(*[
@@ -255,8 +262,9 @@ class FDPU(wiring.Component):
 
 
 def build_fdpu(rows=8, cols=8, slots=64, operand_depth=4, dbuf_bytes=1 << 21, cbufs=8,
-               cbuf_bytes=1 << 16, depth=4, behavioural=True):
+               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True):
     """Return an :class:`FDPU` for ``fdpu verilog --top fdpu`` (paper defaults)."""
     return FDPU(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
-                            dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes),
+                            dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
+                            int_issue=int_issue),
                 depth=depth, behavioural=behavioural)

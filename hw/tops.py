@@ -175,6 +175,7 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 1, "Cbufs"),
         Param("cbuf_bytes", int, 4096, "bytes per Cbuf"),
         Param("ext_bytes", int, 65536, "external memory bytes (power of two)"),
+        Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("depth", int, 4, "router input FIFO depth"),
     )),
     Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
@@ -187,6 +188,7 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 1, "Cbufs (paper: 8)"),
         Param("cbuf_bytes", int, 4096, "bytes per Cbuf (paper: 65536)"),
         Param("depth", int, 4, "router input FIFO depth"),
+        Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
     )),
 )}

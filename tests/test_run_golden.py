@@ -82,8 +82,6 @@ def test_fig7_from_the_cli(capsys):
      "exceeds the ITER/FACC count limit of 65535"),
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
      "--no-feedback applies to --mode sparse only"),
-    (("--in-features", 10, "--out-features", 3, "--sim", "icarus", "--int-issue", 2),
-     "issues one INT instruction per cycle) apply to --sim golden only"),
     (("--in-features", 10, "--out-features", 3, "--slots", 8), "no blocking of the"),
 ])
 def test_bad_input(capsys, argv, match):

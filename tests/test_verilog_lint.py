@@ -79,6 +79,12 @@ def test_fifo_variants_lint_clean(params):
     assert lint(to_verilog(component, "fifo"), "fifo") == []
 
 
+def test_system_with_two_int_pipes_lints_clean():
+    # ArrayParams.int_issue = 2: the PE's second INT pipe and the top's two-pipe counters.
+    component, _ = tops.build("fdpu_system", {"int_issue": 2})
+    assert lint(to_verilog(component, "fdpu_system"), "fdpu_system") == []
+
+
 def test_lint_reports_what_is_not_waived(tmp_path):
     # A width mismatch is not waived: lint must report it (also when given a path).
     text = to_verilog(StreamFIFO(8, 4), "fifo")

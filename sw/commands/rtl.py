@@ -53,6 +53,9 @@ def add_hw_args(parser):
     """Add the RTL options (``--slots``, ``--dbuf-bytes``, ``--max-cycles``, ``--waves``)."""
     hw = parser.add_argument_group("hardware (RTL simulators)")
     hw.add_argument("--slots", type=int, default=64, help="instruction slots per PE (default 64)")
+    hw.add_argument("--int-issue", type=int, choices=(1, 2), default=1,
+                    help="INT/MEM/CTRL issues per PE and cycle: 1 (default) or 2, the paper's "
+                         "two integer units (a second INT pipe in the PE; docs/mapping.md)")
     hw.add_argument("--dbuf-bytes", type=int, default=1 << 21,
                     help="bytes per Dbuf (default 2 MiB)")
     hw.add_argument("--max-cycles", type=int, metavar="N",
@@ -68,6 +71,7 @@ def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     name, w, x, base = resolve(args)
     params = ArrayParams(rows=base.rows, cols=base.cols, slots=args.slots,
+                         int_issue=args.int_issue,
                          dbuf_bytes=args.dbuf_bytes)
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params)
     t0 = time.perf_counter()

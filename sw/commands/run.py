@@ -120,9 +120,6 @@ def register(subparsers):
                           "same bits and counts; auto: exact for small layers (default)")
     run.add_argument("--order-seed", type=int, metavar="S",
                      help="seed of the exact engine's delivery-order randomizer")
-    run.add_argument("--int-issue", type=int, choices=(1, 2), default=1,
-                     help="INT/MEM/CTRL issues per PE and cycle in the cycle estimate and the "
-                          "blocking choice (2: the paper's two integer units; docs/mapping.md)")
     run.add_argument("--no-feedback", action="store_true",
                      help="drop the SWITCH feedback edges (sparse, exact engine): shows the "
                           "context-order error of PAPER.md Fig. 7")
@@ -138,9 +135,7 @@ def run_command(args):
     if args.sim != "golden":
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
-            ("--no-feedback", args.no_feedback),
-            ("--int-issue 2 (the RTL top issues one INT instruction per cycle)",
-             args.int_issue != 1)) if given]
+            ("--no-feedback", args.no_feedback)) if given]
         if golden_only:
             raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
                             f"--sim {args.sim}")
