@@ -53,8 +53,14 @@ def _zx(x, width):
 
 
 def word_bits(params):
-    """Return the bits of one Cbuf word: the flit width rounded up to a multiple of 64."""
-    return -(-flit_width(params) // 64) * 64
+    """Return the bits of one Cbuf word: the flit width rounded up to 64 x a power of two.
+
+    A power of two of 64-bit beats keeps every Cbuf byte address a shift away from its word
+    (the DMA and the runtime rely on it); an 8 x 8 array with 128 slots has 129-bit flits,
+    which take 256-bit words (192 would break that).
+    """
+    beats = -(-flit_width(params) // 64)
+    return 64 * (1 << (beats - 1).bit_length())
 
 
 def cbuf_words(params):

@@ -62,8 +62,9 @@ def _flit(params, kind, x, y, **body):
 
 
 def cbuf_word_bits(params):
-    """Return the bits of one Cbuf word (``hw.cbuf.word_bits``)."""
-    return -(-flit_width(params) // 64) * 64
+    """Return the bits of one Cbuf word (``hw.cbuf.word_bits``: 64 x a power of two)."""
+    beats = -(-flit_width(params) // 64)
+    return 64 * (1 << (beats - 1).bit_length())
 
 
 def cbuf_capacity(params):

@@ -171,3 +171,16 @@ def test_bad_parameters():
         Micc(P, drain=0)
     with pytest.raises(TypeError, match="params must be an sw.arch.ArrayParams"):
         Cbuf(None)
+
+
+@pytest.mark.parametrize("params, bits", [
+    (ArrayParams(rows=2, cols=2, slots=16), 128),
+    (ArrayParams(), 128),                       # 8 x 8, 64 slots: 128-bit flits
+    (ArrayParams(slots=128), 256),              # 129-bit flits: 256, not 192
+])
+def test_cbuf_word_is_a_power_of_two_of_beats(params, bits):
+    # The DMA addresses Cbuf words by shifting byte addresses; the runtime lays the image
+    # out with the same word (an 8 x 8, 128-slot run failed with 192-bit words).
+    from hw.cbuf import word_bits
+    from sw.runtime import cbuf_word_bits
+    assert word_bits(params) == cbuf_word_bits(params) == bits
