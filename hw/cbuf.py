@@ -26,26 +26,13 @@ from amaranth.lib.wiring import In, Out
 from sw.arch import ArrayParams
 from sw.packet import flit_width
 
+from .pe_types import _eq, _inc
 from .sram import Sram
 
 __all__ = ["Cbuf", "word_bits", "cbuf_words", "build_cbuf"]
 
 
-# Lint-clean expression helpers for the system blocks (Yosys writes a constant in its minimal
-# width, so ``x == 1`` on a 2-bit ``x`` would be a Verilator WIDTH warning).
-
-def _eq(x, value):
-    """Return ``x == value`` as an AND of (inverted) bits of ``x``."""
-    x = x.as_value() if hasattr(x, "as_value") else x
-    if value >> len(x):
-        return Const(0, 1)
-    return Cat(*[x[i] if value >> i & 1 else ~x[i] for i in range(len(x))]).all()
-
-
-def _inc(x):
-    """Return ``x + 1`` modulo ``2 ** len(x)`` (a full-width constant)."""
-    return (x + Const(1, len(x)))[:len(x)]
-
+# Lint-clean expression helpers (shared with the PE; hw.pe_types says why they exist).
 
 def _zx(x, width):
     """Return ``x`` zero-extended (or truncated) to ``width`` bits."""

@@ -37,7 +37,7 @@ import numpy as np
 from . import isa
 from .arch import ArrayParams
 from .errors import FdpuError
-from .packet import ConfigWhat, Kind, body_layout, flit_width, header_layout
+from .packet import ConfigWhat, Kind, body_layout, header_layout
 
 __all__ = ["RtlError", "RtlRun", "JobRun", "MemModel", "image_flits", "write_memories",
            "cbuf_capacity", "run_job", "run_rtl", "run_fc_rtl", "MICC_STATES", "PE_ERRORS",
@@ -63,8 +63,8 @@ def _flit(params, kind, x, y, **body):
 
 def cbuf_word_bits(params):
     """Return the bits of one Cbuf word (``hw.cbuf.word_bits``: 64 x a power of two)."""
-    beats = -(-flit_width(params) // 64)
-    return 64 * (1 << (beats - 1).bit_length())
+    from hw.cbuf import word_bits   # the one definition; hw is imported late here
+    return word_bits(params)
 
 
 def cbuf_capacity(params):
