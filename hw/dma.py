@@ -109,7 +109,7 @@ class Dma(wiring.Component):
         Depth of the read and reply FIFOs: external reads (and Dbuf loads) in flight at most.
     """
 
-    def __init__(self, params=ArrayParams(), *, coord=(-1, 0), outstanding=16):
+    def __init__(self, params=ArrayParams(), *, coord=(-1, 0), outstanding=64):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
         if params.dbuf_at(*coord) is None:
@@ -185,6 +185,7 @@ class Dma(wiring.Component):
         # The descriptor being run.
         desc0, desc1 = Signal(64), Signal(64)
         got = Signal(2)
+        pre, mode_out = Signal(), Signal()
         ext, loc, length = desc0[:32], desc0[32:], desc1[:32]
         is_out, is_cbuf = desc1[32], desc1[33]
 
@@ -257,7 +258,9 @@ class Dma(wiring.Component):
 
         # Pops of rdq: descriptor words (FETCH), STORE data, Cbuf beats.
         fetch_pop = is_state(DmaState.FETCH) & rdq.r_rdy & ~got[1]
-        m.d.comb += rdq.r_en.eq(fetch_pop | (store_v & self.o_req.ready) | cbuf_v)
+        # After an error the prefetched words of the next descriptor are dropped (FINISH).
+        drop = is_state(DmaState.FINISH) & err.any() & rdq.r_rdy
+        m.d.comb += rdq.r_en.eq(fetch_pop | (store_v & self.o_req.ready) | cbuf_v | drop)
         with m.If(fetch_pop):
             m.d.sync += [desc1.eq(rdq.r_data), desc0.eq(desc1), got.eq(_inc(got))]
 
@@ -268,10 +271,14 @@ class Dma(wiring.Component):
         rep_ok = self.i_rep.valid
         with m.If(rep_ok & rbody.err):
             m.d.sync += err[DmaError.DBUF_ERROR].eq(1)
-        with m.If(rep_ok & ~is_out):
-            m.d.sync += acks.eq(acks - 1)
-        m.d.comb += [repq.w_en.eq(rep_ok & is_out), repq.w_data.eq(rbody.data)]
-        m.d.sync += ld_flight.eq(ld_flight + (sent & is_out) - (rep_ok & is_out))
+        # ``mode_out`` (the flags of the descriptor that last started moving) tells acks from
+        # load data: an OUT descriptor starts only when no ack is outstanding, and the next one
+        # only when its loads are all back, so replies of the two kinds never mix.
+        ack_add = Signal()
+        m.d.sync += acks.eq(acks + Mux(ack_add, _zx(length[3:], 32), 0)
+                            - (rep_ok & ~mode_out))
+        m.d.comb += [repq.w_en.eq(rep_ok & mode_out), repq.w_data.eq(rbody.data)]
+        m.d.sync += ld_flight.eq(ld_flight + (sent & is_out) - (rep_ok & mode_out))
         wpay = self.o_ext_wr.payload
         m.d.comb += [self.o_ext_wr.valid.eq(repq.r_rdy), wpay.addr.eq(wr_addr),
                      wpay.data.eq(repq.r_data), repq.r_en.eq(self.o_ext_wr.ready)]
@@ -279,13 +286,26 @@ class Dma(wiring.Component):
             m.d.sync += [wr_addr.eq(_add8(wr_addr)), wr_left.eq(wr_left - 1),
                          wr_bytes.eq(_add8(wr_bytes))]
 
-        # Sequencer.
+        # Sequencer.  Descriptor i + 1 is fetched while descriptor i moves (its two reads are
+        # issued once the data reads of i are), and a descriptor into the Dbufs does not wait
+        # for its STORE acks: ``acks`` counts the acks of every descriptor in flight, awaited
+        # before an OUT descriptor starts (its LOADs then see every earlier STORE) and at the
+        # end of the list.  So a run of IN descriptors streams with a few cycles between them.
         words = length[3:]
+        last = Signal()
+        m.d.comb += last.eq(_inc(index) == count)
+        next_list = Cat(list_addr[:4], _inc(list_addr[4:]))
+
+        def fetch_next():
+            # Issue the two reads of the next descriptor unless they are issued already.
+            return [rd_left.eq(2), rd_addr.eq(list_addr), list_addr.eq(next_list), pre.eq(1)]
+
         with m.If(self.i_start & (is_state(DmaState.IDLE) | is_state(DmaState.DONE))):
             m.d.sync += [state.eq(DmaState.FETCH), err.eq(0), cycles.eq(0),
-                         list_addr.eq(self.i_list), count.eq(self.i_count), index.eq(0),
+                         list_addr.eq(Cat(self.i_list[:4], _inc(self.i_list[4:]))),
+                         count.eq(self.i_count), index.eq(0),
                          rd_addr.eq(self.i_list), rd_left.eq(Mux(self.i_count.any(), 2, 0)),
-                         got.eq(0)]
+                         got.eq(0), pre.eq(0), mode_out.eq(0)]
             with m.If(~self.i_count.any()):
                 m.d.sync += state.eq(DmaState.DONE)
             with m.If(self.i_list[:4].any()):
@@ -295,38 +315,47 @@ class Dma(wiring.Component):
                 m.d.sync += state.eq(DmaState.CHECK)
         with m.Elif(is_state(DmaState.CHECK)):
             with m.If(bad):
-                m.d.sync += [err[DmaError.BAD_DESC].eq(1), state.eq(DmaState.DONE)]
+                m.d.sync += [err[DmaError.BAD_DESC].eq(1), state.eq(DmaState.FINISH)]
             with m.Elif(~length.any()):
                 m.d.sync += state.eq(DmaState.FINISH)
-            with m.Else():
+            with m.Elif(~is_out | ~acks.any()):
                 m.d.sync += [
-                    state.eq(DmaState.MOVE),
+                    state.eq(DmaState.MOVE), mode_out.eq(is_out),
                     dst_x.eq(xs[first_idx]), dst_y.eq(ys[first_idx]),
                     st_addr.eq(loc), st_left.eq(Mux(is_out, 0, _zx(words, 32))),
-                    acks.eq(Mux(is_out | is_cbuf, 0, _zx(words, 32))),
                     ld_addr.eq(loc), ld_left.eq(Mux(is_out, _zx(words, 32), 0)),
                     wr_addr.eq(ext), wr_left.eq(Mux(is_out, _zx(words, 32), 0)),
                     rd_addr.eq(ext), rd_left.eq(Mux(is_out, 0, _zx(words, 32))),
                     cb_addr.eq(loc[wshift:wshift + len(cb_addr)]), beat.eq(0),
                 ]
+                m.d.comb += ack_add.eq(~is_out & ~is_cbuf)
         with m.Elif(is_state(DmaState.MOVE)):
-            with m.If(~st_left.any() & ~ld_left.any()):
-                m.d.sync += state.eq(DmaState.FINISH)
+            with m.If(~rd_left.any() & ~pre & ~last):
+                m.d.sync += fetch_next()
+            with m.If(~st_left.any() & ~ld_left.any() & (pre | last)):
+                with m.If(mode_out | last | err.any()):
+                    m.d.sync += state.eq(DmaState.FINISH)
+                with m.Else():
+                    m.d.sync += [state.eq(DmaState.FETCH), got.eq(0), pre.eq(0),
+                                 index.eq(_inc(index))]
         with m.Elif(is_state(DmaState.FINISH)):
             # Every store acknowledged and every load's word written out.
             with m.If(~acks.any() & ~wr_left.any() & ~ld_flight.any()):
-                nxt = _inc(index)
-                m.d.sync += index.eq(nxt)
-                with m.If(err.any() | (nxt == count)):
-                    m.d.sync += state.eq(DmaState.DONE)
+                with m.If(err.any()):
+                    with m.If(~rd_left.any() & ~rd_flight.any() & ~rdq.r_rdy):
+                        m.d.sync += state.eq(DmaState.DONE)
+                with m.Elif(last):
+                    m.d.sync += [state.eq(DmaState.DONE), index.eq(_inc(index))]
                 with m.Else():
-                    m.d.sync += [state.eq(DmaState.FETCH), got.eq(0), rd_left.eq(2),
-                                 rd_addr.eq(Cat(list_addr[:4], _inc(list_addr[4:]))),
-                                 list_addr.eq(Cat(list_addr[:4], _inc(list_addr[4:])))]
+                    m.d.sync += [state.eq(DmaState.FETCH), got.eq(0), pre.eq(0),
+                                 index.eq(_inc(index))]
+                    with m.If(~pre):
+                        m.d.sync += [rd_left.eq(2), rd_addr.eq(list_addr),
+                                     list_addr.eq(next_list)]
         return m
 
 
-def build_dma(rows=1, cols=1, cbufs=1, cbuf_bytes=1024, dbuf_bytes=4096, outstanding=16):
+def build_dma(rows=1, cols=1, cbufs=1, cbuf_bytes=1024, dbuf_bytes=4096, outstanding=64):
     """Return a :class:`Dma` for ``fdpu verilog --top dma``."""
     return Dma(ArrayParams(rows=rows, cols=cols, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
                            dbuf_bytes=dbuf_bytes), outstanding=outstanding)

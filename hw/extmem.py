@@ -50,7 +50,7 @@ class ExtMem(wiring.Component):
         Reads that can wait in the delay FIFO (a power of two >= 2).
     """
 
-    def __init__(self, nbytes=1 << 20, *, depth=32):
+    def __init__(self, nbytes=1 << 20, *, depth=64):
         if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 16 \
                 or nbytes & (nbytes - 1):
             raise TypeError(f"nbytes must be a power of two >= 16, not {nbytes!r}")

@@ -225,3 +225,40 @@ async def bad_descriptors(dut):
     await ReadOnly()
     assert _int(dut.o_halt) and not _int(dut.o_done) and _int(dut.o_error) == 1, \
         "a misaligned descriptor list must end in BAD_DESC"
+
+
+@cocotb.test()
+async def streaming(dut):
+    """Long IN descriptors stream one word per cycle; each adds about the memory latency.
+
+    The bound is the words plus, per descriptor, the latency and a few cycles (its fetch was
+    issued during the previous descriptor, its STORE acks are not awaited), plus one round
+    trip at the end: a DMA that waited for each descriptor's acks or fetched each descriptor
+    after the previous one finished fails it.
+    """
+    rig = json.loads(os.environ["FDPU_DMA_RIG"])
+    rng = random.Random(cocotb.RANDOM_SEED + 2)
+    w = World(dut, rig)
+    p = w.p
+    start_clock(dut.clk)
+    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
+        getattr(dut, name).value = 0
+    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
+    await reset(dut.clk, dut.rst)
+    w.sync()
+    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    for latency in (2, 20, 40):
+        descs = [(k * w.p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
+                 for k in range(p.num_dbufs)]
+        mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
+        done, err, idx, rd, wr, cycles = await w.run(descs, mem)
+        assert done and not err, f"streaming: done {done}, error bits {err}"
+        for d in descs:
+            w.apply(d)
+        words = sum(d[2] for d in descs) // 8
+        bound = words + len(descs) * (latency + 8) + 2 * latency + 40
+        cocotb.log.info(f"streaming at latency {latency}: {len(descs)} descriptors, {words} "
+                        f"words in {cycles} cycles (bound {bound})")
+        assert cycles <= bound, (f"streaming at latency {latency}: {words} words in {cycles} "
+                                 f"cycles, more than {bound}")
+        w.check(f"streaming at latency {latency}")
