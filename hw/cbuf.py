@@ -1,11 +1,13 @@
-"""The Cbufs: the command buffers that hold the configuration image as ready-made flits.
+"""The Cbufs: the command buffers that hold the configuration image.
 
 Contract
 --------
-``params.cbufs`` banks of ``params.cbuf_bytes`` each, seen as one array of
-:func:`word_bits`-bit words (word ``a`` is word ``a % depth`` of bank ``a // depth``).  Each
-word holds one mesh flit in its low :func:`sw.packet.flit_width` bits (``sw.runtime`` writes
-them: CONFIG flits, then one OPERAND flit template per CTX slot).
+``params.cbufs`` banks of ``params.cbuf_bytes`` each, seen as one array of 64-bit words
+(:func:`word_bits`; word ``a`` is word ``a % depth`` of bank ``a // depth``).  They hold the
+image in the compact Cbuf encoding of :meth:`sw.image.Image.cbuf_words` (configuration
+records, then one CTX template per CTX slot), which the MicC expands into flits: about one
+word per CONFIG flit, where one flit per word took 2 to 4 words (a 129-bit flit in a 256-bit
+word).
 
 * Read port (the MicC): ``rd_en`` with ``rd_addr`` on edge *t* gives ``rd_data`` from edge
   *t + 1*, held until the next read.  One read per cycle.
@@ -24,7 +26,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams
-from sw.packet import flit_width
 
 from .pe_types import _eq, _inc
 from .sram import Sram
@@ -40,14 +41,11 @@ def _zx(x, width):
 
 
 def word_bits(params):
-    """Return the bits of one Cbuf word: the flit width rounded up to 64 x a power of two.
-
-    A power of two of 64-bit beats keeps every Cbuf byte address a shift away from its word
-    (the DMA and the runtime rely on it); an 8 x 8 array with 128 slots has 129-bit flits,
-    which take 256-bit words (192 would break that).
-    """
-    beats = -(-flit_width(params) // 64)
-    return 64 * (1 << (beats - 1).bit_length())
+    """Return the bits of one Cbuf word: 64 for every ``params`` (one DMA beat, one record
+    word of :meth:`sw.image.Image.cbuf_words`)."""
+    if not isinstance(params, ArrayParams):
+        raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
+    return 64
 
 
 def cbuf_words(params):

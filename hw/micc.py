@@ -4,21 +4,26 @@
 
     host regs --start--> IDLE -> CONFIG -> DRAIN -> CTX <-> (window) -> WAIT -> DONE
 
-    Cbuf read (1 cycle) -> patch context ID -> [out FIFO, 4] -> o_flit (reply mesh, (-1, 0))
+    Cbuf word (1 cycle) -> record header? latch : make flit -> [out FIFO, 4] -> o_flit
+    (CONFIG data word -> CONFIG flit; CTX template -> OPERAND flit with the context ID)
     i_flit (CTX_END, always ready) -> end counter of that context -> retire in order
 
 Contract
 --------
-Host registers (ports, sampled on ``i_start``): ``i_n_config`` CONFIG flits at Cbuf words
-``0 .. n_config-1``; ``i_n_ctx`` OPERAND templates (one per CTX slot, ``data`` ignored) at
-words ``n_config ..``; ``i_contexts``; ``i_window`` (``1 .. operand_depth``); ``i_ends`` (END
-messages per context).
+Host registers (ports, sampled on ``i_start``): ``i_n_config`` words of configuration
+records at Cbuf words ``0 .. n_config-1``; ``i_n_ctx`` CTX template words (one per CTX slot)
+at words ``n_config ..``; ``i_contexts``; ``i_window`` (``1 .. operand_depth``); ``i_ends``
+(END messages per context).  The Cbuf words are 64 bits; the record and template formats are
+:func:`sw.image.cbuf_header_layout` and :func:`sw.image.cbuf_template_layout`, and
+:func:`sw.image.expand_cbuf` is this block's expansion in Python.
 
-1. CONFIG: the configuration flits leave in Cbuf order, one per cycle when the mesh accepts.
+1. CONFIG: one Cbuf word per cycle; a record header is latched (no flit), each of its
+   ``count`` data words leaves as one CONFIG flit with the header's ``what`` and destination
+   and the running ``(slot, index)``, one per cycle when the mesh accepts.
 2. DRAIN: ``drain`` cycles after the last one left (enough for the furthest PE: a single
    source into always-ready sinks cannot congest), so no context token overtakes a CONFIG.
 3. CTX: context ``c`` (0, 1, ...) is started only while ``issued - retired < window``; its
-   start is the template flits with ``data = c``, in Cbuf order.  With ``window = 1`` every
+   start is one OPERAND flit per template word with ``data = c``, in Cbuf order.  With ``window = 1`` every
    context waits for the previous one to end: the dependence control for contexts that depend
    on each other (the image's ``window`` chooses it).
 4. Each CTX_END flit carries its context ID (ISA v1.1); the end counter of that context (a
@@ -39,7 +44,8 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams, bits_for
-from sw.packet import Kind
+from sw.image import cbuf_header_layout, cbuf_template_layout, word_parts
+from sw.packet import ConfigWhat, Kind
 
 from .cbuf import _eq, _inc, _zx, cbuf_words, word_bits
 from .noc_types import Bits, FlitKind, body_layout, flit_layout
@@ -137,14 +143,41 @@ class Micc(wiring.Component):
         level = Bits(out.w_level)
         m.d.comb += can_read.eq((level < 3) | ((level == 3) & ~pend))
         m.d.sync += pend.eq(self.rd_en)
-        word = Signal(lay)
-        m.d.comb += word.eq(self.rd_data[:lay.size])
-        patched = Signal(lay)
-        view = data.View(body_layout(FlitKind.OPERAND, p), patched.body)
-        m.d.comb += [patched.eq(word), view.data.eq(zx(pend_ctx, 64))]
+
+        # CONFIG words: a record header (when no data word of a record is due) or data.
+        hdr_lay = data.StructLayout(cbuf_header_layout(p).struct_fields())
+        tpl_lay = data.StructLayout(cbuf_template_layout(p).struct_fields())
+        hdr = data.View(hdr_lay, self.rd_data)
+        tpl = data.View(tpl_lay, self.rd_data)
+        r_what, r_x, r_y = Signal(2), Signal(p.x_bits), Signal(p.y_bits)
+        r_slot, r_index = Signal(p.slot_bits), Signal(len(hdr.index))
+        r_left = Signal(16)
+        is_data = r_left.any()
+        parts = word_parts(p)
+        cfg_flit, ctx_flit = Signal(lay), Signal(lay)
+        cview = data.View(body_layout(FlitKind.CONFIG, p), cfg_flit.body)
+        oview = data.View(body_layout(FlitKind.OPERAND, p), ctx_flit.body)
         m.d.comb += [
-            out.w_en.eq(pend),
-            out.w_data.eq(Mux(pend_is_ctx, patched.as_value(), word.as_value())),
+            cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x), cfg_flit.dst_y.eq(r_y),
+            cview.what.eq(r_what), cview.index.eq(r_index), cview.slot.eq(r_slot),
+            cview.data.eq(self.rd_data),
+            ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
+            ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
+            oview.operand.eq(tpl.operand), oview.data.eq(zx(pend_ctx, 64)),
+        ]
+        with m.If(pend & ~pend_is_ctx):
+            with m.If(is_data):
+                # INSN: index counts the instruction word's parts, then the slot moves on.
+                wrap = _eq(r_what, ConfigWhat.INSN) & _eq(r_index, parts - 1)
+                m.d.sync += [r_left.eq(r_left - 1),
+                             r_index.eq(Mux(wrap, 0, _inc(r_index))),
+                             r_slot.eq(Mux(wrap, _inc(r_slot), r_slot))]
+            with m.Else():
+                m.d.sync += [r_what.eq(hdr.what), r_x.eq(hdr.dst_x), r_y.eq(hdr.dst_y),
+                             r_slot.eq(hdr.slot), r_index.eq(hdr.index), r_left.eq(hdr.count)]
+        m.d.comb += [
+            out.w_en.eq(pend & (pend_is_ctx | is_data)),
+            out.w_data.eq(Mux(pend_is_ctx, ctx_flit.as_value(), cfg_flit.as_value())),
             self.o_flit.valid.eq(out.r_rdy),
             self.o_flit.payload.eq(out.r_data),
             out.r_en.eq(self.o_flit.ready),
@@ -220,7 +253,7 @@ class Micc(wiring.Component):
                 contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
                 ends.eq(self.i_ends),
                 issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0), flits.eq(0),
-                rptr.eq(0), left.eq(self.i_n_config), in_ctx.eq(0),
+                rptr.eq(0), left.eq(self.i_n_config), in_ctx.eq(0), r_left.eq(0),
             ] + [c.eq(0) for c in counts]
         with m.Elif(~err.any()):
             with m.If(is_state(MiccState.CONFIG)):

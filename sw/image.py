@@ -16,6 +16,18 @@ An :class:`Image` holds
   ``ends_per_context`` (context-end messages the MicC waits for per context);
 * ``meta``: JSON-friendly notes (the plan, where the outputs are).
 
+:meth:`Image.cbuf_words` encodes the image for the Cbufs as 64-bit words, compactly (only
+what the graph uses, about one word per CONFIG flit): the *configuration* is a list of
+records, each a header word (:func:`cbuf_header_layout`: ``what``, destination PE (biased),
+first ``slot`` and ``index``, ``count``) followed by ``count`` data words; data word ``i``
+becomes one CONFIG flit of that ``what`` for that PE, at the header's ``(slot, index)``
+advanced ``i`` times (INSN: ``index`` counts the instruction word's 64-bit parts, then
+``slot`` moves on; REG and PRELOAD: ``index`` counts).  A run of consecutive configured slots
+of a PE is one record, so is a run of non-zero registers; a preload is a record of one word.
+Then one *CTX template* word per ``CTX`` slot (:func:`cbuf_template_layout`: destination PE,
+``slot``, ``operand``): the MicC sends it as an OPERAND flit whose data is the context ID.
+:func:`expand_cbuf` is the MicC's expansion in Python (the reference of ``hw.micc``).
+
 :meth:`Image.check` validates everything against the image's :class:`~sw.arch.ArrayParams`
 (every word decodes, every destination and segment is inside the array and the Dbufs) and
 raises :class:`~sw.errors.FdpuError` naming the fault.  :meth:`Image.save` writes an
@@ -31,9 +43,15 @@ import numpy as np
 
 from . import isa
 from .arch import ArrayParams
+from .bitfields import Field, Layout
 from .errors import FdpuError
+from .packet import ConfigWhat, Kind, body_layout, header_layout
 
-__all__ = ["FORMAT_TAG", "Image", "load"]
+__all__ = ["FORMAT_TAG", "Image", "load", "cbuf_header_layout", "cbuf_template_layout",
+           "expand_cbuf", "MAX_RECORD"]
+
+#: The most data words of one Cbuf record (its ``count`` field).
+MAX_RECORD = (1 << 16) - 1
 
 #: Format tag stored in every image file.
 FORMAT_TAG = "fdpu-image-v1"
@@ -42,6 +60,68 @@ FORMAT_TAG = "fdpu-image-v1"
 def word_parts(params):
     """Return the 64-bit parts of one instruction word for ``params``."""
     return isa.insn_layout(params).width // 64
+
+
+def cbuf_header_layout(params):
+    """Return the layout of a Cbuf record header (one 64-bit Cbuf word, module doc)."""
+    cfg = body_layout(Kind.CONFIG, params)
+    return Layout("Cbuf record header", [
+        Field("what", 2), Field("dst_x", params.x_bits), Field("dst_y", params.y_bits),
+        Field("slot", params.slot_bits), Field("index", cfg.field("index").width),
+        Field("count", 16)], width=64)
+
+
+def cbuf_template_layout(params):
+    """Return the layout of a Cbuf CTX template (one 64-bit Cbuf word, module doc)."""
+    return Layout("Cbuf CTX template", [
+        Field("dst_x", params.x_bits), Field("dst_y", params.y_bits),
+        Field("slot", params.slot_bits), Field("operand", 2)], width=64)
+
+
+def _runs_of(indices):
+    """Return ``[(first, length)]`` of the runs of consecutive integers in sorted ``indices``."""
+    runs = []
+    for i in indices:
+        if runs and runs[-1][0] + runs[-1][1] == i and runs[-1][1] < MAX_RECORD // 4:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    return runs
+
+
+def expand_cbuf(params, config, templates, ctx=0):
+    """Return the flits (ints) the MicC sends for Cbuf ``config`` and ``templates`` words.
+
+    The CONFIG flits of every record in order, then the OPERAND flit of every template with
+    data ``ctx`` (one context start).  Raises :class:`FdpuError` when a record runs past the
+    end of ``config``.
+    """
+    hdr, tpl = cbuf_header_layout(params), cbuf_template_layout(params)
+    head = header_layout(params)
+    cbody, obody = body_layout(Kind.CONFIG, params), body_layout(Kind.OPERAND, params)
+    parts = word_parts(params)
+    config = [int(w) for w in config]
+    flits, i = [], 0
+    while i < len(config):
+        h = hdr.unpack(config[i])
+        if i + 1 + h["count"] > len(config):
+            raise FdpuError(f"Cbuf record at word {i} announces {h['count']} data words; only "
+                            f"{len(config) - i - 1} follow")
+        slot, index = h["slot"], h["index"]
+        for word in config[i + 1:i + 1 + h["count"]]:
+            flits.append(head.pack(kind=Kind.CONFIG, dst_x=h["dst_x"], dst_y=h["dst_y"])
+                         | cbody.pack(what=h["what"], index=index, slot=slot, data=word)
+                         << head.width)
+            index += 1
+            if h["what"] == ConfigWhat.INSN and index == parts:
+                slot, index = slot + 1, 0
+        i += 1 + h["count"]
+    for word in templates:
+        t = tpl.unpack(int(word))
+        flits.append(head.pack(kind=Kind.OPERAND, dst_x=t["dst_x"], dst_y=t["dst_y"])
+                     | obody.pack(slot=t["slot"], operand=t["operand"], data=ctx)
+                     << head.width)
+    return flits
 
 
 @dataclass
@@ -69,6 +149,40 @@ class Image:
         for y, x, s in zip(ys.tolist(), xs.tolist(), ss.tolist()):
             out[(x, y, s)] = isa.decode(self.word(x, y, s), self.params)
         return out
+
+    def cbuf_words(self):
+        """Return ``(config, templates)``: the image as Cbuf words (uint64 arrays, module doc).
+
+        Only what the graph uses: the configured slots, the non-zero registers, the preloads
+        and the CTX slots, in the order of the flits of ``sw.runtime.image_flits``.
+        """
+        p = self.params
+        hdr, tpl = cbuf_header_layout(p), cbuf_template_layout(p)
+        parts = self.program.shape[3]
+        words = []
+        configured = self.program.any(axis=3)
+        for y in range(p.rows):
+            for x in range(p.cols):
+                for first, n in _runs_of(np.nonzero(configured[y, x])[0].tolist()):
+                    words.append(hdr.pack(what=ConfigWhat.INSN, dst_x=x + 1, dst_y=y + 1,
+                                          slot=first, index=0, count=n * parts))
+                    words.extend(self.program[y, x, first:first + n].reshape(-1).tolist())
+        for y in range(p.rows):
+            for x in range(p.cols):
+                for first, n in _runs_of(np.nonzero(self.regs[y, x])[0].tolist()):
+                    words.append(hdr.pack(what=ConfigWhat.REG, dst_x=x + 1, dst_y=y + 1,
+                                          slot=0, index=first, count=n))
+                    words.extend(self.regs[y, x, first:first + n].tolist())
+        for x, y, s, o, v in self.preloads:
+            words.append(hdr.pack(what=ConfigWhat.PRELOAD, dst_x=x + 1, dst_y=y + 1, slot=s,
+                                  index=o, count=1))
+            words.append(v)
+        templates = [tpl.pack(dst_x=x + 1, dst_y=y + 1, slot=s, operand=0)
+                     for (x, y, s), insn in sorted(self.instructions().items(),
+                                                   key=lambda t: (t[0][1], t[0][0], t[0][2]))
+                     if insn.op is isa.Op.CTX]
+        return (np.array([int(w) for w in words], dtype=np.uint64),
+                np.array(templates, dtype=np.uint64))
 
     def check(self):
         """Raise :class:`FdpuError` unless the image is consistent with its parameters."""

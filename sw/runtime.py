@@ -4,11 +4,12 @@ Contract
 --------
 * :func:`image_flits` lists what the MicC sends: the CONFIG flits (instruction parts of every
   configured slot, non-zero registers, preloads, in that order) and one OPERAND template per
-  ``CTX`` slot (the MicC writes the context ID into ``data``).  They go into the Cbufs, the
-  CONFIG flits first (``docs/system.md``).
-* :func:`write_memories` writes the ``$readmemh`` files the top loads at time 0 in the
-  simulator's working directory: ``cbuf_<i>.hex`` and ``dbuf_<k>.hex`` (``@word`` records,
-  64-bit little-endian words, only the image's segments).
+  ``CTX`` slot (the MicC writes the context ID into ``data``).  The Cbufs hold them in the
+  compact encoding of :meth:`sw.image.Image.cbuf_words` (records of 64-bit words, about one
+  word per flit), which the MicC expands (``docs/system.md``).
+* :func:`write_memories` writes the ``$readmemh`` files of the Cbuf words and the Dbufs:
+  ``cbuf_<i>.hex`` and ``dbuf_<k>.hex`` (``@word`` records, 64-bit little-endian words, only
+  the image's segments).
 * :func:`run_job` lays out the external memory for a list of passes (per pass: the Cbuf
   image, unless it equals the previous pass's; the Dbuf segments as whole-word runs; room for
   the results; the DMA descriptor lists, ``hw.dma``), builds the system
@@ -62,13 +63,13 @@ def _flit(params, kind, x, y, **body):
 
 
 def cbuf_word_bits(params):
-    """Return the bits of one Cbuf word (``hw.cbuf.word_bits``: 64 x a power of two)."""
+    """Return the bits of one Cbuf word (``hw.cbuf.word_bits``: 64)."""
     from hw.cbuf import word_bits   # the one definition; hw is imported late here
     return word_bits(params)
 
 
 def cbuf_capacity(params):
-    """Return how many flits the Cbufs hold."""
+    """Return how many words the Cbufs hold."""
     return params.cbufs * (params.cbuf_bytes * 8 // cbuf_word_bits(params))
 
 
@@ -94,6 +95,14 @@ def image_flits(image):
     return config, templates
 
 
+def _check_fits(p, n_config, n_ctx):
+    cap = cbuf_capacity(p)
+    if n_config + n_ctx > cap:
+        raise FdpuError(f"the configuration needs {n_config + n_ctx} Cbuf words ({n_config} "
+                        f"of configuration records + {n_ctx} CTX templates), more than the "
+                        f"{p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
+
+
 def _hex_lines(words, width):
     digits = width // 4
     return [f"{w:0{digits}x}" for w in words]
@@ -102,18 +111,15 @@ def _hex_lines(words, width):
 def write_memories(image, folder, config=None, templates=None):
     """Write ``cbuf_<i>.hex`` and ``dbuf_<k>.hex`` for ``image`` into ``folder``.
 
+    ``config``/``templates``: Cbuf words instead of :meth:`~sw.image.Image.cbuf_words`.
     Returns ``(n_config, n_ctx)``.  Raises :class:`FdpuError` when the configuration does not
     fit the Cbufs.
     """
     p = image.params
     if config is None:
-        config, templates = image_flits(image)
-    words = list(config) + list(templates)
-    cap = cbuf_capacity(p)
-    if len(words) > cap:
-        raise FdpuError(f"the configuration needs {len(words)} Cbuf words ({len(config)} "
-                        f"CONFIG flits + {len(templates)} CTX templates), more than the "
-                        f"{p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
+        config, templates = image.cbuf_words()
+    words = [int(w) for w in config] + [int(w) for w in templates]
+    _check_fits(p, len(config), len(templates))
     os.makedirs(folder, exist_ok=True)
     wb = cbuf_word_bits(p)
     depth = cap // p.cbufs
@@ -344,8 +350,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         Called (from this thread) with a dict ``pass_index, passes, phase, cycles`` about
         twice a second while the simulation runs.
     configs : list of (list, list), optional
-        CONFIG flits and CTX templates per pass instead of :func:`image_flits` (tests of bad
-        configurations; words past the Cbufs are not loaded, the MicC is told the full count).
+        Cbuf words (configuration records, CTX templates) per pass instead of
+        :meth:`~sw.image.Image.cbuf_words` (tests of bad configurations; words past the Cbufs
+        are not loaded, the MicC is told the full count).
 
     Returns
     -------
@@ -365,20 +372,15 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
     regs_mem = mem.registers()
     p = params
-    wb = cbuf_word_bits(p)
     cap = cbuf_capacity(p)
     ext = _ExtImage()
     mask = (1 << 64) - 1
     plan, prev_cbuf, results = [], None, []
     for j, (image, reads) in enumerate(passes):
-        cfg, templates = image_flits(image) if configs is None else configs[j]
-        if configs is None and len(cfg) + len(templates) > cap:
-            raise FdpuError(f"the configuration needs {len(cfg) + len(templates)} Cbuf words "
-                            f"({len(cfg)} CONFIG flits + {len(templates)} CTX templates), "
-                            f"more than the {p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold "
-                            f"({cap})")
-        flits = (list(cfg) + list(templates))[:cap]
-        cwords = np.array([(w >> (64 * i)) & mask for w in flits for i in range(wb // 64)],
+        cfg, templates = image.cbuf_words() if configs is None else configs[j]
+        if configs is None:
+            _check_fits(p, len(cfg), len(templates))
+        cwords = np.array([int(w) & mask for w in list(cfg) + list(templates)][:cap],
                           dtype=np.uint64)
         descs, moved = [], 0
         if prev_cbuf is None or not np.array_equal(prev_cbuf, cwords):

@@ -1,5 +1,7 @@
-"""Tests of hw.micc and hw.cbuf in amaranth.sim: configuration order, context window, end
-counting, done, and the error bits (configuration too big, bad registers, stray ends)."""
+"""Tests of hw.micc and hw.cbuf in amaranth.sim: the compact Cbuf records expanded into
+CONFIG flits exactly as sw.image.expand_cbuf does, context window, end counting, done, and
+the error bits (configuration too big, bad registers, stray ends); and the Cbuf encoding of
+real images (sw.image.Image.cbuf_words) against the flits of sw.runtime.image_flits."""
 
 import os
 import random
@@ -12,8 +14,9 @@ from amaranth.sim import Simulator
 from hw.cbuf import Cbuf, cbuf_words
 from hw.micc import Micc, MiccError, MiccState
 from sw.arch import ArrayParams
+from sw.image import cbuf_header_layout, cbuf_template_layout, expand_cbuf
 from sw.noc_model import pack_flit, unpack_flit
-from sw.packet import Kind, body_layout
+from sw.packet import ConfigWhat, Kind, body_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -45,6 +48,22 @@ def _end(ctx):
     return pack_flit(P, Kind.CTX_END, (-1, 0), body_layout(Kind.CTX_END, P).pack(data=ctx))
 
 
+def _records(n_flits, rng):
+    """Return Cbuf configuration words: random records (empty ones too) of ``n_flits`` flits."""
+    hdr = cbuf_header_layout(P)
+    words, left = [], n_flits
+    while left:
+        n = min(left, rng.randint(0, 5))
+        what = rng.choice(list(ConfigWhat))
+        words.append(hdr.pack(what=what, dst_x=rng.randrange(2) + 1, dst_y=rng.randrange(2) + 1,
+                              slot=rng.randrange(P.slots - 4),
+                              index=0 if what is ConfigWhat.INSN else rng.randrange(3),
+                              count=n))
+        words += [rng.getrandbits(64) for _ in range(n)]
+        left -= n
+    return words
+
+
 def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None,
          regs_override=None, max_cycles=20_000):
     """Run the rig; return (flits out, state, error, issued, retired, max in flight)."""
@@ -52,8 +71,11 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
     print(f"seed {SEED} (set FDPU_SEED to change)")
     rig = Rig(P)
     m, c = rig.micc, rig.cbuf
-    config = [pack_flit(P, Kind.CONFIG, (i % 2, i // 2 % 2), i * 7 + 1) for i in range(n_config)]
-    words = config + [_operand(x, y, s, 0) for x, y, s in templates]
+    records = _records(n_config, rng)
+    config = expand_cbuf(P, records, [])
+    tpl = cbuf_template_layout(P)
+    words = records + [tpl.pack(dst_x=x + 1, dst_y=y + 1, slot=s, operand=0)
+                       for x, y, s in templates]
     out, log = [], {}
 
     async def bench(ctx):
@@ -63,7 +85,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
             ctx.set(c.wr_data, w)
             await ctx.tick()
         ctx.set(c.wr_en, 0)
-        regs = dict(i_n_config=n_config, i_n_ctx=len(templates), i_contexts=contexts,
+        regs = dict(i_n_config=len(records), i_n_ctx=len(templates), i_contexts=contexts,
                     i_window=window, i_ends=ends)
         regs.update(regs_override or {})
         for k, v in regs.items():
@@ -173,14 +195,39 @@ def test_bad_parameters():
         Cbuf(None)
 
 
-@pytest.mark.parametrize("params, bits", [
-    (ArrayParams(rows=2, cols=2, slots=16), 128),
-    (ArrayParams(), 128),                       # 8 x 8, 64 slots: 128-bit flits
-    (ArrayParams(slots=128), 256),              # 129-bit flits: 256, not 192
-])
-def test_cbuf_word_is_a_power_of_two_of_beats(params, bits):
-    # The DMA addresses Cbuf words by shifting byte addresses; the runtime lays the image
-    # out with the same word (an 8 x 8, 128-slot run failed with 192-bit words).
+@pytest.mark.parametrize("params", [
+    ArrayParams(rows=2, cols=2, slots=16), ArrayParams(), ArrayParams(slots=128)])
+def test_cbuf_word_is_64_bits(params):
+    # One DMA beat, one record word, whatever the flit width (129 bits at 8 x 8, 128 slots).
     from hw.cbuf import word_bits
     from sw.runtime import cbuf_word_bits
-    assert word_bits(params) == cbuf_word_bits(params) == bits
+    assert word_bits(params) == cbuf_word_bits(params) == 64
+
+
+@pytest.mark.parametrize("rows, slots, K, C, N, mode, density", [
+    (1, 32, 2, 16, 1, "sparse", 0.5), (2, 32, 5, 33, 8, "sparse", 0.25),
+    (8, 64, 64, 64, 4, "sparse", 0.25), (8, 128, 96, 256, 4, "dense", 1.0)])
+def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
+    from sw import graphs, layers, runtime
+    from sw.asm import assemble
+    from sw.golden import _program
+    p = ArrayParams(rows=rows, cols=rows, slots=slots)
+    w = layers.make_weights((K, C), density, 1)
+    x = layers.make_inputs(C, N, 1)
+    plan = graphs.plan_fc(K, C, N, mode, p)
+    graph, placement = _program(plan)
+    segments, _ = graphs.pass_memory(plan, w, x, 0)
+    image = assemble(graph, placement, segments, plan.pass_contexts(0))
+    config, templates = runtime.image_flits(image)
+    cw, tw = image.cbuf_words()
+    assert expand_cbuf(p, cw, tw, ctx=0) == config + templates
+    # About one word per flit: one header per run of slots (per PE) or registers.
+    assert len(cw) <= len(config) + 2 * p.num_pes + 2 * len(image.preloads)
+    assert len(tw) == len(templates)
+
+
+def test_expand_cbuf_refuses_a_record_past_the_end():
+    from sw.errors import FdpuError
+    hdr = cbuf_header_layout(P)
+    with pytest.raises(FdpuError, match="Cbuf record at word 0 announces 3 data words; only 1"):
+        expand_cbuf(P, [hdr.pack(what=0, dst_x=1, dst_y=1, slot=0, index=0, count=3), 5], [])

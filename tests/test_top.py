@@ -21,6 +21,7 @@ from sw.arch import ArrayParams
 from sw.asm import assemble
 from sw.errors import FdpuError
 from sw.golden import _program
+from sw.image import cbuf_template_layout
 from sw.runtime import RtlError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -79,10 +80,10 @@ def test_sparse_1x1_icarus():
 
 def test_unknown_opcode_is_reported():
     image = _image()
-    cfg, templates = runtime.image_flits(image)
+    cfg, templates = image.cbuf_words()
     # Point the CTX templates at an unconfigured slot: a token for an INVALID slot.
-    bad = [t ^ (runtime.body_layout(runtime.Kind.OPERAND, image.params).pack(slot=15)
-                << runtime.header_layout(image.params).width) for t in templates]
+    tpl = cbuf_template_layout(image.params)
+    bad = [tpl.pack(**{**tpl.unpack(int(t)), "slot": 15}) for t in templates]
     with pytest.raises(RtlError, match="PE_UNKNOWN_OPCODE.*PE \\(0,0\\): UNKNOWN_OPCODE"):
         runtime.run_rtl(image, "icarus", config=(cfg, bad), max_cycles=5_000)
 
@@ -101,15 +102,15 @@ def test_address_outside_the_dbufs_is_reported():
 
 
 def test_configuration_larger_than_the_cbufs():
-    image = _image(cbufs=1, cbuf_bytes=4096)      # 256 Cbuf words: a small DMA load
-    cfg, templates = runtime.image_flits(image)
+    image = _image(cbufs=1, cbuf_bytes=4096)      # 512 Cbuf words: a small DMA load
+    cfg, templates = image.cbuf_words()
     cap = runtime.cbuf_capacity(image.params)
+    big = list(cfg) * (cap // len(cfg) + 1)
     with pytest.raises(FdpuError, match="more than the 1 Cbufs of 4096 bytes hold"):
-        runtime.write_memories(image, "/tmp", cfg * (cap // len(cfg) + 1), templates)
+        runtime.write_memories(image, "/tmp", big, templates)
     # The hardware check: the MicC refuses a length beyond its Cbufs.
     with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
-        runtime.run_rtl(image, "icarus", config=(cfg * (cap // len(cfg) + 1), templates),
-                        max_cycles=5_000)
+        runtime.run_rtl(image, "icarus", config=(big, templates), max_cycles=5_000)
 
 
 def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
