@@ -204,7 +204,7 @@ async def bad_descriptors(dut):
         "address past the last Dbuf": (0, p.memory_bytes, 8, 0),
         "OUT from the Cbufs": (DST, 0, wb, CBUF | OUT),
         "Cbuf range past the Cbufs": (0, cap - wb, 2 * wb, CBUF),
-        "Cbuf offset not a whole word": (0, 8, wb, CBUF),
+        "Cbuf offset not a whole word": (0, 8 if wb > 8 else 4, wb, CBUF),
         "range wrapping the address space": (0, (1 << 32) - 8, 16, 0),
     }
     for what, desc in bad.items():
