@@ -225,10 +225,16 @@ class MemModel:
         return dict(latency=self.latency, bw=bw, stall=stall)
 
 
+#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor (:func:`_runs`).
+MERGE_GAP = 256
+
+
 def _runs(image):
     """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
 
-    Overlapping or touching segments merge; every word a segment touches is written (zeros
+    Overlapping or touching segments merge, and so do segments of one Dbuf less than
+    :data:`MERGE_GAP` bytes apart (the zeros between them cost fewer DMA cycles than a
+    descriptor more: about the memory latency); every word a run covers is written (zeros
     included), so a pass never sees the data of the pass before it where its own is zero.
     """
     spans = []
@@ -238,7 +244,7 @@ def _runs(image):
     spans.sort()
     runs = []
     for lo, hi, addr, blob in spans:
-        if runs and lo <= runs[-1][1] and image.params.dbuf_of(lo)[0] == \
+        if runs and lo <= runs[-1][1] + MERGE_GAP and image.params.dbuf_of(lo)[0] == \
                 image.params.dbuf_of(runs[-1][0])[0]:
             runs[-1][1] = max(runs[-1][1], hi)
             runs[-1][2].append((addr, blob))
@@ -301,6 +307,10 @@ class JobRun:
     ext_out: list
     wall_s: dict
     waves: str = None
+    #: The DMA-in phases were not simulated (``run_job(backdoor_in=True)``).
+    backdoor_in: bool = False
+    #: Per pass, the DMA descriptors in and out.
+    descriptors: list = None
 
     @property
     def cycles(self):
@@ -330,7 +340,8 @@ class JobRun:
 
 
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
-            waves=False, progress=None, depth=4, timeout_s=7200, configs=None):
+            waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
+            backdoor_in=False):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation.
 
     Parameters
@@ -353,6 +364,11 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         Cbuf words (configuration records, CTX templates) per pass instead of
         :meth:`~sw.image.Image.cbuf_words` (tests of bad configurations; words past the Cbufs
         are not loaded, the MicC is told the full count).
+    backdoor_in : bool
+        Do not simulate the DMA-in of the passes: the bench writes what its descriptors would
+        move into the Dbufs and Cbufs by backdoor (``tb.top.test_run``); their ``in_cycles``
+        are 0 and :attr:`JobRun.backdoor_in` says so.  A measurement aid for the compute of
+        layers whose DMA-in is too long to simulate; the DMA figures must come from elsewhere.
 
     Returns
     -------
@@ -411,6 +427,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         image = pl["image"]
         spec_passes.append(dict(
             dma_in=[lin, len(pl["descs"])], dma_out=[lout, len(pl["outs"])],
+            in_descs=[[int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
+                       int(d[1]) >> 32]
+                      for d in pl["descs"]] if backdoor_in else [],
             regs=dict(i_n_config=pl["cfg"], i_n_ctx=pl["templates"],
                       i_contexts=image.contexts, i_window=image.window,
                       i_ends=image.ends_per_context)))
@@ -440,6 +459,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                 out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
                 reads=[[res_lo // 8, (res_hi - res_lo + 7) // 8]] if res_hi > res_lo else [],
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
+                backdoor_in=dict(cbuf_flag=DESC_CBUF >> 32, cbufs=p.cbufs,
+                                 cbuf_depth=p.cbuf_bytes // 8, dbuf_bytes=p.dbuf_bytes)
+                if backdoor_in else None,
                 chunk=int(min(max_cycles, 100_000)),
                 progress_file=progress_file if progress else None)
     spec_path = os.path.join(work_dir, "spec.json")
@@ -508,7 +530,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                            reader(results[j])))
     return JobRun(p, runs, out["final"], ext_in, ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
-                  str(res.waves) if res.waves else None)
+                  str(res.waves) if res.waves else None, bool(backdoor_in),
+                  [(len(pl["descs"]), len(pl["outs"])) for pl in plan])
 
 
 #: Names of the DMA states and error bits (``hw.dma.DmaState``, ``hw.dma.DmaError``).

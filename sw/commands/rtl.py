@@ -168,4 +168,5 @@ def figures(plan, w, x, ref, y, job):
         dbuf_requests=sum(r.status["o_dbuf_reqs"] for r in runs),
         mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),
         busy_map=(busy / max(1, compute)).reshape(p.rows, p.cols).tolist(),
-        golden_counters=ref.counters.as_dict())
+        golden_counters=ref.counters.as_dict(), dma_in_backdoor=job.backdoor_in,
+        dma_descriptors=job.descriptors)
