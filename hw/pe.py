@@ -305,6 +305,7 @@ class Pe(wiring.Component):
         ismem = [Signal(name=f"ismem{s}") for s in range(S)]    # LD/ST: INT pipe 0 only
         tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
         busy = [Signal(name=f"busy{s}") for s in range(S)]
+        noroom = [Signal(name=f"noroom{s}") for s in range(S)]  # last pick: destination full
         nonempty = [Signal(K, name=f"ne{s}") for s in range(S)]
         # The FIFO pointers of every (slot, operand) live in memories addressed by the key
         # Cat(operand, slot), each pointer modulo 2 * depth with a single kind of writer:
@@ -561,7 +562,15 @@ class Pe(wiring.Component):
                         else ~isfp[s] & (ismem[s] if pp == 0 else ~ismem[s]))
                 m.d.comb += ready[s].eq(known[s] & unit & ((tok_ok & ~busy[s]) | go_on)
                                         & ~(s1_valid & slot_is(s1_slot, s)))
-            any_rdy, pick, last = _round_robin(m, ready, f"pick{pp}")
+            # Slots whose last pick found a local destination full go last: they are
+            # picked only when no other slot of the pipe is ready (a full consumer FIFO
+            # otherwise costs the pipe one issue cycle per retry, e.g. input loads running
+            # ahead of their FACCs crowd out the loads those FACCs wait for).
+            fresh = Signal(S, name=f"fresh{pp}")
+            m.d.comb += fresh.eq(ready & ~Cat(*noroom))
+            cand = Signal(S, name=f"cand{pp}")
+            m.d.comb += cand.eq(Mux(fresh.any(), fresh, ready))
+            any_rdy, pick, last = _round_robin(m, cand, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
             if pp != 1:
                 m.d.comb += cont.eq(mux(busy, pick))
@@ -661,6 +670,7 @@ class Pe(wiring.Component):
                 m.d.comb += [w.addr.eq(key), w.data.eq(_inc(ptr_read("wa", key))),
                              w.en.eq(reserve[pp][i])]
             m.d.comb += room.eq(Cat(*room_terms).all())
+            st["room"] = room
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
             if pp != 1:
@@ -737,11 +747,15 @@ class Pe(wiring.Component):
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
                 mem_ok = req_q.i_data.ready & free_any
-                # The memory lane (dispatcher) of the replies: by the operand index of the
-                # first destination, so the two operands of a FACC/FMADD fed by loads arrive
-                # in the same cycle; one slot always uses the same lane (its order holds).
+                # The memory lane (dispatcher) of the replies: lane 1 when some destination
+                # is an operand 1 or 2, so the two operands of a FACC/FMADD fed by loads
+                # arrive in the same cycle (weight loads feed operand 0 only, input loads
+                # operand 1, also when a MOV of their fan-out tree comes first); one slot
+                # always uses the same lane (its order holds).
                 mem_lane = Signal(name="mem_lane")
-                m.d.comb += mem_lane.eq(insn.d0_operand.any())
+                m.d.comb += mem_lane.eq(Cat(*[getattr(insn, f"d{i}_valid")
+                                              & getattr(insn, f"d{i}_operand").any()
+                                              for i in range(ND)]).any())
                 unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
                 m.d.comb += go.eq(st["valid"] & room & unit_ok)
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
@@ -995,6 +1009,11 @@ class Pe(wiring.Component):
                     m.d.sync += nonempty[s][k].eq(1)
                 with m.Elif(clr):
                     m.d.sync += nonempty[s][k].eq(0)
+        for s in range(S):
+            for pp in range(NP):
+                st = s1[pp]
+                with m.If(st["valid"] & slot_is(st["slot"], s)):
+                    m.d.sync += noroom[s].eq(~st["room"])
         for s in range(S):
             for pp in range(NP):
                 with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):

@@ -1,7 +1,7 @@
 """Print the PE microbenchmarks and the FC layers' cycles per FACC on one PE.
 
 Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-only]
-[--int-issue 1|2] [--json FILE]``
+[--int-issue 1|2] [--slots N] [--layer K,C,N] [--diag] [--json FILE]``
 
 Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
 slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
@@ -33,17 +33,23 @@ def micro(sim, tmp):
     return json.loads(path.read_text())
 
 
-def fc(sim, tmp, int_issue=1, seed=20261130):
-    """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``."""
-    k, c, n = FC_LAYER
-    p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue)
+def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=False):
+    """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``.
+
+    ``slots`` overrides the PE's slots (default: the tests' 32), ``layer`` is ``(k, c, n)``;
+    ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`.
+    """
+    k, c, n = layer
+    p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue,
+                            **({"slots": slots, "dbuf_bytes": 1 << 16} if slots else {}))
     folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, p, seed),
                                    f"fc-{mode}"))
                for mode in ("dense", "sparse")]
     out = Path(tmp) / "fc.json"
     run_cocotb("pe", top_params(p), "tb.pe.test_pe", sim, testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0,0",
-                          "FDPU_PE_RESULTS": str(out)}, seed=seed)
+                          "FDPU_PE_RESULTS": str(out), "FDPU_PE_PROBE": "1" if probe else "0"},
+               seed=seed, timeout_s=3600)
     res = {}
     for case in json.loads(out.read_text()):
         facc = case["ops"].get("FACC", 0)
@@ -52,6 +58,8 @@ def fc(sim, tmp, int_issue=1, seed=20261130):
                                  int_fired=sum(v for op, v in case["ops"].items()
                                                if op not in ("FACC", "FIMM", "FMUL", "FMADD",
                                                              "FADD", "FSUB")))
+        if "stalls" in case:
+            res[case["name"]]["stalls"] = case["stalls"]
     return res
 
 
@@ -61,11 +69,18 @@ def main():
     ap.add_argument("--fc-only", action="store_true", help="only the FC cycles per FACC")
     ap.add_argument("--int-issue", type=int, default=1, choices=[1, 2],
                     help="INT/CTRL issues per cycle of the PE running the FC layers")
+    ap.add_argument("--slots", type=int, help="slots of the FC runs' PE (default 32)")
+    ap.add_argument("--layer", default=",".join(map(str, FC_LAYER)),
+                    help="the FC layer K,C,N (default %(default)s)")
+    ap.add_argument("--diag", action="store_true",
+                    help="count FP-pipe and memory-lane stall reasons per cycle (slow)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {} if args.fc_only else micro(args.sim, tmp)
-        res["fc"] = fc(args.sim, tmp, args.int_issue)
+        layer = tuple(int(v) for v in args.layer.split(","))
+        res["fc"] = fc(args.sim, tmp, args.int_issue, slots=args.slots, layer=layer,
+                       probe=args.diag)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
     if not args.fc_only:
@@ -83,12 +98,14 @@ def main():
             print(f"  {name:22s} same PE: fire -> dependent fire {v['fire_to_dependent_fire']} "
                   f"cycles; one hop: {v['one_hop_pair']} cycles (fire -> flit out "
                   f"{v['fire_to_flit_out']}, mesh 2, flit in -> fire {v['flit_in_to_fire']})")
-    k, c, n = FC_LAYER
-    print(f"FC layer {k} x {c}, batch {n}, on one PE with int_issue {args.int_issue} "
-          f"(incl. configuration):")
+    k, c, n = layer
+    print(f"FC layer {k} x {c}, batch {n}, on one PE with int_issue {args.int_issue}, "
+          f"{args.slots or PARAMS_1X1.slots} slots (incl. configuration):")
     for name, v in res["fc"].items():
         print(f"  {name:22s} {v['facc']} FACC in {v['cycles']} cycles = "
               f"{v['facc_per_cycle']:.3f} FACC/cycle ({v['int_fired']} INT/MEM firings)")
+        if "stalls" in v:
+            print("    stalls: " + ", ".join(f"{a} {b}" for a, b in sorted(v["stalls"].items())))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
 

@@ -8,6 +8,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   run, the firings per opcode and the context ends are compared with the golden model's.
 * ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``).
 * ``FDPU_PE_RESULTS``: a JSON file to write each case's cycles and firings to (benchmarks).
+* ``FDPU_PE_PROBE=1``: also count stall reasons per cycle (:class:`tb.pe.probe.StallProbe`)
+  into the results (diagnosis; slow).
 """
 
 import json
@@ -16,13 +18,14 @@ import os
 import cocotb
 
 from sw.image import word_parts
-from sw.isa import Dest, Instruction, Op, encode
+from sw.isa import Dest, Instruction, Op, Unit, encode
 from sw.packet import ConfigWhat, Kind, bias
 from tb.clock import start_clock
 
 from . import flits
 from .cases import read_case
 from .harness import PeWorld, make_rng, params_from_env, reset_pe
+from .probe import StallProbe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 
@@ -92,6 +95,11 @@ async def golden_images(dut):
         await reset_pe(dut)
         world = _world(dut)
         world.load_image(image)
+        probe = None
+        if os.environ.get("FDPU_PE_PROBE") == "1":
+            probe = StallProbe(dut, sorted(s for (x, y, s), i in image.instructions().items()
+                                           if (x, y) == (world.x, world.y)
+                                           and i.op.unit is Unit.FP))
         bound = 400 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
                                                  // max(image.contexts, 1) // 4 + 1)
         await world.wait_retired(bound)
@@ -100,6 +108,9 @@ async def golden_images(dut):
                       f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
         results.append(dict(name=expected["name"], contexts=image.contexts,
                             cycles=world.cycle, ops=dict(world.fired)))
+        if probe is not None:
+            probe.stop()
+            results[-1]["stalls"] = probe.report()
         world.stop()
     if os.environ.get("FDPU_PE_RESULTS"):
         with open(os.environ["FDPU_PE_RESULTS"], "w") as out:
