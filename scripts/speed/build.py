@@ -1,0 +1,142 @@
+"""Build and run a standalone Verilator model of a captured job (``make_job.py``) with options.
+
+Each build lands in ``build/speed/<job>/<variant>/`` with the binary ``Vfdpu_system`` and a
+``build.json`` (options, build seconds).  ``run`` executes the binary on the job (busy) or idle
+and prints the driver's JSON line.
+
+Usage::
+
+    .venv/bin/python scripts/speed/build.py build/speed/job8 base                 # harness recipe
+    .venv/bin/python scripts/speed/build.py build/speed/job8 o2 --make OPT_FAST=-O2
+    .venv/bin/python scripts/speed/build.py build/speed/job8 flat --hier 0 --make OPT_FAST=-O1
+    .venv/bin/python scripts/speed/build.py build/speed/job8 x --vopt "--x-assign fast" --run
+    .venv/bin/python scripts/speed/build.py build/speed/job8 base --run --idle 20000
+
+``--hier N``: shared modules with N or more instances are hierarchical blocks (0: none, a
+flat model; default the harness's threshold).  ``--vopt``: more Verilator options;
+``--make``: make variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``, ``USER_CFLAGS``...).
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tb.runner as runner
+from hw.verilog import VERILATOR_MAKEFLAGS, verilator_env
+
+HERE = Path(__file__).resolve().parent
+
+
+def write_hex(job_dir):
+    """Write the external memory image of ``job.txt`` as a sparse ``$readmemh`` file."""
+    hex_path = (job_dir / "ext.hex").resolve()
+    if hex_path.is_file():
+        return hex_path
+    with open(job_dir / "job.txt") as f:
+        f.readline()
+        n = int(f.readline().split()[1])
+        pairs = [f.readline().split() for _ in range(n)]
+    hex_path.write_text("".join(f"@{a}\n{v}\n" for a, v in pairs))
+    return hex_path
+
+
+def patched_verilog(job_dir, source="fdpu_system.v"):
+    """Return the job's Verilog with the external memory bank loading ``ext.hex``."""
+    text = (job_dir / source).read_text()
+    at = text.index("module \\fdpu_system.extmem.sram ")
+    i = text.index(".INIT_FILE()", at)
+    return text[:i] + f'.INIT_FILE("{write_hex(job_dir)}")' + text[i + len(".INIT_FILE()"):]
+
+
+def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu_system.v"):
+    """Build the variant; return its folder."""
+    job_dir = Path(job_dir)
+    out = job_dir / variant
+    if (out / "build.json").is_file():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    verilog = patched_verilog(job_dir, source)
+    (out / "fdpu_system.v").write_text(verilog)
+    saved = runner.HIER_MIN_INSTANCES
+    if hier is not None:
+        runner.HIER_MIN_INSTANCES = hier if hier > 0 else 1 << 30
+    try:
+        config, options = runner.verilator_config(verilog, "fdpu_system")
+    finally:
+        runner.HIER_MIN_INSTANCES = saved
+    (out / "fdpu.vlt").write_text(config)
+    env = dict(os.environ)
+    env.update(verilator_env())
+    env["MAKEFLAGS"] = " ".join([*VERILATOR_MAKEFLAGS, *make])
+    cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), "-Mdir", str(out / "obj"),
+           "--top-module", "fdpu_system", "--prefix", "Vfdpu_system", "-o", "Vfdpu_system",
+           "-Wno-fatal", "-Wno-lint", "-Wno-style", "--timescale", "1ns/1ps",
+           *options, *vopt, str(out / "fdpu.vlt"), str(HERE / "driver.cpp"),
+           str(out / "fdpu_system.v")]
+    print("build:", shlex.join(cmd), "MAKEFLAGS=" + env["MAKEFLAGS"], flush=True)
+    t0 = time.monotonic()
+    with open(out / "build.log", "w") as log:
+        proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    build_s = time.monotonic() - t0
+    if proc.returncode:
+        tail = "\n".join((out / "build.log").read_text().splitlines()[-30:])
+        raise SystemExit(f"build of {variant} failed after {build_s:.0f} s:\n{tail}")
+    size = (out / "obj" / "Vfdpu_system").stat().st_size
+    (out / "build.json").write_text(json.dumps(dict(
+        variant=variant, source=source, hier=hier, vopt=list(vopt), make=list(make),
+        options=options, build_s=round(build_s, 1), binary_bytes=size)) + "\n")
+    print(f"built {variant} in {build_s:.0f} s", flush=True)
+    return out
+
+
+def run(job_dir, variant, *, idle=None, prefix=()):
+    """Run the variant's binary on the job (or idle); return the driver's record."""
+    job_dir = Path(job_dir)
+    binary = job_dir / variant / "obj" / "Vfdpu_system"
+    cmd = [*prefix, str(binary), str(job_dir / "job.txt")]
+    if idle is not None:
+        cmd += ["--idle", str(idle)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"{variant} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    rec = json.loads(proc.stdout.strip().splitlines()[-1])
+    rec["variant"] = variant
+    return rec
+
+
+def main(argv=None):
+    """Build (and optionally run) one variant."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("job")
+    ap.add_argument("variant")
+    ap.add_argument("--hier", type=int, default=None)
+    ap.add_argument("--source", default="fdpu_system.v",
+                    help="Verilog file of the job folder (fdpu_system_async.v: async reset)")
+    ap.add_argument("--vopt", default="", help="more Verilator options (one string)")
+    ap.add_argument("--make", nargs="*", default=[], help="make variables NAME=VALUE")
+    ap.add_argument("--run", action="store_true", help="run the job after the build")
+    ap.add_argument("--idle", type=int, default=None, help="run N idle cycles instead")
+    ap.add_argument("--json", help="append the run's record to this file")
+    args = ap.parse_args(argv)
+    build(args.job, args.variant, hier=args.hier, vopt=shlex.split(args.vopt), make=args.make,
+          source=args.source)
+    if args.run or args.idle is not None:
+        rec = run(args.job, args.variant, idle=args.idle)
+        rec["build"] = json.loads((Path(args.job) / args.variant / "build.json").read_text())
+        print(json.dumps(rec))
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Capture one FC job of the runtime as files a standalone Verilator driver can replay.
+
+``sw.runtime.run_fc_rtl`` is run with the simulation step replaced: instead of building and
+running the cocotb bench, the generated Verilog of the system top, the run spec and the
+external memory image are written to ``OUT``:
+
+* ``fdpu_system.v``: the Verilog of the system top (same component, same parameters as the
+  runtime);
+* ``job.txt``: the replay script of ``scripts/speed/driver.cpp`` (memory model registers, the
+  external memory's non-zero 64-bit words, then per pass and phase the register writes, the
+  start pulse and the cycle bound);
+* ``spec.json``: the runtime's spec (for reference).
+
+Usage::
+
+    .venv/bin/python scripts/speed/make_job.py OUT [--rows 8 --cols 8 --slots 64
+        --out-features 64 --in-features 256 --batch 16 --mode sparse --density 0.25]
+
+The defaults are the case of ``scripts/bench_rtl.py speed`` on Verilator.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hw.verilog import to_verilog
+from sw import graphs, layers, runtime
+from sw.arch import ArrayParams
+
+
+class _Captured(Exception):
+    pass
+
+
+def capture(out, p, w, x, mode):
+    """Write the job of ``w`` (K x C) and ``x`` (N x C) on ``p`` to folder ``out``."""
+    import tb.runner
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p)
+
+    def fake_run(top, params, test_module, sim, **kwargs):
+        spec_path = kwargs["extra_env"]["FDPU_RUN_SPEC"]
+        (out / "fdpu_system.v").write_text(to_verilog(top, "fdpu_system"))
+        shutil.copy(spec_path, out / "spec.json")
+        with open(spec_path) as f:
+            spec = json.load(f)
+        write_job(out / "job.txt", spec)
+        raise _Captured
+
+    saved = tb.runner.run_cocotb
+    tb.runner.run_cocotb = fake_run
+    try:
+        runtime.run_fc_rtl(plan, w, x, "verilator")
+    except _Captured:
+        pass
+    finally:
+        tb.runner.run_cocotb = saved
+    return plan
+
+
+def write_job(path, spec):
+    """Write the replay script of ``spec`` (see the module docstring) to ``path``."""
+    lines = []
+    mem = spec["mem"]
+    lines.append(f"mem {mem['latency']} {mem['bw']} {mem['stall']}")
+    with np.load(spec["memories"]) as z:
+        idx, val = z["idx"], z["val"].astype(np.uint64)
+    lines.append(f"words {len(idx)}")
+    lines += [f"{i:x} {v:x}" for i, v in zip(idx.tolist(), val.tolist())]
+    for ps in spec["passes"]:
+        for phase in ("in", "compute", "out"):
+            if phase == "compute":
+                regs = " ".join(f"{k}={v}" for k, v in ps["regs"].items())
+                lines.append(f"compute {spec['max_cycles']} {regs}")
+            else:
+                lst, count = ps[f"dma_{phase}"]
+                if count:
+                    lines.append(f"dma {spec['dma_max_cycles']} {lst} {count}")
+    lines.append("end")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    """Capture the job named by the command line."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=8)
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--out-features", type=int, default=64)
+    ap.add_argument("--in-features", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--mode", choices=graphs.MODES, default="sparse")
+    ap.add_argument("--density", type=float, default=0.25)
+    args = ap.parse_args(argv)
+    p = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots, dbuf_bytes=1 << 21)
+    w = layers.make_weights((args.out_features, args.in_features), args.density, 0)
+    x = layers.make_inputs(w.shape[1], args.batch, 0)
+    plan = capture(args.out, p, w, x, args.mode)
+    print(f"captured {plan.mode} K={plan.K} C={plan.C} N={plan.N} on {p.rows}x{p.cols} "
+          f"({plan.passes} passes) in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
