@@ -397,7 +397,10 @@ class Pe(wiring.Component):
         # ---- dispatchers ------------------------------------------------------------------
         disp = []
         for name in ("int", "fp", "mem0", "mem1") + (("int2",) if NP == 3 else ()):
-            d = Dispatcher(p, self._micc)
+            # All but the FP dispatcher (its FACC results have one destination) offer every
+            # local destination of a result at once: a load fanned out to 4 FACCs of
+            # alternating slot parity is written in 2 cycles instead of 4.
+            d = Dispatcher(p, self._micc, local_ports=1 if name == "fp" else ND)
             m.submodules[f"disp_{name}"] = d
             m.d.comb += d.i_coord.eq(coord)
             disp.append(d)
@@ -428,21 +431,32 @@ class Pe(wiring.Component):
         raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
-        srcs = [(net_valid, net_tok)] + [(d.o_local.valid, d.o_local.payload) for d in disp]
+        ports = [port for d in disp for port in d.o_local]
+        srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
+
         def targets(tok, k, b):
             return _eq(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
 
+        # Priority per operand memory port: the mesh token, then the dispatchers' local ports
+        # in order.  before[j][k][b]: a source ahead of source j wants port (k, b).
+        before = [[[Const(0, 1)] * NB for k in range(K)]]
+        for j, (valid, tok) in enumerate(srcs[:-1]):
+            row = []
+            for k in range(K):
+                row.append([])
+                for b in range(NB):
+                    t = Signal(name=f"wr_taken{j}_{k}_{b}")
+                    m.d.comb += t.eq(before[j][k][b] | (valid & targets(tok, k, b)))
+                    row[k].append(t)
+            before.append(row)
         for k in range(K):
             for b in range(NB):
-                taken = Const(0, 1)
                 sel = Signal(local_layout(p), name=f"wr_sel{k}_{b}")
                 sel_valid = Signal(name=f"wr_sel_valid{k}_{b}")
                 sel_net = Signal(name=f"wr_sel_net{k}_{b}")
                 for j, (valid, tok) in enumerate(srcs):
-                    mine = valid & targets(tok, k, b)
-                    with m.If(mine & ~taken):
+                    with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
                         m.d.comb += [sel.eq(tok), sel_valid.eq(1), sel_net.eq(j == 0)]
-                    taken = taken | mine
                 # A local token goes to a known slot; the reservation made at issue gives room.
                 local_known = known_of(sel.slot)
                 ok = sel_valid & Mux(sel_net, net_ok, local_known)
@@ -454,16 +468,11 @@ class Pe(wiring.Component):
                              w.addr.eq(fkey(k, sel.slot)), w.data.eq(_inc(tail)), w.en.eq(ok)]
                 raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
                                   sel.slot))
-        # A dispatcher's local port is ready when its operand memory bank granted it this cycle.
-        for j, d in enumerate(disp):
-            granted = Const(0, 1)
-            for k in range(K):
-                for b in range(NB):
-                    before = Const(0, 1)
-                    for valid, tok in srcs[:j + 1]:
-                        before = before | (valid & targets(tok, k, b))
-                    granted = granted | (targets(d.o_local.payload, k, b) & ~before)
-            m.d.comb += d.o_local.ready.eq(granted)
+        # A dispatcher's local port is ready when its operand memory port granted it this cycle.
+        for j, port in enumerate(ports, start=1):
+            tok = port.payload
+            m.d.comb += port.ready.eq(Cat(*[targets(tok, k, b) & ~before[j][k][b]
+                                           for k in range(K) for b in range(NB)]).any())
 
         # ---- issue pipes --------------------------------------------------------------------
         alus = {}

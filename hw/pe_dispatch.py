@@ -5,21 +5,27 @@ Contract
 * ``i_res`` takes one result: a 64-bit ``data`` word, the instruction's four destination fields
   (``x``, ``y``, ``slot``, ``operand``), a ``dmask`` of the destinations to serve (SWITCH
   clears the branch not taken) and ``end`` (also send a context-end message).
-* The dispatcher serves the selected destinations in index order, **one per cycle**: a
-  destination on this PE goes out on ``o_local`` (slot, operand, data: written into the
-  operand buffer without a mesh trip), any other as an OPERAND flit on ``o_flit``.  After the
-  last destination, ``end`` sends a CTX_END flit (``data`` = ``ectx``) to the MicC.
-* Throughput: a result with ``n`` destinations (plus one step for ``end``) occupies the
-  dispatcher ``n`` cycles; ``i_res.ready`` is high when it is idle or finishing its last step,
-  so single-destination results flow at one per cycle.  ``i_res.ready`` depends
+* ``o_local``: an array of ``local_ports`` streams (slot, operand, data) into the operand
+  buffer, for destinations on this PE (no mesh trip).  With ``local_ports == 1`` the
+  dispatcher serves the selected destinations in index order, **one per cycle**, the lowest
+  one on ``o_local[0]`` if local, as an OPERAND flit on ``o_flit`` otherwise.  With
+  ``local_ports == MAX_DESTS`` every pending local destination ``i`` is offered at once on
+  ``o_local[i]`` (the PE's write arbiters grant those whose operand memory port is free:
+  up to one per operand memory in a cycle), and beside them the lowest pending remote one on
+  ``o_flit``.  After the last destination, ``end`` sends a CTX_END flit (``data`` = ``ectx``)
+  to the MicC.
+* Throughput: a result occupies the dispatcher as many cycles as its busiest port needs (one
+  per destination with one local port); ``i_res.ready`` is high when it is idle or
+  finishing its last step, so results flow at one per cycle.  ``i_res.ready`` depends
   combinationally on ``o_local.ready`` / ``o_flit.ready``, never on ``i_res.valid``.
 * ``i_coord``: this PE's coordinate (not biased), a run-time input so that one Verilog module
   serves every PE of the array; it decides which destinations are local.
-* Ordering: results in arrival order; ``o_local`` and ``o_flit`` words come from registers and
-  stay stable while offered.
+* Ordering: results in arrival order (a result's destinations are distinct FIFOs, so their
+  order within the result does not matter); ``o_local`` and ``o_flit`` words come from
+  registers and stay stable while offered.
 """
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,46 +45,74 @@ class Dispatcher(wiring.Component):
     params : ArrayParams
     micc : tuple of int
         Coordinate of the MicC, the destination of CTX_END flits (the same for every PE).
+    local_ports : int
+        1 (one destination per cycle) or ``params.MAX_DESTS`` (every local destination offered
+        at once).
     """
 
-    def __init__(self, params, micc):
+    def __init__(self, params, micc, local_ports=1):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
-        self._params, self._micc = params, micc
+        if local_ports not in (1, params.MAX_DESTS):
+            raise ValueError(f"local_ports must be 1 or {params.MAX_DESTS}, not {local_ports!r}")
+        self._params, self._micc, self._nl = params, micc, local_ports
         super().__init__({
             "i_coord": In(coord_layout(params)),
             "i_res": In(stream.Signature(dispatch_layout(params))),
-            "o_local": Out(stream.Signature(local_layout(params))),
+            "o_local": Out(stream.Signature(local_layout(params))).array(local_ports),
             "o_flit": Out(stream.Signature(flit_union(params))),
         })
 
     def elaborate(self, platform):
         m = Module()
         p = self._params
+        ND = p.MAX_DESTS
         cur = Signal(dispatch_layout(p), name="cur")
         busy = Signal()
+        multi = self._nl > 1
 
-        # The lowest destination still to serve; mask == 0 with end set is the CTX_END step.
-        idx = Signal(range(p.MAX_DESTS))
-        for i in reversed(range(p.MAX_DESTS)):
-            with m.If(cur.dmask[i]):
+        is_local = Signal(ND)
+        for i in range(ND):
+            m.d.comb += is_local[i].eq((cur.dests[i].x == self.i_coord.x)
+                                       & (cur.dests[i].y == self.i_coord.y))
+        # The flit port serves the lowest pending destination (multi: the lowest remote one).
+        fmask = Signal(ND)
+        m.d.comb += fmask.eq(cur.dmask & ~is_local if multi else cur.dmask)
+        idx = Signal(range(ND))
+        for i in reversed(range(ND)):
+            with m.If(fmask[i]):
                 m.d.comb += idx.eq(i)
         dest = Signal(data.StructLayout({"x": len(cur.dests[0].x), "y": len(cur.dests[0].y),
                                          "slot": p.slot_bits, "operand": 2}))
         with m.Switch(idx):
-            for i in range(p.MAX_DESTS):
+            for i in range(ND):
                 with m.Case(i):
                     m.d.comb += dest.eq(cur.dests[i])
         have_dest = cur.dmask.any()
-        local = (dest.x == self.i_coord.x) & (dest.y == self.i_coord.y)
+        have_f = fmask.any()
+        first = Signal(ND)                          # the lowest bit of fmask
+        m.d.comb += first.eq(fmask & ~(fmask - 1)[:ND])
+        f_remote = have_f & (Const(1, 1) if multi else ~(is_local & first).any())
 
-        m.d.comb += [
-            self.o_local.valid.eq(busy & have_dest & local),
-            self.o_local.payload.slot.eq(dest.slot),
-            self.o_local.payload.operand.eq(dest.operand),
-            self.o_local.payload.data.eq(cur.data),
-            self.o_flit.valid.eq(busy & ((have_dest & ~local) | (~have_dest & cur.end))),
-        ]
+        served = Signal(ND)                         # destinations written this cycle
+        if multi:
+            for i in range(ND):
+                port = self.o_local[i]
+                m.d.comb += [port.valid.eq(busy & cur.dmask[i] & is_local[i]),
+                             port.payload.slot.eq(cur.dests[i].slot),
+                             port.payload.operand.eq(cur.dests[i].operand),
+                             port.payload.data.eq(cur.data),
+                             served[i].eq(port.valid & port.ready)]
+        else:
+            port = self.o_local[0]
+            m.d.comb += [port.valid.eq(busy & have_f & ~f_remote),
+                         port.payload.slot.eq(dest.slot),
+                         port.payload.operand.eq(dest.operand),
+                         port.payload.data.eq(cur.data)]
+            with m.If(port.valid & port.ready):
+                m.d.comb += served.eq(first)
+
+        m.d.comb += self.o_flit.valid.eq(busy & (f_remote | (~have_dest & cur.end)))
         flit = self.o_flit.payload
         m.d.comb += flit.as_value().eq(cur.data.replicate(2)[:len(flit.as_value())])
         with m.If(have_dest):
@@ -98,19 +132,19 @@ class Dispatcher(wiring.Component):
                 flit.ctx_end.data.eq(cur.ectx),
             ]
 
-        step = ((self.o_local.valid & self.o_local.ready)
-                | (self.o_flit.valid & self.o_flit.ready))
-        rest = Signal(p.MAX_DESTS)                  # dmask without its lowest bit
-        m.d.comb += rest.eq(cur.dmask & (cur.dmask - 1)[:p.MAX_DESTS])
-        single = ~rest.any()
-        last = step & ((~have_dest) | (single & ~cur.end))
+        sent = Signal()                             # the flit port moved this cycle
+        m.d.comb += sent.eq(self.o_flit.valid & self.o_flit.ready)
+        rest = Signal(ND)                           # still to serve after this cycle
+        m.d.comb += rest.eq(cur.dmask & ~served & ~(first & (sent & have_dest).replicate(ND)))
+        # Done this cycle: the last destinations went and no END follows, or the END went.
+        last = Signal()
+        m.d.comb += last.eq(busy & Mux(have_dest, ~rest.any() & ~cur.end, sent))
         m.d.comb += self.i_res.ready.eq(~busy | last)
 
-        with m.If(step):
-            with m.If(have_dest):
-                m.d.sync += cur.dmask.eq(rest)
-            with m.Else():
-                m.d.sync += cur.end.eq(0)
+        with m.If(have_dest):
+            m.d.sync += cur.dmask.eq(rest)
+        with m.Elif(sent):
+            m.d.sync += cur.end.eq(0)
         with m.If(last):
             m.d.sync += busy.eq(0)
         with m.If(self.i_res.valid & self.i_res.ready):

@@ -15,8 +15,8 @@ pipe did not fire:
 
 and for the memory side: LD/ST picks that did not fire (``ld_no_room``: FIFO room of a
 destination, reserved at issue; ``ld_no_entry``: pool full or request queue full), pool
-occupancy, and per memory lane the cycles its dispatcher was busy, delivered locally, or
-waited for an operand write port.  Only for diagnosis: it costs Python time per cycle, and
+occupancy, and per memory lane the cycles its dispatcher was busy, the local deliveries
+(and the cycles with at least one), the cycles it only waited for operand write ports.  Only for diagnosis: it costs Python time per cycle, and
 internal names are not an interface (it fails loudly if a name is gone).
 """
 
@@ -46,6 +46,10 @@ class StallProbe:
         self.fp_slots = list(fp_slots)
         self.counts = {}
         self.lanes = [getattr(dut, f"disp_mem{j}") for j in range(2)]
+        # Local ports: o_local__<i>__valid/ready (one or MAX_DESTS per dispatcher).
+        self._lports = [[(getattr(d, f"o_local__{i}__valid"), getattr(d, f"o_local__{i}__ready"))
+                         for i in range(4) if hasattr(d, f"o_local__{i}__valid")]
+                        for d in self.lanes]
         self._busy = [getattr(dut, f"busy{s}") for s in self.fp_slots]
         self._ne = [getattr(dut, f"ne{s}") for s in self.fp_slots]
         self._task = cocotb.start_soon(self._run())
@@ -82,12 +86,16 @@ class StallProbe:
             alloc = dut.pool_alloc.value
             if alloc.is_resolvable:
                 self._add("pool_sum", bin(int(alloc)).count("1"))
-            for j, d in enumerate(self.lanes):
-                if _bit(d.busy):
+            for j, ports in enumerate(self._lports):
+                if _bit(self.lanes[j].busy):
                     self._add(f"lane{j}_busy")
-                if _bit(d.o_local__valid):
-                    self._add(f"lane{j}_local" if _bit(d.o_local__ready)
-                              else f"lane{j}_port_wait")
+                offered = [(v, r) for v, r in ports if _bit(v)]
+                done = sum(1 for _, r in offered if _bit(r))
+                if done:
+                    self._add(f"lane{j}_local", done)
+                    self._add(f"lane{j}_local_cycles")
+                elif offered:
+                    self._add(f"lane{j}_port_wait")
 
     def stop(self):
         """Stop sampling."""
