@@ -21,7 +21,10 @@ Descriptors
     Cbufs, else a global Dbuf address of :mod:`sw.arch`).  They run in order, one at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`hw.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
-    the Cbufs; ``OUT`` with ``CBUF`` does not exist.  ``length = 0`` is a no-op.
+    the Cbufs; ``OUT`` with ``CBUF`` does not exist, nor ``CBUF`` on a DMA built with
+    ``cbuf=False``.  ``length = 0`` is a no-op.  A descriptor list runs with the next
+    descriptor's fetch overlapping the current one's move, and without waiting for the STORE
+    acks of an IN descriptor (they are awaited before an OUT descriptor and at the end).
 Errors (``o_error``, bits of :class:`DmaError`, sticky until the next start)
     A descriptor breaking a rule above stops the job before it moves a byte of that
     descriptor (``BAD_DESC``); a Dbuf reply with ``err`` (``DBUF_ERROR``) stops it after the
@@ -49,7 +52,7 @@ Dbufs
 
 import enum
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -107,9 +110,12 @@ class Dma(wiring.Component):
         The edge coordinate where the DMA injects requests and receives replies.
     outstanding : int
         Depth of the read and reply FIFOs: external reads (and Dbuf loads) in flight at most.
+    cbuf : bool
+        The DMA has the Cbufs' write port; without it (the extra channels of a multi-channel
+        top) a ``CBUF`` descriptor is ``BAD_DESC``.
     """
 
-    def __init__(self, params=ArrayParams(), *, coord=(-1, 0), outstanding=64):
+    def __init__(self, params=ArrayParams(), *, coord=(-1, 0), outstanding=64, cbuf=True):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
         if params.dbuf_at(*coord) is None:
@@ -119,6 +125,7 @@ class Dma(wiring.Component):
                 or outstanding < 2 or outstanding & (outstanding - 1):
             raise TypeError(f"outstanding must be a power of two >= 2, not {outstanding!r}")
         self.params, self.coord, self.outstanding = params, coord, outstanding
+        self.cbuf = bool(cbuf)
         self.cbuf_words = cbuf_words(params) * params.cbufs
         self.word_bytes = word_bits(params) // 8
         flit = stream.Signature(flit_layout(params))
@@ -196,8 +203,16 @@ class Dma(wiring.Component):
         m.d.comb += [end.eq((loc + length)[:32]), last.eq((end - 1)[:32])]
         wraps = end < loc
         first_idx, last_idx = loc[shift:], last[shift:]
-        xs = Array([Const(p.dbuf_coord(k)[0] + 1, p.x_bits) for k in range(p.num_dbufs)])
-        ys = Array([Const(p.dbuf_coord(k)[1] + 1, p.y_bits) for k in range(p.num_dbufs)])
+        # A Mux chain, not an Array: Yosys writes an Array lookup as a case statement in an
+        # ``always @*`` block, which Icarus never evaluates while its index keeps the value it
+        # had at time 0 (a first descriptor of all-zero words left the target X).
+        xs, ys = Signal(p.x_bits), Signal(p.y_bits)
+        tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)
+        for k in reversed(range(p.num_dbufs)):
+            hit = _eq(first_idx, k)
+            tx = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), tx)
+            ty = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ty)
+        m.d.comb += [xs.eq(tx), ys.eq(ty)]
         dst_x, dst_y = Signal(p.x_bits), Signal(p.y_bits)
 
         # Checks (CHECK state).
@@ -207,6 +222,8 @@ class Dma(wiring.Component):
         dbuf_bad = wraps | (first_idx != last_idx) | ~(Bits(first_idx) < p.num_dbufs)
         cbuf_bad = (is_out | loc[:wshift].any() | length[:wshift].any() | wraps
                     | (Bits(end) > self.cbuf_words * wb))
+        if not self.cbuf:
+            cbuf_bad = Const(1, 1)
         bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad)
 
         # Move counters.
@@ -321,7 +338,7 @@ class Dma(wiring.Component):
             with m.Elif(~is_out | ~acks.any()):
                 m.d.sync += [
                     state.eq(DmaState.MOVE), mode_out.eq(is_out),
-                    dst_x.eq(xs[first_idx]), dst_y.eq(ys[first_idx]),
+                    dst_x.eq(xs), dst_y.eq(ys),
                     st_addr.eq(loc), st_left.eq(Mux(is_out, 0, _zx(words, 32))),
                     ld_addr.eq(loc), ld_left.eq(Mux(is_out, _zx(words, 32), 0)),
                     wr_addr.eq(ext), wr_left.eq(Mux(is_out, _zx(words, 32), 0)),

@@ -134,6 +134,12 @@ class ExtMem(wiring.Component):
 _EXT = ("o_ext_rd", "i_ext_rdata", "o_ext_wr")
 
 
+def _is_ext(name):
+    """Return whether a top port is an external memory port (of any DMA channel)."""
+    return any(name == e or (name.startswith(e + "_") and name[len(e) + 1:].isdigit())
+               for e in _EXT)
+
+
 class FdpuSystem(wiring.Component):
     """:class:`hw.top.FDPU` of ``params`` with an :class:`ExtMem` of ``ext_bytes`` attached.
 
@@ -144,30 +150,37 @@ class FdpuSystem(wiring.Component):
         External memory size (a power of two).
     depth : int
         Router input FIFO depth.
+    dma_channels : int
+        DMA channels of the top (:class:`hw.top.FDPU`), each with an external memory of its
+        own (``extmem``, ``extmem1``, ...; like the channels of a multi-channel DRAM), all
+        with the same latency, bandwidth and stall registers.
     """
 
-    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4):
+    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4, dma_channels=1):
         from .top import FDPU
-        self.top = FDPU(params, depth=depth, behavioural=True)
-        self.mem = ExtMem(ext_bytes)
+        self.top = FDPU(params, depth=depth, behavioural=True, dma_channels=dma_channels)
+        self.mems = [ExtMem(ext_bytes) for _ in range(dma_channels)]
+        self.mem = self.mems[0]
         self.params = params
         members = {name: member for name, member in self.top.signature.members.items()
-                   if name not in _EXT}
+                   if not _is_ext(name)}
         members.update(i_mem_latency=In(16), i_mem_bw=In(8), i_mem_stall=In(8))
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.fdpu = top = self.top
-        m.submodules.extmem = mem = self.mem
-        wiring.connect(m, top.o_ext_rd, mem.i_rd)
-        wiring.connect(m, mem.o_rdata, top.i_ext_rdata)
-        wiring.connect(m, top.o_ext_wr, mem.i_wr)
-        m.d.comb += [mem.i_latency.eq(self.i_mem_latency), mem.i_bw.eq(self.i_mem_bw),
-                     mem.i_stall.eq(self.i_mem_stall)]
+        for c, mem in enumerate(self.mems):
+            sfx = f"_{c}" if c else ""
+            m.submodules[f"extmem{c if c else ''}"] = mem
+            wiring.connect(m, getattr(top, f"o_ext_rd{sfx}"), mem.i_rd)
+            wiring.connect(m, mem.o_rdata, getattr(top, f"i_ext_rdata{sfx}"))
+            wiring.connect(m, getattr(top, f"o_ext_wr{sfx}"), mem.i_wr)
+            m.d.comb += [mem.i_latency.eq(self.i_mem_latency), mem.i_bw.eq(self.i_mem_bw),
+                         mem.i_stall.eq(self.i_mem_stall)]
         outer = {path: (member, value) for path, member, value in self.signature.flatten(self)}
         for path, member, value in top.signature.flatten(top):
-            if path[0] in _EXT:
+            if _is_ext(path[0]):
                 continue
             mine = outer[path][1]
             if member.flow == In:
@@ -178,8 +191,8 @@ class FdpuSystem(wiring.Component):
 
 
 def build_system(rows=1, cols=1, slots=16, dbuf_bytes=4096, cbufs=1, cbuf_bytes=4096,
-                 ext_bytes=1 << 16, depth=4, int_issue=1):
+                 ext_bytes=1 << 16, depth=4, int_issue=1, dma_channels=1):
     """Return an :class:`FdpuSystem` for ``fdpu verilog --top fdpu_system``."""
     return FdpuSystem(ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                                   cbufs=cbufs, cbuf_bytes=cbuf_bytes, int_issue=int_issue),
-                      ext_bytes=ext_bytes, depth=depth)
+                      ext_bytes=ext_bytes, depth=depth, dma_channels=dma_channels)

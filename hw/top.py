@@ -59,7 +59,7 @@ from .pe import Pe
 from .pe_types import PeError
 from .shared import Shared
 
-__all__ = ["FDPU", "ERROR_BITS", "build_fdpu"]
+__all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
 
 #: Names of the bits of ``o_error``, LSB first.
 ERROR_BITS = tuple(f"MICC_{e.name}" for e in MiccError) + tuple(
@@ -88,6 +88,37 @@ def _merge(m, a, b, out, name):
         m.d.sync += [locked.eq(1), held.eq(cur)]
     with m.If(out.valid & out.ready):
         m.d.sync += [locked.eq(0), last.eq(cur)]
+
+
+def dma_ports(params):
+    """Return the edge ports (Dbuf numbers) of the DMA channels, channel 0 first.
+
+    Channel 0 shares the MicC's port, west of row 0; then the west ports of the other rows,
+    the east ports, the north and the south ones: channels on different rows enter the mesh
+    on different row links.
+    """
+    p = params
+    order = [p.dbuf_at(-1, y) for y in range(p.rows)] + [p.dbuf_at(p.cols, y)
+                                                         for y in range(p.rows)]
+    order += [p.dbuf_at(x, -1) for x in range(p.cols)] + [p.dbuf_at(x, p.rows)
+                                                         for x in range(p.cols)]
+    return order
+
+
+def _or(values):
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
+
+
+def _sum(values, width):
+    """Return the sum of ``values`` in ``width`` bits (a balanced tree)."""
+    values = [v for v in values]
+    while len(values) > 1:
+        values = [(values[i] + values[i + 1])[:width] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
 
 
 def _popcount(bits, width):
@@ -119,15 +150,30 @@ class FDPU(wiring.Component):
         small banks as Amaranth memories.
     """
 
-    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True):
+    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
             raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
+        ports = dma_ports(params)
+        if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
+                or not 1 <= dma_channels <= len(ports):
+            raise TypeError(f"dma_channels must be an integer in 1..{len(ports)} (the edge "
+                            f"ports), not {dma_channels!r}")
         self.params, self.depth, self.behavioural = params, depth, bool(behavioural)
+        self.dma_channels = dma_channels
+        self.dma_ports = ports[:dma_channels]
         self.micc_port = params.dbuf_at(-1, 0)
         n = params.num_pes
-        super().__init__({
+        extra = {}
+        for c in range(1, dma_channels):
+            extra.update({
+                f"i_dma_list_{c}": In(32), f"i_dma_count_{c}": In(16),
+                f"o_ext_rd_{c}": Out(stream.Signature(32)),
+                f"i_ext_rdata_{c}": In(stream.Signature(64)),
+                f"o_ext_wr_{c}": Out(stream.Signature(ext_write_layout())),
+            })
+        super().__init__({**extra, 
             "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16),
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
@@ -155,6 +201,11 @@ class FDPU(wiring.Component):
         m.submodules.cbuf = cbuf = Cbuf(p, behavioural=self.behavioural)
         m.submodules.micc = micc = Micc(p)
         m.submodules.dma = dma = Dma(p, coord=p.dbuf_coord(self.micc_port))
+        dmas = [dma]
+        for c in range(1, self.dma_channels):
+            ch = Dma(p, coord=p.dbuf_coord(self.dma_ports[c]), cbuf=False)
+            m.submodules[f"dma{c}"] = ch
+            dmas.append(ch)
         m.d.comb += [cbuf.rd_en.eq(micc.rd_en), cbuf.rd_addr.eq(micc.rd_addr),
                      micc.rd_data.eq(cbuf.rd_data), cbuf.wr_en.eq(dma.cbuf_wr_en),
                      cbuf.wr_addr.eq(dma.cbuf_wr_addr), cbuf.wr_data.eq(dma.cbuf_wr_data)]
@@ -164,18 +215,32 @@ class FDPU(wiring.Component):
         # only while the other block is idle (the host runs them one after the other).
         micc_idle = _eq(micc.o_state, MiccState.IDLE) | _eq(micc.o_state, MiccState.DONE)
         start = Signal()
-        m.d.comb += [start.eq(self.i_start & ~dma.o_busy), micc.i_start.eq(start),
-                     dma.i_start.eq(self.i_dma_start & micc_idle),
-                     dma.i_list.eq(self.i_dma_list), dma.i_count.eq(self.i_dma_count)]
-        wiring.connect(m, dma.o_ext_rd, wiring.flipped(self.o_ext_rd))
-        wiring.connect(m, wiring.flipped(self.i_ext_rdata), dma.i_ext_rdata)
-        wiring.connect(m, dma.o_ext_wr, wiring.flipped(self.o_ext_wr))
+        dma_busy = Cat(*[d.o_busy for d in dmas]).any()
+        m.d.comb += [start.eq(self.i_start & ~dma_busy), micc.i_start.eq(start)]
+        for c, d in enumerate(dmas):
+            sfx = f"_{c}" if c else ""
+            m.d.comb += [d.i_start.eq(self.i_dma_start & micc_idle),
+                         d.i_list.eq(getattr(self, f"i_dma_list{sfx}")),
+                         d.i_count.eq(getattr(self, f"i_dma_count{sfx}"))]
+            wiring.connect(m, d.o_ext_rd, wiring.flipped(getattr(self, f"o_ext_rd{sfx}")))
+            wiring.connect(m, wiring.flipped(getattr(self, f"i_ext_rdata{sfx}")), d.i_ext_rdata)
+            wiring.connect(m, d.o_ext_wr, wiring.flipped(getattr(self, f"o_ext_wr{sfx}")))
+        # Channels start together; the job is done when every channel is (the cycles: from
+        # the start to the last channel's halt).
+        dma_cycles = Signal(32)
+        with m.If(self.i_dma_start & micc_idle):
+            m.d.sync += dma_cycles.eq(0)
+        with m.Elif(dma_busy):
+            m.d.sync += dma_cycles.eq(_inc(dma_cycles))
         m.d.comb += [
-            self.o_dma_state.eq(dma.o_state), self.o_dma_busy.eq(dma.o_busy),
-            self.o_dma_done.eq(dma.o_done), self.o_dma_halt.eq(dma.o_halt),
-            self.o_dma_error.eq(dma.o_error), self.o_dma_desc.eq(dma.o_desc),
-            self.o_dma_cycles.eq(dma.o_cycles), self.o_ext_rd_bytes.eq(dma.o_rd_bytes),
-            self.o_ext_wr_bytes.eq(dma.o_wr_bytes),
+            self.o_dma_state.eq(dma.o_state), self.o_dma_busy.eq(dma_busy),
+            self.o_dma_done.eq(Cat(*[d.o_done for d in dmas]).all()),
+            self.o_dma_halt.eq(Cat(*[d.o_halt for d in dmas]).all()),
+            self.o_dma_error.eq(_or([d.o_error for d in dmas])),
+            self.o_dma_desc.eq(dma.o_desc),
+            self.o_dma_cycles.eq(dma_cycles if len(dmas) > 1 else dma.o_cycles),
+            self.o_ext_rd_bytes.eq(_sum([d.o_rd_bytes for d in dmas], 40)),
+            self.o_ext_wr_bytes.eq(_sum([d.o_wr_bytes for d in dmas], 40)),
         ]
         m.d.sync += self.o_clock.eq(_inc(self.o_clock))
 
@@ -235,6 +300,18 @@ class FDPU(wiring.Component):
                     micc.i_flit.valid.eq(out.valid & ~to_dma),
                     out.ready.eq(1),              # both are always ready
                 ]
+            elif k in self.dma_ports:
+                # An extra DMA channel: its requests enter here, REPLY flits leaving here are
+                # its acks and load data, anything else is stray.
+                ch = dmas[self.dma_ports.index(k)]
+                wiring.connect(m, ch.o_req, req.i_edge[k])
+                wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
+                out = rep.o_edge[k]
+                to_dma = Bits(out.payload.kind.as_value()) == FlitKind.REPLY.value
+                m.d.comb += [ch.i_rep.payload.eq(out.payload),
+                             ch.i_rep.valid.eq(out.valid & to_dma), out.ready.eq(1)]
+                with m.If(out.valid & ~to_dma):
+                    m.d.sync += stray_edge.eq(1)
             else:
                 m.d.comb += req.i_edge[k].valid.eq(0)
                 wiring.connect(m, dbuf.o_reply, rep.i_edge[k])

@@ -33,7 +33,8 @@ from sw.commands.rtl import figures
 
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
-             dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False):
+             dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
+             dma_channels=1):
     """Run one case; return its record (see the module doc)."""
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue)
@@ -53,7 +54,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show,
-                                backdoor_in=backdoor_in)
+                                backdoor_in=backdoor_in, dma_channels=dma_channels)
     wall = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.pop("golden_counters")
@@ -61,15 +62,16 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                wall_s=wall, build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"], 1e-9),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
-               int_issue=int_issue, wall_clock=time.strftime("%H:%M:%S"))
+               int_issue=int_issue, dma_channels=dma_channels,
+               wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
         mem = runtime.MemModel()
-        est = sum(i // 8 for i in job.ext_in) \
-            + sum(n for n, _ in job.descriptors) * (mem.latency + 8)
+        est = sum(i // 8 for i in job.ext_in) // dma_channels \
+            + sum(n for n, _ in job.descriptors) // dma_channels * (mem.latency + 8)
         rec["dma_in_estimate"] = est
         note = (f" [DMA-in by BACKDOOR, not simulated; estimate {est:,} cycles at 8 B/cycle, "
-                f"latency {mem.latency}]")
+                f"latency {mem.latency}, {dma_channels} DMA channel(s)]")
     print(f"{sim} {rows}x{cols} slots {slots}: {rec['layer']} {mode} N={N} "
           f"density {density}: match {rec['match']}; cycles {rec['cycles']:,} (compute "
           f"{rec['compute_cycles']:,}, DMA {rec['dma_cycles']:,}) at "
@@ -94,6 +96,7 @@ def main(argv=None):
     ap.add_argument("--mode", choices=("dense", "sparse", "both"), default="both")
     ap.add_argument("--density", type=float, default=None)
     ap.add_argument("--int-issue", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--dma-channels", type=int, default=1)
     ap.add_argument("--backdoor-in", action="store_true",
                     help="load the Dbufs/Cbufs by backdoor instead of simulating the DMA-in "
                          "(labeled; DMA-in reported as an estimate)")
@@ -112,7 +115,8 @@ def main(argv=None):
                 records.append(run_case(args.sim, args.rows, args.cols, args.slots, 0, 0, n,
                                         mode, density, layer="alexnet-fc8", exact=False,
                                         int_issue=args.int_issue,
-                                        backdoor_in=args.backdoor_in))
+                                        backdoor_in=args.backdoor_in,
+                                        dma_channels=args.dma_channels))
     else:
         for n in args.batch:
             for mode in modes:
@@ -122,7 +126,8 @@ def main(argv=None):
                                         args.out_features, args.in_features, n, mode,
                                         density, dbuf_bytes=1 << 21 if args.sim == "verilator"
                                         else 4096, int_issue=args.int_issue,
-                                        backdoor_in=args.backdoor_in))
+                                        backdoor_in=args.backdoor_in,
+                                        dma_channels=args.dma_channels))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:

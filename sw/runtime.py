@@ -229,6 +229,28 @@ class MemModel:
 MERGE_GAP = 256
 
 
+def _assign(runs, channels, load):
+    """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
+
+    With one channel, the runs as they are.  With more, runs longer than an even share are cut
+    (at word boundaries, inside their Dbuf) so that every channel gets about the same number
+    of words; pieces go, longest first, to the least loaded channel (``load``: words already
+    given to each, updated).
+    """
+    if channels == 1:
+        load[0] += sum(len(w) for _, w in runs)
+        return [(0, lo, w) for lo, w in runs]
+    total = sum(len(w) for _, w in runs) + sum(load)
+    piece = max(64, -(-total // (4 * channels)))
+    pieces = [(lo + 8 * i, w[i:i + piece]) for lo, w in runs for i in range(0, len(w), piece)]
+    out = []
+    for lo, w in sorted(pieces, key=lambda t: -len(t[1])):
+        c = min(range(channels), key=lambda k: load[k])
+        load[c] += len(w)
+        out.append((c, lo, w))
+    return out
+
+
 def _runs(image):
     """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
 
@@ -341,7 +363,7 @@ class JobRun:
 
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
-            backdoor_in=False):
+            backdoor_in=False, dma_channels=1):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation.
 
     Parameters
@@ -369,6 +391,10 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         move into the Dbufs and Cbufs by backdoor (``tb.top.test_run``); their ``in_cycles``
         are 0 and :attr:`JobRun.backdoor_in` says so.  A measurement aid for the compute of
         layers whose DMA-in is too long to simulate; the DMA figures must come from elsewhere.
+    dma_channels : int
+        DMA channels of the top, each with its own external memory (``hw.extmem``): the
+        Dbuf runs of a pass are cut into pieces and spread over the channels by bytes (the
+        Cbuf image and the DMA-out stay on channel 0).
 
     Returns
     -------
@@ -388,8 +414,14 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
     regs_mem = mem.registers()
     p = params
+    if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
+            or not 1 <= dma_channels <= p.num_dbufs:
+        raise FdpuError(f"dma_channels must be an integer in 1..{p.num_dbufs} (the edge "
+                        f"ports), got {dma_channels!r}")
+    nch = dma_channels
     cap = cbuf_capacity(p)
-    ext = _ExtImage()
+    exts = [_ExtImage() for _ in range(nch)]
+    ext = exts[0]
     mask = (1 << 64) - 1
     plan, prev_cbuf, results = [], None, []
     for j, (image, reads) in enumerate(passes):
@@ -398,14 +430,16 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             _check_fits(p, len(cfg), len(templates))
         cwords = np.array([int(w) & mask for w in list(cfg) + list(templates)][:cap],
                           dtype=np.uint64)
-        descs, moved = [], 0
+        descs, moved = [[] for _ in range(nch)], 0
+        load = [0] * nch
         if prev_cbuf is None or not np.array_equal(prev_cbuf, cwords):
             if len(cwords):
-                descs.append(_desc(ext.put(cwords), 0, 8 * len(cwords), DESC_CBUF))
+                descs[0].append(_desc(ext.put(cwords), 0, 8 * len(cwords), DESC_CBUF))
                 moved += 8 * len(cwords)
+                load[0] += len(cwords)
             prev_cbuf = cwords
-        for lo, words in _runs(image):
-            descs.append(_desc(ext.put(words), lo, 8 * len(words)))
+        for c, lo, words in _assign(_runs(image), nch, load):
+            descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
             moved += 8 * len(words)
         outs, out_bytes, where = [], 0, []
         for addr, n in reads:
@@ -422,40 +456,46 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     spec_passes = []
     ext_in, ext_out = [], []
     for j, pl in enumerate(plan):
-        lin = ext.put(np.array(pl["descs"], dtype=np.uint64).reshape(-1)) if pl["descs"] else 0
+        lin = [[exts[c].put(np.array(d, dtype=np.uint64).reshape(-1)) if d else 0, len(d)]
+               for c, d in enumerate(pl["descs"])]
         lout = ext.put(np.array(pl["outs"], dtype=np.uint64).reshape(-1)) if pl["outs"] else 0
         image = pl["image"]
+        ndesc = sum(len(d) for d in pl["descs"])
         spec_passes.append(dict(
-            dma_in=[lin, len(pl["descs"])], dma_out=[lout, len(pl["outs"])],
-            in_descs=[[int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
+            dma_in=lin, dma_out=[lout, len(pl["outs"])],
+            in_descs=[[c, int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
                        int(d[1]) >> 32]
-                      for d in pl["descs"]] if backdoor_in else [],
+                      for c, ds in enumerate(pl["descs"]) for d in ds] if backdoor_in else [],
             regs=dict(i_n_config=pl["cfg"], i_n_ctx=pl["templates"],
                       i_contexts=image.contexts, i_window=image.window,
                       i_ends=image.ends_per_context)))
-        ext_in.append(pl["moved"] + 16 * (len(pl["descs"]) + len(pl["outs"])))
+        ext_in.append(pl["moved"] + 16 * (ndesc + len(pl["outs"])))
         ext_out.append(pl["out_bytes"])
     # Sizes come in a few steps only: each size is a build of its own.
-    size = max(EXT_MIN_BYTES[sim], 1 << (ext.cursor - 1).bit_length())
+    most_bytes = max(e.cursor for e in exts)
+    size = max(EXT_MIN_BYTES[sim], 1 << (most_bytes - 1).bit_length())
     if size > 1 << 32:
-        raise FdpuError(f"the job needs {ext.cursor} bytes of external memory, more than the "
+        raise FdpuError(f"the job needs {most_bytes} bytes of external memory, more than the "
                         f"32-bit address space")
-    words = ext.words(size)
     if max_cycles is None:
         max_cycles = 200_000 + 2_000 * max(pl["image"].contexts for pl in plan)
     if dma_max_cycles is None:
         most = max(pl["moved"] + pl["out_bytes"] for pl in plan) // 8
-        ndesc = max(len(pl["descs"]) + len(pl["outs"]) for pl in plan)
+        ndesc = max(sum(len(d) for d in pl["descs"]) + len(pl["outs"]) for pl in plan)
         dma_max_cycles = 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
             + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
     root = os.path.join(os.getcwd(), "build", "runtime")
     os.makedirs(root, exist_ok=True)
     work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
-    nz = np.nonzero(words)[0]
     mem_path = os.path.join(work_dir, "memories.npz")
-    np.savez(mem_path, idx=nz.astype(np.int64), val=words[nz])
+    arrays = {}
+    for c, e in enumerate(exts):
+        words = e.words(size)
+        nz = np.nonzero(words)[0]
+        arrays[f"idx{c}"], arrays[f"val{c}"] = nz.astype(np.int64), words[nz]
+    np.savez(mem_path, **arrays)
     progress_file = os.path.join(work_dir, "progress.json")
-    spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem,
+    spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem, channels=nch,
                 out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
                 reads=[[res_lo // 8, (res_hi - res_lo + 7) // 8]] if res_hi > res_lo else [],
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
@@ -467,7 +507,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     spec_path = os.path.join(work_dir, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    top = FdpuSystem(p, ext_bytes=size, depth=depth)
+    top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=nch)
     box = {}
 
     def simulate():
@@ -508,7 +548,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                            f"{st['o_cycles']} cycles (pass {j}): {describe_status(st, p)}")
         what = f"DMA {phase} of pass {j}"
         dma = (f"DMA state {DMA_STATES[st['o_dma_state']]}, descriptor {st['o_dma_desc']} "
-               f"of {spec_passes[j]['dma_' + phase][1]}, error bits "
+               f"of {_first_count(spec_passes[j], phase)} (channel 0), error bits "
                f"{_bits(st['o_dma_error'], DMA_ERRORS)}")
         if not fail["halted"]:
             raise RtlError(f"timeout after {fail['waited']} cycles on {sim}: deadlock in the "
@@ -531,12 +571,17 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     return JobRun(p, runs, out["final"], ext_in, ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
                   str(res.waves) if res.waves else None, bool(backdoor_in),
-                  [(len(pl["descs"]), len(pl["outs"])) for pl in plan])
+                  [(sum(len(d) for d in pl["descs"]), len(pl["outs"])) for pl in plan])
 
 
 #: Names of the DMA states and error bits (``hw.dma.DmaState``, ``hw.dma.DmaError``).
 DMA_STATES = ("IDLE", "FETCH", "CHECK", "MOVE", "FINISH", "DONE")
 DMA_ERRORS = ("BAD_DESC", "DBUF_ERROR")
+
+
+def _first_count(spec_pass, phase):
+    """Return channel 0's descriptor count of a pass's DMA ``phase`` ("in" or "out")."""
+    return spec_pass["dma_in"][0][1] if phase == "in" else spec_pass["dma_out"][1]
 
 
 def _bits(value, names):

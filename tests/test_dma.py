@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from hw.dma import Dma, build_dma
+from hw.dma import Dma, DmaError, build_dma
 from hw.extmem import ExtMem
 from hw.verilog import lint, to_verilog
 from sw.arch import ArrayParams
@@ -46,3 +46,50 @@ def test_dma_random_jobs_and_bad_descriptors(sim):
     run_cocotb(make_dma_rig(**RIG), {}, "tb.dma.test_dma", sim, name="dma_rig", seed=seed,
                extra_env={"FDPU_DMA_RIG": json.dumps(RIG),
                           "FDPU_DMA_JOBS": "6" if sim == "icarus" else "12"})
+
+
+def _sim_one_descriptor(dma, words, cycles=60):
+    """Run ``dma`` (amaranth.sim) on a one-descriptor list; return (halt, done, error, reqs)."""
+    from amaranth.sim import Simulator
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dma.i_list, 0x100)
+        ctx.set(dma.i_count, 1)
+        ctx.set(dma.i_start, 1)
+        ctx.set(dma.o_ext_rd.ready, 1)
+        ctx.set(dma.o_req.ready, 1)
+        ctx.set(dma.o_ext_wr.ready, 1)
+        await ctx.tick()
+        ctx.set(dma.i_start, 0)
+        pending, reqs = [], 0
+        for _ in range(cycles):
+            if ctx.get(dma.o_ext_rd.valid):
+                pending.append(words.get(ctx.get(dma.o_ext_rd.payload), 0))
+            ctx.set(dma.i_ext_rdata.valid, bool(pending))
+            ctx.set(dma.i_ext_rdata.payload, pending[0] if pending else 0)
+            if pending and ctx.get(dma.i_ext_rdata.ready):
+                pending.pop(0)
+            reqs += ctx.get(dma.o_req.valid)
+            await ctx.tick()
+        out.update(halt=ctx.get(dma.o_halt), done=ctx.get(dma.o_done),
+                   error=ctx.get(dma.o_error), reqs=reqs)
+
+    sim = Simulator(dma)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+def test_cbuf_descriptor_on_a_channel_without_cbufs_is_bad():
+    # The extra DMA channels of a multi-channel top have no Cbuf port: BAD_DESC, no hang.
+    p = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
+    cbuf = {0x100: 0, 0x108: 16 | 1 << 33}                  # 16 bytes into Cbuf offset 0
+    got = _sim_one_descriptor(Dma(p, coord=(1, 0), cbuf=False), cbuf)
+    assert got["halt"] and not got["done"] and got["error"] == 1 << DmaError.BAD_DESC, got
+    assert _sim_one_descriptor(Dma(p, coord=(1, 0)), cbuf)["done"]
+    # A Dbuf descriptor of all-zero words (external 0 -> Dbuf 0) runs on any channel.
+    dbuf = {0x100: 0, 0x108: 16}
+    got = _sim_one_descriptor(Dma(p, coord=(1, 0), cbuf=False), dbuf)
+    assert got["reqs"] == 2, got           # (then it waits for the acks no Dbuf sends here)

@@ -198,3 +198,28 @@ def test_cli_rtl_bad_input(capsys, argv, match):
     assert status == 2
     err = capsys.readouterr().err
     assert err.startswith("fdpu: error: ") and match in err, err
+
+
+def test_multichannel_dma_icarus():
+    # Three DMA channels (three edge ports, three external memories): the Dbuf runs are cut
+    # and spread over the channels; same result, same bytes, fewer DMA-in cycles.
+    kw = dict(dbuf_bytes=1024)
+    mem = runtime.MemModel(latency=20, bandwidth=8.0, stall=0.1)
+    one = _fc(1, 1, 8, 64, 4, "dense", 1.0, "icarus", kwargs=dict(mem=mem), **kw)
+    three = _fc(1, 1, 8, 64, 4, "dense", 1.0, "icarus", kwargs=dict(mem=mem, dma_channels=3),
+                **kw)
+    assert three.ext_bytes == one.ext_bytes + 16 * (sum(n for n, _ in three.descriptors)
+                                                   - sum(n for n, _ in one.descriptors))
+    assert max(n for n, _ in three.descriptors) > max(n for n, _ in one.descriptors)
+    assert sum(r.in_cycles for r in three.passes) < sum(r.in_cycles for r in one.passes)
+
+
+@pytest.mark.parametrize("build, error, match", [
+    (lambda: runtime.run_job(ArrayParams(rows=1, cols=1), [], "icarus", dma_channels=5),
+     FdpuError, r"dma_channels must be an integer in 1..4 \(the edge ports\), got 5"),
+    (lambda: __import__("hw.top").top.FDPU(ArrayParams(rows=1, cols=1), dma_channels=0),
+     TypeError, r"dma_channels must be an integer in 1..4 \(the edge ports\), not 0"),
+])
+def test_bad_dma_channels(build, error, match):
+    with pytest.raises(error, match=match):
+        build()

@@ -64,7 +64,10 @@ def add_hw_args(parser):
     hw.add_argument("--mem-latency", type=int, default=20, metavar="CYCLES",
                     help="external memory read latency in cycles (default 20)")
     hw.add_argument("--mem-bandwidth", type=float, default=8.0, metavar="B",
-                    help="external memory bytes per cycle, 1/8 .. 8 (default 8)")
+                    help="external memory bytes per cycle, 1/8 .. 8 (default 8), per channel")
+    hw.add_argument("--dma-channels", type=int, default=1, metavar="W",
+                    help="DMA channels, each with its own external memory and mesh edge port "
+                         "(default 1): W x the bandwidth")
 
 
 def run_rtl_command(args):
@@ -90,11 +93,13 @@ def run_rtl_command(args):
                        description=f"RTL on {args.sim}: pass {now}/{plan.passes}",
                        info=f"{note['phase']}, {note['cycles']:,} cycles")
         y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
-                                    waves=args.waves, mem=mem, progress=show)
+                                    waves=args.waves, mem=mem, progress=show,
+                                    dma_channels=args.dma_channels)
     rtl_s = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.update(sim=args.sim, layer=name, golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
                mem_latency=mem.latency, mem_bandwidth=mem.bandwidth,
+               dma_channels=args.dma_channels,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]))
     table = Table(title=f"fdpu rtl --sim {args.sim}: {name} ({plan.mode}, batch {plan.N}, "

@@ -93,22 +93,33 @@ class Job:
         return halted, waited
 
 
+def _extmem(dut, channel):
+    """Return the external memory of DMA ``channel`` (``extmem``, ``extmem1``, ...)."""
+    return getattr(dut, f"extmem{channel if channel else ''}")
+
+
 async def _load(dut, spec):
+    """Load every channel's external memory; return ``[{word index: value}]`` per channel."""
+    images = []
     with np.load(spec["memories"]) as mem:
-        st = dut.extmem.sram.bank.storage
-        for i, v in zip(mem["idx"].tolist(), mem["val"].tolist()):
-            st[i].value = v
-        return dict(zip(mem["idx"].tolist(), mem["val"].tolist()))
+        for c in range(spec.get("channels", 1)):
+            st = _extmem(dut, c).sram.bank.storage
+            idx, val = mem[f"idx{c}"].tolist(), mem[f"val{c}"].tolist()
+            for i, v in zip(idx, val):
+                st[i].value = v
+            images.append(dict(zip(idx, val)))
+    return images
 
 
-def _backdoor_in(dut, spec, image, descs, first):
+def _backdoor_in(dut, spec, images, descs, first):
     """Do what the DMA-in descriptors ``descs`` would do, by backdoor (no cycle simulated).
 
-    ``image``: {external word index: non-zero value}; ``first``: the memories are still all
-    zero (only non-zero words are written), else every word is.
+    ``images``: per channel {external word index: non-zero value}; ``first``: the memories
+    are still all zero (only non-zero words are written), else every word is.
     """
     bd = spec["backdoor_in"]
-    for ext, loc, length, flags in descs:
+    for c, ext, loc, length, flags in descs:
+        image = images[c]
         words = [image.get(ext // 8 + i, 0) for i in range(length // 8)]
         if flags & bd["cbuf_flag"]:
             depth = bd["cbuf_depth"]
@@ -136,6 +147,9 @@ async def run_job(dut):
     for name in ("i_start", "i_dma_start", "i_dma_list", "i_dma_count", "i_n_config",
                  "i_n_ctx", "i_contexts", "i_window", "i_ends"):
         getattr(dut, name).value = 0
+    for c in range(1, spec.get("channels", 1)):
+        getattr(dut, f"i_dma_list_{c}").value = 0
+        getattr(dut, f"i_dma_count_{c}").value = 0
     mem = spec["mem"]
     dut.i_mem_latency.value = mem["latency"]
     dut.i_mem_bw.value = mem["bw"]
@@ -160,15 +174,20 @@ async def run_job(dut):
                 status = _snapshot(dut, npes)
                 rec["status"] = status
             else:
-                lst, count = ps[f"dma_{phase}"]
                 if phase == "in" and spec.get("backdoor_in"):
                     _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
                     rec["in_cycles"] = 0
                     continue
-                if not count:
+                # Per channel [list, count] (DMA-in), or channel 0's only (DMA-out).
+                lists = ps["dma_in"] if phase == "in" else [ps["dma_out"]]
+                lists = lists + [[0, 0]] * (spec.get("channels", 1) - len(lists))
+                if not any(count for _, count in lists):
                     rec[f"{phase}_cycles"] = 0
                     continue
-                dut.i_dma_list.value, dut.i_dma_count.value = lst, count
+                for c, (lst, count) in enumerate(lists):
+                    sfx = f"_{c}" if c else ""
+                    getattr(dut, f"i_dma_list{sfx}").value = lst
+                    getattr(dut, f"i_dma_count{sfx}").value = count
                 await job.pulse("i_dma_start")
                 halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
                                                 f"dma_{phase}", j)
@@ -189,7 +208,7 @@ async def run_job(dut):
     final = _snapshot(dut, npes)
     reads = {}
     if failure is None:
-        st = dut.extmem.sram.bank.storage
+        st = _extmem(dut, 0).sram.bank.storage
         for j, (first, count) in enumerate(spec["reads"]):
             reads[f"r{j}"] = np.array([_int(st[first + i]) for i in range(count)],
                                       dtype=np.uint64)
