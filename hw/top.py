@@ -29,6 +29,13 @@ Contract
   ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
   ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
   ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`hw.extmem.ExtMem` in simulation).
+  ``dma_channels = W > 1`` adds DMA engines at the edge ports of :func:`dma_ports` (west of
+  rows 1.., then east, north, south), each with its external port (``o_ext_rd_<c>``,
+  ``i_ext_rdata_<c>``, ``o_ext_wr_<c>``) and list registers (``i_dma_list_<c>``,
+  ``i_dma_count_<c>``); they inject requests at their port and take the REPLY flits leaving
+  it; ``i_dma_start`` starts all, ``o_dma_halt``/``o_dma_done`` are all channels',
+  ``o_dma_error`` their OR, ``o_dma_cycles`` start to last halt, ``o_ext_*_bytes`` sums.
+  Only channel 0 writes the Cbufs.
   ``o_clock`` counts cycles since reset.
 * Host registers are ports: ``i_start`` (one-cycle pulse) with ``i_n_config``, ``i_n_ctx``,
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
@@ -339,9 +346,9 @@ class FDPU(wiring.Component):
 
 
 def build_fdpu(rows=8, cols=8, slots=64, operand_depth=4, dbuf_bytes=1 << 21, cbufs=8,
-               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True):
+               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True, dma_channels=1):
     """Return an :class:`FDPU` for ``fdpu verilog --top fdpu`` (paper defaults)."""
     return FDPU(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                             dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
                             int_issue=int_issue),
-                depth=depth, behavioural=behavioural)
+                depth=depth, behavioural=behavioural, dma_channels=dma_channels)

@@ -164,7 +164,7 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 1, "number of Cbufs"),
         Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
         Param("dbuf_bytes", int, 4096, "bytes per Dbuf"),
-        Param("outstanding", int, 16, "external reads / Dbuf loads in flight (power of two)"),
+        Param("outstanding", int, 64, "external reads / Dbuf loads in flight (power of two)"),
     )),
     Top("fdpu_system", "hw.extmem:build_system", "The FDPU top with the behavioural external "
         "memory on its DMA port (simulation; docs/system.md).", (
@@ -177,6 +177,8 @@ TOPS = {top.name: top for top in (
         Param("ext_bytes", int, 65536, "external memory bytes (power of two)"),
         Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("depth", int, 4, "router input FIFO depth"),
+        Param("dma_channels", int, 1, "DMA channels, each with an edge port and an external "
+              "memory"),
     )),
     Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
         "the paper's is --param rows=8 --param cols=8 --param slots=64 ...).", (
@@ -190,6 +192,8 @@ TOPS = {top.name: top for top in (
         Param("depth", int, 4, "router input FIFO depth"),
         Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
+        Param("dma_channels", int, 1, "DMA channels (edge ports with an external memory "
+              "port each)"),
     )),
 )}
 
