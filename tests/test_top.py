@@ -200,13 +200,14 @@ def test_cli_rtl_bad_input(capsys, argv, match):
     assert err.startswith("fdpu: error: ") and match in err, err
 
 
-def test_multichannel_dma_icarus():
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_multichannel_dma(sim):
     # Three DMA channels (three edge ports, three external memories): the Dbuf runs are cut
     # and spread over the channels; same result, same bytes, fewer DMA-in cycles.
     kw = dict(dbuf_bytes=1024)
     mem = runtime.MemModel(latency=20, bandwidth=8.0, stall=0.1)
-    one = _fc(1, 1, 8, 64, 4, "dense", 1.0, "icarus", kwargs=dict(mem=mem), **kw)
-    three = _fc(1, 1, 8, 64, 4, "dense", 1.0, "icarus", kwargs=dict(mem=mem, dma_channels=3),
+    one = _fc(1, 1, 8, 64, 4, "dense", 1.0, sim, kwargs=dict(mem=mem), **kw)
+    three = _fc(1, 1, 8, 64, 4, "dense", 1.0, sim, kwargs=dict(mem=mem, dma_channels=3),
                 **kw)
     assert three.ext_bytes == one.ext_bytes + 16 * (sum(n for n, _ in three.descriptors)
                                                    - sum(n for n, _ in one.descriptors))
