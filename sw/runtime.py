@@ -225,30 +225,26 @@ class MemModel:
         return dict(latency=self.latency, bw=bw, stall=stall)
 
 
-#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor (:func:`_runs`).
-MERGE_GAP = 256
-
-
-def _assign(runs, channels, load):
+def _assign(runs, channels, load, params):
     """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
 
-    With one channel, the runs as they are.  With more, runs longer than an even share are cut
-    (at word boundaries, inside their Dbuf) so that every channel gets about the same number
-    of words; pieces go, longest first, to the least loaded channel (``load``: words already
-    given to each, updated).
+    A Dbuf takes one request per cycle, so one Dbuf's runs stay on one channel (splitting them
+    over channels would only make the channels wait for each other); the Dbufs go, most words
+    first, to the least loaded channel (``load``: words already given to each, updated).
     """
-    if channels == 1:
-        load[0] += sum(len(w) for _, w in runs)
-        return [(0, lo, w) for lo, w in runs]
-    total = sum(len(w) for _, w in runs) + sum(load)
-    piece = max(64, -(-total // (4 * channels)))
-    pieces = [(lo + 8 * i, w[i:i + piece]) for lo, w in runs for i in range(0, len(w), piece)]
+    per = {}
+    for lo, w in runs:
+        per.setdefault(params.dbuf_of(lo)[0], []).append((lo, w))
     out = []
-    for lo, w in sorted(pieces, key=lambda t: -len(t[1])):
-        c = min(range(channels), key=lambda k: load[k])
-        load[c] += len(w)
-        out.append((c, lo, w))
+    for k in sorted(per, key=lambda k: -sum(len(w) for _, w in per[k])):
+        c = min(range(channels), key=lambda i: load[i])
+        load[c] += sum(len(w) for _, w in per[k])
+        out += [(c, lo, w) for lo, w in per[k]]
     return out
+
+
+#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor (:func:`_runs`).
+MERGE_GAP = 256
 
 
 def _runs(image):
@@ -393,8 +389,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         layers whose DMA-in is too long to simulate; the DMA figures must come from elsewhere.
     dma_channels : int
         DMA channels of the top, each with its own external memory (``hw.extmem``): the
-        Dbuf runs of a pass are cut into pieces and spread over the channels by bytes (the
-        Cbuf image and the DMA-out stay on channel 0).
+        Dbufs of a pass are spread over the channels by bytes, each Dbuf's runs on one
+        channel (the Cbuf image and the DMA-out stay on channel 0).
 
     Returns
     -------
@@ -438,7 +434,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                 moved += 8 * len(cwords)
                 load[0] += len(cwords)
             prev_cbuf = cwords
-        for c, lo, words in _assign(_runs(image), nch, load):
+        for c, lo, words in _assign(_runs(image), nch, load, p):
             descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
             moved += 8 * len(words)
         outs, out_bytes, where = [], 0, []

@@ -200,19 +200,21 @@ def test_cli_rtl_bad_input(capsys, argv, match):
     assert err.startswith("fdpu: error: ") and match in err, err
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
-def test_multichannel_dma(sim):
-    # Three DMA channels (three edge ports, three external memories): the Dbuf runs are cut
-    # and spread over the channels; same result, same bytes, fewer DMA-in cycles.
-    kw = dict(dbuf_bytes=1024)
+@pytest.mark.parametrize("sim, rows", [
+    ("icarus", 1),
+    pytest.param("icarus", 2, marks=pytest.mark.slow),
+    pytest.param("verilator", 2, marks=pytest.mark.slow)])
+def test_multichannel_dma(sim, rows):
+    # Three DMA channels (three edge ports, three external memories), several passes, a
+    # stalling memory: the Dbufs of each pass are spread over the channels (1 x 1: the Cbufs on
+    # channel 0, the data on channel 1, at the east port), the result is bit-exact, and every
+    # external byte is counted once (the 8 x 8 speed-up is in docs/system.md).
     mem = runtime.MemModel(latency=20, bandwidth=8.0, stall=0.1)
-    one = _fc(1, 1, 8, 64, 4, "dense", 1.0, sim, kwargs=dict(mem=mem), **kw)
-    three = _fc(1, 1, 8, 64, 4, "dense", 1.0, sim, kwargs=dict(mem=mem, dma_channels=3),
-                **kw)
-    assert three.ext_bytes == one.ext_bytes + 16 * (sum(n for n, _ in three.descriptors)
-                                                   - sum(n for n, _ in one.descriptors))
-    assert max(n for n, _ in three.descriptors) > max(n for n, _ in one.descriptors)
-    assert sum(r.in_cycles for r in three.passes) < sum(r.in_cycles for r in one.passes)
+    job = _fc(rows, rows, 8, 64, 4, "dense", 1.0, sim, dbuf_bytes=1024,
+              kwargs=dict(mem=mem, dma_channels=3))
+    assert job.final["o_ext_rd_bytes"] == sum(job.ext_in)
+    assert job.final["o_ext_wr_bytes"] == sum(job.ext_out)
+    assert all(r.in_cycles > 0 for r in job.passes)
 
 
 @pytest.mark.parametrize("build, error, match", [
