@@ -546,6 +546,20 @@ class Pe(wiring.Component):
         m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
         m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
         lane = Signal(P, name="pool_lane")            # ... and retires on memory lane 1
+        resv = Signal(P, name="pool_resv")            # ... its destinations reserved at issue
+        # Loads issued without room (overflow entries, `resv` clear) reserve their destination
+        # entries when they retire; at most P/2 of them, so that loads with room always find
+        # an entry (docs/pe.md, "Why it cannot deadlock").
+        novf = Signal(lgp + 1, name="pool_novf")
+        ovf_free = Signal(name="pool_ovf_free")
+        m.d.comb += ovf_free.eq(~novf[lgp - 1:].any())                # novf < P / 2
+        ovf_issue = Signal(name="pool_ovf_issue")    # an overflow load is sent this cycle
+        issue_resv = Signal(name="pool_issue_resv")  # the load/store sent reserved its room
+        # Destination entries reserved by the retire lanes this cycle (overflow entries).
+        lres = [[Signal(name=f"lres{j}_{i}") for i in range(ND)] for j in range(2)]
+        lres_key = [[Signal(sb + 2, name=f"lres_key{j}_{i}") for i in range(ND)]
+                    for j in range(2)]
+        wa_l = [[ptr_mems["wa"].write_port() for i in range(ND)] for j in range(2)]
         ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # entry `ret_idx[j]`
         ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
         free_any, free_idx = _first(m, ~alloc, "pool_free")
@@ -670,6 +684,9 @@ class Pe(wiring.Component):
                 key = Cat(dop, dslot)
                 m.d.comb += res_dest[pp][i].eq(key)
                 clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
+                for j in range(2):                 # so do the retire lanes' reservations
+                    for i2 in range(ND):
+                        clash = clash | (lres[j][i2] & (lres_key[j][i2] == key))
                 for q in range(pp):                # pipes before this one go first
                     for j in range(ND):
                         clash = clash | (reserve[q][j] & (res_dest[q][j] == key))
@@ -682,6 +699,8 @@ class Pe(wiring.Component):
             st["room"] = room
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
+            no_resv = Signal(name=f"no_resv{pp}")  # an overflow load: reserves at retire
+            st["go"] = go
             if pp != 1:
                 alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
                 is_mem = Signal(name=f"is_mem{pp}")
@@ -765,9 +784,20 @@ class Pe(wiring.Component):
                 m.d.comb += mem_lane.eq(Cat(*[getattr(insn, f"d{i}_valid")
                                               & getattr(insn, f"d{i}_operand").any()
                                               for i in range(ND)]).any())
-                unit_ok = Mux(is_mem, mem_ok, alu.i_op.ready)
-                m.d.comb += go.eq(st["valid"] & room & unit_ok)
+                # A load/store with room in its local destinations reserves them now, unless
+                # its slot has overflow entries in the pool (a slot's reserved entries must
+                # precede its overflow ones: an overflow head waiting for room must not wait
+                # on a younger load that holds the room).  A load without room may still go
+                # as an overflow entry while fewer than P/2 are in the pool.
+                ovf_mode = Signal(name="ovf_mode")
+                is_load = Signal(name="is_load")
+                m.d.comb += is_load.eq(op_in(insn.op, Op.LDH, Op.LDD))
+                m.d.comb += issue_resv.eq(room & ~ovf_mode)
+                mem_go = Signal(name="mem_go")
+                m.d.comb += mem_go.eq(mem_ok & (issue_resv | (is_load & ovf_free)))
+                m.d.comb += go.eq(st["valid"] & Mux(is_mem, mem_go, room & alu.i_op.ready))
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
+                m.d.comb += no_resv.eq(is_mem & ~issue_resv)
 
                 req = Signal(flit_union(p), name="req")
                 nb = bits_for(p.num_dbufs)
@@ -827,6 +857,8 @@ class Pe(wiring.Component):
                                          & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
                                                   for j in range(2)]).any())
                 m.d.comb += pool_link_to.eq(pt_r.data)
+                m.d.comb += ovf_mode.eq(pool_link & ~mux(list(resv), pt_r.data))
+                m.d.comb += ovf_issue.eq(issue & ~issue_resv)
                 nxt_w = pool_nxt.write_port()
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
                              nxt_w.en.eq(issue & pool_link)]
@@ -874,7 +906,7 @@ class Pe(wiring.Component):
                          ends_w[pp].data.eq(_inc(ends_cur[pp].data)),
                          ends_w[pp].en.eq(end_inc[pp])]
             for i in range(ND):
-                m.d.comb += reserve[pp][i].eq(go & st["local"][i])
+                m.d.comb += reserve[pp][i].eq(go & st["local"][i] & ~no_resv)
             name = ("int", "fp", "int2")[pp]
             m.d.comb += [getattr(self.o_fire, f"{name}_valid").eq(fire),
                          getattr(self.o_fire, f"{name}_op").eq(insn.op)]
@@ -935,45 +967,81 @@ class Pe(wiring.Component):
         m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
                      pool_dw.en.eq(is_rep)]
         raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
-        # Two retire lanes, one per memory dispatcher: each picks (round robin) a retirable
-        # entry of its lane, reads the reply and the instruction (S1 of the lane), and hands
-        # the result to its dispatcher.
+        # Two retire lanes, one per memory dispatcher: each picks (R0, round robin) a
+        # retirable entry of its lane, reads the reply and the instruction, and in R1 hands
+        # the result to its dispatcher, which retires the entry; an overflow entry also needs
+        # room in its local destinations then (reserved in that cycle, before the pipes'
+        # reservations).  An R1 that cannot go is dropped: the entry stays and is picked
+        # again (it is not picked while in R1).
         ready_e = Signal(P, name="pool_ready")      # retirable entries
         m.d.comb += ready_e.eq(alloc & pvalid & first)
-        nxt_r, nxt_live = [], []
+        nxt_r, nxt_live, ovf_ret = [], [], []
         for j in range(2):
             dj = disp[2 + j]
             r1_valid = Signal(name=f"r1_valid{j}")
+            r1_idx = Signal(lgp, name=f"r1_idx{j}")
             r1_ectx = Signal(32, name=f"r1_ectx{j}")
-            r_adv = ~r1_valid | dj.i_res.ready
-            mine = ready_e & (lane if j else ~lane)
+            r1_resv = Signal(name=f"r1_resv{j}")
+            in_r1 = _decode(m, r1_idx, P, f"pool_r1_{j}")
+            mine = Signal(P, name=f"retire_mine{j}")
+            m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
+                                & ~(in_r1 & r1_valid.replicate(P)))
             any_ret, ret_pick, ret_last = _round_robin(m, mine, f"retire{j}")
-            m.d.comb += [ret_go[j].eq(any_ret & r_adv), ret_idx[j].eq(ret_pick)]
-            with m.If(ret_go[j]):
+            with m.If(any_ret):
                 m.d.sync += ret_last.eq(ret_pick)
             ret_info = pool_info.read_port(domain="comb")
             nr = pool_nxt.read_port(domain="comb")
             insn_r2 = insn_mem.read_port()
             pool_r = pool_data.read_port()
-            m.d.comb += [ret_info.addr.eq(ret_idx[j]), nr.addr.eq(ret_idx[j]),
-                         pool_r.addr.eq(ret_idx[j]), insn_r2.addr.eq(ret_info.data.slot),
-                         insn_r2.en.eq(r_adv), pool_r.en.eq(r_adv)]
-            nxt_r.append(nr.data)
-            nxt_live.append(mux(list(has_nxt), ret_idx[j]))
-            with m.If(r_adv):
-                m.d.sync += [r1_valid.eq(ret_go[j]), r1_ectx.eq(ret_info.data.ectx)]
+            m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
+                         insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
+            m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(mux(list(resv), ret_pick))]
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
+            # Room for an overflow entry: every local destination below depth, and no mesh
+            # token or earlier lane reserving the same FIFO in this cycle.
+            r_terms = []
+            r_local = []
+            for i in range(ND):
+                dx, dy = getattr(rinsn, f"d{i}_x"), getattr(rinsn, f"d{i}_y")
+                key = Cat(getattr(rinsn, f"d{i}_operand"), getattr(rinsn, f"d{i}_slot"))
+                loc = Signal(name=f"r_local{j}_{i}")
+                m.d.comb += [loc.eq(getattr(rinsn, f"d{i}_valid") & (dx == coord.x)
+                                    & (dy == coord.y)),
+                             lres_key[j][i].eq(key)]
+                clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
+                for q in range(j):
+                    for i2 in range(ND):
+                        clash = clash | (lres[q][i2] & (lres_key[q][i2] == key))
+                r_terms.append(~loc | (~full_of(key) & ~clash))
+                r_local.append(loc)
+            r_room = Signal(name=f"r_room{j}")
+            m.d.comb += r_room.eq(Cat(*r_terms).all())
+            m.d.comb += [ret_go[j].eq(dj.i_res.valid & dj.i_res.ready), ret_idx[j].eq(r1_idx)]
+            for i in range(ND):
+                m.d.comb += [lres[j][i].eq(ret_go[j] & ~r1_resv & r_local[i]),
+                             wa_l[j][i].addr.eq(lres_key[j][i]),
+                             wa_l[j][i].data.eq(_inc(ptr_read("wa", lres_key[j][i]))),
+                             wa_l[j][i].en.eq(lres[j][i])]
+            nxt_r.append(nr.data)
+            nxt_live.append(mux(list(has_nxt), r1_idx))
+            ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
             r_store = op_in(rinsn.op, Op.STH, Op.STD)
             m.d.comb += [
-                dj.i_res.valid.eq(r1_valid),
+                dj.i_res.valid.eq(r1_valid & (r1_resv | r_room)),
                 dpm.data.eq(Mux(r_store, Const(0, 64), pool_r.data.data)),
                 dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
                 dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
                 dpm.ectx.eq(r1_ectx),
             ]
             m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
+        # (Two counters modulo 2P, sent and retired, so no narrow operand is subtracted.)
+        n_sent = Signal(lgp + 1, name="pool_ovf_sent")
+        n_done = Signal(lgp + 1, name="pool_ovf_done")
+        m.d.sync += [n_sent.eq(n_sent + ovf_issue), n_done.eq(n_done + ovf_ret[0] + ovf_ret[1])]
+        m.d.comb += novf.eq(n_sent - n_done)
         # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
         # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
         # different entries in a cycle (a retiring entry is first, its successor is not).
@@ -985,7 +1053,7 @@ class Pe(wiring.Component):
         for e in range(P):
             with m.If(pool_issue & d_new[e]):
                 m.d.sync += [alloc[e].eq(1), pvalid[e].eq(0), first[e].eq(~pool_link),
-                             has_nxt[e].eq(0), lane[e].eq(mem_lane)]
+                             has_nxt[e].eq(0), lane[e].eq(mem_lane), resv[e].eq(issue_resv)]
             with m.If(is_rep & d_rep[e]):
                 m.d.sync += pvalid[e].eq(1)
             with m.If(pool_issue & pool_link & d_link[e]):
@@ -1022,7 +1090,7 @@ class Pe(wiring.Component):
             for pp in range(NP):
                 st = s1[pp]
                 with m.If(st["valid"] & slot_is(st["slot"], s)):
-                    m.d.sync += noroom[s].eq(~st["room"])
+                    m.d.sync += noroom[s].eq(~st["room"] & ~st["go"])
         for s in range(S):
             for pp in range(NP):
                 with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):

@@ -33,20 +33,24 @@ def micro(sim, tmp):
     return json.loads(path.read_text())
 
 
-def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=False):
+def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=False,
+       depth=None, pool=32):
     """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``.
 
     ``slots`` overrides the PE's slots (default: the tests' 32), ``layer`` is ``(k, c, n)``;
-    ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`.
+    ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`; ``depth``
+    overrides the operand FIFO depth, ``pool`` sets the reorder pool entries.
     """
     k, c, n = layer
     p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue,
-                            **({"slots": slots, "dbuf_bytes": 1 << 16} if slots else {}))
+                            **({"slots": slots, "dbuf_bytes": 1 << 16} if slots else {}),
+                            **({"operand_depth": depth} if depth else {}))
     folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, p, seed),
                                    f"fc-{mode}"))
                for mode in ("dense", "sparse")]
     out = Path(tmp) / "fc.json"
-    run_cocotb("pe", top_params(p), "tb.pe.test_pe", sim, testcase="golden_images",
+    run_cocotb("pe", dict(top_params(p), pool=pool), "tb.pe.test_pe", sim,
+               testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0,0",
                           "FDPU_PE_RESULTS": str(out), "FDPU_PE_PROBE": "1" if probe else "0"},
                seed=seed, timeout_s=3600)
@@ -72,6 +76,8 @@ def main():
     ap.add_argument("--slots", type=int, help="slots of the FC runs' PE (default 32)")
     ap.add_argument("--layer", default=",".join(map(str, FC_LAYER)),
                     help="the FC layer K,C,N (default %(default)s)")
+    ap.add_argument("--depth", type=int, help="operand FIFO depth (default 4)")
+    ap.add_argument("--pool", type=int, default=32, help="reorder pool entries (default 32)")
     ap.add_argument("--diag", action="store_true",
                     help="count FP-pipe and memory-lane stall reasons per cycle (slow)")
     ap.add_argument("--json", help="also write the figures to this file")
@@ -80,7 +86,7 @@ def main():
         res = {} if args.fc_only else micro(args.sim, tmp)
         layer = tuple(int(v) for v in args.layer.split(","))
         res["fc"] = fc(args.sim, tmp, args.int_issue, slots=args.slots, layer=layer,
-                       probe=args.diag)
+                       probe=args.diag, depth=args.depth, pool=args.pool)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
     if not args.fc_only:

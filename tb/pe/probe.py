@@ -5,7 +5,8 @@ generated Verilog (``hw.pe``: ``go<pipe>``, ``s1_valid<pipe>``, ``room<pipe>``, 
 ``ne<slot>``, ``pool_alloc``, the memory dispatchers ``disp_mem<lane>``) and counts why the FP
 pipe did not fire:
 
-* ``fp_fire``: a FP instruction fired;
+* ``fp_fire``: a FP instruction fired (``fp_span_rate``: firings per cycle from the first to
+  the last one, without the configuration and the pipeline fill);
 * ``fp_no_room``: one was picked but a local destination FIFO was full;
 * ``fp_unit``: one was picked but the FPU did not accept;
 * ``fp_no_pick``: nothing was picked the cycle before; then the FP slots' state is tallied in
@@ -13,7 +14,8 @@ pipe did not fire:
   missing), ``no_in`` (operand 1, the input, missing), ``no_both``, ``rdy`` (ready, being
   picked).
 
-and for the memory side: LD/ST picks that did not fire (``ld_no_room``: FIFO room of a
+and for the memory side: per LD/ST slot and cycle, ``ldslot_no_addr`` (operand 0 missing),
+``ldslot_no_room`` (its last pick found a destination full), ``ldslot_other``; LD/ST picks that did not fire (``ld_no_room``: FIFO room of a
 destination, reserved at issue; ``ld_no_entry``: pool full or request queue full), pool
 occupancy, and per memory lane the cycles its dispatcher was busy, the local deliveries
 (and the cycles with at least one), the cycles it only waited for operand write ports.  Only for diagnosis: it costs Python time per cycle, and
@@ -41,9 +43,11 @@ class StallProbe:
         The slots of FP instructions (whose operand state is tallied).
     """
 
-    def __init__(self, dut, fp_slots):
+    def __init__(self, dut, fp_slots, mem_slots=()):
         self.dut = dut
         self.fp_slots = list(fp_slots)
+        self._mem = [(getattr(dut, f"ne{s}"), getattr(dut, f"noroom{s}")) for s in mem_slots]
+        self.first_fire = self.last_fire = None
         self.counts = {}
         self.lanes = [getattr(dut, f"disp_mem{j}") for j in range(2)]
         # Local ports: o_local__<i>__valid/ready (one or MAX_DESTS per dispatcher).
@@ -67,6 +71,9 @@ class StallProbe:
             self._add("cycles")
             if _bit(dut.go1):
                 self._add("fp_fire")
+                self.last_fire = self.counts["cycles"]
+                if self.first_fire is None:
+                    self.first_fire = self.last_fire
             elif _bit(dut.s1_valid1):
                 self._add("fp_no_room" if not _bit(dut.room1) else "fp_unit")
             else:
@@ -79,6 +86,13 @@ class StallProbe:
                     key = {3: "slot_rdy", 2: "slot_no_w", 1: "slot_no_in"}.get(v & 3,
                                                                              "slot_no_both")
                     self._add(key)
+            for ne, nr in self._mem:
+                if not (ne.value.is_resolvable and int(ne.value) & 1):
+                    self._add("ldslot_no_addr")
+                elif _bit(nr):
+                    self._add("ldslot_no_room")
+                else:
+                    self._add("ldslot_other")
             if _bit(dut.s1_valid0) and not _bit(dut.go0):
                 self._add("ld_no_room" if not _bit(dut.room0) else "ld_no_entry")
             if _bit(dut.go0):
@@ -107,4 +121,8 @@ class StallProbe:
         n = max(1, c.get("cycles", 0))
         c["pool_avg"] = round(c.pop("pool_sum", 0) / n, 2)
         c["fp_fire_rate"] = round(c.get("fp_fire", 0) / n, 3)
+        if self.first_fire is not None:
+            span = self.last_fire - self.first_fire + 1
+            c["fp_span"] = span
+            c["fp_span_rate"] = round(c.get("fp_fire", 0) / span, 3)
         return c

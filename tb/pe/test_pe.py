@@ -10,12 +10,15 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
 * ``FDPU_PE_RESULTS``: a JSON file to write each case's cycles and firings to (benchmarks).
 * ``FDPU_PE_PROBE=1``: also count stall reasons per cycle (:class:`tb.pe.probe.StallProbe`)
   into the results (diagnosis; slow).
+* ``FDPU_PE_EXPECT_OVF=1``: count the loads sent without room (overflow entries of the
+  reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
 """
 
 import json
 import os
 
 import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from sw.image import word_parts
 from sw.isa import Dest, Instruction, Op, Unit, encode
@@ -85,11 +88,23 @@ def _compare_hazard(world, expected, errors):
         errors.append("the misordered run stored other values, not a permutation")
 
 
+async def _count_overflow(dut, counter):
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        v = dut.pool_ovf_issue.value
+        if v.is_resolvable and int(v):
+            counter[0] += 1
+
+
 @cocotb.test()
 async def golden_images(dut):
     """Run every case image; results and per-opcode firings equal the golden model's."""
     start_clock(dut.clk)
     results = []
+    overflow = [0]
+    if os.environ.get("FDPU_PE_EXPECT_OVF") == "1":
+        cocotb.start_soon(_count_overflow(dut, overflow))
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset_pe(dut)
@@ -97,9 +112,10 @@ async def golden_images(dut):
         world.load_image(image)
         probe = None
         if os.environ.get("FDPU_PE_PROBE") == "1":
-            probe = StallProbe(dut, sorted(s for (x, y, s), i in image.instructions().items()
-                                           if (x, y) == (world.x, world.y)
-                                           and i.op.unit is Unit.FP))
+            mine = {s: i for (x, y, s), i in image.instructions().items()
+                    if (x, y) == (world.x, world.y)}
+            probe = StallProbe(dut, sorted(s for s, i in mine.items() if i.op.unit is Unit.FP),
+                               sorted(s for s, i in mine.items() if i.op.unit is Unit.MEM))
         bound = 400 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
                                                  // max(image.contexts, 1) // 4 + 1)
         await world.wait_retired(bound)
@@ -115,6 +131,9 @@ async def golden_images(dut):
     if os.environ.get("FDPU_PE_RESULTS"):
         with open(os.environ["FDPU_PE_RESULTS"], "w") as out:
             json.dump(results, out)
+    if os.environ.get("FDPU_PE_EXPECT_OVF") == "1":
+        dut._log.info(f"{overflow[0]} loads sent as overflow entries (no room at issue)")
+        assert overflow[0] > 0, "no load was sent without room: the overflow path was not run"
 
 
 def _insn_flits(p, x, y, slot, insn):
