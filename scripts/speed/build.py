@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import tb.runner as runner
+from hw.shared import shared_modules
 from hw.verilog import VERILATOR_MAKEFLAGS, verilator_env
 
 HERE = Path(__file__).resolve().parent
@@ -56,7 +58,31 @@ def patched_verilog(job_dir, source="fdpu_system.v"):
     return text[:i] + f'.INIT_FILE("{write_hex(job_dir)}")' + text[i + len(".INIT_FILE()"):]
 
 
-def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu_system.v"):
+def registered_reset(verilog):
+    """Return ``verilog`` with each shared module instance reset by a flop of ``rst``.
+
+    The experiment of docs/harness.md "Simulation speed": a hierarchical block whose input
+    is wired to a top-level input (``rst``) is updated in the model's input-combinational
+    region, i.e. on every evaluation; a registered reset takes it out.  The blocks leave reset
+    one cycle after the rest of the design.
+    """
+    names = "|".join(re.escape(n) for n in shared_modules(verilog))
+    out, inside = [], False
+    for line in verilog.splitlines(keepends=True):
+        if re.match(rf"^  ({names}) shared \($", line):
+            out.append("  reg fdpu_sim_rst_q = 1'h1;\n"
+                       "  always @(posedge clk) fdpu_sim_rst_q <= rst;\n")
+            inside = True
+        elif inside and line.startswith("  );"):
+            inside = False
+        elif inside:
+            line = line.replace(".rst(rst)", ".rst(fdpu_sim_rst_q)")
+        out.append(line)
+    return "".join(out)
+
+
+def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu_system.v",
+          reg_rst=False, reg_in=False, vlt=()):
     """Build the variant; return its folder."""
     job_dir = Path(job_dir)
     out = job_dir / variant
@@ -64,14 +90,20 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
         return out
     out.mkdir(parents=True, exist_ok=True)
     verilog = patched_verilog(job_dir, source)
-    (out / "fdpu_system.v").write_text(verilog)
     saved = runner.HIER_MIN_INSTANCES
     if hier is not None:
         runner.HIER_MIN_INSTANCES = hier if hier > 0 else 1 << 30
     try:
         config, options = runner.verilator_config(verilog, "fdpu_system")
+        blocks = runner.hier_blocks(verilog)
     finally:
         runner.HIER_MIN_INSTANCES = saved
+    if reg_rst:
+        verilog = registered_reset(verilog)
+    if reg_in:
+        verilog = runner.register_block_inputs(verilog, blocks)
+    (out / "fdpu_system.v").write_text(verilog)
+    config += "".join(f"{line}\n" for line in vlt)
     (out / "fdpu.vlt").write_text(config)
     env = dict(os.environ)
     env.update(verilator_env())
@@ -91,8 +123,10 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
         raise SystemExit(f"build of {variant} failed after {build_s:.0f} s:\n{tail}")
     size = (out / "obj" / "Vfdpu_system").stat().st_size
     (out / "build.json").write_text(json.dumps(dict(
-        variant=variant, source=source, hier=hier, vopt=list(vopt), make=list(make),
-        options=options, build_s=round(build_s, 1), binary_bytes=size)) + "\n")
+        variant=variant, source=source, reg_rst=reg_rst, reg_in=reg_in,
+        vlt=list(vlt), hier=hier,
+        vopt=list(vopt),
+        make=list(make), options=options, build_s=round(build_s, 1), binary_bytes=size)) + "\n")
     print(f"built {variant} in {build_s:.0f} s", flush=True)
     return out
 
@@ -112,6 +146,30 @@ def run(job_dir, variant, *, idle=None, prefix=()):
     return rec
 
 
+def _child_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def idle_rate(job_dir, variant, short=200, long=1200, repeat=3):
+    """Return idle cycles per CPU second of the variant, start-up cancelled out.
+
+    Runs ``short`` and ``long`` idle cycles ``repeat`` times each and divides the difference
+    in cycles by the smallest difference in the children's CPU time (user + system): the
+    machine is shared, so wall-clock rates follow the load; CPU time much less so.
+    """
+    best = None
+    for _ in range(repeat):
+        spent = []
+        for n in (short, long):
+            before = _child_cpu()
+            run(job_dir, variant, idle=n)
+            spent.append(_child_cpu() - before)
+        delta = spent[1] - spent[0]
+        best = delta if best is None else min(best, delta)
+    return (long - short) / max(best, 1e-9)
+
+
 def main(argv=None):
     """Build (and optionally run) one variant."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -120,14 +178,27 @@ def main(argv=None):
     ap.add_argument("--hier", type=int, default=None)
     ap.add_argument("--source", default="fdpu_system.v",
                     help="Verilog file of the job folder (fdpu_system_async.v: async reset)")
+    ap.add_argument("--reg-rst", action="store_true",
+                    help="reset shared module instances from a flop of rst (experiment)")
+    ap.add_argument("--reg-in", action="store_true",
+                    help="register rst and the coordinates inside hierarchical blocks, as "
+                         "tb.runner does since recipe 3 (register_block_inputs)")
+    ap.add_argument("--vlt", nargs="*", default=[],
+                    help="more lines for the Verilator configuration file")
     ap.add_argument("--vopt", default="", help="more Verilator options (one string)")
     ap.add_argument("--make", nargs="*", default=[], help="make variables NAME=VALUE")
     ap.add_argument("--run", action="store_true", help="run the job after the build")
     ap.add_argument("--idle", type=int, default=None, help="run N idle cycles instead")
+    ap.add_argument("--rate", action="store_true",
+                    help="print idle cycles per CPU second (see idle_rate)")
     ap.add_argument("--json", help="append the run's record to this file")
     args = ap.parse_args(argv)
     build(args.job, args.variant, hier=args.hier, vopt=shlex.split(args.vopt), make=args.make,
-          source=args.source)
+          source=args.source, reg_rst=args.reg_rst,
+          reg_in=args.reg_in, vlt=args.vlt)
+    if args.rate:
+        rate = idle_rate(args.job, args.variant)
+        print(f"{args.job} {args.variant}: {rate:,.0f} idle cycles per CPU second", flush=True)
     if args.run or args.idle is not None:
         rec = run(args.job, args.variant, idle=args.idle)
         rec["build"] = json.loads((Path(args.job) / args.variant / "build.json").read_text())

@@ -7,8 +7,10 @@
 //
 //   Vfdpu_system JOB.txt [--idle N]      (--idle: after reset, N idle cycles and no job)
 //
-// Prints one JSON line: cycles and wall seconds per phase, the hardware counters at the end.
+// Prints one JSON line: cycles and wall seconds per phase, cycles per wall and per CPU second
+// (with --threads N the CPU time is the sum over threads), the hardware counters at the end.
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,13 @@ static inline void tick() {
 static double now() {
     return std::chrono::duration<double>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Process CPU seconds: the machine is shared, so wall-clock rates vary with the load.
+static double cpu() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static void set_reg(const std::string& name, uint64_t v) {
@@ -103,7 +112,7 @@ int main(int argc, char** argv) {
     tick();
     t_init = now() - t_init;
     std::printf("{\"init_s\": %.3f", t_init);
-    double t0 = now();
+    double t0 = now(), p0 = cpu();
     uint64_t c0 = cycles;
     if (idle >= 0) {
         for (long i = 0; i < idle; ++i) tick();
@@ -152,8 +161,9 @@ int main(int argc, char** argv) {
         }
         std::printf("]");
     }
-    double wall = now() - t0;
+    double wall = now() - t0, cpu_s = cpu() - p0;
     uint64_t ran = cycles - c0;
+    std::printf(", \"cpu_s\": %.3f, \"cycles_per_cpu_s\": %.0f", cpu_s, ran / cpu_s);
     std::printf(", \"mode\": \"%s\", \"cycles\": %llu, \"wall_s\": %.3f, \"cycles_per_s\": %.0f, "
                 "\"o_cycles\": %llu, \"o_issued\": %u, \"o_retired\": %u, \"o_mesh_flits\": %llu, "
                 "\"o_ext_wr_bytes\": %llu}\n", idle >= 0 ? "idle" : "busy",

@@ -9,7 +9,9 @@ external memory image are written to ``OUT``:
 * ``job.txt``: the replay script of ``scripts/speed/driver.cpp`` (memory model registers, the
   external memory's non-zero 64-bit words, then per pass and phase the register writes, the
   start pulse and the cycle bound);
-* ``spec.json``: the runtime's spec (for reference).
+* ``spec.json``: the runtime's spec (for reference);
+* ``fdpu_system_async.v``: the same design with the ``sync`` domain's reset asynchronous
+  (:func:`async_verilog`), the experiment of docs/harness.md "Simulation speed".
 
 Usage::
 
@@ -26,7 +28,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from amaranth import ClockDomain
+from amaranth.back import verilog as amaranth_verilog
+from amaranth.hdl import Fragment, ValueCastable
+from amaranth.hdl import _ir
+from amaranth.lib import wiring
 
+import hw.verilog
 from hw.verilog import to_verilog
 from sw import graphs, layers, runtime
 from sw.arch import ArrayParams
@@ -34,6 +42,38 @@ from sw.arch import ArrayParams
 
 class _Captured(Exception):
     pass
+
+
+def _convert_async(component, name):
+    """Convert like ``hw.verilog.convert_plain``, with an asynchronous ``sync`` reset."""
+    ports = {}
+    for path, member, value in component.signature.flatten(component):
+        if isinstance(value, ValueCastable):
+            value = value.as_value()
+        ports["__".join(map(str, path))] = (value, _ir.PortDirection.Input
+                                            if member.flow == wiring.In
+                                            else _ir.PortDirection.Output)
+    fragment = Fragment.get(component, None)
+    sync = ClockDomain("sync", async_reset=True)
+    fragment.add_domains(sync)
+    ports["clk"] = (sync.clk, _ir.PortDirection.Input)
+    ports["rst"] = (sync.rst, _ir.PortDirection.Input)
+    return amaranth_verilog.convert(fragment, name=name, ports=ports, emit_src=False)
+
+
+def async_verilog(component, name):
+    """Return ``to_verilog(component, name)`` with every ``sync`` reset asynchronous.
+
+    ``always @(posedge clk, posedge rst) if (rst) q <= init; else q <= next``: ``rst`` leaves
+    the next-state logic of every register, so a Verilator model no longer re-evaluates all
+    of it whenever a top-level input (``rst``) may have changed.
+    """
+    saved = hw.verilog.convert_plain
+    hw.verilog.convert_plain = _convert_async
+    try:
+        return to_verilog(component, name)
+    finally:
+        hw.verilog.convert_plain = saved
 
 
 def capture(out, p, w, x, mode):
@@ -47,6 +87,7 @@ def capture(out, p, w, x, mode):
     def fake_run(top, params, test_module, sim, **kwargs):
         spec_path = kwargs["extra_env"]["FDPU_RUN_SPEC"]
         (out / "fdpu_system.v").write_text(to_verilog(top, "fdpu_system"))
+        (out / "fdpu_system_async.v").write_text(async_verilog(top, "fdpu_system"))
         shutil.copy(spec_path, out / "spec.json")
         with open(spec_path) as f:
             spec = json.load(f)
