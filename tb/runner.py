@@ -40,7 +40,8 @@ from hw.shared import shared_modules
 from hw.sram import SRAM_MODULE
 from hw.verilog import VERILATOR_MAKEFLAGS, to_verilog, verilator_env
 
-__all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst"]
+__all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst",
+           "verilator_config", "hier_blocks", "register_block_inputs"]
 
 #: Simulators the harness supports.
 SIMULATORS = ("icarus", "verilator")
@@ -62,10 +63,25 @@ BUILD_JOBS = 2
 VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-flat-rw")
 
 #: Bump to invalidate every cached build when the build recipe changes.
-_RECIPE = 2
+_RECIPE = 3
 
 #: A shared module instantiated this often or more is compiled once (``hier_block``).
 HIER_MIN_INSTANCES = 16
+
+#: Inputs of a hierarchical block that the Verilator build registers inside the block
+#: (:func:`register_block_inputs`): the reset, and coordinates that the designs hold constant
+#: (``hw.pe.Pe.i_coord``, ``hw.router.Router.i_x``/``i_y``).
+REGISTERED_INPUTS = ("rst", "i_coord", "i_x", "i_y")
+
+
+def hier_blocks(verilog):
+    """Return the shared modules of ``verilog`` that a Verilator build compiles once.
+
+    Every module that :class:`hw.shared.Shared` emitted once and the design instantiates at
+    least :data:`HIER_MIN_INSTANCES` times.
+    """
+    return [name for name in shared_modules(verilog)
+            if len(re.findall(rf"^\s+{name} ", verilog, re.MULTILINE)) >= HIER_MIN_INSTANCES]
 
 
 def verilator_config(verilog, top):
@@ -74,12 +90,12 @@ def verilator_config(verilog, top):
     * The top module's signals (its ports: what cocotb drives and reads) and
       ``fdpu_sram.storage`` stay public: benches load and read SRAM contents by backdoor
       (``dut.<path>.bank.storage``).
-    * Every module that :class:`hw.shared.Shared` emitted once and the design instantiates
-      at least :data:`HIER_MIN_INSTANCES` times is a ``hier_block``: with ``--hierarchical``
+    * Every module of :func:`hier_blocks` is a ``hier_block``: with ``--hierarchical``
       Verilator compiles it once as a library and uses it for all instances (otherwise it
       writes a module's sequential code once per instance, and an 8 x 8 array's C++ grows
-      64-fold).  A hierarchical block costs run time (no optimisation across its boundary,
-      a call per evaluation: a 2 x 2 top ran 25k cycles/s flat, 12k hierarchical), so small
+      64-fold: 436 MB of C++ in 542 files, hours of compilation here).  A hierarchical
+      block costs run time (no optimisation across its boundary, and Verilator evaluates
+      each block 4-6 times per clock cycle, docs/harness.md "Simulation speed"), so small
       designs stay flat.
 
     Returns
@@ -90,10 +106,72 @@ def verilator_config(verilog, top):
     lines = ["`verilator_config",
              f'public_flat_rw -module "{top}" -var "*"',
              f'public_flat_rw -module "{SRAM_MODULE}" -var "storage"']
-    blocks = [name for name in shared_modules(verilog)
-              if len(re.findall(rf"^\s+{name} ", verilog, re.MULTILINE)) >= HIER_MIN_INSTANCES]
+    blocks = hier_blocks(verilog)
     lines += [f'hier_block -module "{name}"' for name in blocks]
     return "\n".join(lines) + "\n", (["--hierarchical"] if blocks else [])
+
+
+def register_block_inputs(verilog, blocks, ports=REGISTERED_INPUTS):
+    """Return ``verilog`` with ``ports`` of the modules ``blocks`` registered inside them.
+
+    Verilator builds a hierarchical block as a model of its own and evaluates it several
+    times per clock cycle; each evaluation recomputes everything combinationally reachable
+    from the block's inputs.  ``rst`` is in every register's next-state logic (Amaranth's
+    synchronous reset), and a constant coordinate input reaches most of a PE, so nearly the
+    whole block was recomputed on every call.  Registered *inside* the block (a flop loaded
+    every cycle), they are state: that logic is evaluated once per clock edge.
+
+    Effect on behaviour: the blocks leave reset one cycle after the rest of the design (the
+    registered ``rst`` starts at 1), and see their coordinate from the first clock edge on,
+    while still in reset.  Every bench holds ``rst`` over two rising edges and starts
+    traffic after the next one (:func:`tb.clock.reset`), by which time the blocks are out of
+    reset; the coordinate inputs are constants by the designs' contracts.
+
+    Parameters
+    ----------
+    verilog : str
+        Text from :func:`hw.verilog.to_verilog`.
+    blocks : sequence of str
+        Shared module names (:func:`hier_blocks`).
+    ports : sequence of str
+        Input ports to register where a block has them.
+
+    Returns
+    -------
+    str
+        The modified text (unchanged when ``blocks`` is empty).
+    """
+    if not blocks:
+        return verilog
+    for name in blocks:
+        start = verilog.index(f"module {name}(")
+        end = verilog.index("\nendmodule", start)
+        header, body = verilog[start:end].split(";", 1)
+        for port in ports:
+            declared = re.search(rf"^  input (\[[^\]]*\] )?{port};$", body, re.MULTILINE)
+            if not re.search(rf"\b{port}\b", header) or not declared:
+                continue
+            header = re.sub(rf"\b{port}\b", f"{port}__in", header)
+            body = body.replace(declared.group(0),
+                                f"  input {declared.group(1) or ''}{port}__in;", 1)
+            init = "1'h1" if port == "rst" else "'0"
+            body = re.sub(rf"^  wire (\[[^\]]*\] )?{port};$",
+                          rf"  reg \g<1>{port} = {init};\n"
+                          rf"  always @(posedge clk) {port} <= {port}__in;",
+                          body, count=1, flags=re.MULTILINE)
+        verilog = verilog[:start] + header + ";" + body + verilog[end:]
+    instance = re.compile(rf"^  ({'|'.join(re.escape(n) for n in blocks)}) \S+ \($")
+    out, inside = [], False
+    for line in verilog.splitlines(keepends=True):
+        if instance.match(line):
+            inside = True
+        elif inside and line.startswith("  );"):
+            inside = False
+        elif inside:
+            for port in ports:
+                line = line.replace(f".{port}(", f".{port}__in(")
+        out.append(line)
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -310,7 +388,8 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
             source = build_dir / f"{name}.v"
-            source.write_text(verilog)
+            source.write_text(register_block_inputs(verilog, hier_blocks(verilog))
+                              if sim == "verilator" else verilog)
             (build_dir / "key.json").write_text(key + "\n")
             builder = _bounded_runner(sim, timeout_s)
             build_args = []

@@ -1,6 +1,7 @@
 """hw.shared.Shared: one Verilog module for many identical instances, plain elsewhere."""
 
 import random
+import re
 
 import pytest
 from amaranth import Module
@@ -105,3 +106,35 @@ def test_bad_arguments(kwargs, error):
     kwargs.setdefault("component", fifo)
     with pytest.raises(error):
         Shared(**kwargs)
+
+
+def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
+    # tb.runner: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
+    # hier_block, and its rst (and constant coordinates) are registered inside it
+    # (docs/harness.md, "Simulation speed").
+    from tb.runner import HIER_MIN_INSTANCES, hier_blocks, register_block_inputs
+    few = to_verilog(Chain(n=3), "chain")
+    assert hier_blocks(few) == []
+    assert register_block_inputs(few, []) == few
+    text = to_verilog(Chain(n=HIER_MIN_INSTANCES), "chain")
+    [block] = hier_blocks(text)
+    out = register_block_inputs(text, [block])
+    header = out[out.index(f"module {block}("):].split(";", 1)[0]
+    assert "rst__in" in header and not re.search(r"\brst\b", header)
+    assert "  always @(posedge clk) rst <= rst__in;" in out
+    assert out.count(".rst__in(rst)") == HIER_MIN_INSTANCES
+    assert lint(out, "chain") == []
+
+
+def test_router_coordinates_are_registered(monkeypatch):
+    import tb.runner
+    from hw.tops import build
+    monkeypatch.setattr(tb.runner, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
+    mesh, _ = build("mesh", {"rows": 1, "cols": 2, "width": 64, "depth": 2})
+    text = to_verilog(mesh, "mesh")
+    [router] = tb.runner.hier_blocks(text)
+    out = tb.runner.register_block_inputs(text, [router])
+    for port in ("rst", "i_x", "i_y"):
+        assert f"always @(posedge clk) {port} <= {port}__in;" in out
+        assert out.count(f".{port}__in(") == 2
+    assert lint(out, "mesh") == []
