@@ -6,15 +6,20 @@ and prints the driver's JSON line.
 
 Usage::
 
-    .venv/bin/python scripts/speed/build.py build/speed/job8 base                 # harness recipe
-    .venv/bin/python scripts/speed/build.py build/speed/job8 o2 --make OPT_FAST=-O2
+    .venv/bin/python scripts/speed/build.py build/speed/job8 base --rate       # recipe 2
+    .venv/bin/python scripts/speed/build.py build/speed/job8 regin --reg-in --rate --run
+    .venv/bin/python scripts/speed/build.py build/speed/job8 o3 --make OPT_FAST=-O3 --rate
     .venv/bin/python scripts/speed/build.py build/speed/job8 flat --hier 0 --make OPT_FAST=-O1
-    .venv/bin/python scripts/speed/build.py build/speed/job8 x --vopt "--x-assign fast" --run
-    .venv/bin/python scripts/speed/build.py build/speed/job8 base --run --idle 20000
+    .venv/bin/python scripts/speed/build.py build/speed/job8 t2 --vopt "--threads 2" --rate
+    .venv/bin/python scripts/speed/build.py build/speed/job8 base --idle 20000
 
-``--hier N``: shared modules with N or more instances are hierarchical blocks (0: none, a
-flat model; default the harness's threshold).  ``--vopt``: more Verilator options;
-``--make``: make variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``, ``USER_CFLAGS``...).
+Without options a variant is the harness's recipe 2 build (its ``verilator_config``);
+``--reg-in`` adds what recipe 3 does (``tb.runner.register_block_inputs``).  ``--hier N``:
+shared modules with N or more instances are hierarchical blocks (0: none, a flat model;
+default the harness's threshold).  ``--vopt``: more Verilator options; ``--make``: make
+variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``); ``--vlt``: more configuration lines;
+``--reg-rst``: a flop of ``rst`` outside each shared instance (experiment).  ``--rate``: idle
+cycles per CPU second (:func:`idle_rate`); ``--run``: the captured job; ``--idle N``.
 """
 
 import argparse
