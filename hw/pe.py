@@ -431,7 +431,12 @@ class Pe(wiring.Component):
         raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
-        ports = [port for d in disp for port in d.o_local]
+        # Write priority after the mesh token: the unit dispatchers (a blocked one stalls its
+        # unit and so its pipe; the second INT pipe's MOV fan-out trees first), then the
+        # memory lanes (a blocked lane only delays its retirements).  Measured on the 6 x 4
+        # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
+        order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
+        ports = [port for j in order for port in disp[j].o_local]
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
 
         def targets(tok, k, b):

@@ -6,7 +6,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   configured into the PE, its contexts run with the MicC, Dbuf and mesh loopback of
   :class:`tb.pe.harness.PeWorld` under random delays and backpressure, and the memory after the
   run, the firings per opcode and the context ends are compared with the golden model's.
-* ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``).
+* ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``);
+  ``FDPU_PE_MEM_DELAY``: ``lo,hi`` Dbuf latency range in cycles (default ``2,30``).
 * ``FDPU_PE_RESULTS``: a JSON file to write each case's cycles and firings to (benchmarks).
 * ``FDPU_PE_PROBE=1``: also count stall reasons per cycle (:class:`tb.pe.probe.StallProbe`)
   into the results (diagnosis; slow).
@@ -38,6 +39,9 @@ def _world(dut, **kw):
     stress = os.environ.get("FDPU_PE_STRESS", "0.2,0.3").split(",")
     kw.setdefault("idle", float(stress[0]))
     kw.setdefault("backpressure", float(stress[1]))
+    if os.environ.get("FDPU_PE_MEM_DELAY"):
+        lo, hi = (int(v) for v in os.environ["FDPU_PE_MEM_DELAY"].split(","))
+        kw.setdefault("mem_delay", (lo, hi))
     return PeWorld(dut, p, x, y, micc, make_rng(), **kw)
 
 
