@@ -97,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--density", type=float, default=None)
     ap.add_argument("--int-issue", type=int, choices=(1, 2), default=1)
     ap.add_argument("--dma-channels", type=int, default=1)
+    ap.add_argument("--golden", choices=("fast", "exact"), default="fast",
+                    help="golden engine of the reference (both are bit-exact; fast: vectorized)")
     ap.add_argument("--backdoor-in", action="store_true",
                     help="load the Dbufs/Cbufs by backdoor instead of simulating the DMA-in "
                          "(labeled; DMA-in reported as an estimate)")
@@ -127,7 +129,8 @@ def main(argv=None):
                                         density, dbuf_bytes=1 << 21 if args.sim == "verilator"
                                         else 4096, int_issue=args.int_issue,
                                         backdoor_in=args.backdoor_in,
-                                        dma_channels=args.dma_channels))
+                                        dma_channels=args.dma_channels,
+                                        exact=args.golden == "exact"))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:
