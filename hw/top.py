@@ -29,8 +29,8 @@ Contract
   ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
   ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
   ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`hw.extmem.ExtMem` in simulation).
-  ``dma_channels = W > 1`` adds DMA engines at the edge ports of :func:`dma_ports` (west of
-  rows 1.., then east, north, south), each with its external port (``o_ext_rd_<c>``,
+  ``dma_channels = W > 1`` adds DMA engines at the edge ports of :func:`dma_ports` (one per
+  edge first, then the other ports), each with its external port (``o_ext_rd_<c>``,
   ``i_ext_rdata_<c>``, ``o_ext_wr_<c>``) and list registers (``i_dma_list_<c>``,
   ``i_dma_count_<c>``); they inject requests at their port and take the REPLY flits leaving
   it; ``i_dma_start`` starts all, ``o_dma_halt``/``o_dma_done`` are all channels',
@@ -100,16 +100,25 @@ def _merge(m, a, b, out, name):
 def dma_ports(params):
     """Return the edge ports (Dbuf numbers) of the DMA channels, channel 0 first.
 
-    Channel 0 shares the MicC's port, west of row 0; then the west ports of the other rows,
-    the east ports, the north and the south ones: channels on different rows enter the mesh
-    on different row links.
+    Channel 0 shares the MicC's port, west of row 0; channels 1, 2, 3 sit at the east port of
+    the last row, the north port of the last column and the south port of column 0, so that
+    each edge has a channel and a channel writing the Dbufs of its own edge uses links no
+    other such channel uses (west: column 0 southwards, east: column C-1 northwards, north:
+    row 0 westwards, south: row R-1 eastwards; ``sw.runtime`` assigns Dbufs that way).  More
+    channels take the remaining west, east, north and south ports.
     """
     p = params
-    order = [p.dbuf_at(-1, y) for y in range(p.rows)] + [p.dbuf_at(p.cols, y)
-                                                         for y in range(p.rows)]
-    order += [p.dbuf_at(x, -1) for x in range(p.cols)] + [p.dbuf_at(x, p.rows)
-                                                         for x in range(p.cols)]
-    return order
+    first = [p.dbuf_at(-1, 0), p.dbuf_at(p.cols, p.rows - 1), p.dbuf_at(p.cols - 1, -1),
+             p.dbuf_at(0, p.rows)]
+    rest = [p.dbuf_at(-1, y) for y in range(p.rows)] + [p.dbuf_at(p.cols, y)
+                                                        for y in range(p.rows)]
+    rest += [p.dbuf_at(x, -1) for x in range(p.cols)] + [p.dbuf_at(x, p.rows)
+                                                        for x in range(p.cols)]
+    out = []
+    for k in first + rest:
+        if k not in out:
+            out.append(k)
+    return out
 
 
 def _or(values):

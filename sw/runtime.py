@@ -225,20 +225,38 @@ class MemModel:
         return dict(latency=self.latency, bw=bw, stall=stall)
 
 
+def _edge(params, k):
+    """Return the edge (0 north, 1 east, 2 south, 3 west) of Dbuf ``k``."""
+    x, y = params.dbuf_coord(k)
+    return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
+
+
 def _assign(runs, channels, load, params):
     """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
 
     A Dbuf takes one request per cycle, so one Dbuf's runs stay on one channel (splitting them
-    over channels would only make the channels wait for each other); the Dbufs go, most words
-    first, to the least loaded channel (``load``: words already given to each, updated).
+    over channels would only make the channels wait for each other).  The Dbufs go, most
+    words first, to the channel on their own edge (``hw.top.dma_ports``: its stream then
+    shares no link with the other edges' channels) unless that channel is ahead of the least
+    loaded one by more than this Dbuf's words, else to the least loaded channel (``load``:
+    words already given to each, updated).
     """
+    from hw.top import dma_ports          # hw is imported late (sw stands alone)
+    ports = dma_ports(params)[:channels]
+    home = {}
+    for c, k in enumerate(ports):
+        home.setdefault(_edge(params, k), c)
     per = {}
     for lo, w in runs:
         per.setdefault(params.dbuf_of(lo)[0], []).append((lo, w))
     out = []
     for k in sorted(per, key=lambda k: -sum(len(w) for _, w in per[k])):
-        c = min(range(channels), key=lambda i: load[i])
-        load[c] += sum(len(w) for _, w in per[k])
+        words = sum(len(w) for _, w in per[k])
+        least = min(range(channels), key=lambda i: load[i])
+        c = home.get(_edge(params, k), least)
+        if load[c] > load[least] + words:
+            c = least
+        load[c] += words
         out += [(c, lo, w) for lo, w in per[k]]
     return out
 
