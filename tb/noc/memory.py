@@ -7,8 +7,8 @@ bench sends none).  The edge request inputs (``i_req[k]``, the DMA's) are held i
 """
 
 from amaranth import Module
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out, flipped
+from amaranth.lib import wiring
+from amaranth.lib.wiring import flipped
 
 from hw.dbuf import Dbuf
 from hw.mesh import Noc
@@ -20,6 +20,9 @@ __all__ = ["NocMemory"]
 class NocMemory(wiring.Component):
     """Build the request/reply ``Noc`` of ``params`` with its Dbufs (see the module doc)."""
 
+    #: The members of :class:`hw.mesh.Noc`'s signature this top exposes.
+    PORTS = ("i_local", "o_local", "o_stray", "o_reply")
+
     def __init__(self, params=ArrayParams(rows=2, cols=2, dbuf_bytes=128), *, depth=2,
                  reply_depth=2):
         if not isinstance(params, ArrayParams):
@@ -27,13 +30,9 @@ class NocMemory(wiring.Component):
         self.params, self.depth, self.reply_depth = params, depth, reply_depth
         self.noc = Noc(params, depth=depth)
         self.dbufs = [Dbuf(params, k, reply_depth=reply_depth) for k in range(params.num_dbufs)]
-        flit = stream.Signature(self.dbufs[0].layout)
-        super().__init__({
-            "i_local": In(flit).array(params.num_pes),
-            "o_local": Out(flit).array(params.num_pes),
-            "o_stray": Out(flit).array(params.num_pes),
-            "o_reply": Out(flit).array(params.num_dbufs),
-        })
+        # The ports are the Noc's own PE-side members (one definition of their shapes).
+        members = self.noc.signature.members
+        super().__init__({name: members[name] for name in self.PORTS})
 
     def elaborate(self, platform):
         m = Module()
