@@ -34,7 +34,8 @@ at words ``n_config ..``; ``i_contexts``; ``i_window`` (``1 .. operand_depth``);
 Errors (sticky until the next start, bits of ``o_error`` = :class:`MiccError`) end the run in
 DONE with ``o_done`` low: a configuration larger than the Cbufs, bad registers, a flit other
 than CTX_END, an end for a context not in flight, more ends than ``i_ends`` for a context.
-``o_cycles`` counts the cycles from start to DONE.
+``o_cycles`` counts the cycles from start to DONE, ``o_config_cycles`` those of them spent
+configuring (CONFIG and DRAIN, before the first context).
 """
 
 import enum
@@ -106,7 +107,7 @@ class Micc(wiring.Component):
             "i_window": In(8), "i_ends": In(16),
             "o_state": Out(3), "o_done": Out(1), "o_error": Out(len(MiccError)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
-            "o_flits": Out(32),
+            "o_config_cycles": Out(48), "o_flits": Out(32),
         })
 
     def elaborate(self, platform):
@@ -125,14 +126,15 @@ class Micc(wiring.Component):
         state = Signal(3)
         err = Signal(len(MiccError))
         issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
-        cycles, flits = Signal(48), Signal(32)
+        cycles, config_cycles, flits = Signal(48), Signal(48), Signal(32)
         n_config, n_ctx, contexts = Signal(32), Signal(32), Signal(32)
         window, ends = Signal(32), Signal(16)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err),
             self.o_done.eq(is_state(MiccState.DONE) & ~err.any()),
             self.o_issued.eq(issued), self.o_retired.eq(retired), self.o_ends.eq(ends_seen),
-            self.o_cycles.eq(cycles), self.o_flits.eq(flits),
+            self.o_cycles.eq(cycles), self.o_config_cycles.eq(config_cycles),
+            self.o_flits.eq(flits),
         ]
 
         # Output: Cbuf read (one cycle) into a small FIFO; a read is issued only when the FIFO
@@ -235,6 +237,8 @@ class Micc(wiring.Component):
         m.d.comb += k_next.eq(_inc(k))
         with m.If(~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)):
             m.d.sync += cycles.eq(_inc(cycles))
+        with m.If(is_state(MiccState.CONFIG) | is_state(MiccState.DRAIN)):
+            m.d.sync += config_cycles.eq(_inc(config_cycles))
         with m.If(err.any() & ~is_state(MiccState.IDLE)):
             m.d.sync += state.eq(MiccState.DONE)
         # n_config + n_ctx > words, with a truncated (lint-clean) add that cannot overflow.
@@ -252,7 +256,7 @@ class Micc(wiring.Component):
                 n_config.eq(self.i_n_config), n_ctx.eq(zx(self.i_n_ctx)),
                 contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
                 ends.eq(self.i_ends),
-                issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0), flits.eq(0),
+                issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0), config_cycles.eq(0), flits.eq(0),
                 rptr.eq(0), left.eq(self.i_n_config), in_ctx.eq(0), r_left.eq(0),
             ] + [c.eq(0) for c in counts]
         with m.Elif(~err.any()):

@@ -40,7 +40,8 @@ Contract
 * Host registers are ports: ``i_start`` (one-cycle pulse) with ``i_n_config``, ``i_n_ctx``,
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
-  :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``; counters cleared
+  :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,
+  ``o_config_cycles`` (the part of ``o_cycles`` spent configuring the PEs); counters cleared
   by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE on the INT
   pipe(s), both of them with ``ArrayParams.int_issue == 2``, and on the FP pipe),
   ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
@@ -195,6 +196,7 @@ class FDPU(wiring.Component):
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
+            "o_config_cycles": Out(48),
             "o_int_fires": Out(32).array(n), "o_fp_fires": Out(32).array(n),
             "o_pe_error": Out(len(PeError)).array(n),
             "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
@@ -350,6 +352,7 @@ class FDPU(wiring.Component):
             self.o_state.eq(micc.o_state), self.o_issued.eq(micc.o_issued),
             self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),
             self.o_cycles.eq(micc.o_cycles),
+            self.o_config_cycles.eq(micc.o_config_cycles),
         ]
         return m
 

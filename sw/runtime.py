@@ -166,6 +166,11 @@ class RtlRun:
         """Return the cycles from start to done of the compute phase."""
         return self.status["o_cycles"]
 
+    @property
+    def config_cycles(self):
+        """Return the part of :attr:`cycles` the MicC spent configuring the PEs."""
+        return self.status["o_config_cycles"]
+
     def read(self, address, nbytes):
         """Return ``nbytes`` of Dbuf memory at global ``address`` (a range asked for)."""
         return self.reader(address, nbytes)
@@ -357,6 +362,11 @@ class JobRun:
     def compute_cycles(self):
         """Return the cycles the MicC ran (start to done), over all passes."""
         return sum(r.cycles for r in self.passes)
+
+    @property
+    def config_cycles(self):
+        """Return the compute cycles spent configuring the PEs (before each pass's contexts)."""
+        return sum(r.config_cycles for r in self.passes)
 
     @property
     def ext_bytes(self):

@@ -168,6 +168,10 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     assert rec["cycles"] == rec["compute_cycles"] + rec["dma_cycles"]
     assert rec["ext_read_bytes"] > 0 and rec["ext_write_bytes"] >= 4 * 3 * 2     # N x K fp16
     assert rec["peak_bandwidth"] > 0 and rec["utilization_end_to_end"] < rec["utilization"]
+    # Configuration is part of the compute phase: the MicC sends at least one flit per slot.
+    assert 0 < rec["config_cycles"] < rec["compute_cycles"]
+    assert rec["config_cycles"] + rec["context_cycles"] == rec["compute_cycles"]
+    assert rec["utilization_contexts"] > rec["utilization"]
     assert len(rec["busy_map"]) == 1 and len(rec["busy_map"][0]) == 1
 
 

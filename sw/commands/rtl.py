@@ -114,6 +114,10 @@ def run_rtl_command(args):
     table.add_row("instructions fired (RTL / golden)",
                   f"{rec['rtl_instructions']:,} / {rec['golden_instructions']:,}")
     table.add_row("FP utilization (ops / peak, compute cycles)", f"{rec['utilization']:.2%}")
+    table.add_row("  of which configuring the PEs / running contexts",
+                  f"{rec['config_cycles']:,} / {rec['context_cycles']:,} cycles")
+    table.add_row("FP utilization of the contexts (after configuration)",
+                  f"{rec['utilization_contexts']:.2%}")
     table.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
     table.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
     table.add_row("external bytes read / written (DMA)",
@@ -157,14 +161,17 @@ def figures(plan, w, x, ref, y, job):
         busy += fires
         rtl_insns += int(fires.sum())
     dma = cycles - compute
+    ctx_cycles = compute - job.config_cycles
     rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, passes=plan.passes,
         contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
-        pass_cycles=[dict(dma_in=r.in_cycles, compute=r.cycles, dma_out=r.out_cycles)
-                     for r in runs],
+        pass_cycles=[dict(dma_in=r.in_cycles, compute=r.cycles, config=r.config_cycles,
+                          dma_out=r.out_cycles) for r in runs],
+        config_cycles=job.config_cycles, context_cycles=ctx_cycles,
         flops=flops, utilization=flops / max(1, peak * compute),
+        utilization_contexts=flops / max(1, peak * ctx_cycles),
         dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
         utilization_end_to_end=flops / max(1, peak * cycles),
         rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
