@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import sw.cli
-from sw import layers, reference
+from sw import graphs, layers, reference
+from sw.arch import ArrayParams
 
 from cliutil import assert_user_error, run
 
@@ -83,6 +84,8 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
      "--no-feedback applies to --mode sparse only"),
     (("--in-features", 10, "--out-features", 3, "--slots", 8), "no blocking of the"),
+    (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
+     "--golden chooses the reference of an RTL run"),
 ])
 def test_bad_input(capsys, argv, match):
     assert_user_error(capsys, "run", *argv, match=match)
@@ -138,3 +141,12 @@ def test_int_issue_two_speeds_up_the_sparse_estimate(tmp_path, capsys):
         assert rec["int_issue"] == width and rec["match"] is True
         cycles[width] = rec["cycles_estimate"]
     assert cycles[2] < cycles[1], cycles
+
+
+def test_golden_auto_picks_exact_for_small_layers_only():
+    from sw.commands.rtl import EXACT_LIMIT, golden_exact
+    small = graphs.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
+    big = graphs.plan_fc(96, 256, 64, "dense", ArrayParams())
+    assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups
+    assert golden_exact("auto", small) and not golden_exact("auto", big)
+    assert golden_exact("exact", big) and not golden_exact("fast", small)

@@ -172,6 +172,7 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     assert 0 < rec["config_cycles"] < rec["compute_cycles"]
     assert rec["config_cycles"] + rec["context_cycles"] == rec["compute_cycles"]
     assert rec["utilization_contexts"] > rec["utilization"]
+    assert rec["golden"] == "exact"                   # --golden auto: a small layer runs exactly
     assert len(rec["busy_map"]) == 1 and len(rec["busy_map"][0]) == 1
 
 

@@ -49,6 +49,10 @@ def register(subparsers):
     parser.set_defaults(func=run_rtl_command)
 
 
+#: ``--golden auto`` runs the exact interpreter up to this many FACC firings (~1 minute).
+EXACT_LIMIT = 150_000
+
+
 def add_hw_args(parser):
     """Add the RTL options (``--slots``, ``--dbuf-bytes``, ``--max-cycles``, ``--waves``)."""
     hw = parser.add_argument_group("hardware (RTL simulators)")
@@ -65,9 +69,21 @@ def add_hw_args(parser):
                     help="external memory read latency in cycles (default 20)")
     hw.add_argument("--mem-bandwidth", type=float, default=8.0, metavar="B",
                     help="external memory bytes per cycle, 1/8 .. 8 (default 8), per channel")
+    hw.add_argument("--golden", choices=("auto", "exact", "fast"), default="auto",
+                    help="the golden run to compare with: exact (the token-by-token interpreter "
+                         "on the same images), fast (the vectorized path: the same bits and "
+                         "instruction counts, seconds instead of minutes) or auto (default: exact "
+                         f"up to {EXACT_LIMIT:,} FACC firings, else fast)")
     hw.add_argument("--dma-channels", type=int, default=1, metavar="W",
                     help="DMA channels, each with its own external memory and mesh edge port "
                          "(default 1): W x the bandwidth")
+
+
+def golden_exact(choice, plan):
+    """Return whether ``--golden choice`` runs the exact interpreter for ``plan``."""
+    if choice == "auto":
+        return plan.K * plan.Cw * plan.groups <= EXACT_LIMIT
+    return choice == "exact"
 
 
 def run_rtl_command(args):
@@ -78,7 +94,8 @@ def run_rtl_command(args):
                          dbuf_bytes=args.dbuf_bytes)
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params)
     t0 = time.perf_counter()
-    ref = golden.run_fc(plan, w, x, exact=True)
+    exact = golden_exact(args.golden, plan)
+    ref = golden.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
     mem = runtime.MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before building
@@ -97,7 +114,8 @@ def run_rtl_command(args):
                                     dma_channels=args.dma_channels)
     rtl_s = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
-    rec.update(sim=args.sim, layer=name, golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
+    rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
+               golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
                mem_latency=mem.latency, mem_bandwidth=mem.bandwidth,
                dma_channels=args.dma_channels,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
@@ -128,7 +146,7 @@ def run_rtl_command(args):
                                       f"(build {rec['build_s']:.0f} s)")
     table.add_row("Dbuf requests / mesh flits", f"{rec['dbuf_requests']:,} / "
                                                 f"{rec['mesh_flits']:,}")
-    table.add_row("wall: golden / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
+    table.add_row(f"wall: golden ({rec['golden']}) / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
     console().print(table)
     console().print("per-PE busy (instructions fired / cycles), row by row:")
     for row in rec["busy_map"]:

@@ -141,6 +141,9 @@ def run_command(args):
                             f"--sim {args.sim}")
         from .rtl import run_rtl_command
         return run_rtl_command(args)
+    if args.golden != "auto":
+        raise FdpuError("--golden chooses the reference of an RTL run (--sim icarus|verilator); "
+                        "with --sim golden use --engine")
     name, w, x, params = resolve(args)
     params = dataclasses.replace(params, slots=args.slots, int_issue=args.int_issue)
     if args.no_feedback and args.mode != "sparse":
