@@ -180,13 +180,10 @@ async def random_jobs(dut):
         w.check(f"job {job} ({mem})")
 
 
-@cocotb.test()
-async def bad_descriptors(dut):
-    """Each bad descriptor stops the job with BAD_DESC after the good ones before it."""
-    rig = json.loads(os.environ["FDPU_DMA_RIG"])
-    rng = random.Random(cocotb.RANDOM_SEED + 1)
-    w = World(dut, rig)
-    p = w.p
+async def _quiet_rig(dut, salt):
+    """Start the rig: clock, idle inputs, fast memory, reset, random external words."""
+    rng = random.Random(cocotb.RANDOM_SEED + salt)
+    w = World(dut, json.loads(os.environ["FDPU_DMA_RIG"]))
     start_clock(dut.clk)
     for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
         getattr(dut, name).value = 0
@@ -194,6 +191,14 @@ async def bad_descriptors(dut):
     await reset(dut.clk, dut.rst)
     w.sync()
     w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    return w, rng
+
+
+@cocotb.test()
+async def bad_descriptors(dut):
+    """Each bad descriptor stops the job with BAD_DESC after the good ones before it."""
+    w, rng = await _quiet_rig(dut, salt=1)
+    p = w.p
     wb = w.beats * 8
     cap = w.cdepth * p.cbufs * wb
     bad = {
@@ -236,17 +241,8 @@ async def streaming(dut):
     trip at the end: a DMA that waited for each descriptor's acks or fetched each descriptor
     after the previous one finished fails it.
     """
-    rig = json.loads(os.environ["FDPU_DMA_RIG"])
-    rng = random.Random(cocotb.RANDOM_SEED + 2)
-    w = World(dut, rig)
+    w, rng = await _quiet_rig(dut, salt=2)
     p = w.p
-    start_clock(dut.clk)
-    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
-        getattr(dut, name).value = 0
-    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
-    await reset(dut.clk, dut.rst)
-    w.sync()
-    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
     for latency in (2, 20, 40):
         descs = [(k * w.p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
                  for k in range(p.num_dbufs)]
