@@ -473,8 +473,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             where.append((addr, n, at + addr - lo))
             out_bytes += hi - lo
         results.append(where)
-        plan.append(dict(descs=descs, outs=outs, cfg=len(cfg), templates=len(templates),
-                         image=image, moved=moved, out_bytes=out_bytes))
+        plan.append(dict(descs=descs, ndesc=sum(len(d) for d in descs), outs=outs,
+                         cfg=len(cfg), templates=len(templates), image=image, moved=moved,
+                         out_bytes=out_bytes))
     res_lo = min((at for w in results for _, _, at in w), default=ext.cursor) & ~7
     res_hi = max((at + n for w in results for _, n, at in w), default=res_lo)
     spec_passes = []
@@ -484,7 +485,6 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                for c, d in enumerate(pl["descs"])]
         lout = ext.put(np.array(pl["outs"], dtype=np.uint64).reshape(-1)) if pl["outs"] else 0
         image = pl["image"]
-        ndesc = sum(len(d) for d in pl["descs"])
         spec_passes.append(dict(
             dma_in=lin, dma_out=[lout, len(pl["outs"])],
             in_descs=[[c, int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
@@ -493,7 +493,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             regs=dict(i_n_config=pl["cfg"], i_n_ctx=pl["templates"],
                       i_contexts=image.contexts, i_window=image.window,
                       i_ends=image.ends_per_context)))
-        ext_in.append(pl["moved"] + 16 * (ndesc + len(pl["outs"])))
+        ext_in.append(pl["moved"] + 16 * (pl["ndesc"] + len(pl["outs"])))
         ext_out.append(pl["out_bytes"])
     # Sizes come in a few steps only: each size is a build of its own.
     most_bytes = max(e.cursor for e in exts)
@@ -505,7 +505,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         max_cycles = 200_000 + 2_000 * max(pl["image"].contexts for pl in plan)
     if dma_max_cycles is None:
         most = max(pl["moved"] + pl["out_bytes"] for pl in plan) // 8
-        ndesc = max(sum(len(d) for d in pl["descs"]) + len(pl["outs"]) for pl in plan)
+        ndesc = max(pl["ndesc"] + len(pl["outs"]) for pl in plan)
         dma_max_cycles = 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
             + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
     root = os.path.join(os.getcwd(), "build", "runtime")
@@ -595,7 +595,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     return JobRun(p, runs, out["final"], ext_in, ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
                   str(res.waves) if res.waves else None, bool(backdoor_in),
-                  [(sum(len(d) for d in pl["descs"]), len(pl["outs"])) for pl in plan])
+                  [(pl["ndesc"], len(pl["outs"])) for pl in plan])
 
 
 #: Names of the DMA states and error bits (``hw.dma.DmaState``, ``hw.dma.DmaError``).
