@@ -131,7 +131,7 @@ def _or(values):
 
 def _sum(values, width):
     """Return the sum of ``values`` in ``width`` bits (a balanced tree)."""
-    values = [v for v in values]
+    values = list(values)
     while len(values) > 1:
         values = [(values[i] + values[i + 1])[:width] if i + 1 < len(values) else values[i]
                   for i in range(0, len(values), 2)]
@@ -190,7 +190,7 @@ class FDPU(wiring.Component):
                 f"i_ext_rdata_{c}": In(stream.Signature(64)),
                 f"o_ext_wr_{c}": Out(stream.Signature(ext_write_layout())),
             })
-        super().__init__({**extra, 
+        super().__init__({**extra,
             "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16),
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
