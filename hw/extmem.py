@@ -191,8 +191,9 @@ class FdpuSystem(wiring.Component):
 
 
 def build_system(rows=1, cols=1, slots=16, dbuf_bytes=4096, cbufs=1, cbuf_bytes=4096,
-                 ext_bytes=1 << 16, depth=4, int_issue=1, dma_channels=1):
+                 ext_bytes=1 << 16, depth=4, int_issue=1, dma_channels=1, config_ports=1):
     """Return an :class:`FdpuSystem` for ``fdpu verilog --top fdpu_system``."""
     return FdpuSystem(ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                                   cbufs=cbufs, cbuf_bytes=cbuf_bytes, int_issue=int_issue),
-                      ext_bytes=ext_bytes, depth=depth, dma_channels=dma_channels)
+                      ext_bytes=ext_bytes, depth=depth, dma_channels=dma_channels,
+                      config_ports=config_ports)

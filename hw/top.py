@@ -24,8 +24,17 @@ Contract
   (``STRAY_EDGE``); the request mesh's edge inputs are idle except the MicC's port, where the
   DMA (:mod:`hw.dma`) injects its STOREs and LOADs; at that port the reply mesh's REPLY flits
   go to the DMA and all others (CTX_END) to the MicC.
-* DMA: ``i_dma_start`` (taken only while the MicC is idle or done; ``i_start`` only while
-  the DMA is idle) with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
+* Configuration ports: ``config_ports = P`` (1 .. 4, dividing ``cbufs``) gives the MicC ``P``
+  outputs at the edge ports of :func:`sw.image.config_ports` (port 0 at ``(-1, 0)``, then one
+  per edge: the first DMA channels' ports), each merged (2:1 round robin) with the replies of
+  the Dbuf there into the reply mesh, each reading its own Cbuf banks; host registers
+  ``i_n_config_<p>`` for ``p >= 1``.  The top counts the CONFIG flits ejected into PEs
+  (``Micc.i_delivered``): contexts start only when every CONFIG flit is in its PE.
+* Overlap: the MicC and the DMA may run at the same time.  While a DMA channel is busy the
+  MicC holds its first context back (``HOLD`` after configuring: the DMA-in that overlaps the
+  configuration completes first); a Cbuf write while the MicC runs is its error
+  ``MICC_CBUF_BUSY`` (load the Cbufs first, then start the MicC with the Dbufs' DMA-in).
+* DMA: ``i_dma_start`` with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
   ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
   ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
   ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`hw.extmem.ExtMem` in simulation).
@@ -41,7 +50,9 @@ Contract
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,
-  ``o_config_cycles`` (the part of ``o_cycles`` spent configuring the PEs); counters cleared
+  ``o_config_cycles`` (the part of ``o_cycles`` spent configuring the PEs),
+  ``o_hold_cycles`` (the part spent waiting for the DMA before the first context); counters
+  cleared
   by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE on the INT
   pipe(s), both of them with ``ArrayParams.int_issue == 2``, and on the FP pipe),
   ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
@@ -56,6 +67,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams
+from sw.image import config_ports as _config_ports
 
 from .cbuf import Cbuf, _eq, _inc
 from .dbuf import Dbuf
@@ -167,7 +179,8 @@ class FDPU(wiring.Component):
         small banks as Amaranth memories.
     """
 
-    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1):
+    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1,
+                 config_ports=1):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
@@ -177,12 +190,17 @@ class FDPU(wiring.Component):
                 or not 1 <= dma_channels <= len(ports):
             raise TypeError(f"dma_channels must be an integer in 1..{len(ports)} (the edge "
                             f"ports), not {dma_channels!r}")
+        if not isinstance(config_ports, int) or isinstance(config_ports, bool) \
+                or not 1 <= config_ports <= 4 or params.cbufs % config_ports:
+            raise TypeError(f"config_ports must be an integer in 1..4 dividing cbufs "
+                            f"({params.cbufs}), not {config_ports!r}")
         self.params, self.depth, self.behavioural = params, depth, bool(behavioural)
+        self.config_ports = [params.dbuf_at(*c) for c in _config_ports(params, config_ports)]
         self.dma_channels = dma_channels
         self.dma_ports = ports[:dma_channels]
         self.micc_port = params.dbuf_at(-1, 0)
         n = params.num_pes
-        extra = {}
+        extra = {f"i_n_config_{q}": In(32) for q in range(1, config_ports)}
         for c in range(1, dma_channels):
             extra.update({
                 f"i_dma_list_{c}": In(32), f"i_dma_count_{c}": In(16),
@@ -196,7 +214,7 @@ class FDPU(wiring.Component):
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
-            "o_config_cycles": Out(48),
+            "o_config_cycles": Out(48), "o_hold_cycles": Out(48),
             "o_int_fires": Out(32).array(n), "o_fp_fires": Out(32).array(n),
             "o_pe_error": Out(len(PeError)).array(n),
             "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
@@ -216,28 +234,35 @@ class FDPU(wiring.Component):
         p = self.params
         m.submodules.req = req = Mesh(p, depth=self.depth)
         m.submodules.rep = rep = Mesh(p, depth=self.depth)
-        m.submodules.cbuf = cbuf = Cbuf(p, behavioural=self.behavioural)
-        m.submodules.micc = micc = Micc(p)
+        nports = len(self.config_ports)
+        m.submodules.cbuf = cbuf = Cbuf(p, behavioural=self.behavioural, ports=nports)
+        m.submodules.micc = micc = Micc(p, ports=nports, delivered=True)
         m.submodules.dma = dma = Dma(p, coord=p.dbuf_coord(self.micc_port))
         dmas = [dma]
         for c in range(1, self.dma_channels):
             ch = Dma(p, coord=p.dbuf_coord(self.dma_ports[c]), cbuf=False)
             m.submodules[f"dma{c}"] = ch
             dmas.append(ch)
-        m.d.comb += [cbuf.rd_en.eq(micc.rd_en), cbuf.rd_addr.eq(micc.rd_addr),
-                     micc.rd_data.eq(cbuf.rd_data), cbuf.wr_en.eq(dma.cbuf_wr_en),
-                     cbuf.wr_addr.eq(dma.cbuf_wr_addr), cbuf.wr_data.eq(dma.cbuf_wr_data)]
-        for name in ("i_n_config", "i_n_ctx", "i_contexts", "i_window", "i_ends"):
+        for q in range(nports):
+            s = f"_{q}" if q else ""
+            m.d.comb += [getattr(cbuf, f"rd_en{s}").eq(getattr(micc, f"rd_en{s}")),
+                         getattr(cbuf, f"rd_addr{s}").eq(getattr(micc, f"rd_addr{s}")),
+                         getattr(micc, f"rd_data{s}").eq(getattr(cbuf, f"rd_data{s}")),
+                         getattr(micc, f"i_n_config{s}").eq(getattr(self, f"i_n_config{s}"))]
+        m.d.comb += [cbuf.wr_en.eq(dma.cbuf_wr_en), cbuf.wr_addr.eq(dma.cbuf_wr_addr),
+                     cbuf.wr_data.eq(dma.cbuf_wr_data)]
+        for name in ("i_n_ctx", "i_contexts", "i_window", "i_ends"):
             m.d.comb += getattr(micc, name).eq(getattr(self, name))
-        # The DMA and the MicC share the Cbufs and the MicC's edge port: each start is taken
-        # only while the other block is idle (the host runs them one after the other).
-        micc_idle = _eq(micc.o_state, MiccState.IDLE) | _eq(micc.o_state, MiccState.DONE)
+        # The DMA and the MicC may overlap (the DMA-in of the Dbufs behind the configuration):
+        # the MicC holds its first context while any channel is busy, and flags a Cbuf write
+        # while it runs (the Cbufs are single-ported; the host loads them first).
         start = Signal()
         dma_busy = Cat(*[d.o_busy for d in dmas]).any()
-        m.d.comb += [start.eq(self.i_start & ~dma_busy), micc.i_start.eq(start)]
+        m.d.comb += [start.eq(self.i_start), micc.i_start.eq(start),
+                     micc.i_hold.eq(dma_busy), micc.i_cbuf_write.eq(dma.cbuf_wr_en)]
         for c, d in enumerate(dmas):
             sfx = f"_{c}" if c else ""
-            m.d.comb += [d.i_start.eq(self.i_dma_start & micc_idle),
+            m.d.comb += [d.i_start.eq(self.i_dma_start),
                          d.i_list.eq(getattr(self, f"i_dma_list{sfx}")),
                          d.i_count.eq(getattr(self, f"i_dma_count{sfx}"))]
             wiring.connect(m, d.o_ext_rd, wiring.flipped(getattr(self, f"o_ext_rd{sfx}")))
@@ -246,7 +271,7 @@ class FDPU(wiring.Component):
         # Channels start together; the job is done when every channel is (the cycles: from
         # the start to the last channel's halt).
         dma_cycles = Signal(32)
-        with m.If(self.i_dma_start & micc_idle):
+        with m.If(self.i_dma_start):
             m.d.sync += dma_cycles.eq(0)
         with m.Elif(dma_busy):
             m.d.sync += dma_cycles.eq(_inc(dma_cycles))
@@ -263,6 +288,7 @@ class FDPU(wiring.Component):
         m.d.sync += self.o_clock.eq(_inc(self.o_clock))
 
         pe_err_any = Signal(len(PeError))
+        ejected_config = []
         stray_req, stray_edge = Signal(), Signal()
         fires_int, fires_fp, injected = [], [], []
         for (x, y) in p.pe_coords():
@@ -275,6 +301,9 @@ class FDPU(wiring.Component):
             _link(m, pe.o_req, req.i_local[n])
             _link(m, pe.o_rep, rep.i_local[n])
             _link(m, rep.o_local[n], pe.i_flit)
+            ejected_config.append(rep.o_local[n].valid & rep.o_local[n].ready
+                                  & (Bits(rep.o_local[n].payload.kind.as_value())
+                                     == FlitKind.CONFIG.value))
             m.d.comb += req.o_local[n].ready.eq(1)
             with m.If(req.o_local[n].valid):
                 m.d.sync += stray_req.eq(1)
@@ -305,11 +334,18 @@ class FDPU(wiring.Component):
             m.submodules[f"dbuf{k}"] = dbuf
             wiring.connect(m, req.o_edge[k], dbuf.i_req)
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready)
+            # The reply mesh's input here: the Dbuf's replies, merged with a MicC output at a
+            # configuration port.
+            if k in self.config_ports:
+                q = self.config_ports.index(k)
+                _merge(m, getattr(micc, f"o_flit_{q}" if q else "o_flit"), dbuf.o_reply,
+                       rep.i_edge[k], f"micc_merge_{q}" if q else "micc_merge")
+            else:
+                wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
             if k == self.micc_port:
                 # The DMA's requests enter the request mesh here; reply-mesh flits leaving
                 # here are REPLYs for the DMA or CTX_ENDs (anything else) for the MicC.
                 wiring.connect(m, dma.o_req, req.i_edge[k])
-                _merge(m, micc.o_flit, dbuf.o_reply, rep.i_edge[k], "micc_merge")
                 out = rep.o_edge[k]
                 to_dma = Bits(out.payload.kind.as_value()) == FlitKind.REPLY.value
                 m.d.comb += [
@@ -323,7 +359,6 @@ class FDPU(wiring.Component):
                 # its acks and load data, anything else is stray.
                 ch = dmas[self.dma_ports.index(k)]
                 wiring.connect(m, ch.o_req, req.i_edge[k])
-                wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
                 out = rep.o_edge[k]
                 to_dma = Bits(out.payload.kind.as_value()) == FlitKind.REPLY.value
                 m.d.comb += [ch.i_rep.payload.eq(out.payload),
@@ -332,10 +367,17 @@ class FDPU(wiring.Component):
                     m.d.sync += stray_edge.eq(1)
             else:
                 m.d.comb += req.i_edge[k].valid.eq(0)
-                wiring.connect(m, dbuf.o_reply, rep.i_edge[k])
                 m.d.comb += rep.o_edge[k].ready.eq(1)
                 with m.If(rep.o_edge[k].valid):
                     m.d.sync += stray_edge.eq(1)
+        # CONFIG flits ejected into PEs since the start (at most one per PE and cycle): the
+        # MicC starts contexts only when every CONFIG flit it sent is in its PE.
+        delivered = Signal(32)
+        m.d.comb += micc.i_delivered.eq(delivered)
+        with m.If(start):
+            m.d.sync += delivered.eq(0)
+        with m.Else():
+            m.d.sync += delivered.eq((delivered + _popcount(ejected_config, 32))[:32])
         with m.If(start):
             m.d.sync += [stray_req.eq(0), stray_edge.eq(0), self.o_dbuf_reqs.eq(0),
                          self.o_mesh_flits.eq(0)]
@@ -353,14 +395,17 @@ class FDPU(wiring.Component):
             self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),
             self.o_cycles.eq(micc.o_cycles),
             self.o_config_cycles.eq(micc.o_config_cycles),
+            self.o_hold_cycles.eq(micc.o_hold_cycles),
         ]
         return m
 
 
 def build_fdpu(rows=8, cols=8, slots=64, operand_depth=4, dbuf_bytes=1 << 21, cbufs=8,
-               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True, dma_channels=1):
+               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True, dma_channels=1,
+               config_ports=1):
     """Return an :class:`FDPU` for ``fdpu verilog --top fdpu`` (paper defaults)."""
     return FDPU(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                             dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
                             int_issue=int_issue),
-                depth=depth, behavioural=behavioural, dma_channels=dma_channels)
+                depth=depth, behavioural=behavioural, dma_channels=dma_channels,
+                config_ports=config_ports)

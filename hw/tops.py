@@ -149,6 +149,7 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 2, "number of banks"),
         Param("cbuf_bytes", int, 1024, "bytes per bank, a power of two"),
         Param("behavioural", bool, False, "banks as behavioural SRAMs (simulation loading)"),
+        Param("ports", int, 1, "read ports (1..4, dividing cbufs), each over its own banks"),
     )),
     Top("micc", "hw.micc:build_micc", "MicC: configuration, windowed contexts, end counting.", (
         Param("rows", int, 2, "array rows"),
@@ -156,6 +157,7 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 2, "number of Cbufs"),
         Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
         Param("operand_depth", int, 4, "largest context window"),
+        Param("ports", int, 1, "configuration ports (1..4, dividing cbufs)"),
     )),
     Top("dma", "hw.dma:build_dma", "DMA: descriptor lists between external memory and the "
         "Dbufs/Cbufs (docs/system.md).", (
@@ -179,6 +181,7 @@ TOPS = {top.name: top for top in (
         Param("depth", int, 4, "router input FIFO depth"),
         Param("dma_channels", int, 1, "DMA channels, each with an edge port and an external "
               "memory"),
+        Param("config_ports", int, 1, "MicC configuration ports (1..4, dividing cbufs)"),
     )),
     Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
         "the paper's is --param rows=8 --param cols=8 --param slots=64 ...).", (
@@ -194,6 +197,7 @@ TOPS = {top.name: top for top in (
         Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
         Param("dma_channels", int, 1, "DMA channels (edge ports with an external memory "
               "port each)"),
+        Param("config_ports", int, 1, "MicC configuration ports (1..4, dividing cbufs)"),
     )),
 )}
 

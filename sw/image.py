@@ -28,6 +28,12 @@ Then one *CTX template* word per ``CTX`` slot (:func:`cbuf_template_layout`: des
 ``slot``, ``operand``): the MicC sends it as an OPERAND flit whose data is the context ID.
 :func:`expand_cbuf` is the MicC's expansion in Python (the reference of ``hw.micc``).
 
+Several configuration ports (``hw.micc.Micc(ports=P)``): :meth:`Image.cbuf_port_words` splits
+the records by PE over the ports of :func:`config_ports` (one edge port per array edge): each
+PE goes to the port nearest to it (:func:`config_port_of`), so on a square array each port
+configures one quadrant and the ports' flits share no mesh link.  Port ``p``'s words go to
+Cbuf region ``p`` (``P`` regions of whole banks); the CTX templates follow port 0's records.
+
 :meth:`Image.check` validates everything against the image's :class:`~sw.arch.ArrayParams`
 (every word decodes, every destination and segment is inside the array and the Dbufs) and
 raises :class:`~sw.errors.FdpuError` naming the fault.  :meth:`Image.save` writes an
@@ -48,7 +54,10 @@ from .errors import FdpuError
 from .packet import ConfigWhat, Kind, body_layout, header_layout
 
 __all__ = ["FORMAT_TAG", "Image", "load", "cbuf_header_layout", "cbuf_template_layout",
-           "expand_cbuf", "MAX_RECORD"]
+           "expand_cbuf", "MAX_RECORD", "config_ports", "config_port_of", "MAX_CONFIG_PORTS"]
+
+#: The most configuration ports (one per array edge).
+MAX_CONFIG_PORTS = 4
 
 #: The most data words of one Cbuf record (its ``count`` field).
 MAX_RECORD = (1 << 16) - 1
@@ -76,6 +85,36 @@ def cbuf_template_layout(params):
     return Layout("Cbuf CTX template", [
         Field("dst_x", params.x_bits), Field("dst_y", params.y_bits),
         Field("slot", params.slot_bits), Field("operand", 2)], width=64)
+
+
+def config_ports(params, ports):
+    """Return the edge coordinates of ``ports`` configuration ports, port 0 first.
+
+    Port 0 is the MicC's own port west of row 0; ports 1, 2, 3 sit east of the last row,
+    north of the last column and south of column 0 (the DMA channels' ports,
+    ``hw.top.dma_ports``): one per array edge, each at a corner, so that with XY routing the
+    flits of each port to its quadrant use links no other port uses.
+    """
+    if not isinstance(ports, int) or isinstance(ports, bool) \
+            or not 1 <= ports <= MAX_CONFIG_PORTS:
+        raise FdpuError(f"configuration ports must be an integer in 1..{MAX_CONFIG_PORTS} (one "
+                        f"per array edge), got {ports!r}")
+    if params.cbufs % ports:
+        raise FdpuError(f"configuration ports ({ports}) must divide the Cbufs "
+                        f"({params.cbufs}): each port reads its own Cbuf banks")
+    r, c = params.rows, params.cols
+    return [(-1, 0), (c, r - 1), (c - 1, -1), (0, r)][:ports]
+
+
+def config_port_of(params, ports):
+    """Return ``int[rows, cols]``: the configuration port of every PE (the nearest in hops).
+
+    Ties go to the lower port number.
+    """
+    coords = np.array(config_ports(params, ports))
+    ys, xs = np.mgrid[0:params.rows, 0:params.cols]
+    hops = (np.abs(xs[..., None] - coords[:, 0]) + np.abs(ys[..., None] - coords[:, 1]))
+    return np.argmin(hops, axis=2)
 
 
 def _runs_of(indices):
@@ -156,24 +195,38 @@ class Image:
         Only what the graph uses: the configured slots, the non-zero registers, the preloads
         and the CTX slots, in the order of the flits of ``sw.runtime.image_flits``.
         """
+        configs, templates = self.cbuf_port_words(1)
+        return configs[0], templates
+
+    def cbuf_port_words(self, ports):
+        """Return ``(configs, templates)``: per configuration port its Cbuf records, and the
+        CTX templates (port 0's), as uint64 arrays (module doc).
+
+        Port ``q`` gets the records of the PEs :func:`config_port_of` gives it, in the order
+        of :meth:`cbuf_words` (so every PE receives its flits in the same order).
+        """
         p = self.params
+        owner = config_port_of(p, ports)
+        out = [[] for _ in range(ports)]
         hdr, tpl = cbuf_header_layout(p), cbuf_template_layout(p)
         parts = self.program.shape[3]
-        words = []
         configured = self.program.any(axis=3)
         for y in range(p.rows):
             for x in range(p.cols):
+                words = out[owner[y, x]]
                 for first, n in _runs_of(np.nonzero(configured[y, x])[0].tolist()):
                     words.append(hdr.pack(what=ConfigWhat.INSN, dst_x=x + 1, dst_y=y + 1,
                                           slot=first, index=0, count=n * parts))
                     words.extend(self.program[y, x, first:first + n].reshape(-1).tolist())
         for y in range(p.rows):
             for x in range(p.cols):
+                words = out[owner[y, x]]
                 for first, n in _runs_of(np.nonzero(self.regs[y, x])[0].tolist()):
                     words.append(hdr.pack(what=ConfigWhat.REG, dst_x=x + 1, dst_y=y + 1,
                                           slot=0, index=first, count=n))
                     words.extend(self.regs[y, x, first:first + n].tolist())
         for x, y, s, o, v in self.preloads:
+            words = out[owner[y, x]]
             words.append(hdr.pack(what=ConfigWhat.PRELOAD, dst_x=x + 1, dst_y=y + 1, slot=s,
                                   index=o, count=1))
             words.append(v)
@@ -181,7 +234,7 @@ class Image:
                      for (x, y, s), insn in sorted(self.instructions().items(),
                                                    key=lambda t: (t[0][1], t[0][0], t[0][2]))
                      if insn.op is isa.Op.CTX]
-        return (np.array([int(w) for w in words], dtype=np.uint64),
+        return ([np.array([int(w) for w in words], dtype=np.uint64) for words in out],
                 np.array(templates, dtype=np.uint64))
 
     def check(self):
