@@ -154,11 +154,15 @@ class FdpuSystem(wiring.Component):
         DMA channels of the top (:class:`hw.top.FDPU`), each with an external memory of its
         own (``extmem``, ``extmem1``, ...; like the channels of a multi-channel DRAM), all
         with the same latency, bandwidth and stall registers.
+    config_ports : int
+        Configuration ports of the top's MicC (:class:`hw.top.FDPU`).
     """
 
-    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4, dma_channels=1):
+    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4, dma_channels=1,
+                 config_ports=1):
         from .top import FDPU
-        self.top = FDPU(params, depth=depth, behavioural=True, dma_channels=dma_channels)
+        self.top = FDPU(params, depth=depth, behavioural=True, dma_channels=dma_channels,
+                        config_ports=config_ports)
         self.mems = [ExtMem(ext_bytes) for _ in range(dma_channels)]
         self.mem = self.mems[0]
         self.params = params

@@ -47,7 +47,9 @@ DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad 
 flit other than CTX_END, an end for a context not in flight, more ends than ``i_ends`` for a
 context, a Cbuf write (``i_cbuf_write``) while the MicC runs.  ``o_cycles`` counts the cycles
 from start to DONE, ``o_config_cycles`` those spent configuring (CONFIG and DRAIN),
-``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array).
+``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array),
+``o_config_hidden`` the configuring cycles during which ``i_hold`` was high (configuration
+that ran behind the DMA).
 """
 
 import enum
@@ -147,7 +149,8 @@ class Micc(wiring.Component):
             "i_hold": In(1), "i_cbuf_write": In(1), "i_delivered": In(32),
             "o_state": Out(3), "o_done": Out(1), "o_error": Out(len(MiccError)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
-            "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_flits": Out(32),
+            "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_config_hidden": Out(48),
+            "o_flits": Out(32),
         })
 
     def elaborate(self, platform):
@@ -168,6 +171,7 @@ class Micc(wiring.Component):
         issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
         cycles, config_cycles, hold_cycles, flits = Signal(48), Signal(48), Signal(48), \
             Signal(32)
+        hidden = Signal(48)
         n_ctx, contexts = Signal(32), Signal(32)
         window, ends = Signal(32), Signal(16)
         running = ~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)
@@ -177,6 +181,7 @@ class Micc(wiring.Component):
             self.o_issued.eq(issued), self.o_retired.eq(retired), self.o_ends.eq(ends_seen),
             self.o_cycles.eq(cycles), self.o_config_cycles.eq(config_cycles),
             self.o_hold_cycles.eq(hold_cycles), self.o_flits.eq(flits),
+            self.o_config_hidden.eq(hidden),
         ]
         hdr_lay = data.StructLayout(cbuf_header_layout(p).struct_fields())
         tpl_lay = data.StructLayout(cbuf_template_layout(p).struct_fields())
@@ -305,6 +310,8 @@ class Micc(wiring.Component):
             m.d.sync += cycles.eq(_inc(cycles))
         with m.If(is_state(MiccState.CONFIG) | is_state(MiccState.DRAIN)):
             m.d.sync += config_cycles.eq(_inc(config_cycles))
+            with m.If(self.i_hold):
+                m.d.sync += hidden.eq(_inc(hidden))
         with m.If(is_state(MiccState.HOLD)):
             m.d.sync += hold_cycles.eq(_inc(hold_cycles))
         with m.If(err.any() & ~is_state(MiccState.IDLE)):
@@ -328,7 +335,7 @@ class Micc(wiring.Component):
                 contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
                 ends.eq(self.i_ends),
                 issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0),
-                config_cycles.eq(0), hold_cycles.eq(0), flits.eq(0), in_ctx.eq(0),
+                config_cycles.eq(0), hold_cycles.eq(0), flits.eq(0), in_ctx.eq(0), hidden.eq(0),
                 wait.eq(self.drain),
             ] + [c.eq(0) for c in counts]
             for q in ports:

@@ -30,10 +30,14 @@ Contract
   the Dbuf there into the reply mesh, each reading its own Cbuf banks; host registers
   ``i_n_config_<p>`` for ``p >= 1``.  The top counts the CONFIG flits ejected into PEs
   (``Micc.i_delivered``): contexts start only when every CONFIG flit is in its PE.
-* Overlap: the MicC and the DMA may run at the same time.  While a DMA channel is busy the
-  MicC holds its first context back (``HOLD`` after configuring: the DMA-in that overlaps the
-  configuration completes first); a Cbuf write while the MicC runs is its error
-  ``MICC_CBUF_BUSY`` (load the Cbufs first, then start the MicC with the Dbufs' DMA-in).
+* Overlap: the MicC and the DMA may run at the same time.  ``i_start`` with ``i_cbuf_words =
+  n > 0`` arms the start: the MicC starts once the DMA has written ``n`` Cbuf words since
+  ``i_dma_start`` (pulse ``i_dma_start`` first or in the same cycle; channel 0's list begins
+  with the Cbuf descriptors), so it configures while the DMA goes on filling the Dbufs.
+  While a DMA channel is busy the MicC holds its first context back (``HOLD`` after
+  configuring): contexts start only after both.  A Cbuf write while the MicC runs is its
+  error ``MICC_CBUF_BUSY`` (the Cbufs are single-ported).  ``o_halt``/``o_done`` stay low
+  while a start is armed.
 * DMA: ``i_dma_start`` with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
   ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
   ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
@@ -46,7 +50,7 @@ Contract
   ``o_dma_error`` their OR, ``o_dma_cycles`` start to last halt, ``o_ext_*_bytes`` sums.
   Only channel 0 writes the Cbufs.
   ``o_clock`` counts cycles since reset.
-* Host registers are ports: ``i_start`` (one-cycle pulse) with ``i_n_config``, ``i_n_ctx``,
+* Host registers are ports: ``i_start`` (one-cycle pulse; the MicC starts on the next cycle) with ``i_n_config``, ``i_n_ctx``,
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,
@@ -214,7 +218,8 @@ class FDPU(wiring.Component):
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
-            "o_config_cycles": Out(48), "o_hold_cycles": Out(48),
+            "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_config_hidden": Out(48),
+            "i_cbuf_words": In(32),
             "o_int_fires": Out(32).array(n), "o_fp_fires": Out(32).array(n),
             "o_pe_error": Out(len(PeError)).array(n),
             "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
@@ -258,7 +263,17 @@ class FDPU(wiring.Component):
         # while it runs (the Cbufs are single-ported; the host loads them first).
         start = Signal()
         dma_busy = Cat(*[d.o_busy for d in dmas]).any()
-        m.d.comb += [start.eq(self.i_start), micc.i_start.eq(start),
+        # An armed start fires when the DMA has written the Cbuf words the host named.
+        armed, need, written = Signal(), Signal(32), Signal(32)
+        with m.If(self.i_dma_start):
+            m.d.sync += written.eq(0)
+        with m.Elif(dma.cbuf_wr_en):
+            m.d.sync += written.eq(_inc(written))
+        with m.If(self.i_start):
+            m.d.sync += [armed.eq(1), need.eq(self.i_cbuf_words)]
+        with m.Elif(start):
+            m.d.sync += armed.eq(0)
+        m.d.comb += [start.eq(armed & ~(written < need)), micc.i_start.eq(start),
                      micc.i_hold.eq(dma_busy), micc.i_cbuf_write.eq(dma.cbuf_wr_en)]
         for c, d in enumerate(dmas):
             sfx = f"_{c}" if c else ""
@@ -389,13 +404,15 @@ class FDPU(wiring.Component):
         m.d.comb += error.eq(Cat(micc.o_error, pe_err_any, stray_req, stray_edge))
         m.d.comb += [
             self.o_error.eq(error),
-            self.o_done.eq(micc.o_done & ~error.any()),
-            self.o_halt.eq(micc.o_done | error.any() | _eq(micc.o_state, MiccState.DONE)),
+            self.o_done.eq(micc.o_done & ~error.any() & ~armed),
+            self.o_halt.eq((micc.o_done | error.any() | _eq(micc.o_state, MiccState.DONE))
+                           & ~armed),
             self.o_state.eq(micc.o_state), self.o_issued.eq(micc.o_issued),
             self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),
             self.o_cycles.eq(micc.o_cycles),
             self.o_config_cycles.eq(micc.o_config_cycles),
             self.o_hold_cycles.eq(micc.o_hold_cycles),
+            self.o_config_hidden.eq(micc.o_config_hidden),
         ]
         return m
 

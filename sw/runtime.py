@@ -45,9 +45,9 @@ __all__ = ["RtlError", "RtlRun", "JobRun", "MemModel", "image_flits", "write_mem
            "MICC_ERRORS", "DMA_STATES", "DMA_ERRORS"]
 
 #: Names of the MicC states (``hw.micc.MiccState``; kept here so ``sw`` needs no ``hw``).
-MICC_STATES = ("IDLE", "CONFIG", "DRAIN", "CTX", "WAIT", "DONE")
+MICC_STATES = ("IDLE", "CONFIG", "DRAIN", "CTX", "WAIT", "DONE", "HOLD")
 #: Names of the MicC error bits (``hw.micc.MiccError``).
-MICC_ERRORS = ("CONFIG_TOO_BIG", "BAD_REGS", "BAD_FLIT", "BAD_END")
+MICC_ERRORS = ("CONFIG_TOO_BIG", "BAD_REGS", "BAD_FLIT", "BAD_END", "CBUF_BUSY")
 #: Names of the PE error bits (``hw.pe_types.PeError``).
 PE_ERRORS = ("UNKNOWN_OPCODE", "OVERFLOW", "BAD_ADDRESS", "DBUF_ERROR")
 
@@ -95,12 +95,37 @@ def image_flits(image):
     return config, templates
 
 
-def _check_fits(p, n_config, n_ctx):
+def _check_fits(p, n_config, n_ctx, port=0, ports=1):
     cap = cbuf_capacity(p)
-    if n_config + n_ctx > cap:
-        raise FdpuError(f"the configuration needs {n_config + n_ctx} Cbuf words ({n_config} "
-                        f"of configuration records + {n_ctx} CTX templates), more than the "
-                        f"{p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
+    if ports == 1:
+        if n_config + n_ctx > cap:
+            raise FdpuError(f"the configuration needs {n_config + n_ctx} Cbuf words ({n_config} "
+                            f"of configuration records + {n_ctx} CTX templates), more than the "
+                            f"{p.cbufs} Cbufs of {p.cbuf_bytes} bytes hold ({cap})")
+        return
+    region = cap // ports
+    if n_config + n_ctx > region:
+        what = f" + {n_ctx} CTX templates" if port == 0 else ""
+        raise FdpuError(f"configuration port {port} needs {n_config + n_ctx} Cbuf words "
+                        f"({n_config} of configuration records{what}), more than its region "
+                        f"of the Cbufs holds ({region} words: {p.cbufs} Cbufs of "
+                        f"{p.cbuf_bytes} bytes over {ports} ports)")
+
+
+def port_configs(params, config, ports):
+    """Return ``config`` as a list of per-port Cbuf record lists, checked against ``ports``.
+
+    ``config`` is either one list of words (port 0's records) or a list of per-port lists.
+    Raises :class:`FdpuError` when it names a configuration port the top does not have.
+    """
+    seqs = (list, tuple, np.ndarray)
+    per_port = len(config) > 0 and all(isinstance(c, seqs) for c in config)
+    out = [list(c) for c in config] if per_port else [list(config)]
+    if len(out) > ports:
+        raise FdpuError(f"the configuration has Cbuf records for configuration port "
+                        f"{len(out) - 1}; the top has {ports} configuration port"
+                        f"{'s' if ports > 1 else ''} (0..{ports - 1})")
+    return out + [[] for _ in range(ports - len(out))]
 
 
 def _hex_lines(words, width):
@@ -122,7 +147,7 @@ def write_memories(image, folder, config=None, templates=None):
     _check_fits(p, len(config), len(templates))
     os.makedirs(folder, exist_ok=True)
     wb = cbuf_word_bits(p)
-    depth = cap // p.cbufs
+    depth = cbuf_capacity(p) // p.cbufs
     for i in range(p.cbufs):
         chunk = words[i * depth:(i + 1) * depth]
         with open(os.path.join(folder, f"cbuf_{i}.hex"), "w") as f:
@@ -151,7 +176,9 @@ class RtlRun:
 
     ``status``: the top's registers after the pass's compute phase (``o_cycles``,
     ``o_issued``, ``o_retired``, per-PE ``int_fires``/``fp_fires``/``pe_error``,
-    ``o_dbuf_reqs``, ``o_mesh_flits``...); ``in_cycles``/``out_cycles``: its DMA phases;
+    ``o_dbuf_reqs``, ``o_mesh_flits``...); ``in_cycles``/``out_cycles``: its DMA phases
+    (DMA-in: the Cbufs and the Dbufs); ``span_cycles``: with ``overlap``, the cycles of the
+    phase in which the DMA-in and the MicC run together (else ``in_cycles + cycles``);
     :meth:`read` returns what the DMA stored out of the Dbufs.
     """
     params: ArrayParams
@@ -160,16 +187,43 @@ class RtlRun:
     out_cycles: int = 0
     reader: object = None
     job: object = None
+    overlap: bool = False
+    span: int = 0
 
     @property
     def cycles(self):
-        """Return the cycles from start to done of the compute phase."""
+        """Return the cycles from start to done of the MicC (configuration, hold, contexts)."""
         return self.status["o_cycles"]
 
     @property
     def config_cycles(self):
         """Return the part of :attr:`cycles` the MicC spent configuring the PEs."""
         return self.status["o_config_cycles"]
+
+    @property
+    def hold_cycles(self):
+        """Return the part of :attr:`cycles` the MicC waited for the DMA-in after configuring."""
+        return self.status.get("o_hold_cycles", 0)
+
+    @property
+    def compute_cycles(self):
+        """Return the MicC's cycles without the hold: configuration + contexts."""
+        return self.cycles - self.hold_cycles
+
+    @property
+    def context_cycles(self):
+        """Return the cycles from the first context's start to the last context's end."""
+        return self.cycles - self.config_cycles - self.hold_cycles
+
+    @property
+    def span_cycles(self):
+        """Return the cycles of the DMA-in + compute part of the pass, end to end."""
+        return self.span if self.overlap else self.in_cycles + self.cycles
+
+    @property
+    def config_hidden_cycles(self):
+        """Return the configuration cycles that ran while the DMA-in was still running."""
+        return self.status.get("o_config_hidden", 0)
 
     def read(self, address, nbytes):
         """Return ``nbytes`` of Dbuf memory at global ``address`` (a range asked for)."""
@@ -355,18 +409,39 @@ class JobRun:
 
     @property
     def cycles(self):
-        """Return the cycles of the whole job: every DMA phase and every compute phase."""
-        return sum(r.in_cycles + r.cycles + r.out_cycles for r in self.passes)
+        """Return the cycles of the whole job, end to end: every phase as it ran (with
+        ``overlap`` the DMA-in of the Dbufs and the MicC count once, as their common span)."""
+        return sum(r.span_cycles + r.out_cycles for r in self.passes)
 
     @property
     def compute_cycles(self):
-        """Return the cycles the MicC ran (start to done), over all passes."""
-        return sum(r.cycles for r in self.passes)
+        """Return the MicC's cycles without waiting for the DMA: configuration + contexts."""
+        return sum(r.compute_cycles for r in self.passes)
 
     @property
     def config_cycles(self):
         """Return the compute cycles spent configuring the PEs (before each pass's contexts)."""
         return sum(r.config_cycles for r in self.passes)
+
+    @property
+    def context_cycles(self):
+        """Return the cycles from each pass's first context start to its last end, summed."""
+        return sum(r.context_cycles for r in self.passes)
+
+    @property
+    def hold_cycles(self):
+        """Return the cycles the configured array waited for the DMA-in (``overlap``)."""
+        return sum(r.hold_cycles for r in self.passes)
+
+    @property
+    def config_hidden_cycles(self):
+        """Return the configuration cycles that ran behind the DMA-in (``overlap``)."""
+        return sum(r.config_hidden_cycles for r in self.passes)
+
+    @property
+    def dma_cycles(self):
+        """Return the cycles the DMA phases took (DMA-in, DMA-out), summed."""
+        return sum(r.in_cycles + r.out_cycles for r in self.passes)
 
     @property
     def ext_bytes(self):
@@ -381,13 +456,13 @@ class JobRun:
         compute cycles: what the external memory must deliver for the DMA of one pass to hide
         completely behind the computation of another (double buffering).
         """
-        return max((i + o) / max(1, r.cycles)
+        return max((i + o) / max(1, r.compute_cycles)
                    for r, i, o in zip(self.passes, self.ext_in, self.ext_out))
 
 
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
-            backdoor_in=False, dma_channels=1):
+            backdoor_in=False, dma_channels=1, config_ports=1, overlap=False):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation.
 
     Parameters
@@ -408,8 +483,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         twice a second while the simulation runs.
     configs : list of (list, list), optional
         Cbuf words (configuration records, CTX templates) per pass instead of
-        :meth:`~sw.image.Image.cbuf_words` (tests of bad configurations; words past the Cbufs
-        are not loaded, the MicC is told the full count).
+        :meth:`~sw.image.Image.cbuf_port_words` (tests of bad configurations; the records are
+        one list (port 0) or one list per configuration port; words past a port's Cbuf
+        region are not loaded, the MicC is told the full count).
     backdoor_in : bool
         Do not simulate the DMA-in of the passes: the bench writes what its descriptors would
         move into the Dbufs and Cbufs by backdoor (``tb.top.test_run``); their ``in_cycles``
@@ -419,6 +495,15 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         DMA channels of the top, each with its own external memory (``hw.extmem``): the
         Dbufs of a pass are spread over the channels by bytes, each Dbuf's runs on one
         channel (the Cbuf image and the DMA-out stay on channel 0).
+    config_ports : int
+        Configuration ports of the MicC (1 .. 4, dividing ``params.cbufs``): the records are
+        split by PE over the ports (:meth:`~sw.image.Image.cbuf_port_words`), port ``q``'s
+        words loaded into Cbuf region ``q``.
+    overlap : bool
+        Per pass, start the DMA-in and (armed, ``i_cbuf_words``) the MicC together: the MicC
+        starts as soon as channel 0 has written the pass's Cbuf words (its first
+        descriptors) and configures while the DMA goes on filling the Dbufs; the first
+        context waits until the DMA is done (the MicC's HOLD).
 
     Returns
     -------
@@ -443,24 +528,36 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         raise FdpuError(f"dma_channels must be an integer in 1..{p.num_dbufs} (the edge "
                         f"ports), got {dma_channels!r}")
     nch = dma_channels
+    from .image import config_ports as _ports_of
+    _ports_of(p, config_ports)             # raises FdpuError for a bad count
     cap = cbuf_capacity(p)
+    region = cap // config_ports
     exts = [_ExtImage() for _ in range(nch)]
     ext = exts[0]
     mask = (1 << 64) - 1
     plan, prev_cbuf, results = [], None, []
     for j, (image, reads) in enumerate(passes):
-        cfg, templates = image.cbuf_words() if configs is None else configs[j]
         if configs is None:
-            _check_fits(p, len(cfg), len(templates))
-        cwords = np.array([int(w) & mask for w in list(cfg) + list(templates)][:cap],
-                          dtype=np.uint64)
+            cfgs, templates = image.cbuf_port_words(config_ports)
+            for q, c in enumerate(cfgs):
+                _check_fits(p, len(c), len(templates) if q == 0 else 0, q, config_ports)
+        else:
+            cfgs, templates = port_configs(p, configs[j][0], config_ports), configs[j][1]
+        cwords = [np.array([int(w) & mask for w in list(c) + (list(templates) if q == 0
+                                                                else [])][:region],
+                           dtype=np.uint64) for q, c in enumerate(cfgs)]
         descs, moved = [[] for _ in range(nch)], 0
         load = [0] * nch
-        if prev_cbuf is None or not np.array_equal(prev_cbuf, cwords):
-            if len(cwords):
-                descs[0].append(_desc(ext.put(cwords), 0, 8 * len(cwords), DESC_CBUF))
-                moved += 8 * len(cwords)
-                load[0] += len(cwords)
+        cbuf_words = 0
+        if prev_cbuf is None or not all(np.array_equal(a, b) for a, b in zip(prev_cbuf,
+                                                                              cwords)):
+            for q, words in enumerate(cwords):
+                if len(words):
+                    descs[0].append(_desc(ext.put(words), 8 * q * region, 8 * len(words),
+                                          DESC_CBUF))
+                    moved += 8 * len(words)
+                    load[0] += len(words)
+                    cbuf_words += len(words)
             prev_cbuf = cwords
         for c, lo, words in _assign(_runs(image), nch, load, p):
             descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
@@ -473,9 +570,10 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             where.append((addr, n, at + addr - lo))
             out_bytes += hi - lo
         results.append(where)
-        plan.append(dict(descs=descs, ndesc=sum(len(d) for d in descs), outs=outs,
-                         cfg=len(cfg), templates=len(templates), image=image, moved=moved,
-                         out_bytes=out_bytes))
+        plan.append(dict(descs=descs, cbuf_words=cbuf_words,
+                         ndesc=sum(len(d) for d in descs), outs=outs,
+                         cfg=[len(c) for c in cfgs], templates=len(templates), image=image,
+                         moved=moved, out_bytes=out_bytes))
     res_lo = min((at for w in results for _, _, at in w), default=ext.cursor) & ~7
     res_hi = max((at + n for w in results for _, n, at in w), default=res_lo)
     spec_passes = []
@@ -485,12 +583,15 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                for c, d in enumerate(pl["descs"])]
         lout = ext.put(np.array(pl["outs"], dtype=np.uint64).reshape(-1)) if pl["outs"] else 0
         image = pl["image"]
+        all_in = [(c, d) for c, ds in enumerate(pl["descs"]) for d in ds]
         spec_passes.append(dict(
             dma_in=lin, dma_out=[lout, len(pl["outs"])],
             in_descs=[[c, int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
                        int(d[1]) >> 32]
-                      for c, ds in enumerate(pl["descs"]) for d in ds] if backdoor_in else [],
-            regs=dict(i_n_config=pl["cfg"], i_n_ctx=pl["templates"],
+                      for c, d in all_in] if backdoor_in else [],
+            regs=dict(i_n_config=pl["cfg"][0], i_n_ctx=pl["templates"],
+                      **{f"i_n_config_{q}": n for q, n in enumerate(pl["cfg"]) if q},
+                      i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
                       i_contexts=image.contexts, i_window=image.window,
                       i_ends=image.ends_per_context)))
         ext_in.append(pl["moved"] + 16 * (pl["ndesc"] + len(pl["outs"])))
@@ -520,6 +621,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     np.savez(mem_path, **arrays)
     progress_file = os.path.join(work_dir, "progress.json")
     spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem, channels=nch,
+                overlap=bool(overlap),
                 out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
                 reads=[[res_lo // 8, (res_hi - res_lo + 7) // 8]] if res_hi > res_lo else [],
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
@@ -531,7 +633,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     spec_path = os.path.join(work_dir, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=nch)
+    top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=nch,
+                     config_ports=config_ports)
     box = {}
 
     def simulate():
@@ -591,7 +694,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     runs = []
     for j, rec in enumerate(out["passes"]):
         runs.append(RtlRun(p, rec["status"], rec["in_cycles"], rec["out_cycles"],
-                           reader(results[j])))
+                           reader(results[j]), overlap=bool(overlap),
+                           span=rec.get("span_cycles", 0)))
     return JobRun(p, runs, out["final"], ext_in, ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
                   str(res.waves) if res.waves else None, bool(backdoor_in),

@@ -10,6 +10,12 @@ and awaits one ``halt`` edge (in chunks, writing a progress file for the runtime
 bound, whose expiry is reported as "timeout ... deadlock" with the state of the stuck block.
 After the last pass the result ranges are read from the external memory by backdoor.
 
+With ``overlap`` in the spec (``sw.runtime.run_job(overlap=True)``) a pass runs the DMA-in and
+the MicC together: ``i_dma_start`` then ``i_start`` armed with ``i_cbuf_words`` (the MicC
+starts once the DMA wrote the pass's Cbuf words, configures behind the rest of the DMA-in and
+holds its first context until the DMA is done), awaited as the DMA's halt then the MicC's;
+then the DMA-out.
+
 With ``backdoor_in`` in the spec (``sw.runtime.run_job(backdoor_in=True)``, a measurement aid
 for layers whose DMA-in would take too long to simulate, never the default) the DMA-in of each
 pass is not simulated: the bench copies what its descriptors would move from the external
@@ -27,7 +33,7 @@ from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
 
 _COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
-             "o_cycles", "o_config_cycles", "o_dbuf_reqs", "o_mesh_flits", "o_clock",
+             "o_cycles", "o_config_cycles", "o_hold_cycles", "o_config_hidden", "o_dbuf_reqs", "o_mesh_flits", "o_clock",
              "o_dma_state",
              "o_dma_done", "o_dma_halt", "o_dma_error", "o_dma_desc", "o_dma_cycles",
              "o_ext_rd_bytes", "o_ext_wr_bytes")
@@ -72,9 +78,18 @@ class Job:
         await RisingEdge(self.dut.clk)
         getattr(self.dut, name).value = 0
 
-    async def wait(self, halt, bound, what, pass_index):
-        """Await a rising edge of ``halt`` within ``bound`` cycles; return (halted, waited)."""
+    async def wait(self, halt, bound, what, pass_index, level=False):
+        """Await a rising edge of ``halt`` within ``bound`` cycles; return (halted, waited).
+
+        ``level``: return at once when ``halt`` is already high (a block started earlier may
+        have halted while the bench awaited another).
+        """
         chunk, waited, halted = self.spec["chunk"], 0, False
+        if level:
+            await ReadOnly()
+            if _int(halt):
+                await RisingEdge(self.dut.clk)
+                return True, 0
         step = min(chunk, bound)
         timer = Timer(step * self.period, unit="ns")
         while waited < bound and not halted:
@@ -146,8 +161,10 @@ async def run_job(dut):
     npes = spec["rows"] * spec["cols"]
     start_clock(dut.clk)
     for name in ("i_start", "i_dma_start", "i_dma_list", "i_dma_count", "i_n_config",
-                 "i_n_ctx", "i_contexts", "i_window", "i_ends"):
+                 "i_n_ctx", "i_contexts", "i_window", "i_ends", "i_cbuf_words"):
         getattr(dut, name).value = 0
+    for name in spec["passes"][0]["regs"] if spec["passes"] else ():
+        getattr(dut, name).value = 0              # the other ports' i_n_config_<p>
     for c in range(1, spec.get("channels", 1)):
         getattr(dut, f"i_dma_list_{c}").value = 0
         getattr(dut, f"i_dma_count_{c}").value = 0
@@ -162,11 +179,52 @@ async def run_job(dut):
     job = Job(dut, spec)
     t1 = time.monotonic()
     passes, failure = [], None
+    overlap = spec.get("overlap", False)
+    nch = spec.get("channels", 1)
+
+    def set_lists(lists):
+        """Set every channel's list registers; return whether any descriptor is to run."""
+        lists = lists + [[0, 0]] * (nch - len(lists))
+        for c, (lst, count) in enumerate(lists):
+            sfx = f"_{c}" if c else ""
+            getattr(dut, f"i_dma_list{sfx}").value = lst
+            getattr(dut, f"i_dma_count{sfx}").value = count
+        return any(count for _, count in lists)
+
     for j, ps in enumerate(spec["passes"]):
         rec = {}
-        for phase in ("in", "compute", "out"):
+        phases = ("in+compute", "out") if overlap else ("in", "compute", "out")
+        for phase in phases:
             before = _int(dut.o_clock)
-            if phase == "compute":
+            if phase == "in+compute":
+                # The DMA-in and the MicC together: the MicC starts once the Cbufs are loaded,
+                # configures while the DMA fills the Dbufs, holds its first context until the
+                # DMA is done.
+                for name, value in ps["regs"].items():
+                    getattr(dut, name).value = value
+                if spec.get("backdoor_in"):
+                    _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
+                dma_on = set_lists(ps["dma_in"]) and not spec.get("backdoor_in")
+                if dma_on:
+                    await job.pulse("i_dma_start")
+                await job.pulse("i_start")
+                halted, waited, ok = True, 0, True
+                if dma_on:
+                    halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
+                                                    "dma_in", j, level=True)
+                    ok = halted and _int(dut.o_dma_done)
+                rec["in_cycles"] = _int(dut.o_dma_cycles) if dma_on else 0
+                if not ok:
+                    phase = "in"
+                else:
+                    halted, waited = await job.wait(dut.o_halt, spec["max_cycles"], "compute",
+                                                    j, level=True)
+                    ok = halted and not _int(dut.o_error) and _int(dut.o_done)
+                    phase = "compute"
+                rec["status"] = _snapshot(dut, npes)
+                cycles = _int(dut.o_clock) - before
+                rec["span_cycles"] = cycles
+            elif phase == "compute":
                 for name, value in ps["regs"].items():
                     getattr(dut, name).value = value
                 await job.pulse("i_start")
@@ -174,6 +232,8 @@ async def run_job(dut):
                 ok = halted and not _int(dut.o_error) and _int(dut.o_done)
                 status = _snapshot(dut, npes)
                 rec["status"] = status
+                cycles = _int(dut.o_clock) - before
+                rec["compute_cycles"] = cycles
             else:
                 if phase == "in" and spec.get("backdoor_in"):
                     _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
@@ -181,20 +241,15 @@ async def run_job(dut):
                     continue
                 # Per channel [list, count] (DMA-in), or channel 0's only (DMA-out).
                 lists = ps["dma_in"] if phase == "in" else [ps["dma_out"]]
-                lists = lists + [[0, 0]] * (spec.get("channels", 1) - len(lists))
-                if not any(count for _, count in lists):
+                if not set_lists(lists):
                     rec[f"{phase}_cycles"] = 0
                     continue
-                for c, (lst, count) in enumerate(lists):
-                    sfx = f"_{c}" if c else ""
-                    getattr(dut, f"i_dma_list{sfx}").value = lst
-                    getattr(dut, f"i_dma_count{sfx}").value = count
                 await job.pulse("i_dma_start")
                 halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
                                                 f"dma_{phase}", j)
                 ok = halted and _int(dut.o_dma_done)
-            cycles = _int(dut.o_clock) - before
-            rec[f"{phase}_cycles"] = cycles
+                cycles = _int(dut.o_clock) - before
+                rec[f"{phase}_cycles"] = cycles
             job.done_cycles += cycles
             if not ok:
                 failure = dict(pass_index=j, phase=phase, halted=halted, waited=waited,
