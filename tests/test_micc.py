@@ -232,3 +232,186 @@ def test_expand_cbuf_refuses_a_record_past_the_end():
     hdr = cbuf_header_layout(P)
     with pytest.raises(FdpuError, match="Cbuf record at word 0 announces 3 data words; only 1"):
         expand_cbuf(P, [hdr.pack(what=0, dst_x=1, dst_y=1, slot=0, index=0, count=3), 5], [])
+
+
+# Several configuration ports, HOLD, CBUF_BUSY (hw.micc.Micc(ports=...), hw.cbuf.Cbuf(ports=...)).
+
+Q = ArrayParams(rows=2, cols=2, cbufs=4, cbuf_bytes=256, operand_depth=4)
+
+
+class PortsRig(wiring.Component):
+    """Cbuf + MicC with ``ports`` configuration ports (every read port wired)."""
+
+    def __init__(self, params, ports):
+        self.cbuf = Cbuf(params, ports=ports)
+        self.micc = Micc(params, drain=3, ports=ports)
+        self.ports = ports
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.cbuf, m.submodules.micc = self.cbuf, self.micc
+        for q in range(self.ports):
+            s = f"_{q}" if q else ""
+            m.d.comb += [getattr(self.cbuf, f"rd_en{s}").eq(getattr(self.micc, f"rd_en{s}")),
+                         getattr(self.cbuf, f"rd_addr{s}").eq(getattr(self.micc, f"rd_addr{s}")),
+                         getattr(self.micc, f"rd_data{s}").eq(getattr(self.cbuf, f"rd_data{s}"))]
+        return m
+
+
+def _run_ports(ports, sizes, *, hold=0, cbuf_write_at=None, regs_override=None,
+               max_cycles=5_000):
+    """Run a PortsRig with ``sizes[q]`` CONFIG flits on port ``q``, 2 contexts of one template.
+
+    ``hold``: cycles ``i_hold`` stays high after the start; ``cbuf_write_at``: a cycle (after
+    the start) in which the Cbufs are written.  Returns (per-port flits, records, log).
+    """
+    rng = random.Random(SEED)
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rig = PortsRig(Q, ports)
+    m, c = rig.micc, rig.cbuf
+    region = c.words // ports
+    records = [_records(n, rng) for n in sizes]
+    tpl = cbuf_template_layout(Q).pack(dst_x=2, dst_y=1, slot=7, operand=0)
+    out = [[] for _ in range(ports)]
+    log = {}
+
+    async def bench(ctx):
+        for q, words in enumerate(records):
+            for a, w in enumerate(words + ([tpl] if q == 0 else [])):
+                ctx.set(c.wr_en, 1)
+                ctx.set(c.wr_addr, q * region + a)
+                ctx.set(c.wr_data, w)
+                await ctx.tick()
+        ctx.set(c.wr_en, 0)
+        regs = dict(i_n_ctx=1, i_contexts=2, i_window=1, i_ends=1)
+        regs.update({f"i_n_config{'_%d' % q if q else ''}": len(r) for q, r in enumerate(records)})
+        regs.update(regs_override or {})
+        for k, v in regs.items():
+            ctx.set(getattr(m, k), v)
+        ctx.set(m.i_start, 1)
+        ctx.set(m.i_hold, 1 if hold else 0)
+        await ctx.tick()
+        ctx.set(m.i_start, 0)
+        started, first_ctx = [], None
+        for cycle in range(max_cycles):
+            if cycle == hold:
+                ctx.set(m.i_hold, 0)
+            ctx.set(c.wr_en, int(cycle == cbuf_write_at))
+            ctx.set(m.i_cbuf_write, int(cycle == cbuf_write_at))
+            ends = [n for n in started if n[0] <= cycle]
+            if ends:
+                started.remove(ends[0])
+                ctx.set(m.i_flit.valid, 1)
+                ctx.set(m.i_flit.payload.as_value(), _end(ends[0][1]))
+            else:
+                ctx.set(m.i_flit.valid, 0)
+            if ctx.get(m.o_state) in (MiccState.DONE, MiccState.IDLE):
+                break
+            for q in range(ports):
+                o = getattr(m, f"o_flit{'_%d' % q if q else ''}")
+                ready = rng.random() >= 0.3
+                ctx.set(o.ready, ready)
+                if ctx.get(o.valid) and ready:
+                    word = ctx.get(o.payload).as_value().value
+                    out[q].append(word)
+                    kind, _, body = unpack_flit(Q, word)
+                    if kind is Kind.OPERAND:
+                        first_ctx = cycle if first_ctx is None else first_ctx
+                        started.append((cycle + 5,
+                                        body_layout(Kind.OPERAND, Q).unpack(body)["data"]))
+            await ctx.tick()
+        else:
+            raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: MicC state "
+                                 f"{MiccState(ctx.get(m.o_state)).name}")
+        await ctx.tick()
+        log.update(error=ctx.get(m.o_error), done=ctx.get(m.o_done),
+                   config_cycles=ctx.get(m.o_config_cycles), hold=ctx.get(m.o_hold_cycles),
+                   hidden=ctx.get(m.o_config_hidden), first_ctx=first_ctx,
+                   retired=ctx.get(m.o_retired))
+
+    sim = Simulator(rig)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return out, records, log
+
+
+@pytest.mark.parametrize("ports, sizes", [(2, [9, 14]), (4, [3, 0, 12, 7])])
+def test_config_ports_expand_their_own_regions_in_parallel(ports, sizes):
+    out, records, log = _run_ports(ports, sizes)
+    assert log["done"] and not log["error"] and log["retired"] == 2, log
+    for q in range(ports):
+        assert out[q][:sizes[q]] == expand_cbuf(Q, records[q], [])
+        assert len(out[q]) == sizes[q] + (2 if q == 0 else 0)      # contexts on port 0 only
+    # In parallel: configuring takes about the largest port's flits, not their sum.
+    assert max(sizes) <= log["config_cycles"] < sum(sizes) + 10
+
+
+def test_hold_keeps_contexts_back_until_the_dma_is_done():
+    out, _, log = _run_ports(2, [4, 4], hold=200)
+    assert log["done"] and not log["error"], log
+    assert log["first_ctx"] >= 200 and log["hold"] + log["config_cycles"] >= 198
+    assert log["hidden"] == log["config_cycles"]         # configured while "the DMA" ran
+
+
+def test_cbuf_write_while_running_is_an_error():
+    _, _, log = _run_ports(2, [30, 30], cbuf_write_at=5)
+    assert log["error"] >> MiccError.CBUF_BUSY & 1 and not log["done"]
+
+
+@pytest.mark.parametrize("regs", [dict(i_n_config_1=1000), dict(i_n_config=63, i_n_ctx=2)])
+def test_config_too_big_for_a_port_region(regs):
+    # 4 banks of 32 words, 2 ports: 64 words per region (port 0: records + templates).
+    _, _, log = _run_ports(2, [2, 2], regs_override=regs)
+    assert log["error"] >> MiccError.CONFIG_TOO_BIG & 1 and not log["done"]
+
+
+def test_bad_port_parameters():
+    with pytest.raises(TypeError, match=r"ports must be an integer in 1..4 dividing cbufs "
+                                        r"\(4\), not 3"):
+        Micc(Q, ports=3)
+    with pytest.raises(TypeError, match=r"ports must be an integer in 1..4 dividing cbufs "
+                                        r"\(2\), not 4"):
+        Cbuf(P, ports=4)
+    with pytest.raises(TypeError, match=r"config_ports must be an integer in 1..4 dividing "
+                                        r"cbufs \(8\), not 5"):
+        __import__("hw.top").top.FDPU(ArrayParams(rows=1, cols=1), config_ports=5)
+
+
+@pytest.mark.parametrize("rows, cols, ports", [(8, 8, 4), (2, 3, 4), (4, 4, 2), (1, 1, 4)])
+def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
+    from collections import defaultdict
+
+    from sw import graphs, layers
+    from sw.asm import assemble
+    from sw.golden import _program
+    from sw.image import config_port_of, config_ports
+    from sw.noc_model import unpack_flit as unpack
+    p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
+    K, C = (96, 256) if rows == 8 else (5, 40)
+    plan = graphs.plan_fc(K, C, 4, "dense", p)
+    graph, placement = _program(plan)
+    segments, _ = graphs.pass_memory(plan, layers.make_weights((K, C), 1.0, 1),
+                                     layers.make_inputs(C, 4, 1), 0)
+    image = assemble(graph, placement, segments, plan.pass_contexts(0))
+    one, templates = image.cbuf_words()
+    configs, templates2 = image.cbuf_port_words(ports)
+    assert list(templates) == list(templates2)
+    owner = config_port_of(p, ports)
+    per_pe = defaultdict(list)
+    for q, words in enumerate(configs):
+        for flit in expand_cbuf(p, words, []):
+            (x, y) = unpack(p, flit)[1]
+            assert owner[y, x] == q                        # each PE from its own port
+            per_pe[x, y].append(flit)
+    ref = defaultdict(list)
+    for flit in expand_cbuf(p, one, []):
+        ref[unpack(p, flit)[1]].append(flit)
+    assert per_pe == ref                                   # same flits, same order per PE
+    assert sum(len(w) for w in configs) == len(one)
+    if (rows, cols) == (8, 8):
+        # One quadrant per port: each port a quarter of the words (balanced within 10 %).
+        assert max(len(w) for w in configs) <= 1.1 * len(one) / 4
+        coords = config_ports(p, ports)
+        assert coords == [(-1, 0), (8, 7), (7, -1), (0, 8)]
