@@ -165,7 +165,10 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["match"] and rec["cycles"] > 0 and 0 < rec["utilization"] <= 1
     assert rec["rtl_instructions"] == rec["golden_instructions"]
-    assert rec["cycles"] == rec["compute_cycles"] + rec["dma_cycles"]
+    # Overlap (the default): the configuration runs behind the DMA-in.
+    assert rec["overlap"] and rec["config_ports"] == 4
+    assert rec["cycles"] < rec["compute_cycles"] + rec["dma_cycles"]
+    assert rec["config_hidden_cycles"] == rec["config_cycles"] and rec["hold_cycles"] > 0
     assert rec["ext_read_bytes"] > 0 and rec["ext_write_bytes"] >= 4 * 3 * 2     # N x K fp16
     assert rec["peak_bandwidth"] > 0 and rec["utilization_end_to_end"] < rec["utilization"]
     # Configuration is part of the compute phase: the MicC sends at least one flit per slot.
@@ -231,3 +234,63 @@ def test_multichannel_dma(sim, rows):
 def test_bad_dma_channels(build, error, match):
     with pytest.raises(error, match=match):
         build()
+
+
+# Several configuration ports and configuration overlapped with the DMA-in (docs/system.md).
+
+def _2x3_image():
+    """Return the 2 x 3 dense image of :func:`_ports_fc` (5 x 40, batch 3)."""
+    p = ArrayParams(rows=2, cols=3, **{**SMALL, "slots": 32})
+    plan = graphs.plan_fc(5, 40, 3, "dense", p)
+    graph, placement = _program(plan)
+    segments, _ = graphs.pass_memory(plan, layers.make_weights((5, 40), 1.0, 1),
+                                     layers.make_inputs(40, 3, 1), 0)
+    return assemble(graph, placement, segments, plan.pass_contexts(0))
+
+
+@pytest.mark.parametrize("sim, overlap", [
+    ("icarus", True),
+    pytest.param("icarus", False, marks=pytest.mark.slow),
+    pytest.param("verilator", True, marks=pytest.mark.slow),
+    pytest.param("verilator", False, marks=pytest.mark.slow)])
+def test_config_ports_on_several_edges_and_overlap(sim, overlap):
+    # 2 x 3, 4 configuration ports: the PEs nearest the west, east, north and south ports are
+    # configured through them in parallel: faster than one flit per cycle through one port.
+    # With overlap and a slow external memory (a DMA-in several times the configuration) the
+    # configuration runs entirely behind the DMA-in (the MicC starts once the Cbufs are
+    # loaded and holds its first context until the DMA is done).  Bit-exact either way.
+    image = _2x3_image()
+    configs, _ = image.cbuf_port_words(4)
+    assert sum(1 for c in configs if len(c)) >= 3            # ports on several edges
+    mem = runtime.MemModel(latency=20, bandwidth=2.0)
+    job = _fc(2, 3, 5, 40, 3, "dense", 1.0, sim, slots=32,
+              kwargs=dict(config_ports=4, dma_channels=2, overlap=overlap, mem=mem))
+    run = job.passes[0]
+    assert 0 < run.config_cycles < len(runtime.image_flits(image)[0])
+    if overlap:
+        assert run.config_hidden_cycles == run.config_cycles
+        assert run.hold_cycles > 0                           # the array waited for the DMA
+        assert run.span_cycles <= run.in_cycles + run.context_cycles + 8
+        assert job.cycles < job.compute_cycles + job.dma_cycles
+    else:
+        assert run.config_hidden_cycles == 0 and run.span_cycles == run.in_cycles + run.cycles
+
+
+def test_configuration_for_a_port_that_does_not_exist_or_too_big():
+    image = _image()
+    cfg, templates = image.cbuf_words()
+    with pytest.raises(FdpuError, match=r"Cbuf records for configuration port 2; the top has "
+                                        r"2 configuration ports \(0..1\)"):
+        runtime.run_rtl(image, "icarus", config=([cfg, [], cfg], templates), config_ports=2)
+    with pytest.raises(FdpuError, match=r"configuration ports must be an integer in 1..4 \(one "
+                                        r"per array edge\), got 5"):
+        runtime.run_rtl(image, "icarus", config_ports=5)
+    with pytest.raises(FdpuError, match=r"configuration ports \(3\) must divide the Cbufs "
+                                        r"\(8\)"):
+        runtime.run_rtl(image, "icarus", config_ports=3)
+    small = _image(cbufs=2, cbuf_bytes=128)           # 2 regions of 16 words
+    n = len(small.cbuf_words()[0]) + len(templates)
+    with pytest.raises(FdpuError, match=f"configuration port 0 needs {n} Cbuf words .* more "
+                                        f"than its region of the Cbufs holds \\(16 words"):
+        runtime.run_rtl(small, "icarus", config_ports=2)
+    # The hardware's own check (a record count beyond a port's region) is in test_micc.
