@@ -51,6 +51,11 @@ __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "Deadlock
 M32 = 0xFFFF_FFFF
 M64 = (1 << 64) - 1
 _LAT = {Unit.INT: 2, Unit.FP: 4, Unit.CTRL: 1, Unit.MEM: 1, Unit.NONE: 1}
+# What the RTL PE adds to a unit's latency before a consumer can fire (docs/pe.md, measured
+# by scripts/bench_pe.py): dispatch, operand write and the consumer's pick, 3 cycles on the
+# same PE (INT -> INT 5 cycles fire to fire); 7 + hops to another PE (one hop: 10).
+_LOCAL = 3
+_REMOTE = 7
 _BCAST = 0x0001_0001_0001_0001
 _FACC_INIT = 0x8000_8000_8000_8000
 
@@ -259,10 +264,14 @@ class _Machine:
         heapq.heappush(self.events, (t, self.seq, kind, args))
 
     def _issue(self, st, pipe):
-        # The PE issues params.int_issue INT/MEM/CTRL instructions and one FP instruction (or
-        # ITER token) per cycle: pipe_free holds (cycle, issues in that cycle) per pipe.
+        # Like the RTL PE, each pipe issues one instruction (or ITER token) per cycle: "fp",
+        # "int" (INT/CTRL, and MEM with int_issue = 1) and, with int_issue = 2, "mem" (loads
+        # and stores only: the RTL's pipe 0 takes no other instruction).  pipe_free holds
+        # (cycle, issues in that cycle) per pipe.
+        if pipe == "mem" and self.p.int_issue == 1:
+            pipe = "int"
         key = (st.key[0], st.key[1], pipe)
-        width = self.p.int_issue if pipe == "int" else 1
+        width = 1
         cycle, used = self.pipe_free.get(key, (-1, 0))
         if cycle == self.now and used >= width:
             free = self.now + 1
@@ -282,11 +291,11 @@ class _Machine:
         if st.local[i]:
             self.slots[dkey].reserved[d.operand] += 1
             self.c.tokens_local += 1
-            t = self.now + latency + 1 + self._rand(self.jitter)
+            t = self.now + latency + _LOCAL + self._rand(self.jitter)
         else:
             self.c.tokens_mesh += 1
             self.c.token_hops += st.hops[i]
-            t = self.now + latency + st.hops[i] + self._rand(self.jitter)
+            t = self.now + latency + _REMOTE + st.hops[i] + self._rand(self.jitter)
         # One source to one destination is one path: it stays in order.
         t = max(t, st.last.get(i, 0))
         st.last[i] = t
@@ -447,7 +456,7 @@ class _Machine:
             ndest = range(len(insn.dests))
         if not self._room(st, ndest):
             return False
-        if not self._issue(st, "fp" if op.unit is Unit.FP else "int"):
+        if not self._issue(st, {Unit.FP: "fp", Unit.MEM: "mem"}.get(op.unit, "int")):
             return False
         popped = {i: st.fifos[i].popleft() for i in st.ops}
         self._wake(st)

@@ -39,10 +39,26 @@ MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
 _ROW = fdcsr.ROW
 _DESC = 16           # bytes of one descriptor: item base, input base, output base, pad
+_ZERO = 12           # the pad word (always 0): the binary16 +0.0 a sparse zero weight loads
 _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
-#: Cycles a sparse row chain needs per weight (SWITCH -> LD round trip -> join -> SWITCH);
-#: an estimate used only to choose the blocking.
-SPARSE_LOOP_CYCLES = 12
+#: Cycles one weight row's SWITCH loop takes per column on the RTL PE (SWITCH -> join ->
+#: SWITCH, plus IMM for a zero weight: 2-3 same-PE firings of ~5 cycles each and the INT
+#: pipe's round-robin wait; one-row engine on one PE, docs/mapping.md); used only to choose
+#: the blocking.
+SPARSE_LOOP_CYCLES = 28
+#: INT/CTRL pipe occupancy the sparse decode chain reaches on the RTL PE (measured 0.65-0.70
+#: on one PE, docs/mapping.md); used only to choose the blocking.
+SPARSE_INT_UTIL = 0.65
+
+
+#: Lane groups one sparse value load feeds (its FACCs named directly; more would need a MOV
+#: tree on the INT pipe: 8 measured 16 % slower on one PE, scripts/trace_pe.py --wfan 8).
+_WFAN = 4
+
+
+def _chunks(gb, k=ArrayParams.MAX_DESTS):
+    """Return the lane groups ``0 .. gb-1`` in runs of at most ``k``."""
+    return [range(q, min(gb, q + k)) for q in range(0, gb, k)]
 
 
 def _align(n, a):
@@ -192,9 +208,11 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         r16 = plan.R16
         it_x = add("itX", Op.ITER, imm=((8 * _ROW) << 16) | r16)
         g.connect(ld_x, it_x, 0)
-        it_xi = add("itXi", Op.ITER, imm=(8 << 16) | _ROW)
-        g.connect(it_x, it_xi, 0)
-        it_x = it_xi
+        # One inner ITER per 4 lane groups: each names its 4 input loads directly, where one
+        # ITER would feed 8 loads through MOVs (INT issues per column; docs/dataflow.md).
+        it_xi = [add("itXi", Op.ITER, imm=(8 << 16) | _ROW, lane=q)
+                 for q in range(len(_chunks(gb)))]
+        g.fanout(it_x, [(v, 0) for v in it_xi])
         it_c = add("itC", Op.ITER, imm=(2 << 16) | r16)
         it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
         brep = add("brep", Op.ITER, imm=r16)
@@ -202,6 +220,7 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         z = add("z", Op.IMM, imm=0)
         it_j = add("itJ", Op.ITER, imm=(1 << 16) | _ROW)
         g.connect(z, it_j, 0)
+        zero = desc + _ZERO
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
         ci, ad, shr, w = [], [], [], []
@@ -227,27 +246,40 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
             g.connect(scan, sw, 0)
             g.fanout(bit, [(scan, 1), (sw, 1)])
-            ld = add("ld", Op.LDHB, imm=off_v - 2, row=k)
-            # A zero weight is IMM 0: the all-zero token is +0.0 in every lane, and IMM
-            # issues on the INT pipe, leaving the FP pipe to the FACCs (FIMM would take
-            # FP issue slots: 9 % of them at 25 % density).
-            fz = add("fz", Op.IMM, imm=0, row=k)
-            g.connect(sw, ld, 0, branch=True)
-            g.connect(sw, fz, 0, branch=False)
+            # The SWITCH chooses the *address* of the weight: a stored weight's address
+            # (taken branch, straight to the join) or, for a zero weight, IMM the address
+            # of the descriptor table's zero pad word.  The join (MOV) feeds the one value
+            # load, whose replies the PE forwards in issue order, and the feedback edge: the
+            # SWITCH -> join loop is two or three same-PE firings, without the Dbuf round
+            # trip of the paper's SWITCH -> LD | FIMM -> join (docs/dataflow.md).
+            fz = add("fz", Op.IMM, imm=zero - (off_v - 2), row=k)
             jn = add("jn", Op.MOV, row=k)
-            g.connect(ld, jn, 0)
+            g.connect(sw, jn, 0, branch=True)
+            g.connect(sw, fz, 0, branch=False)
             g.connect(fz, jn, 0)
+            # One value load per 4 lane groups, each naming its FACCs directly (no MOV tree
+            # on the INT pipe; the loads issue on the memory pipe).
+            lds = [add("ld", Op.LDHB, imm=off_v - 2, row=k, lane=q)
+                   for q in range(len(_chunks(gb, _WFAN)))]
             if plan.feedback:
                 g.connect(jn, sw, 2, init=1)
-            w.append(jn)
+            g.fanout(jn, [(v, 0) for v in lds])
+            w.append(lds)
         g.fanout(it_c, [(x, 0) for x in ci] + [(z, 0)])
         g.fanout(it_r, [(x, 0) for x in ids["ro"]])
         g.fanout(brep, [(x, 1) for x in ad])
         g.fanout(it_j, [(x, 1) for x in shr])
     x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
-    g.fanout(it_x, [(v, 0) for v in x])
-    for k in range(kb):
-        g.fanout(w[k], [(facc[k][j], 0) for j in range(gb)])
+    if plan.mode == "dense":
+        g.fanout(it_x, [(v, 0) for v in x])
+        for k in range(kb):
+            g.fanout(w[k], [(facc[k][j], 0) for j in range(gb)])
+    else:
+        for it, lanes in zip(it_xi, _chunks(gb)):
+            g.fanout(it, [(x[j], 0) for j in lanes])
+        for k in range(kb):
+            for ld, lanes in zip(w[k], _chunks(gb, _WFAN)):
+                g.fanout(ld, [(facc[k][j], 0) for j in lanes])
     for j in range(gb):
         g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
     return ids
@@ -285,12 +317,18 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
             if slots > params.slots:
                 continue
             scale = Cw / min(Cw, 64)
-            # Issue: params.int_issue INT/MEM/CTRL and one FP per cycle; a Dbuf serves one
-            # access per cycle to the PEs homed on it.
+            # Issue, as the RTL PE: one FP and one INT/CTRL instruction per cycle, loads and
+            # stores on that INT pipe (int_issue 1) or on a pipe of their own (int_issue 2);
+            # a Dbuf serves one access per cycle to the PEs homed on it.
             per_dbuf = -(-params.num_pes // params.num_dbufs)
-            per_ctx = max(integer / params.int_issue, fp, mem * per_dbuf) * scale
+            pipes = (integer - mem, mem) if params.int_issue == 2 else (integer,)
+            per_ctx = max(*pipes, fp, mem * per_dbuf) * scale
             if mode == "sparse":
-                per_ctx = max(per_ctx, Cw * SPARSE_LOOP_CYCLES)
+                # The decode is a chain of dependent same-PE firings, so its INT pipe reaches
+                # only ~SPARSE_INT_UTIL; each weight row's SWITCH loop takes one column per
+                # SPARSE_LOOP_CYCLES (both measured on the RTL, docs/mapping.md).
+                per_ctx = max(per_ctx, pipes[0] * scale / SPARSE_INT_UTIL,
+                              Cw * SPARSE_LOOP_CYCLES)
             items = -(-K // kb) * -(-groups // gb)
             rounds = -(-items // params.num_pes)
             cost = (rounds * per_ctx, (kb + gb) / (kb * gb), -kb * gb)

@@ -277,8 +277,15 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
     chk = reference.check(exact.result, w, x)
     assert chk.holds, chk
     if mode == "sparse":
+        # Every weight is loaded (a stored one from values, a zero one from the descriptor's
+        # zero pad word, chosen by the SWITCH): one LDHB per weight, row and 4 lane groups
+        # of every item run (dummy items included); the zero branch's IMM fires for the
+        # weights FD-CSR does not store, beside the engine's one IMM per 16-column row.
         nnz = int(np.count_nonzero(w.view(np.uint16)))
-        assert fast.counters.ops["LDHB"] == nnz * plan.gblocks
+        run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
+        weights = run_items * plan.kb * plan.Cw
+        assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // 4)
+        assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks + run_items * plan.R16
 
 
 def test_random_shapes_exact_and_fast_agree():
@@ -399,16 +406,19 @@ def test_paper_array_exact_and_fast_agree(mode):
 
 
 def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
-    # The cycle estimate models params.int_issue INT/MEM/CTRL issues per cycle; the sparse
-    # graph is bound by that pipe (docs/mapping.md), the results do not depend on it.
+    # The cycle estimate models the RTL's pipes: with int_issue = 2 loads and stores issue on
+    # a pipe of their own beside the INT/CTRL pipe.  A 1 x 8 sparse engine issues 8 input
+    # loads and a value load per column besides its decode, so the second pipe takes ~40 %
+    # off (docs/mapping.md); the results do not depend on it.
     w = layers.make_weights((4, 64), 0.25, 3)
-    x = layers.make_inputs(64, 8, 4)
+    x = layers.make_inputs(64, 32, 4)
     runs = {}
     for width in (1, 2):
-        params = ArrayParams(rows=1, cols=1, int_issue=width)
-        runs[width] = run_fc(plan_fc(4, 64, 8, "sparse", params, kb=1, gb=2), w, x, exact=True)
+        params = ArrayParams(rows=1, cols=1, int_issue=width, slots=128)
+        runs[width] = run_fc(plan_fc(4, 64, 32, "sparse", params, kb=1, gb=8), w, x,
+                             exact=True)
     assert np.array_equal(runs[1].result.view(np.uint16), runs[2].result.view(np.uint16))
-    assert runs[2].cycles < 0.8 * runs[1].cycles, (runs[1].cycles, runs[2].cycles)
+    assert runs[2].cycles < 0.7 * runs[1].cycles, (runs[1].cycles, runs[2].cycles)
 
 
 @pytest.mark.parametrize("width", [0, 3, 1.5, True])
