@@ -324,6 +324,27 @@ def _assign(runs, channels, load, params):
 MERGE_GAP = 256
 
 
+def _out_runs(params, reads, channels):
+    """Return ``[(channel, lo, hi, [(address, nbytes)])]``: the DMA-out descriptors of ``reads``.
+
+    Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
+    more is written out); the Dbufs are spread over the channels as :func:`_assign` spreads
+    the DMA-in (each on its edge's channel), so the DMA-out runs on every channel at once.
+    """
+    spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
+    runs = []
+    for lo, hi, addr, n in spans:
+        if runs and lo <= runs[-1][1] and params.dbuf_of(lo)[0] == \
+                params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append((addr, n))
+        else:
+            runs.append([lo, hi, [(addr, n)]])
+    chan = {lo: c for c, lo, _ in _assign([(lo, np.zeros((hi - lo) // 8)) for lo, hi, _ in runs],
+                                          channels, [0] * channels, params)}
+    return [(chan[lo], lo, hi, group) for lo, hi, group in runs]
+
+
 def _runs(image):
     """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
 
@@ -494,7 +515,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     dma_channels : int
         DMA channels of the top, each with its own external memory (``hw.extmem``): the
         Dbufs of a pass are spread over the channels by bytes, each Dbuf's runs on one
-        channel (the Cbuf image and the DMA-out stay on channel 0).
+        channel (the Cbuf image stays on channel 0); the DMA-out is spread the same way.
     config_ports : int
         Configuration ports of the MicC (1 .. 4, dividing ``params.cbufs``): the records are
         split by PE over the ports (:meth:`~sw.image.Image.cbuf_port_words`), port ``q``'s
@@ -562,30 +583,38 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         for c, lo, words in _assign(_runs(image), nch, load, p):
             descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
             moved += 8 * len(words)
-        outs, out_bytes, where = [], 0, []
-        for addr, n in reads:
-            lo, hi = addr & ~7, -(-(addr + n) // 8) * 8
-            at = ext.reserve(hi - lo)
-            outs.append(_desc(at, lo, hi - lo, DESC_OUT))
-            where.append((addr, n, at + addr - lo))
+        outs, out_bytes, where = [[] for _ in range(nch)], 0, []
+        for c, lo, hi, group in _out_runs(p, reads, nch):
+            at = exts[c].reserve(hi - lo)
+            outs[c].append(_desc(at, lo, hi - lo, DESC_OUT))
+            where += [(addr, n, c, at + addr - lo) for addr, n in group]
             out_bytes += hi - lo
         results.append(where)
         plan.append(dict(descs=descs, cbuf_words=cbuf_words,
                          ndesc=sum(len(d) for d in descs), outs=outs,
+                         nouts=sum(len(o) for o in outs),
                          cfg=[len(c) for c in cfgs], templates=len(templates), image=image,
                          moved=moved, out_bytes=out_bytes))
-    res_lo = min((at for w in results for _, _, at in w), default=ext.cursor) & ~7
-    res_hi = max((at + n for w in results for _, n, at in w), default=res_lo)
+    # The results: per channel one range of its external memory, read back at the end.
+    reads_spec, res_base = [], {}
+    for c in range(nch):
+        spans = [(at, n) for w in results for _, n, cc, at in w if cc == c]
+        if spans:
+            lo = min(a for a, _ in spans) & ~7
+            hi = max(a + n for a, n in spans)
+            res_base[c] = (len(reads_spec), lo)
+            reads_spec.append([c, lo // 8, (hi - lo + 7) // 8])
     spec_passes = []
     ext_in, ext_out = [], []
     for j, pl in enumerate(plan):
         lin = [[exts[c].put(np.array(d, dtype=np.uint64).reshape(-1)) if d else 0, len(d)]
                for c, d in enumerate(pl["descs"])]
-        lout = ext.put(np.array(pl["outs"], dtype=np.uint64).reshape(-1)) if pl["outs"] else 0
+        lout = [[exts[c].put(np.array(o, dtype=np.uint64).reshape(-1)) if o else 0, len(o)]
+                for c, o in enumerate(pl["outs"])]
         image = pl["image"]
         all_in = [(c, d) for c, ds in enumerate(pl["descs"]) for d in ds]
         spec_passes.append(dict(
-            dma_in=lin, dma_out=[lout, len(pl["outs"])],
+            dma_in=lin, dma_out=lout,
             in_descs=[[c, int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
                        int(d[1]) >> 32]
                       for c, d in all_in] if backdoor_in else [],
@@ -594,7 +623,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                       i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
                       i_contexts=image.contexts, i_window=image.window,
                       i_ends=image.ends_per_context)))
-        ext_in.append(pl["moved"] + 16 * (pl["ndesc"] + len(pl["outs"])))
+        ext_in.append(pl["moved"] + 16 * (pl["ndesc"] + pl["nouts"]))
         ext_out.append(pl["out_bytes"])
     # Sizes come in a few steps only: each size is a build of its own.
     most_bytes = max(e.cursor for e in exts)
@@ -606,7 +635,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         max_cycles = 200_000 + 2_000 * max(pl["image"].contexts for pl in plan)
     if dma_max_cycles is None:
         most = max(pl["moved"] + pl["out_bytes"] for pl in plan) // 8
-        ndesc = max(pl["ndesc"] + len(pl["outs"]) for pl in plan)
+        ndesc = max(pl["ndesc"] + pl["nouts"] for pl in plan)
         dma_max_cycles = 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
             + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
     root = os.path.join(os.getcwd(), "build", "runtime")
@@ -623,7 +652,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem, channels=nch,
                 overlap=bool(overlap),
                 out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
-                reads=[[res_lo // 8, (res_hi - res_lo + 7) // 8]] if res_hi > res_lo else [],
+                reads=reads_spec,
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
                 backdoor_in=dict(cbuf_flag=DESC_CBUF >> 32, cbufs=p.cbufs,
                                  cbuf_depth=p.cbuf_bytes // 8, dbuf_bytes=p.dbuf_bytes)
@@ -662,8 +691,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     res = box["res"]
     with np.load(spec["out"]) as z:
         out = json.loads(str(z["result"]))
-        got = z["r0"] if "r0" in z else np.zeros(0, dtype=np.uint64)
-    blob = got.astype("<u8").tobytes()
+        blobs = [z[f"r{j}"].astype("<u8").tobytes() if f"r{j}" in z else b""
+                 for j in range(len(reads_spec))]
     fail = out["failure"]
     if fail is not None:
         st, j, phase = fail["status"], fail["pass_index"], fail["phase"]
@@ -683,12 +712,12 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         raise RtlError(f"the {what} on {sim} stopped with an error: {dma}")
 
     def reader(where):
-        table = {a: (n, at) for a, n, at in where}
+        table = {a: (c, at) for a, n, c, at in where}
 
         def read(address, nbytes):
-            n, at = table[address]
-            off = at - res_lo
-            return blob[off:off + nbytes]
+            c, at = table[address]
+            j, lo = res_base[c]
+            return blobs[j][at - lo:at - lo + nbytes]
         return read
 
     runs = []
@@ -699,7 +728,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     return JobRun(p, runs, out["final"], ext_in, ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
                   str(res.waves) if res.waves else None, bool(backdoor_in),
-                  [(pl["ndesc"], len(pl["outs"])) for pl in plan])
+                  [(pl["ndesc"], pl["nouts"]) for pl in plan])
 
 
 #: Names of the DMA states and error bits (``hw.dma.DmaState``, ``hw.dma.DmaError``).
@@ -709,7 +738,7 @@ DMA_ERRORS = ("BAD_DESC", "DBUF_ERROR")
 
 def _first_count(spec_pass, phase):
     """Return channel 0's descriptor count of a pass's DMA ``phase`` ("in" or "out")."""
-    return spec_pass["dma_in"][0][1] if phase == "in" else spec_pass["dma_out"][1]
+    return spec_pass["dma_in" if phase == "in" else "dma_out"][0][1]
 
 
 def _bits(value, names):

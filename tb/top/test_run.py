@@ -239,8 +239,8 @@ async def run_job(dut):
                     _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
                     rec["in_cycles"] = 0
                     continue
-                # Per channel [list, count] (DMA-in), or channel 0's only (DMA-out).
-                lists = ps["dma_in"] if phase == "in" else [ps["dma_out"]]
+                # Per channel [list, count].
+                lists = ps["dma_in"] if phase == "in" else ps["dma_out"]
                 if not set_lists(lists):
                     rec[f"{phase}_cycles"] = 0
                     continue
@@ -264,8 +264,8 @@ async def run_job(dut):
     final = _snapshot(dut, npes)
     reads = {}
     if failure is None:
-        st = _extmem(dut, 0).sram.bank.storage
-        for j, (first, count) in enumerate(spec["reads"]):
+        for j, (c, first, count) in enumerate(spec["reads"]):
+            st = _extmem(dut, c).sram.bank.storage
             reads[f"r{j}"] = np.array([_int(st[first + i]) for i in range(count)],
                                       dtype=np.uint64)
     result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s)
