@@ -34,7 +34,7 @@ from sw.commands.rtl import figures
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
-             dma_channels=1):
+             dma_channels=1, config_ports=4, overlap=True):
     """Run one case; return its record (see the module doc)."""
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue)
@@ -54,7 +54,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show,
-                                backdoor_in=backdoor_in, dma_channels=dma_channels)
+                                backdoor_in=backdoor_in, dma_channels=dma_channels,
+                                config_ports=config_ports, overlap=overlap)
     wall = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.pop("golden_counters")
@@ -62,8 +63,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                wall_s=wall, build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"], 1e-9),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
-               int_issue=int_issue, dma_channels=dma_channels,
-               wall_clock=time.strftime("%H:%M:%S"))
+               int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
+               overlap=overlap, wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
         mem = runtime.MemModel()
@@ -74,7 +75,9 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                 f"latency {mem.latency}, {dma_channels} DMA channel(s)]")
     print(f"{sim} {rows}x{cols} slots {slots}: {rec['layer']} {mode} N={N} "
           f"density {density}: match {rec['match']}; cycles {rec['cycles']:,} (compute "
-          f"{rec['compute_cycles']:,}, DMA {rec['dma_cycles']:,}) at "
+          f"{rec['compute_cycles']:,} of which configuration {rec['config_cycles']:,}, "
+          f"{rec['config_hidden_cycles']:,} of it behind the DMA-in; DMA "
+          f"{rec['dma_cycles']:,}) at "
           f"{rec['cycles_per_s']:,.0f} cycles/s; utilization {rec['utilization']:.2%}, "
           f"dense-equivalent {rec['dense_utilization']:.2%}; external bytes "
           f"{rec['external_bytes']:,}, peak bandwidth {rec['peak_bandwidth']:.2f} B/cycle; "
@@ -97,6 +100,10 @@ def main(argv=None):
     ap.add_argument("--density", type=float, default=None)
     ap.add_argument("--int-issue", type=int, choices=(1, 2), default=1)
     ap.add_argument("--dma-channels", type=int, default=1)
+    ap.add_argument("--config-ports", type=int, default=4,
+                    help="MicC configuration ports (1..4; default 4)")
+    ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
+                    help="configure while the DMA-in runs (default on)")
     ap.add_argument("--golden", choices=("fast", "exact"), default="fast",
                     help="golden engine of the reference (both are bit-exact; fast: vectorized)")
     ap.add_argument("--backdoor-in", action="store_true",
@@ -118,7 +125,9 @@ def main(argv=None):
                                         mode, density, layer="alexnet-fc8", exact=False,
                                         int_issue=args.int_issue,
                                         backdoor_in=args.backdoor_in,
-                                        dma_channels=args.dma_channels))
+                                        dma_channels=args.dma_channels,
+                                        config_ports=args.config_ports,
+                                        overlap=args.overlap))
     else:
         for n in args.batch:
             for mode in modes:
@@ -130,6 +139,8 @@ def main(argv=None):
                                         else 4096, int_issue=args.int_issue,
                                         backdoor_in=args.backdoor_in,
                                         dma_channels=args.dma_channels,
+                                        config_ports=args.config_ports,
+                                        overlap=args.overlap,
                                         exact=args.golden == "exact"))
     if args.json:
         with open(args.json, "a") as f:
