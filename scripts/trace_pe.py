@@ -30,8 +30,8 @@ if os.environ.get("FDPU_TRACE_OUT"):
             super().__init__(dut, fp_slots, mem_slots)
             self.fired = []
             pipes = [p for p in range(3) if hasattr(dut, f"go{p}")]
-            self._pipes = [(p, getattr(dut, f"go{p}"), getattr(dut, f"s1_slot{p}"))
-                           for p in pipes]
+            self._pipes = [(p, getattr(dut, f"go{p}"), getattr(dut, f"s1_slot{p}"),
+                            getattr(dut, f"s1_valid{p}")) for p in pipes]
             self._trace = cocotb.start_soon(self._record())
 
         async def _record(self):
@@ -42,9 +42,12 @@ if os.environ.get("FDPU_TRACE_OUT"):
                 if self.dut.rst.value == 1:
                     continue
                 cycle += 1
-                for p, go, slot in self._pipes:
+                for p, go, slot, valid in self._pipes:
                     if go.value.is_resolvable and int(go.value) == 1:
                         self.fired.append((cycle, p, int(slot.value)))
+                    elif valid.value.is_resolvable and int(valid.value) == 1:
+                        # Picked but did not fire (a destination without room, a busy unit).
+                        self.fired.append((cycle, p + 10, int(slot.value)))
 
         def stop(self):
             self._trace.cancel()
@@ -117,6 +120,8 @@ def main():
                               "FDPU_PE_MEM_DELAY": args.mem_delay},
                    seed=args.seed, timeout_s=3600)
         fired = json.loads(out.read_text().splitlines()[0])
+    wasted = [(cyc, p - 10, slot) for cyc, p, slot in fired if p >= 10]
+    fired = [f for f in fired if f[1] < 10]
     by_slot = {}
     for cyc, _, slot in fired:
         by_slot.setdefault(slot, []).append(cyc)
@@ -128,15 +133,25 @@ def main():
     for s, times in by_slot.items():
         role = node_at[s].meta.get("role", "?")
         roles.setdefault(role, []).append(times)
-    print(f"{'role':10s} {'slots':>5s} {'firings':>8s} {'mean gap':>9s}")
+    lost = {}
+    for _, _, slot in wasted:
+        role = node_at[slot].meta.get("role", "?")
+        lost[role] = lost.get(role, 0) + 1
+    span = cycles - min(cyc for cyc, _, _ in fired) + 1
+    for pipe in sorted({p for _, p, _ in fired}):
+        n = sum(1 for _, p, _ in fired if p == pipe)
+        w = sum(1 for _, p, _ in wasted if p == pipe)
+        print(f"pipe {pipe}: {n} firings, {w} picks without firing, in {span} cycles "
+              f"({n / span:.2f} firings/cycle)")
+    print(f"{'role':10s} {'slots':>5s} {'firings':>8s} {'mean gap':>9s} {'no-fire picks':>14s}")
     for role, lists in sorted(roles.items()):
         gaps = [b - a for t in lists for a, b in zip(t, t[1:])]
         print(f"{role:10s} {len(lists):5d} {sum(map(len, lists)):8d} "
-              f"{statistics.mean(gaps) if gaps else 0:9.1f}")
+              f"{statistics.mean(gaps) if gaps else 0:9.1f} {lost.get(role, 0):14d}")
     summary = dict(cycles=cycles, estimate=est.time, facc=facc)
     sws = [s for s, nd in node_at.items() if nd.op is Op.SWITCH]
     if sws:
-        # Branch of each SWITCH firing: did its LD (taken) fire before the next SWITCH firing?
+        # Branch of each SWITCH firing: did its zero branch (fz) fire before the next one?
         trips = {True: [], False: []}
         lat = []
         for s in sws:
@@ -147,10 +162,10 @@ def main():
                      and node_at[t].meta.get("lane") == lane
                      and node_at[t].meta.get("role") in ("jn", "ld", "fz")}
             ts = by_slot.get(s, [])
-            lds = set(peers.get("ld", []))
+            zeros = set(peers.get("fz", []))
             jn = peers.get("jn", [])
-            for i, (a, b) in enumerate(zip(ts, ts[1:])):
-                taken = any(a < t < b for t in lds)
+            for a, b in zip(ts, ts[1:]):
+                taken = not any(a < t < b for t in zeros)
                 trips[taken].append(b - a)
             lat += [j - a for a, j in zip(ts, jn)]
         for taken, v in trips.items():
@@ -162,7 +177,8 @@ def main():
             print(f"SWITCH -> join firing: mean {statistics.mean(lat):.1f} cycles")
         summary["trips"] = {str(k2): v for k2, v in trips.items()}
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(summary=summary, fired=fired)))
+        Path(args.json).write_text(json.dumps(dict(summary=summary, fired=fired,
+                                                   wasted=wasted)))
 
 
 if __name__ == "__main__" and not os.environ.get("FDPU_TRACE_OUT"):

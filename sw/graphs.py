@@ -16,7 +16,8 @@ order, one rounding per step (``FACC``); sparse mode feeds ``+0.0`` for every we
 FD-CSR does not store, including the padding columns ``C .. Cw-1`` (whose inputs are 0).
 
 Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
-per context: item base, input base, output base), then the input blocks (``gb`` groups of
+per context: item base, input base, output base, and a zero pad word, which sparse engines
+load for the weights FD-CSR does not store), then the input blocks (``gb`` groups of
 ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch element ``4 * g + l``), the item data
 (dense: ``W`` block column-major, ``kb`` binary16 per column; sparse: the item's FD-CSR
 ``colidx``, ``rowoff``, ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose

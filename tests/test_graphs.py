@@ -126,3 +126,33 @@ def test_fc_result_follows_the_documented_order():
                     xv = int(x[nn, col].view(np.uint16)) if col < c else 0
                     acc = int(fp16.fma(wv, xv, acc))
                 assert y[nn, kk] == acc, (mode, kk, nn)
+
+
+def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
+    # The SWITCH loop holds no load: taken branch straight to the join, zero branch IMM of the
+    # descriptor's zero pad word; the join feeds the feedback edge and one value load per 4
+    # lane groups, which name their FACCs directly (no MOV tree); inputs likewise
+    # (docs/dataflow.md).
+    from sw.isa import Op
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8)
+    g = build_graph(plan)
+    g.validate(params)
+    out = g.out_edges()
+    role = {n.id: n.meta.get("role") for n in g.nodes}
+    for sw in (n.id for n in g.nodes if n.op is Op.SWITCH):
+        taken = [e.dst for e in out[sw] if e.branch]
+        zero = [e.dst for e in out[sw] if e.branch is False]
+        assert [role[d] for d in taken] == ["jn"] and [role[d] for d in zero] == ["fz"]
+        fz = g.nodes[zero[0]]
+        ld_imm = next(g.nodes[e.dst].imm for e in out[taken[0]] if role[e.dst] == "ld")
+        assert fz.op is Op.IMM and fz.imm + ld_imm == plan.desc_base[0] + 12
+        jn_out = sorted((role[e.dst], e.init) for e in out[taken[0]])
+        assert jn_out == [("ld", 0), ("ld", 0), ("sw", 1)]
+    for nid in (n.id for n in g.nodes if role[n.id] in ("ld", "itXi")):
+        assert all(role[e.dst] in ("facc", "x") for e in out[nid])
+        assert len(out[nid]) == 4
+    segments, _ = pass_memory(plan, np.zeros((3, 64), np.float16),
+                              np.zeros((32, 64), np.float16), 0)
+    desc = segments[plan.desc_base[0]]
+    assert desc[12:14] == b"\0\0"
