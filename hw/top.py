@@ -50,7 +50,8 @@ Contract
   ``o_dma_error`` their OR, ``o_dma_cycles`` start to last halt, ``o_ext_*_bytes`` sums.
   Only channel 0 writes the Cbufs.
   ``o_clock`` counts cycles since reset.
-* Host registers are ports: ``i_start`` (one-cycle pulse; the MicC starts on the next cycle) with ``i_n_config``, ``i_n_ctx``,
+* Host registers are ports: ``i_start`` (one-cycle pulse; the MicC starts on the next
+  cycle) with ``i_n_config``, ``i_n_ctx``,
   ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,

@@ -33,7 +33,8 @@ from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
 
 _COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
-             "o_cycles", "o_config_cycles", "o_hold_cycles", "o_config_hidden", "o_dbuf_reqs", "o_mesh_flits", "o_clock",
+             "o_cycles", "o_config_cycles", "o_hold_cycles", "o_config_hidden", "o_dbuf_reqs",
+             "o_mesh_flits", "o_clock",
              "o_dma_state",
              "o_dma_done", "o_dma_halt", "o_dma_error", "o_dma_desc", "o_dma_cycles",
              "o_ext_rd_bytes", "o_ext_wr_bytes")
