@@ -44,7 +44,7 @@ STEP = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.NORTH: (0, -1), Dir.SOUTH: (0, 
 CURRENT_HOMES = graphs._homes
 
 
-def homes_straight(params, count):
+def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
     Every Dbuf takes at most ``ceil(P / D)`` engines (as :func:`sw.graphs._homes`); among the
@@ -52,10 +52,11 @@ def homes_straight(params, count):
     with the least sum of squared hop counts is chosen (``scipy.optimize.linear_sum_assignment``);
     a PE with no straight choice left falls back to the nearest (penalized, so only when the
     shape forces it).  With ``count`` below the PE count the engines go to the PEs nearest
-    their homes, as in ``_homes``.
+    their homes, as in ``_homes``.  ``cap`` overrides the engines per Dbuf (an experiment:
+    ``straight2`` puts two engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
     pes = params.pe_coords()
-    cap = -(-params.num_pes // params.num_dbufs)
+    cap = cap or -(-params.num_pes // params.num_dbufs)
     seats = [d for d in range(params.num_dbufs) for _ in range(cap)]
     coords = [params.dbuf_coord(d) for d in seats]
     cost = np.empty((len(pes), len(seats)))
@@ -71,7 +72,38 @@ def homes_straight(params, count):
     return [(pe, homes[pe]) for pe in chosen]
 
 
-POLICIES = {"current": CURRENT_HOMES, "straight": homes_straight}
+def homes_pairs(params, count):
+    """Return ``[(pe, dbuf)]`` with two engines per north/south Dbuf, in the PE's column.
+
+    An experiment for arrays of 4 rows: the 8 x 8's ratio of two engines per Dbuf (and short
+    straight routes: rows 0-1 to the north Dbuf of their column, rows 2-3 to the south one)
+    on a small array.
+    """
+    if params.rows != 4:
+        raise SystemExit("--homes pairs needs --rows 4")
+    homes = [((x, y), params.dbuf_at(x, -1 if y < 2 else params.rows))
+             for y in range(params.rows) for x in range(params.cols)]
+    return homes[:count]
+
+
+def homes_transposed(params, count):
+    """Return :func:`homes_straight` mirrored on the diagonal (square arrays; an experiment).
+
+    The same routes with rows and columns swapped: whether a slow engine follows its PE or
+    its Dbuf (edge port).
+    """
+    if params.rows != params.cols:
+        raise SystemExit("--homes transposed needs a square array")
+    homes = dict(homes_straight(params, params.num_pes))
+    out = []
+    for (x, y) in sorted(homes, key=lambda q: (q[1], q[0])):
+        dx, dy = params.dbuf_coord(homes[(y, x)])
+        out.append(((x, y), params.dbuf_at(dy, dx)))
+    return out[:count]
+
+
+POLICIES = {"current": CURRENT_HOMES, "straight": homes_straight, "pairs": homes_pairs,
+            "transposed": homes_transposed}
 
 
 def link_loads(params, homes, rate):
@@ -115,7 +147,7 @@ def loads_per_facc(plan):
 
 def static_report(params, plan, policy):
     """Print placement, hops and the link-load bound; return the figures as a dict."""
-    homes = POLICIES[policy](params, len(plan.homes))
+    homes = plan.homes
     hops = [len(params.route(pe, params.dbuf_coord(d))) for pe, d in homes]
     per_dbuf = collections.Counter(d for _, d in homes)
     rate = loads_per_facc(plan)
@@ -147,6 +179,70 @@ def static_report(params, plan, policy):
     return out
 
 
+def _probe_runner(out, period, watch=None):
+    """Make the runtime run ``tb.pe.test_array_probe`` (samples to ``out``) instead of the job."""
+    import tb.runner
+    plain = tb.runner.run_cocotb
+
+    def run_cocotb(top, params, test_module, sim, **kwargs):
+        if test_module == "tb.top.test_run":
+            test_module = "tb.pe.test_array_probe"
+            env = dict(kwargs.pop("extra_env", None) or {})
+            env.update(FDPU_PROBE_OUT=str(out), FDPU_PROBE_PERIOD=str(period))
+            if watch:
+                env["FDPU_PROBE_WATCH"] = json.dumps(watch)
+            kwargs["extra_env"] = env
+        return plain(top, params, test_module, sim, **kwargs)
+
+    tb.runner.run_cocotb = run_cocotb
+
+
+def breakdown(probe, run, params):
+    """Print where the contexts' cycles went, from the sampled FACC counters; return it.
+
+    Per PE: the sample of its first and last FACC (to within one period), its FACC count and
+    its rate between them.  Array: the spread of the first FACCs (context start skew and
+    pipeline fill), the slowest PE's span, the tail after the fastest PE finished.
+    """
+    period = probe["period"]
+    clock = np.array(probe["clock"], dtype=np.int64)
+    fp = np.array(probe["fp"], dtype=np.int64)          # samples x PEs
+    # Keep the compute phase only: the counters restart at the compute start, so take the
+    # samples after the last restart of the (single-pass) job.
+    total = fp.sum(axis=1)
+    start = int(np.flatnonzero(np.diff(total) < 0)[-1] + 1) if (np.diff(total) < 0).any() else 0
+    clock, fp = clock[start:], fp[start:]
+    final = fp[-1]
+    first = np.array([clock[np.argmax(fp[:, n] > 0)] for n in range(fp.shape[1])])
+    last = np.array([clock[np.argmax(fp[:, n] >= final[n])] for n in range(fp.shape[1])])
+    span = np.maximum(last - first, 1)
+    rate = final / span
+    t0 = first.min()
+    print(f"  time breakdown of the contexts (FACC counters sampled every {period} cycles; "
+          f"times from the first FACC of the array):")
+    print(f"    contexts {run['context_cycles']} cycles; first FACC of the array to the last: "
+          f"{last.max() - t0}; FACC per PE {int(final.max())} (1 FACC/cycle would take "
+          f"{int(final.max())})")
+    print(f"    first FACC per PE: spread {first.max() - t0} cycles; last FACC: from "
+          f"{last.min() - t0} to {last.max() - t0} (tail {last.max() - last.min()})")
+    print(f"    FACC/cycle per PE between its first and last FACC: min {rate.min():.3f} "
+          f"mean {rate.mean():.3f} max {rate.max():.3f}")
+    grid = rate.reshape(params.rows, params.cols)
+    print("    per-PE FACC/cycle (row by row):")
+    for row in grid:
+        print("      " + " ".join(f"{v:.2f}" for v in row))
+    # The array's FACC rate per window: where in time the loss is.
+    busy = np.flatnonzero(np.diff(fp.sum(axis=1)) > 0)
+    if len(busy):
+        lo, hi = busy[0], busy[-1] + 1
+        steps = np.diff(fp.sum(axis=1))[lo:hi] / (period * fp.shape[1])
+        parts = np.array_split(steps, min(10, len(steps)))
+        print("    array FACC/cycle/PE over time (10 windows): "
+              + " ".join(f"{p.mean():.2f}" for p in parts))
+    return dict(period=period, samples=fp.tolist(), clock=clock.tolist(), first=(first - t0).tolist(), last=(last - t0).tolist(),
+                facc=final.tolist(), rate=rate.tolist())
+
+
 def main(argv=None):
     """Parse the options, print the static report, run the RTL when asked."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -160,21 +256,40 @@ def main(argv=None):
     ap.add_argument("--slots", type=int, default=128)
     ap.add_argument("--int-issue", type=int, choices=(1, 2), default=2)
     ap.add_argument("--dma-channels", type=int, default=4)
+    ap.add_argument("--kb", type=int, default=None, help="force the blocking (rows per item)")
+    ap.add_argument("--gb", type=int, default=None, help="force the blocking (lane groups)")
     ap.add_argument("--homes", choices=sorted(POLICIES), default="current")
     ap.add_argument("--run", choices=("icarus", "verilator"), default=None)
+    ap.add_argument("--probe", type=int, default=0, metavar="CYCLES",
+                    help="with --run: sample the per-PE FACC counters every CYCLES cycles "
+                         "(tb.pe.test_array_probe) and print the time breakdown")
+    ap.add_argument("--watch", default=None, metavar="JSON",
+                    help="with --probe on icarus: record internal signals of one block per "
+                         "cycle (tb.pe.test_array_probe, FDPU_PROBE_WATCH)")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
 
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
+    if args.kb or args.gb:
+        plain_plan = graphs.plan_fc
+
+        def plan_fc(*a, **kw):
+            kw.update(kb=args.kb, gb=args.gb)
+            return plain_plan(*a, **kw)
+
+        graphs.plan_fc = plan_fc
+    graphs._homes = POLICIES[args.homes]
     plan = graphs.plan_fc(args.out_features, args.in_features, args.batch, args.mode, params)
     figures = static_report(params, plan, args.homes)
     status = 0
     if args.run:
-        graphs._homes = POLICIES[args.homes]
         from sw import cli
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "run.json"
+            samples = Path(tmp) / "probe.json"
+            if args.probe:
+                _probe_runner(samples, args.probe, json.loads(args.watch) if args.watch else None)
             cmd = ["run", "--sim", args.run, "--in-features", str(args.in_features),
                    "--out-features", str(args.out_features), "--batch", str(args.batch),
                    "--mode", args.mode, "--rows", str(args.rows), "--cols", str(args.cols),
@@ -185,6 +300,7 @@ def main(argv=None):
                 cmd += ["--density", str(args.density)]
             status = cli.main(cmd)
             run = json.loads(path.read_text()) if path.exists() else {}
+            probe = json.loads(samples.read_text()) if samples.exists() else None
         if run:
             print(f"measured ({args.run}, homes '{args.homes}'): match {run['match']}, "
                   f"contexts {run['context_cycles']} cycles, FP utilization of the contexts "
@@ -194,6 +310,11 @@ def main(argv=None):
             figures["run"] = {k: run[k] for k in ("match", "cycles", "compute_cycles",
                                                   "config_cycles", "context_cycles",
                                                   "utilization_contexts", "dbuf_requests")}
+        if run and probe:
+            figures["breakdown"] = breakdown(probe, run, params)
+            for key in ("watch", "missing", "children"):
+                if key in probe:
+                    figures[key] = probe[key]
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
     return status

@@ -253,3 +253,50 @@ def test_voq_buffer_order_per_output():
         assert received[o] == [f for f in flits if f[1] == o], f"output {o} (seed {seed})"
     first_to_0 = next(seq for seq, out in flits if out == 0)
     assert any(seq > first_to_0 for seq in passed), "flits queued behind a stalled one"
+
+
+def _diag_array():
+    """Import ``scripts/diag_array.py`` (a script, not a package module)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
+    spec = importlib.util.spec_from_file_location("diag_array", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (2, 4), (3, 5), (4, 4), (8, 8)])
+def test_straight_homes_keep_each_link_to_one_dbuf(rows, cols):
+    """The straight home-Dbuf policy of scripts/diag_array.py: every PE gets one home, no
+    Dbuf more than ceil(P/D) engines, every route a straight line, so no mesh link carries
+    more than one Dbuf's engines (the 8 x 8's link bound is the Dbuf's own load, 0.83)."""
+    diag = _diag_array()
+    p = ArrayParams(rows=rows, cols=cols)
+    homes = diag.homes_straight(p, p.num_pes)
+    cap = -(-p.num_pes // p.num_dbufs)
+    assert sorted(pe for pe, _ in homes) == sorted(p.pe_coords())
+    per = {}
+    for (x, y), d in homes:
+        per[d] = per.get(d, 0) + 1
+        dx, dy = p.dbuf_coord(d)
+        assert dx == x or dy == y, f"PE {(x, y)} homed at Dbuf {d} {(dx, dy)}: not straight"
+    assert max(per.values()) <= cap
+    rate = 10 / 24
+    load = diag.link_loads(p, homes, rate)
+    assert max(load.values()) <= cap * rate + 1e-9
+    # Fewer engines than PEs: the ones nearest their homes, each still straight.
+    few = diag.homes_straight(p, max(1, p.num_pes // 2))
+    assert len(few) == max(1, p.num_pes // 2)
+
+
+def test_link_loads_count_requests_and_replies():
+    """One engine two routers from its Dbuf: its request crosses both routers' links, its
+    reply enters next to the Dbuf and crosses back; the Dbuf's reply port carries it once."""
+    diag = _diag_array()
+    p = ArrayParams(rows=2, cols=2)
+    load = diag.link_loads(p, [((0, 1), p.dbuf_at(0, -1))], 0.5)
+    assert load[("req", (0, 1), "NORTH")] == 0.5 and load[("req", (0, 0), "NORTH")] == 0.5
+    assert load[("rep", "dbuf0", "inject")] == 0.5
+    assert load[("rep", (0, 0), "SOUTH")] == 0.5 and load[("rep", (0, 1), "LOCAL")] == 0.5
+    assert len(load) == 5
