@@ -1,15 +1,20 @@
 """Trace every firing of the one-PE FC benchmark and print the sparse engine's loop times.
 
 Usage: ``.venv/bin/python scripts/trace_pe.py [--sim icarus|verilator] [--layer K,C,N]
-[--mode sparse|dense] [--slots 128] [--int-issue 2] [--mem-delay LO,HI] [--json FILE]``
+[--mode sparse|dense] [--slots 128] [--int-issue 2] [--kb KB --gb GB] [--wfan N]
+[--mem-delay LO,HI] [--json FILE]``
 
 Runs the FC image of ``scripts/bench_pe.py`` (same parameters, seed and Dbuf latency 2..30)
 through ``tb.pe.test_pe``'s ``golden_images`` with a probe that records, every cycle, which
-slot each issue pipe fired (``go<p>``, ``s1_slot<p>``: a diagnosis of internals, not an
-interface).  Prints per role of the engine graph (``sw.graphs`` node meta) the firings and
-the mean interval between consecutive firings of one slot, the SWITCH loop's trip times
-(SWITCH firing -> next firing of the same SWITCH, split by the branch taken), the same-PE
-latency SWITCH -> join, and the golden model's cycle estimate of the same image.
+slot each issue pipe fired (``go<p>``, ``s1_slot<p>``) or picked without firing
+(``s1_valid<p>`` without ``go<p>``: no room downstream, unit busy); a diagnosis of internals,
+not an interface.  Prints per pipe the firings and the picks without firing, per role of the
+engine graph (``sw.graphs`` node meta) the firings, the mean interval between consecutive
+firings of one slot and the picks without firing, the SWITCH loop's trip times (SWITCH firing
+-> next firing of the same SWITCH, split by the branch taken: zero when its ``IMM`` fired in
+between), the same-PE latency SWITCH -> join, and the golden model's cycle estimate of the
+same image.  ``--kb/--gb`` force a blocking, ``--wfan`` sets ``sw.graphs._WFAN`` (lane groups
+per sparse value load) in this process; both only for experiments.
 
 When imported by cocotb (``FDPU_TRACE_OUT`` set) the module is the test module itself.
 """
