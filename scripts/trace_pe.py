@@ -13,8 +13,8 @@ engine graph (``sw.graphs`` node meta) the firings, the mean interval between co
 firings of one slot and the picks without firing, the SWITCH loop's trip times (SWITCH firing
 -> next firing of the same SWITCH, split by the branch taken: zero when its ``IMM`` fired in
 between), the same-PE latency SWITCH -> join, and the golden model's cycle estimate of the
-same image.  ``--kb/--gb`` force a blocking, ``--wfan`` sets ``sw.graphs._WFAN`` (lane groups
-per sparse value load) in this process; both only for experiments.
+same image.  ``--kb/--gb/--wfan`` force a blocking (``sw.graphs.plan_fc``'s arguments; wfan:
+lane groups per sparse value load, 4 or 16) in this process, for experiments.
 
 When imported by cocotb (``FDPU_TRACE_OUT`` set) the module is the test module itself.
 """
@@ -93,16 +93,15 @@ def main():
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--kb", type=int)
     ap.add_argument("--gb", type=int)
-    ap.add_argument("--wfan", type=int)
+    ap.add_argument("--wfan", type=int, choices=[4, 16])
     ap.add_argument("--mem-delay", default="2,30", help="Dbuf latency lo,hi (default 2,30)")
     ap.add_argument("--json", help="write the firing trace and the summary here")
     args = ap.parse_args()
     k, c, n = (int(v) for v in args.layer.split(","))
-    if args.wfan:
-        graphs._WFAN = args.wfan
-    if args.kb or args.gb:
+    if args.kb or args.gb or args.wfan:
         plan_fc = graphs.plan_fc
-        graphs.plan_fc = lambda *a, **kw: plan_fc(*a, **dict(kw, kb=args.kb, gb=args.gb))
+        graphs.plan_fc = lambda *a, **kw: plan_fc(*a, **dict(kw, kb=args.kb, gb=args.gb,
+                                                               wfan=args.wfan))
     p = dataclasses.replace(PARAMS_1X1, int_issue=args.int_issue, slots=args.slots,
                             dbuf_bytes=1 << 16)
     image = cases.fc_image(args.mode, k, c, n, p, args.seed)

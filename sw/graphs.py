@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import fdcsr, fp16
-from .arch import ArrayParams
+from .arch import ArrayParams, Dir
 from .dfg import Graph
 from .errors import FdpuError
 from .isa import Op
 
-__all__ = ["MODES", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
+__all__ = ["MODES", "WFANS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
            "gather_outputs", "engine_costs"]
 
 MODES = ("dense", "sparse")
@@ -52,9 +52,11 @@ SPARSE_LOOP_CYCLES = 28
 SPARSE_INT_UTIL = 0.65
 
 
-#: Lane groups one sparse value load feeds (its FACCs named directly; more would need a MOV
-#: tree on the INT pipe: 8 measured 16 % slower on one PE, scripts/trace_pe.py --wfan 8).
-_WFAN = 4
+#: Lane groups one sparse value load feeds: ``4`` (one load per 4 lane groups, naming its
+#: FACCs directly) or ``16`` (one load per weight row and a MOV tree on the INT pipe: fewer
+#: Dbuf accesses, more INT issues).  The blocking chooser picks one per plan
+#: (``FcPlan.wfan``, docs/mapping.md).
+WFANS = (4, 16)
 
 
 def _chunks(gb, k=ArrayParams.MAX_DESTS):
@@ -77,6 +79,7 @@ class FcPlan:
     kb: int
     gb: int
     feedback: bool = True
+    wfan: int = 4                                  # sparse: lane groups per value load
     homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
@@ -160,7 +163,8 @@ class FcPlan:
         """Return a JSON-friendly summary."""
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
-                    contexts=self.contexts, passes=self.passes, feedback=self.feedback)
+                    contexts=self.contexts, passes=self.passes, feedback=self.feedback,
+                    wfan=self.wfan)
 
 
 # Engine graphs -------------------------------------------------------------------------------
@@ -261,7 +265,7 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             # One value load per 4 lane groups, each naming its FACCs directly (no MOV tree
             # on the INT pipe; the loads issue on the memory pipe).
             lds = [add("ld", Op.LDHB, imm=off_v - 2, row=k, lane=q)
-                   for q in range(len(_chunks(gb, _WFAN)))]
+                   for q in range(len(_chunks(gb, plan.wfan)))]
             if plan.feedback:
                 g.connect(jn, sw, 2, init=1)
             g.fanout(jn, [(v, 0) for v in lds])
@@ -279,19 +283,20 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         for it, lanes in zip(it_xi, _chunks(gb)):
             g.fanout(it, [(x[j], 0) for j in lanes])
         for k in range(kb):
-            for ld, lanes in zip(w[k], _chunks(gb, _WFAN)):
+            for ld, lanes in zip(w[k], _chunks(gb, plan.wfan)):
                 g.fanout(ld, [(facc[k][j], 0) for j in lanes])
     for j in range(gb):
         g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
     return ids
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False):
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
     """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
 
-    With ``loads=True`` also return the memory accesses per context as a fourth element.
+    With ``loads=True`` also return the memory accesses per context as a fourth element;
+    ``wfan`` is :attr:`FcPlan.wfan`.
     """
-    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback)
+    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan)
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
@@ -306,37 +311,65 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False):
     return len(g.nodes), float(integer), float(fp)
 
 
+def _link_engines(params, homes):
+    """Return the most engines whose Dbuf requests (or replies) cross one mesh link.
+
+    Requests follow :meth:`~sw.arch.ArrayParams.route` from the PE to its home Dbuf, replies
+    the route from the Dbuf's edge router back to the PE (separate networks); the Dbuf's own
+    port and the PE's ``LOCAL`` port are not counted (the Dbuf term covers the first).
+    """
+    step = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.SOUTH: (0, 1), Dir.NORTH: (0, -1)}
+    load = {}
+    for pe, d in homes:
+        dx, dy = params.dbuf_coord(d)
+        edge = (min(max(dx, 0), params.cols - 1), min(max(dy, 0), params.rows - 1))
+        for net, src, dst in (("req", pe, (dx, dy)), ("rep", edge, pe)):
+            x, y = src
+            for port in params.route(src, dst)[:-1]:
+                load[net, x, y, port] = load.get((net, x, y, port), 0) + 1
+                x, y = x + step[port][0], y + step[port][1]
+    return max(load.values(), default=1)
+
+
 def _choose_blocking(mode, K, groups, Cw, params, feedback):
     cands = []
+    links = {}
     for kb in _BLOCKS:
         if kb > K and kb > 1:
             continue
         for gb in _BLOCKS:
             if gb > groups and gb > 1:
                 continue
-            slots, integer, fp, mem = engine_costs(mode, kb, gb, min(Cw, 64), feedback, True)
-            if slots > params.slots:
-                continue
-            scale = Cw / min(Cw, 64)
-            # Issue, as the RTL PE: one FP and one INT/CTRL instruction per cycle, loads and
-            # stores on that INT pipe (int_issue 1) or on a pipe of their own (int_issue 2);
-            # a Dbuf serves one access per cycle to the PEs homed on it.
-            per_dbuf = -(-params.num_pes // params.num_dbufs)
-            pipes = (integer - mem, mem) if params.int_issue == 2 else (integer,)
-            per_ctx = max(*pipes, fp, mem * per_dbuf) * scale
-            if mode == "sparse":
-                # The decode is a chain of dependent same-PE firings, so its INT pipe reaches
-                # only ~SPARSE_INT_UTIL; each weight row's SWITCH loop takes one column per
-                # SPARSE_LOOP_CYCLES (both measured on the RTL, docs/mapping.md).
-                per_ctx = max(per_ctx, pipes[0] * scale / SPARSE_INT_UTIL,
-                              Cw * SPARSE_LOOP_CYCLES)
-            items = -(-K // kb) * -(-groups // gb)
-            rounds = -(-items // params.num_pes)
-            cost = (rounds * per_ctx, (kb + gb) / (kb * gb), -kb * gb)
-            cands.append((cost, kb, gb))
+            for wfan in (WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]):
+                c = engine_costs(mode, kb, gb, min(Cw, 64), feedback, True, wfan)
+                slots, integer, fp, mem = c
+                if slots > params.slots:
+                    continue
+                items = -(-K // kb) * -(-groups // gb)
+                scale = Cw / min(Cw, 64)
+                # Issue, as the RTL PE: one FP and one INT/CTRL instruction per cycle, loads
+                # and stores on that INT pipe (int_issue 1) or on a pipe of their own
+                # (int_issue 2); a Dbuf serves one access per cycle to the PEs homed on it.
+                per_dbuf = -(-params.num_pes // params.num_dbufs)
+                pipes = (integer - mem, mem) if params.int_issue == 2 else (integer,)
+                per_ctx = max(*pipes, fp, mem * per_dbuf) * scale
+                if mode == "sparse":
+                    # The decode is a chain of dependent same-PE firings, so its INT pipe
+                    # reaches only ~SPARSE_INT_UTIL; each weight row's SWITCH loop takes one
+                    # column per SPARSE_LOOP_CYCLES (both measured on the RTL); a mesh link
+                    # carries one flit per cycle for every engine routed through it
+                    # (docs/mapping.md).
+                    count = min(params.num_pes, items)
+                    if count not in links:
+                        links[count] = _link_engines(params, _homes(params, count))
+                    per_ctx = max(per_ctx, pipes[0] * scale / SPARSE_INT_UTIL,
+                                  Cw * SPARSE_LOOP_CYCLES, mem * links[count] * scale)
+                rounds = -(-items // params.num_pes)
+                cost = (rounds * per_ctx, (kb + gb) / (kb * gb), -kb * gb, wfan)
+                cands.append((cost, kb, gb, wfan))
     if not cands:
         raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
-    return [(kb, gb) for _, kb, gb in sorted(cands)]
+    return [(kb, gb, wfan) for _, kb, gb, wfan in sorted(cands)]
 
 
 # Plans ---------------------------------------------------------------------------------------
@@ -364,10 +397,11 @@ def _homes(params, count):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None):
+            contexts=None, wfan=None):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
-    ``kb``/``gb`` default to the blocking with the lowest estimated time that fits the slots
+    ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
+    default to the blocking with the lowest estimated time that fits the slots
     (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
 
     Raises
@@ -386,18 +420,22 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
+    if wfan is not None and wfan not in WFANS:
+        raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf.
-        for ckb, cgb in _choose_blocking(mode, K, groups, cw, params, feedback):
-            if kb is not None and ckb != kb or gb is not None and cgb != gb:
+        for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback):
+            if kb is not None and ckb != kb or gb is not None and cgb != gb or \
+                    wfan is not None and mode == "sparse" and cgb > WFANS[0] and cwfan != wfan:
                 continue
-            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback)
+            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan)
             probe.homes = _homes(params, min(params.num_pes, probe.items))
             if _fits(probe, 1):
                 break
-        kb, gb = ckb, cgb
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback)
-    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback)[0]
+        kb, gb, wfan = ckb, cgb, cwfan
+    wfan = WFANS[0] if wfan is None else wfan
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan)
+    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")

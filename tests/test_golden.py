@@ -284,7 +284,7 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
         nnz = int(np.count_nonzero(w.view(np.uint16)))
         run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
         weights = run_items * plan.kb * plan.Cw
-        assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // 4)
+        assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // plan.wfan)
         assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks + run_items * plan.R16
 
 

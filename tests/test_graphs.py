@@ -156,3 +156,25 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
                               np.zeros((32, 64), np.float16), 0)
     desc = segments[plan.desc_base[0]]
     assert desc[12:14] == b"\0\0"
+
+
+def test_value_loads_per_row_follow_the_mesh_links():
+    # With the committed homes some links carry 4 engines' loads: one value load per row (a
+    # MOV tree, fewer Dbuf accesses) is cheaper there; on one PE (no mesh link) one load per 4
+    # lane groups (fewer INT issues) is (docs/mapping.md, measured on the RTL).
+    from sw.graphs import WFANS, _link_engines
+    from sw.isa import Op
+    p8 = ArrayParams(slots=128, int_issue=2)
+    plan = plan_fc(96, 256, 64, "sparse", p8)
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
+    assert _link_engines(p8, plan.homes) == 4
+    g = build_graph(plan)
+    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3
+    p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
+    plan = plan_fc(6, 64, 32, "sparse", p1)
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
+    assert _link_engines(p1, plan.homes) == 1
+    assert plan_fc(6, 64, 32, "sparse", p1, wfan=16).wfan == 16
+    assert WFANS == (4, 16)
+    with pytest.raises(FdpuError, match="wfan must be one of 4, 16, got 8"):
+        plan_fc(6, 64, 32, "sparse", p1, wfan=8)
