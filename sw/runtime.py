@@ -290,6 +290,12 @@ def _edge(params, k):
     return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
 
 
+def _channel_ports(params, channels):
+    """Return the edge ports (Dbuf numbers) of the DMA channels (``hw.top.dma_ports``)."""
+    from hw.top import dma_ports          # hw is imported late (sw stands alone)
+    return dma_ports(params)[:channels]
+
+
 def _assign(runs, channels, load, params):
     """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
 
@@ -580,7 +586,12 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                     load[0] += len(words)
                     cbuf_words += len(words)
             prev_cbuf = cwords
-        for c, lo, words in _assign(_runs(image), nch, load, p):
+        # Each channel loads the Dbuf at its own edge port last: that Dbuf's store acks enter
+        # the reply mesh through the merge a configuration port's CONFIG flits take there,
+        # which would halve the configuration's rate while the two overlap.
+        own = _channel_ports(p, nch)
+        for c, lo, words in sorted(_assign(_runs(image), nch, load, p),
+                                   key=lambda t: p.dbuf_of(t[1])[0] == own[t[0]]):
             descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
             moved += 8 * len(words)
         outs, out_bytes, where = [[] for _ in range(nch)], 0, []
