@@ -425,3 +425,20 @@ def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
 def test_int_issue_is_checked(width):
     with pytest.raises(FdpuError, match="int_issue must be 1 or 2"):
         ArrayParams(int_issue=width)
+
+
+def test_one_value_load_per_row_gives_the_same_bits():
+    # wfan = 16: one value load per weight row and a MOV tree to its 8 FACCs (what the chooser
+    # picks when mesh links are the limit); same accumulation order, same bits.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    w = layers.make_weights((3, 40), 0.3, SEED)
+    x = layers.make_inputs(40, 32, SEED + 1)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    runs = [run_fc(plan_fc(3, 40, 32, "sparse", params, kb=3, gb=8, wfan=wfan), w, x,
+                   exact=True, seed=SEED) for wfan in (4, 16)]
+    fast = run_fc(runs[1].plan, w, x)
+    for r in runs + [fast]:
+        assert np.array_equal(r.result.view(np.uint16), runs[0].result.view(np.uint16))
+    assert fast.counters == runs[1].counters
+    assert runs[1].counters.ops["LDHB"] * 2 == runs[0].counters.ops["LDHB"]
+    assert reference.check(runs[1].result, w, x).holds
