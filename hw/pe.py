@@ -709,6 +709,7 @@ class Pe(wiring.Component):
             if pp != 1:
                 alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
                 is_mem = Signal(name=f"is_mem{pp}")
+                st["is_mem"] = is_mem
                 if pp == 0:
                     m.d.comb += is_mem.eq(~st["cont"] & op_in(insn.op, Op.LDH, Op.STD))
                 tag = Signal(self._int_tag(p), name="int_tag")
@@ -1091,11 +1092,21 @@ class Pe(wiring.Component):
                     m.d.sync += nonempty[s][k].eq(1)
                 with m.Elif(clr):
                     m.d.sync += nonempty[s][k].eq(0)
+        for pp in range(NP):
+            # A memory op that did not go, for whatever reason (no room, no pool entry, the
+            # overflow cap), goes last too: one that kept failing while staying "fresh" starved
+            # a slot whose stale flag said "no room" although its consumers were waiting for it
+            # (a load's flag is only refreshed when it is picked: the 8 x 8's ~1,000-cycle
+            # tails, docs/pe.md "Round 4").
+            st = s1[pp]
+            st["last"] = Signal(name=f"goes_last{pp}")
+            fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
+            m.d.comb += st["last"].eq(fail & ~st["go"])
         for s in range(S):
             for pp in range(NP):
                 st = s1[pp]
                 with m.If(st["valid"] & slot_is(st["slot"], s)):
-                    m.d.sync += noroom[s].eq(~st["room"] & ~st["go"])
+                    m.d.sync += noroom[s].eq(st["last"])
         for s in range(S):
             for pp in range(NP):
                 with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):

@@ -179,6 +179,43 @@ def static_report(params, plan, policy):
     return out
 
 
+def end_join():
+    """Monkeypatch ``sw.graphs.build_engine``: one END per engine instead of one per store.
+
+    Every store of an item ends its context (``kb * gb`` CTX_END messages per engine and
+    context, all through the MicC's one port at one flit per cycle: 1,536 on the 8 x 8's
+    6 x 4 engines).  Here the stores lose their END and send their acknowledgement (a 0 token)
+    into a binary tree of ``ADD``s (``kb * gb - 1`` of them; an operand takes one producer),
+    whose root carries the END: the context still ends only after every store is written.
+    An experiment of this script (the graphs are ``sw/graphs.py``'s).
+    """
+    from sw.isa import Op
+    plain = graphs.build_engine
+
+    def build_engine(g, plan, e, pe=None, dbuf=None):
+        ids = plain(g, plan, e, pe=pe, dbuf=dbuf)
+        level = list(ids["st"])
+        for st in level:
+            g.nodes[st].end = False
+        n = 0
+        while len(level) > 1:
+            nxt = []
+            for i in range(0, len(level) - 1, 2):
+                j = g.add(Op.ADD, 2, 0, False, f"e{e}.endjoin{n}", group=e, pe=pe, engine=e,
+                          role="endjoin")
+                n += 1
+                g.connect(level[i], j, 0)
+                g.connect(level[i + 1], j, 1)
+                nxt.append(j)
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        g.nodes[level[0]].end = True
+        return ids
+
+    graphs.build_engine = build_engine
+
+
 def _probe_runner(out, period, watch=None):
     """Make the runtime run ``tb.pe.test_array_probe`` (samples to ``out``) instead of the job."""
     import tb.runner
@@ -209,9 +246,12 @@ def breakdown(probe, run, params):
     fp = np.array(probe["fp"], dtype=np.int64)          # samples x PEs
     # Keep the compute phase only: the counters restart at the compute start, so take the
     # samples after the last restart of the (single-pass) job.
+    extra = {k: np.array(probe[k], dtype=np.int64) for k in ("dbuf_reqs", "ends", "cycles",
+                                                             "config_cycles") if k in probe}
     total = fp.sum(axis=1)
     start = int(np.flatnonzero(np.diff(total) < 0)[-1] + 1) if (np.diff(total) < 0).any() else 0
     clock, fp = clock[start:], fp[start:]
+    extra = {k: v[start:] for k, v in extra.items()}
     final = fp[-1]
     first = np.array([clock[np.argmax(fp[:, n] > 0)] for n in range(fp.shape[1])])
     last = np.array([clock[np.argmax(fp[:, n] >= final[n])] for n in range(fp.shape[1])])
@@ -231,6 +271,19 @@ def breakdown(probe, run, params):
     print("    per-PE FACC/cycle (row by row):")
     for row in grid:
         print("      " + " ".join(f"{v:.2f}" for v in row))
+    if "cycles" in extra and "config_cycles" in extra:
+        # The MicC's cycle counter runs from the compute start: the contexts start when the
+        # configuration ends.
+        run_clock = clock - extra["cycles"]
+        begin = int(np.median(run_clock[extra["cycles"] > 0]))
+        ctx0 = begin + int(extra["config_cycles"].max())
+        ends = extra["ends"]
+        done = clock[np.argmax(ends >= ends.max())]
+        reqs = extra["dbuf_reqs"]
+        req_last = clock[np.argmax(reqs >= reqs.max())]
+        print(f"    contexts start (configuration done) to the first FACC: {t0 - ctx0}; last "
+              f"FACC to the last Dbuf request: {req_last - last.max()}; to the last CTX_END "
+              f"at the MicC: {done - last.max()} (to within {period})")
     # The array's FACC rate per window: where in time the loss is.
     busy = np.flatnonzero(np.diff(fp.sum(axis=1)) > 0)
     if len(busy):
@@ -258,6 +311,9 @@ def main(argv=None):
     ap.add_argument("--dma-channels", type=int, default=4)
     ap.add_argument("--kb", type=int, default=None, help="force the blocking (rows per item)")
     ap.add_argument("--gb", type=int, default=None, help="force the blocking (lane groups)")
+    ap.add_argument("--end-join", action="store_true",
+                    help="experiment: one CTX_END per engine and context (the stores' acks "
+                         "counted by a FACC join, see end_join) instead of one per store")
     ap.add_argument("--homes", choices=sorted(POLICIES), default="current")
     ap.add_argument("--run", choices=("icarus", "verilator"), default=None)
     ap.add_argument("--probe", type=int, default=0, metavar="CYCLES",
@@ -280,6 +336,8 @@ def main(argv=None):
 
         graphs.plan_fc = plan_fc
     graphs._homes = POLICIES[args.homes]
+    if args.end_join:
+        end_join()
     plan = graphs.plan_fc(args.out_features, args.in_features, args.batch, args.mode, params)
     figures = static_report(params, plan, args.homes)
     status = 0

@@ -3,11 +3,13 @@
 A measurement aid for ``scripts/diag_array.py``: the job is exactly ``tb.top.test_run``'s (same
 spec, same checks); beside it a coroutine reads the top's public counters every
 ``FDPU_PROBE_PERIOD`` cycles (default 32): ``o_clock``, ``o_fp_fires[n]`` for every PE and
-``o_dbuf_reqs``.  Only top-level signals are read, so it works on the 8 x 8 Verilator model
+``o_dbuf_reqs``, and the MicC's ``o_ends``, ``o_cycles``, ``o_config_cycles``, ``o_state``.
+Only top-level signals are read, so it works on the 8 x 8 Verilator model
 (where nothing inside the top is public).  Python wakes once per period, not per cycle.
 
 The samples go to the JSON file ``FDPU_PROBE_OUT``: ``period``, ``clock`` (list of ``o_clock``
-values) and ``fp`` (per sample, the list of per-PE FP fire counts), ``dbuf_reqs``.  The
+values) and ``fp`` (per sample, the list of per-PE FP fire counts), ``dbuf_reqs``, ``ends``, ``cycles``,
+``config_cycles``, ``state``.  The
 counters restart at each compute start, so the samples show each PE's first and last FP firing
 to within one period and its rate per window.
 """
@@ -36,6 +38,8 @@ async def _sample(dut, npes, period, out):
         out["clock"].append(_value(dut.o_clock))
         out["fp"].append([_value(h) for h in fires])
         out["dbuf_reqs"].append(_value(dut.o_dbuf_reqs))
+        for name in ("o_ends", "o_cycles", "o_config_cycles", "o_state"):
+            out.setdefault(name[2:], []).append(_value(getattr(dut, name)))
 
 
 def _find(dut, path):
