@@ -26,6 +26,7 @@ data do not fit the Dbufs runs in several passes (one memory image each, the sam
 
 from dataclasses import dataclass, field
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from . import fdcsr, fp16
 from .arch import ArrayParams, Dir
@@ -42,6 +43,8 @@ _ROW = fdcsr.ROW
 _DESC = 16           # bytes of one descriptor: item base, input base, output base, pad
 _ZERO = 12           # the pad word (always 0): the binary16 +0.0 a sparse zero weight loads
 _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
+#: Cost of a home Dbuf off the PE's row and column (its route bends), against hops squared.
+_BENT = 10_000
 #: Cycles one weight row's SWITCH loop takes per column on the RTL PE (SWITCH -> join ->
 #: SWITCH, plus IMM for a zero weight: 2-3 same-PE firings of ~5 cycles each and the INT
 #: pipe's round-robin wait; one-row engine on one PE, docs/mapping.md); used only to choose
@@ -375,21 +378,29 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
 # Plans ---------------------------------------------------------------------------------------
 
 def _homes(params, count):
-    """Pick ``count`` PEs and give each a home Dbuf (nearest, at most ceil(P/D) PEs each)."""
+    """Pick ``count`` PEs and give each a home Dbuf on its own row or column.
+
+    Every Dbuf takes at most ``ceil(P / D)`` engines.  Among the assignments where each PE's
+    home is on its row or column, so that its XY route is a straight line and a mesh link
+    only ever carries the loads of one Dbuf, the one with the least sum of squared hop counts
+    is taken (``scipy.optimize.linear_sum_assignment`` over the Dbufs' seats).  A PE with no
+    straight seat left gets the nearest free one (penalized, so only when the shape forces
+    it).  With fewer engines than PEs, the PEs nearest their homes are chosen.
+
+    The nearest-Dbuf greedy this replaced crossed routes: on the 8 x 8 four engines' loads
+    shared a link, and the dense engine ran at half speed (docs/mapping.md, "Home Dbufs").
+    """
     pes = params.pe_coords()
-    dist = {}
-    for pe in pes:
-        dist[pe] = sorted((len(params.route(pe, params.dbuf_coord(d))), d)
-                          for d in range(params.num_dbufs))
     cap = -(-params.num_pes // params.num_dbufs)
-    load = [0] * params.num_dbufs
-    homes = {}
-    for pe in sorted(pes, key=lambda p: (dist[p][0][0], p[1], p[0])):
-        for _, d in dist[pe]:
-            if load[d] < cap:
-                load[d] += 1
-                homes[pe] = d
-                break
+    seats = [d for d in range(params.num_dbufs) for _ in range(cap)]
+    cost = np.empty((len(pes), len(seats)))
+    for j, d in enumerate(seats):
+        dx, dy = params.dbuf_coord(d)
+        for i, (x, y) in enumerate(pes):
+            hops = len(params.route((x, y), (dx, dy)))
+            cost[i, j] = hops * hops + (0 if dx == x or dy == y else _BENT)
+    rows, cols = linear_sum_assignment(cost)
+    homes = {pes[i]: seats[j] for i, j in zip(rows, cols)}
     chosen = pes if count >= len(pes) else sorted(pes, key=lambda p: (
         len(params.route(p, params.dbuf_coord(homes[p]))), p[1], p[0]))[:count]
     chosen = sorted(chosen, key=lambda p: (p[1], p[0]))

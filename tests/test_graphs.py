@@ -159,17 +159,19 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
 
 
 def test_value_loads_per_row_follow_the_mesh_links():
-    # With the committed homes some links carry 4 engines' loads: one value load per row (a
-    # MOV tree, fewer Dbuf accesses) is cheaper there; on one PE (no mesh link) one load per 4
-    # lane groups (fewer INT issues) is (docs/mapping.md, measured on the RTL).
+    # One value load per row (a MOV tree, fewer Dbuf accesses) pays only where a mesh link
+    # carries the loads of several engines; with straight homes the 8 x 8's busiest link
+    # carries one Dbuf's two engines and, as on one PE (no mesh link), one load per 4 lane
+    # groups (fewer INT issues) is cheaper (docs/mapping.md, measured on the RTL).
     from sw.graphs import WFANS, _link_engines
     from sw.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
     plan = plan_fc(96, 256, 64, "sparse", p8)
-    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
-    assert _link_engines(p8, plan.homes) == 4
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
+    assert _link_engines(p8, plan.homes) == 2
     g = build_graph(plan)
-    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3
+    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3 * 2
+    assert plan_fc(96, 256, 64, "sparse", p8, wfan=16).wfan == 16
     p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
     plan = plan_fc(6, 64, 32, "sparse", p1)
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
@@ -178,3 +180,25 @@ def test_value_loads_per_row_follow_the_mesh_links():
     assert WFANS == (4, 16)
     with pytest.raises(FdpuError, match="wfan must be one of 4, 16, got 8"):
         plan_fc(6, 64, 32, "sparse", p1, wfan=8)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (2, 2), (2, 3), (3, 5), (4, 4), (8, 8)])
+def test_homes_are_straight_and_shared_fairly(rows, cols):
+    # Every PE's home Dbuf is on its row or column (a straight XY route), no Dbuf has more
+    # than ceil(P / D) engines, so no mesh link carries more than one Dbuf's engines.
+    from sw.graphs import _homes, _link_engines
+    p = ArrayParams(rows=rows, cols=cols)
+    homes = _homes(p, p.num_pes)
+    cap = -(-p.num_pes // p.num_dbufs)
+    assert sorted(pe for pe, _ in homes) == sorted(p.pe_coords())
+    per = {}
+    for (x, y), d in homes:
+        per[d] = per.get(d, 0) + 1
+        dx, dy = p.dbuf_coord(d)
+        assert dx == x or dy == y, f"PE {(x, y)} homed at Dbuf {d} {(dx, dy)}: not straight"
+    assert max(per.values()) <= cap
+    assert _link_engines(p, homes) <= cap
+    # Fewer engines than PEs: the ones nearest their homes, each still straight.
+    few = _homes(p, max(1, p.num_pes // 2))
+    assert len(few) == max(1, p.num_pes // 2)
+    assert all(p.dbuf_coord(d)[0] == x or p.dbuf_coord(d)[1] == y for (x, y), d in few)
