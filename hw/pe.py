@@ -40,12 +40,12 @@ Contract
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
   and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
   round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
-  slots: pipe 0, or with ``params.int_issue == 2`` LD/ST slots pipe 0 and the others pipe
-  2); one cycle later (S1) the instruction fires if each *local* destination FIFO has room
-  (occupancy counts tokens present plus results reserved in flight), its unit accepts, and
-  for LD/ST the request FIFO has room and the pool a free entry; otherwise it is dropped and
-  picked again.  Each slot's results leave in firing order; each slot's load/store results
-  in issue order (not across slots).
+  slots: pipe 0, or with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others
+  pipe 2, fixed when the slot is configured); one cycle later (S1) the instruction fires if
+  each *local* destination FIFO has room (occupancy counts tokens present plus results
+  reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
+  a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
+  firing order; each slot's load/store results in issue order (not across slots).
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
   the sticky OVERFLOW flag.  Errors (:class:`hw.pe_types.PeError`) are sticky in
   ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
@@ -302,7 +302,7 @@ class Pe(wiring.Component):
         # known, its pipe, which operands are tokens, busy; per (slot, operand) "non-empty".
         known = [Signal(name=f"known{s}") for s in range(S)]     # opcode valid, not INVALID
         isfp = [Signal(name=f"isfp{s}") for s in range(S)]
-        ismem = [Signal(name=f"ismem{s}") for s in range(S)]    # LD/ST: INT pipe 0 only
+        onp0 = [Signal(name=f"onp0_{s}") for s in range(S)]    # INT pipe 0 (int_issue 2)
         tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
         busy = [Signal(name=f"busy{s}") for s in range(S)]
         noroom = [Signal(name=f"noroom{s}") for s in range(S)]  # last pick: destination full
@@ -378,10 +378,19 @@ class Pe(wiring.Component):
         m.d.comb += mem_op.eq(op_in(part0.op, Op.LDH, Op.STD))
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
         tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
+        # With a second INT pipe each INT/MEM/CTRL slot is given its pipe when configured:
+        # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
+        # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
+        # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
+        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  The pipe
+        # is fixed for the slot's life: its results leave through one dispatcher in firing
+        # order, and its ITER/SCAN state is read and written by one pipe.
+        to_p0 = mem_op | _eq(part0.op, int(Op.ITER))
         for s in range(S):
             with m.If(cfg_part0 & slot_is(cfg_slot, s)):
-                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm),
-                             ismem[s].eq(mem_op)]
+                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
+                if NP == 3:
+                    m.d.sync += onp0[s].eq(to_p0)
 
         # Mesh tokens: OPERAND and PRELOAD.
         net_tok = Signal(local_layout(p))
@@ -584,10 +593,10 @@ class Pe(wiring.Component):
                 # INT pipe: a busy slot is an emitting ITER, ready for its next token.
                 go_on = busy[s] if pp != 1 else Const(0, 1)
                 # Each slot has one pipe, so its results leave in firing order: FP slots
-                # pipe 1; with a second INT pipe, LD/ST slots pipe 0 and the other INT/CTRL
-                # slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
+                # pipe 1; with a second INT pipe, LD/ST and ITER slots pipe 0 and the other
+                # INT/CTRL slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
                 unit = (isfp[s] if pp == 1 else ~isfp[s] if NP == 2
-                        else ~isfp[s] & (ismem[s] if pp == 0 else ~ismem[s]))
+                        else ~isfp[s] & (onp0[s] if pp == 0 else ~onp0[s]))
                 m.d.comb += ready[s].eq(known[s] & unit & ((tok_ok & ~busy[s]) | go_on)
                                         & ~(s1_valid & slot_is(s1_slot, s)))
             # Slots whose last pick found a local destination full go last: they are

@@ -78,12 +78,30 @@ def test_golden_images_on_one_pe(sim, golden_cases):
 def _two_int_issues(sim, root):
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
-               extra_env={"FDPU_PE_CASES": json.dumps(_golden_cases(root, p))})
+               extra_env={"FDPU_PE_CASES": json.dumps(_golden_cases(root, p)),
+                          "FDPU_PE_EXPECT_INT0": "1"})
 
 
 def test_golden_images_on_one_pe_with_two_int_issues_icarus(tmp_path):
-    # params.int_issue == 2: LD/ST slots on INT pipe 0, the other INT/CTRL slots on pipe 2.
+    # params.int_issue == 2: LD/ST and ITER slots on INT pipe 0, the other INT/CTRL slots on
+    # pipe 2; the bench checks that pipe 0 fired every ITER and no other INT/CTRL op.
     _two_int_issues("icarus", tmp_path)
+
+
+def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path):
+    # INT-heavy random graphs and the sparse FC engine (its address and repeat ITERs on pipe
+    # 0 beside the loads, SHR/AND/SCAN/SWITCH on pipe 2) with a 4-entry pool, 30 % input idle
+    # and 50 % output backpressure: bit-exact, no deadlock, loads sent as overflow entries,
+    # and pipe 0 carrying every ITER.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
+    built = [("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED + 7))] + [
+        (f"random-{SEED + 10 + i}", cases.random_image(p, 24, SEED + 10 + i)) for i in range(2)]
+    folders = [str(cases.save_case(tmp_path / name, img, name)) for name, img in built]
+    run_cocotb("pe", dict(cases.top_params(p), pool=4), "tb.pe.test_pe", "icarus", seed=SEED,
+               testcase="golden_images",
+               extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0.3,0.5",
+                          "FDPU_PE_EXPECT_OVF": "1", "FDPU_PE_EXPECT_INT0": "1"})
 
 
 @pytest.mark.slow

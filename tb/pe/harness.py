@@ -86,6 +86,7 @@ class PeWorld:
         self.ends = Counter()
         self.end_log = []
         self.fired = Counter()
+        self.fired_int0 = Counter()     # the firings of INT pipe 0, per opcode
         self.requests = 0
         self.in_count = 0
         self.loop_delay, self.mem_delay = loop_delay, mem_delay
@@ -224,7 +225,9 @@ class PeWorld:
                 # while their valid bit is low.
                 bits = str(fire.value)[::-1]
                 if bits[0] == "1":
-                    self.fired[Op(int(bits[1:7][::-1], 2)).name] += 1
+                    name = Op(int(bits[1:7][::-1], 2)).name
+                    self.fired[name] += 1
+                    self.fired_int0[name] += 1
                 if bits[7] == "1":
                     self.fired[Op(int(bits[8:14][::-1], 2)).name] += 1
                 if len(bits) > 14 and bits[14] == "1":      # int2_valid, int2_op (20:15)

@@ -13,6 +13,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   into the results (diagnosis; slow).
 * ``FDPU_PE_EXPECT_OVF=1``: count the loads sent without room (overflow entries of the
   reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
+* ``FDPU_PE_EXPECT_INT0=1`` (``int_issue == 2``): fail unless INT pipe 0 fired every ITER and
+  no other INT/CTRL instruction but loads and stores (the pipe split of ``hw.pe``).
 """
 
 import json
@@ -126,8 +128,15 @@ async def golden_images(dut):
         _compare(world, expected, expected["name"])
         dut._log.info(f"case {expected['name']}: {image.contexts} contexts, "
                       f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
+        int0 = {op: n for op, n in world.fired_int0.items()
+                if Op[op].unit is not Unit.MEM}
+        dut._log.info(f"case {expected['name']}: INT pipe 0 fired {dict(world.fired_int0)}")
+        if os.environ.get("FDPU_PE_EXPECT_INT0") == "1":
+            want = {"ITER": world.fired["ITER"]} if world.fired["ITER"] else {}
+            assert int0 == want, (f"case {expected['name']}: INT pipe 0 fired {int0} besides "
+                                  f"its loads and stores, expected {want} (every ITER)")
         results.append(dict(name=expected["name"], contexts=image.contexts,
-                            cycles=world.cycle, ops=dict(world.fired)))
+                            cycles=world.cycle, ops=dict(world.fired), int0=int0))
         if probe is not None:
             probe.stop()
             results[-1]["stalls"] = probe.report()
