@@ -385,7 +385,9 @@ class Pe(wiring.Component):
         # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
-        to_p0 = mem_op | _eq(part0.op, int(Op.ITER))
+        to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
+        if NP == 3:
+            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)))
         for s in range(S):
             with m.If(cfg_part0 & slot_is(cfg_slot, s)):
                 m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
