@@ -324,7 +324,17 @@ def main(argv=None):
                          "cycle (tb.pe.test_array_probe, FDPU_PROBE_WATCH)")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
+    import tb.runner
+    saved = (graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb)
+    try:
+        return _main(args)
+    finally:
+        # The experiments monkeypatch these for this process; callers (tests) get them back.
+        graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb = saved
 
+
+def _main(args):
+    """Run the parsed options of :func:`main`."""
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
     if args.kb or args.gb:
