@@ -11,8 +11,9 @@ dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps t
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is;
-``straight`` replaces it (a monkeypatch of this process only) by :func:`homes_straight`, which
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is (since
+commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
+nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces it (a monkeypatch of this process only) by :func:`homes_straight`, which
 gives each PE a Dbuf on its own row or column (the XY route is then a straight line, so a link
 only ever carries the flows of one Dbuf) with the fewest hops (an assignment problem).
 
@@ -102,7 +103,32 @@ def homes_transposed(params, count):
     return out[:count]
 
 
-POLICIES = {"current": CURRENT_HOMES, "straight": homes_straight, "pairs": homes_pairs,
+def homes_nearest(params, count):
+    """Return ``[(pe, dbuf)]`` as ``sw.graphs._homes`` did before commit d587c9f (the greedy).
+
+    Each PE, edge PEs first, takes the nearest Dbuf with room (``ceil(P / D)`` engines each);
+    the interior PEs of the 8 x 8 get Dbufs 4-7 routers away whose routes cross (kept here to
+    rerun the round-4 measurements of docs/pe.md).
+    """
+    pes = params.pe_coords()
+    dist = {pe: sorted((len(params.route(pe, params.dbuf_coord(d))), d)
+                       for d in range(params.num_dbufs)) for pe in pes}
+    cap = -(-params.num_pes // params.num_dbufs)
+    load = [0] * params.num_dbufs
+    homes = {}
+    for pe in sorted(pes, key=lambda p: (dist[p][0][0], p[1], p[0])):
+        for _, d in dist[pe]:
+            if load[d] < cap:
+                load[d] += 1
+                homes[pe] = d
+                break
+    chosen = pes if count >= len(pes) else sorted(pes, key=lambda p: (
+        len(params.route(p, params.dbuf_coord(homes[p]))), p[1], p[0]))[:count]
+    chosen = sorted(chosen, key=lambda p: (p[1], p[0]))
+    return [(pe, homes[pe]) for pe in chosen]
+
+
+POLICIES = {"current": CURRENT_HOMES, "nearest": homes_nearest, "straight": homes_straight, "pairs": homes_pairs,
             "transposed": homes_transposed}
 
 
