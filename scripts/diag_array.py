@@ -13,9 +13,11 @@ link bounds the contexts' FP utilization: that bound is printed.
 
 ``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is (since
 commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
-nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces it (a monkeypatch of this process only) by :func:`homes_straight`, which
-gives each PE a Dbuf on its own row or column (the XY route is then a straight line, so a link
-only ever carries the flows of one Dbuf) with the fewest hops (an assignment problem).
+nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
+it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
+on its own row or column (the XY route is then a straight line, so a link only ever carries
+the flows of one Dbuf) with the fewest hops (an assignment problem).  ``pairs`` and
+``transposed`` are experiments (their docstrings).
 
 ``--run icarus|verilator`` then runs the layer on the RTL (``fdpu run``, bit-exact check
 included) with that policy and prints the measured utilization of the contexts next to the
@@ -128,8 +130,8 @@ def homes_nearest(params, count):
     return [(pe, homes[pe]) for pe in chosen]
 
 
-POLICIES = {"current": CURRENT_HOMES, "nearest": homes_nearest, "straight": homes_straight, "pairs": homes_pairs,
-            "transposed": homes_transposed}
+POLICIES = {"current": CURRENT_HOMES, "nearest": homes_nearest, "straight": homes_straight,
+            "pairs": homes_pairs, "transposed": homes_transposed}
 
 
 def link_loads(params, homes, rate):
@@ -318,8 +320,9 @@ def breakdown(probe, run, params):
         parts = np.array_split(steps, min(10, len(steps)))
         print("    array FACC/cycle/PE over time (10 windows): "
               + " ".join(f"{p.mean():.2f}" for p in parts))
-    return dict(period=period, samples=fp.tolist(), clock=clock.tolist(), first=(first - t0).tolist(), last=(last - t0).tolist(),
-                facc=final.tolist(), rate=rate.tolist())
+    return dict(period=period, samples=fp.tolist(), clock=clock.tolist(),
+                first=(first - t0).tolist(), last=(last - t0).tolist(), facc=final.tolist(),
+                rate=rate.tolist())
 
 
 def main(argv=None):
