@@ -300,11 +300,11 @@ def breakdown(probe, run, params):
     for row in grid:
         print("      " + " ".join(f"{v:.2f}" for v in row))
     if "cycles" in extra and "config_cycles" in extra:
-        # The MicC's cycle counter runs from the compute start: the contexts start when the
-        # configuration ends.
+        # The MicC's cycle counter runs from the compute start to the end of the contexts
+        # (when it stops, the contexts have ended; they began `context_cycles` earlier).
         run_clock = clock - extra["cycles"]
-        begin = int(np.median(run_clock[extra["cycles"] > 0]))
-        ctx0 = begin + int(extra["config_cycles"].max())
+        begin = int(run_clock[extra["cycles"] > 0].min())
+        ctx0 = begin + int(extra["cycles"].max()) - int(run["context_cycles"])
         ends = extra["ends"]
         done = clock[np.argmax(ends >= ends.max())]
         reqs = extra["dbuf_reqs"]
