@@ -32,9 +32,13 @@ CTX_END messages (ISA v1.2):
   *accumulator* ``(ctx, count)``: every CTX_END offered in a cycle whose context ID (``data``
   bits 31:0) equals the accumulator's (or, when it is empty, the lowest offered one's) is
   taken and adds 1; the others wait (their dispatcher stalls) until the accumulator empties.
-* The accumulator moves into the END *output register* when that is empty or leaving; the
-  output register sends one CTX_END with ``data`` = ``ctx`` and ``count`` = its ENDs.  So
-  while ``o_rep`` is blocked, one context's ENDs pile up in one flit.
+* The accumulator moves into the END *output register* when that is empty or leaving and the
+  accumulator is *ripe*: ``hold`` cycles passed without a new END of its context (an END of
+  another context waiting, or a count of ``2**15``, ripens it at once); the output register
+  sends one CTX_END with ``data`` = ``ctx`` and ``count`` = its ENDs.  So a burst of one
+  context's ENDs (an engine's stores acknowledged at the end of a pass) leaves as one flit,
+  and while ``o_rep`` is blocked they pile up in one flit.  ``hold`` delays a context's
+  retirement by at most ``hold`` cycles; ``hold = 0`` merges only while blocked.
 * ``o_rep`` offers the FIFO's head first; the END register only when the FIFO is empty, so an
   END never overtakes a flit that entered the FIFO before it (and, once offered, it stays
   until taken: stream rules).  The END path cannot deadlock: OPERAND flits of a context are
@@ -43,7 +47,7 @@ CTX_END messages (ISA v1.2):
   below the 16-bit field's limit.
 """
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,9 +55,12 @@ from sw.arch import ArrayParams
 from sw.packet import END_COUNT_BITS, Kind, bias
 
 from .fifo import StreamFIFO
-from .pe_types import coord_layout, dispatch_layout, flit_union, local_layout
+from .pe_types import _eq, coord_layout, dispatch_layout, flit_union, local_layout
 
-__all__ = ["Dispatcher", "ReplyPort"]
+__all__ = ["Dispatcher", "ReplyPort", "HOLD"]
+
+#: Default quiet cycles of :class:`ReplyPort`'s END accumulator (see the module docstring).
+HOLD = 16
 
 
 class Dispatcher(wiring.Component):
@@ -189,15 +196,21 @@ class ReplyPort(wiring.Component):
         Number of ``i_flit`` inputs (at least 1).
     depth : int
         Words of the OPERAND FIFO (at least 1).
+    hold : int
+        Quiet cycles (0 .. 255, default :data:`HOLD`) the accumulator waits for more ENDs of
+        its context before it moves to the output register.
     """
 
-    def __init__(self, params, micc, ports, depth=4):
+    def __init__(self, params, micc, ports, depth=4, hold=HOLD):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
         for name, value in (("ports", ports), ("depth", depth)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(hold, int) or isinstance(hold, bool) or not 0 <= hold <= 255:
+            raise ValueError(f"hold must be an integer from 0 to 255, not {hold!r}")
         self._params, self._micc, self._n, self._depth = params, micc, ports, depth
+        self._hold = hold
         super().__init__({
             "i_flit": In(stream.Signature(flit_union(params))).array(ports),
             "o_rep": Out(stream.Signature(flit_union(params))),
@@ -274,8 +287,19 @@ class ReplyPort(wiring.Component):
         m.d.comb += out_sent.eq(offer_end & self.o_rep.ready)
         m.d.sync += end_locked.eq(offer_end & ~self.o_rep.ready)
 
+        # The accumulator moves on after ``hold`` cycles without a new END of its context, at
+        # once when an END of another context waits or the count reached 2 ** 15.
+        quiet = Signal(range(256))                  # 0 .. hold (saturates)
+        at_hold = _eq(quiet, self._hold)
+        ripe = Signal()
+        other = Cat(*[self.i_flit[j].valid & is_end[j] & ~take[j] for j in range(n)]).any()
+        m.d.comb += ripe.eq(at_hold | other | acc_count[-1])
+        with m.If(take.any()):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(acc_valid & ~at_hold):
+            m.d.sync += quiet.eq((quiet + 1)[:8])
         move = Signal()                             # accumulator -> output register
-        m.d.comb += move.eq(acc_valid & (~out_valid | out_sent))
+        m.d.comb += move.eq(acc_valid & ripe & (~out_valid | out_sent))
         with m.If(move):
             m.d.sync += [out_valid.eq(1), out_ctx.eq(acc_ctx), out_count.eq(acc_count)]
         with m.Elif(out_sent):
