@@ -36,9 +36,10 @@ Contract
   precedes the run); REPLY fills its reorder pool entry, allocated at issue.
 * ``o_req``: LOAD/STORE flits (request network); the ``tag`` and ``slot`` fields carry the
   pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
-  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.  While
-  ``o_rep`` is blocked, END messages of one context merge into one CTX_END flit with a
-  ``count`` (ISA v1.2, :class:`hw.pe_dispatch.ReplyPort`).
+  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.  END
+  messages of one context that follow each other within 16 cycles, or wait while ``o_rep``
+  is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
+  :class:`hw.pe_dispatch.ReplyPort`).
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
   and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
   round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
