@@ -37,10 +37,11 @@ expansion in Python.
    start is one OPERAND flit per template word with ``data = c``, in Cbuf order, on port 0.
    With ``window = 1`` every context waits for the previous one to end: the dependence
    control for contexts that depend on each other (the image's ``window`` chooses it).
-5. Each CTX_END flit carries its context ID (ISA v1.1); the end counter of that context (a
-   table indexed by the ID's low bits) counts it; the oldest context retires when its counter
-   reaches ``i_ends``.  DONE when ``retired == contexts``; ``o_done`` stays high until the next
-   start.
+5. Each CTX_END flit carries its context ID (ISA v1.1) and a ``count`` of END messages (ISA
+   v1.2, 0 counts as 1); the end counter of that context (a table indexed by the ID's low
+   bits) adds the count; the oldest context retires when its counter reaches ``i_ends``.
+   ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
+   ``retired == contexts``; ``o_done`` stays high until the next start.
 
 Errors (sticky until the next start, bits of ``o_error`` = :class:`MiccError`) end the run in
 DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad registers, a
@@ -270,8 +271,11 @@ class Micc(wiring.Component):
         # the table.
         in_flight = (age <= outstanding) & ~age[tbits:].any()
         good_end = got & is_end & in_flight & (end_id < contexts)
+        # ISA v1.2: a CTX_END flit stands for ``count`` END messages (0 counts as 1).
+        n_end = Signal(16)
+        m.d.comb += n_end.eq(Mux(end_body.count.any(), end_body.count, 1))
         with m.If(got):
-            m.d.sync += ends_seen.eq(_inc(ends_seen))
+            m.d.sync += ends_seen.eq((ends_seen + Mux(is_end, zx(n_end), Const(1, 32)))[:32])
         with m.If(got & ~is_end):
             m.d.sync += err[MiccError.BAD_FLIT].eq(1)
         with m.If(got & is_end & ~good_end):
@@ -291,12 +295,12 @@ class Micc(wiring.Component):
         for i in range(table):
             mine = _eq(retired[:tbits], i)
             with m.If(retire & mine):
-                m.d.sync += counts[i].eq(zx(inc[i], 16))
+                m.d.sync += counts[i].eq(Mux(inc[i], n_end, 0))
                 with m.If(inc[i]):
                     m.d.sync += err[MiccError.BAD_END].eq(1)
             with m.Elif(inc[i]):
-                m.d.sync += counts[i].eq(_inc(counts[i]))
-                with m.If(counts[i] >= ends):
+                m.d.sync += counts[i].eq((counts[i] + n_end)[:16])
+                with m.If(n_end > (ends - counts[i])[:16]):     # (counts[i] <= ends holds)
                     m.d.sync += err[MiccError.BAD_END].eq(1)
         with m.If(retire):
             m.d.sync += retired.eq(_inc(retired))

@@ -36,7 +36,10 @@ Contract
   precedes the run); REPLY fills its reorder pool entry, allocated at issue.
 * ``o_req``: LOAD/STORE flits (request network); the ``tag`` and ``slot`` fields carry the
   pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
-  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.
+  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.  END
+  messages of one context that follow each other within 16 cycles, or wait while ``o_rep``
+  is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
+  :class:`hw.pe_dispatch.ReplyPort`).
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
   and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
   round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
@@ -65,7 +68,7 @@ from sw.packet import TAG_BITS, ConfigWhat, Kind, bias
 from .alu import IntAlu, IntOp
 from .fifo import StreamFIFO
 from .fpu import FpOp, SimdFpu
-from .pe_dispatch import Dispatcher
+from .pe_dispatch import Dispatcher, ReplyPort
 from .pe_types import (PeError, coord_layout, dispatch_layout, error_layout, flit_union,
                        insn_struct, local_layout, _eq, _inc)
 
@@ -497,14 +500,10 @@ class Pe(wiring.Component):
             m.submodules[f"alu{pp}" if pp else "alu"] = alus[pp]
         fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
         m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
-        m.submodules.rep_q = rep_q = StreamFIFO(width=flit_union(p).size, depth=4)
         m.d.comb += [
             self.o_req.valid.eq(req_q.o_data.valid),
             self.o_req.payload.eq(req_q.o_data.payload),
             req_q.o_data.ready.eq(self.o_req.ready),
-            self.o_rep.valid.eq(rep_q.o_data.valid),
-            self.o_rep.payload.eq(rep_q.o_data.payload),
-            rep_q.o_data.ready.eq(self.o_rep.ready),
         ]
 
         consume = [[Signal(name=f"consume{pp}_{k}") for k in range(K)] for pp in range(NP)]
@@ -1081,15 +1080,11 @@ class Pe(wiring.Component):
                 with m.If(ret_go[j] & nxt_live[j] & d_nxt[j][e]):
                     m.d.sync += first[e].eq(1)
 
-        # ---- remote flits: dispatchers -> o_rep ------------------------------------------
-        taken = Const(0, 1)
-        for d in disp:
-            grant = d.o_flit.valid & ~taken
-            with m.If(grant):
-                m.d.comb += [rep_q.i_data.payload.eq(d.o_flit.payload),
-                             rep_q.i_data.valid.eq(1)]
-            m.d.comb += d.o_flit.ready.eq(grant & rep_q.i_data.ready)
-            taken = taken | d.o_flit.valid
+        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
+        m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
+        for j, d in enumerate(disp):
+            wiring.connect(m, d.o_flit, rep_port.i_flit[j])
+        wiring.connect(m, rep_port.o_rep, wiring.flipped(self.o_rep))
 
         # ---- non-empty bits (the ready vector's view of the operand FIFOs) ----------------
         for s in range(S):

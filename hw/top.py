@@ -10,6 +10,9 @@
     Dbuf 2C+R+1 ---  |     |                         Dbuf's replies into the reply mesh, and
                   Dbuf C+R .. (south)                reply-mesh flits to (-1, 0) go to the MicC.
 
+    config_ports = 4: MicC outputs also at (C, R-1) east, (C-1, -1) north, (0, R) south (each
+    merged with its Dbuf's replies; each reading its own Cbuf banks), one quadrant each.
+
 Contract
 --------
 * Per PE ``n = y * cols + x``: ``o_req`` -> request mesh, ``o_rep`` -> reply mesh (two

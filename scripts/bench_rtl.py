@@ -48,9 +48,15 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     ref = golden.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
 
+    last = []
+
     def show(note):
-        print(f"  ... pass {note['pass_index']}/{note['passes']} {note['phase']} "
-              f"{note['cycles']:,} cycles", file=sys.stderr, flush=True)
+        # The runtime polls twice a second; print a line only when the note changed.
+        line = f"  ... pass {note['pass_index']}/{note['passes']} {note['phase']} " \
+               f"{note['cycles']:,} cycles"
+        if last[-1:] != [line]:
+            last.append(line)
+            print(line, file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show,

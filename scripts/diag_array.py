@@ -11,10 +11,13 @@ dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps t
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is;
-``straight`` replaces it (a monkeypatch of this process only) by :func:`homes_straight`, which
-gives each PE a Dbuf on its own row or column (the XY route is then a straight line, so a link
-only ever carries the flows of one Dbuf) with the fewest hops (an assignment problem).
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is (since
+commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
+nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
+it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
+on its own row or column (the XY route is then a straight line, so a link only ever carries
+the flows of one Dbuf) with the fewest hops (an assignment problem).  ``pairs`` and
+``transposed`` are experiments (their docstrings).
 
 ``--run icarus|verilator`` then runs the layer on the RTL (``fdpu run``, bit-exact check
 included) with that policy and prints the measured utilization of the contexts next to the
@@ -102,8 +105,33 @@ def homes_transposed(params, count):
     return out[:count]
 
 
-POLICIES = {"current": CURRENT_HOMES, "straight": homes_straight, "pairs": homes_pairs,
-            "transposed": homes_transposed}
+def homes_nearest(params, count):
+    """Return ``[(pe, dbuf)]`` as ``sw.graphs._homes`` did before commit d587c9f (the greedy).
+
+    Each PE, edge PEs first, takes the nearest Dbuf with room (``ceil(P / D)`` engines each);
+    the interior PEs of the 8 x 8 get Dbufs 4-7 routers away whose routes cross (kept here to
+    rerun the round-4 measurements of docs/pe.md).
+    """
+    pes = params.pe_coords()
+    dist = {pe: sorted((len(params.route(pe, params.dbuf_coord(d))), d)
+                       for d in range(params.num_dbufs)) for pe in pes}
+    cap = -(-params.num_pes // params.num_dbufs)
+    load = [0] * params.num_dbufs
+    homes = {}
+    for pe in sorted(pes, key=lambda p: (dist[p][0][0], p[1], p[0])):
+        for _, d in dist[pe]:
+            if load[d] < cap:
+                load[d] += 1
+                homes[pe] = d
+                break
+    chosen = pes if count >= len(pes) else sorted(pes, key=lambda p: (
+        len(params.route(p, params.dbuf_coord(homes[p]))), p[1], p[0]))[:count]
+    chosen = sorted(chosen, key=lambda p: (p[1], p[0]))
+    return [(pe, homes[pe]) for pe in chosen]
+
+
+POLICIES = {"current": CURRENT_HOMES, "nearest": homes_nearest, "straight": homes_straight,
+            "pairs": homes_pairs, "transposed": homes_transposed}
 
 
 def link_loads(params, homes, rate):
@@ -272,11 +300,11 @@ def breakdown(probe, run, params):
     for row in grid:
         print("      " + " ".join(f"{v:.2f}" for v in row))
     if "cycles" in extra and "config_cycles" in extra:
-        # The MicC's cycle counter runs from the compute start: the contexts start when the
-        # configuration ends.
+        # The MicC's cycle counter runs from the compute start to the end of the contexts
+        # (when it stops, the contexts have ended; they began `context_cycles` earlier).
         run_clock = clock - extra["cycles"]
-        begin = int(np.median(run_clock[extra["cycles"] > 0]))
-        ctx0 = begin + int(extra["config_cycles"].max())
+        begin = int(run_clock[extra["cycles"] > 0].min())
+        ctx0 = begin + int(extra["cycles"].max()) - int(run["context_cycles"])
         ends = extra["ends"]
         done = clock[np.argmax(ends >= ends.max())]
         reqs = extra["dbuf_reqs"]
@@ -292,8 +320,9 @@ def breakdown(probe, run, params):
         parts = np.array_split(steps, min(10, len(steps)))
         print("    array FACC/cycle/PE over time (10 windows): "
               + " ".join(f"{p.mean():.2f}" for p in parts))
-    return dict(period=period, samples=fp.tolist(), clock=clock.tolist(), first=(first - t0).tolist(), last=(last - t0).tolist(),
-                facc=final.tolist(), rate=rate.tolist())
+    return dict(period=period, samples=fp.tolist(), clock=clock.tolist(),
+                first=(first - t0).tolist(), last=(last - t0).tolist(), facc=final.tolist(),
+                rate=rate.tolist())
 
 
 def main(argv=None):
@@ -324,7 +353,17 @@ def main(argv=None):
                          "cycle (tb.pe.test_array_probe, FDPU_PROBE_WATCH)")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
+    import tb.runner
+    saved = (graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb)
+    try:
+        return _main(args)
+    finally:
+        # The experiments monkeypatch these for this process; callers (tests) get them back.
+        graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb = saved
 
+
+def _main(args):
+    """Run the parsed options of :func:`main`."""
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
     if args.kb or args.gb:

@@ -15,8 +15,14 @@ STORE     PE -> Dbuf          as LOAD, plus ``data``
 REPLY     Dbuf -> PE          ``slot``, ``tag``, ``err``, ``data``: load data or store ack
 CONFIG    MicC -> PE          ``what`` (instruction part, register, preload), ``index``
                               (part, register or operand), ``slot``, ``data``
-CTX_END   PE -> MicC          ``data`` (the low 32 bits: context ID of the firing, if any)
+CTX_END   PE -> MicC          ``data`` (the low 32 bits: context ID of the firing, if any),
+                              ``count`` (16): the END messages the flit stands for (v1.2)
 ========  ==================  ===========================================================
+
+``CTX_END.count`` (ISA v1.2): a PE whose reply output is blocked merges END messages of one
+context into one flit; ``count`` is how many (1 ..  ``2**16 - 1``).  A ``count`` of 0 counts
+as 1, so a v1.1 sender that leaves the field zero stays correct.  The MicC adds ``count`` to
+the context's end counter; :func:`end_count` is that rule in Python.
 
 ``size`` is log2 of the access bytes (1, 2 or 3 for 2, 4 or 8 bytes); ``bcast`` asks the Dbuf
 to broadcast a 2-byte value to the four binary16 lanes (``LDHB``).  ``tag`` numbers the
@@ -33,10 +39,14 @@ from .arch import ArrayParams
 from .bitfields import Field, Layout
 
 __all__ = ["Kind", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layout",
-           "flit_layout", "flit_width", "net_of", "bias", "unbias"]
+           "flit_layout", "flit_width", "net_of", "bias", "unbias", "END_COUNT_BITS",
+           "end_count"]
 
 #: Bits of the per-slot tag of outstanding memory accesses.
 TAG_BITS = 4
+
+#: Bits of the ``count`` field of a CTX_END flit (ISA v1.2).
+END_COUNT_BITS = 16
 
 
 class Kind(enum.IntEnum):
@@ -72,6 +82,14 @@ def unbias(value):
     return value - 1
 
 
+def end_count(count):
+    """Return the END messages a CTX_END flit with ``count`` in its ``count`` field stands for.
+
+    0 counts as 1 (a v1.1 flit, which leaves the field zero).
+    """
+    return count or 1
+
+
 def net_of(kind):
     """Return the :class:`Net` that carries flits of ``kind``."""
     return Net.REQUEST if Kind(kind) in (Kind.LOAD, Kind.STORE) else Net.REPLY
@@ -101,7 +119,7 @@ def body_layout(kind, params):
     elif kind is Kind.CONFIG:
         fields = [Field("what", 2), Field("index", max(params.reg_bits, 2)), slot, data]
     else:
-        fields = [data]
+        fields = [data, Field("count", END_COUNT_BITS)]
     return Layout(f"{kind.name} body", fields)
 
 

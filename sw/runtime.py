@@ -501,7 +501,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     mem : MemModel
         External memory latency, bandwidth and stalls.
     max_cycles : int, optional
-        Cycle bound of each compute phase; default ``200_000 + 2_000 * contexts``.
+        Cycle bound of each compute phase; default ``200_000 + 2_000 * contexts`` (``run_fc_rtl``:
+        :func:`fc_cycle_bound`).
     dma_max_cycles : int, optional
         Cycle bound of each DMA phase; default from the words moved, the bandwidth and the
         latency.
@@ -770,13 +771,31 @@ def run_rtl(image, sim, *, reads=(), config=None, **kwargs):
     return run
 
 
+def fc_cycle_bound(plan):
+    """Return a deadlock bound on the MicC cycles of one pass of ``plan``.
+
+    200k cycles plus 8 cycles per instruction an engine issues in the pass (a PE issues 1-3
+    a cycle when it runs; 8 leaves room for a slow mesh): alexnet-fc8 needs over a million
+    cycles, a small layer keeps the fixed 200k.
+    """
+    from .graphs import engine_costs
+
+    cols = min(plan.Cw, 64)
+    _, integer, fp = engine_costs(plan.mode, plan.kb, plan.gb, cols, plan.feedback,
+                                  wfan=plan.wfan)
+    contexts = max(plan.pass_contexts(p) for p in range(plan.passes))
+    issues = (integer + fp) * plan.Cw / cols * contexts
+    return int(200_000 + 2_000 * contexts + 8 * issues)
+
+
 def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
     """Run every pass of ``plan`` on the RTL in one simulation; return ``(result, job)``.
 
     The external memory holds every pass's configuration, data and results; per pass the DMA
     loads it, the MicC runs it, the DMA stores its outputs.  Mirrors :func:`sw.golden.run_fc`
     with ``exact=True`` (same images, same gathering), so the N x K float16 result is
-    comparable bit for bit.  ``kwargs`` go to :func:`run_job`.
+    comparable bit for bit.  ``kwargs`` go to :func:`run_job`; ``max_cycles`` defaults to
+    :func:`fc_cycle_bound`.
     """
     from . import graphs
     from .asm import assemble
@@ -791,6 +810,8 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
         image = assemble(graph, placement, segments, plan.pass_contexts(p))
         passes.append((image, [(addr, plan.output_bytes) for _, addr in outputs]))
         outs.append(outputs)
+    if kwargs.get("max_cycles") is None:
+        kwargs["max_cycles"] = fc_cycle_bound(plan)
     job = run_job(plan.params, passes, sim, **kwargs)
     y = np.zeros((plan.N, plan.K), dtype=np.float16)
     for run, outputs in zip(job.passes, outs):

@@ -44,8 +44,20 @@ def _operand(x, y, slot, data):
                      body_layout(Kind.OPERAND, P).pack(slot=slot, operand=0, data=data))
 
 
-def _end(ctx):
-    return pack_flit(P, Kind.CTX_END, (-1, 0), body_layout(Kind.CTX_END, P).pack(data=ctx))
+def _end(ctx, count=0):
+    """Return a CTX_END flit for ``ctx`` standing for ``count`` END messages (0 counts as 1)."""
+    return pack_flit(P, Kind.CTX_END, (-1, 0),
+                     body_layout(Kind.CTX_END, P).pack(data=ctx, count=count))
+
+
+def _split(ends, rng):
+    """Return random CTX_END counts summing to ``ends`` END messages (0 stands for 1)."""
+    counts = []
+    while ends:
+        n = rng.randint(1, ends)
+        counts.append(0 if n == 1 and rng.random() < 0.5 else n)
+        ends -= n
+    return counts
 
 
 def _records(n_flits, rng):
@@ -65,8 +77,12 @@ def _records(n_flits, rng):
 
 
 def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None,
-         regs_override=None, max_cycles=20_000):
-    """Run the rig; return (flits out, state, error, issued, retired, max in flight)."""
+         regs_override=None, max_cycles=20_000, counted=False, first_counts=None):
+    """Run the rig; return (flits out, state, error, issued, retired, max in flight).
+
+    ``counted``: each context's ENDs arrive as CTX_END flits with random counts (ISA v1.2);
+    ``first_counts``: the counts of context 0's flits instead (an overshoot, say).
+    """
     rng = random.Random(SEED)
     print(f"seed {SEED} (set FDPU_SEED to change)")
     rig = Rig(P)
@@ -94,7 +110,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
         await ctx.tick()
         ctx.set(m.i_start, 0)
         got = {}            # context -> templates received
-        pending = []        # (due cycle, context) of END messages to send
+        pending = []        # (due cycle, context, count) of CTX_END flits to send
         max_inflight = 0
         sent = {}           # context -> END messages delivered
         for cycle in range(max_cycles):
@@ -105,7 +121,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
             if send is not None:
                 pending.remove(send)
                 ctx.set(m.i_flit.valid, 1)
-                ctx.set(m.i_flit.payload.as_value(), _end(send[1]))
+                ctx.set(m.i_flit.payload.as_value(), _end(send[1], send[2]))
             else:
                 ctx.set(m.i_flit.valid, 0)
             valid, payload = ctx.get(m.o_flit.valid), ctx.get(m.o_flit.payload)
@@ -120,12 +136,18 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
                     data = body_layout(Kind.OPERAND, P).unpack(body)["data"]
                     got[data] = got.get(data, 0) + 1
                     if got[data] == len(templates):
-                        for e in range(ends):
-                            pending.append((cycle + rng.randrange(1, 30), data))
+                        counts = [0] * ends
+                        if counted:
+                            counts = _split(ends, rng)
+                        if first_counts is not None and data == 0:
+                            counts = first_counts
+                        for n in counts:
+                            pending.append((cycle + rng.randrange(1, 30), data, n))
                         if bad_end is not None and data == 0:
-                            pending.append((cycle + 1, bad_end))
+                            pending.append((cycle + 1, bad_end, 0))
             if send is not None:
-                sent[send[1]] = sent.get(send[1], 0) + 1
+                sent[send[1]] = sent.get(send[1], 0) + (send[2] or 1)
+                log["end_flits"] = log.get("end_flits", 0) + 1
             await ctx.tick()
             started = sum(1 for k, n in got.items() if n == len(templates))
             finished = sum(1 for k, n in sent.items() if n >= ends and k < contexts)
@@ -138,7 +160,8 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
         log.update(state=ctx.get(m.o_state), error=ctx.get(m.o_error),
                    issued=ctx.get(m.o_issued), retired=ctx.get(m.o_retired),
                    done=ctx.get(m.o_done), cycles=ctx.get(m.o_cycles),
-                   config_cycles=ctx.get(m.o_config_cycles), max_inflight=max_inflight)
+                   config_cycles=ctx.get(m.o_config_cycles), max_inflight=max_inflight,
+                   ends=ctx.get(m.o_ends), ends_sent=sum(sent.values()))
 
     sim = Simulator(rig)
     sim.add_clock(1e-6)
@@ -185,6 +208,24 @@ def test_bad_registers(regs):
 def test_end_of_a_context_not_in_flight():
     _, _, log = _run(2, [(0, 0, 1)], 3, 1, 1, bad_end=2)
     assert log["error"] >> MiccError.BAD_END & 1 and not log["done"]
+
+
+@pytest.mark.parametrize("contexts, window, ends", [(9, 1, 5), (13, 3, 7), (17, 4, 16)])
+def test_counted_ends_retire_contexts(contexts, window, ends):
+    """CTX_END flits with counts (ISA v1.2): a context retires when its counts sum to i_ends;
+    ``o_ends`` counts END messages, not flits."""
+    _, _, log = _run(3, [(0, 0, 3), (1, 1, 5)], contexts, window, ends, counted=True)
+    assert log["done"] == 1 and log["error"] == 0, log
+    assert log["retired"] == contexts and log["max_inflight"] <= window
+    assert log["ends"] == log["ends_sent"] == contexts * ends
+    assert log["end_flits"] < contexts * ends                # some flits carried several
+
+
+@pytest.mark.parametrize("counts", [[4], [2, 2], [3, 0, 1], [0xFFFF]])
+def test_counted_ends_overshooting_is_bad_end(counts):
+    """A count taking a context past i_ends (3) is BAD_END, in one flit or over several."""
+    _, _, log = _run(2, [(0, 0, 1)], 3, 1, 3, first_counts=counts)
+    assert log["error"] >> MiccError.BAD_END & 1 and not log["done"], log
 
 
 def test_bad_parameters():

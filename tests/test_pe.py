@@ -193,3 +193,32 @@ def test_golden_images_on_a_2x2_array_icarus(tmp_path):
 def test_golden_images_on_a_2x2_array_verilator(tmp_path):
     # The Verilator build of four PEs and the mesh takes minutes: slow-marked.
     _run_array("verilator", tmp_path)
+
+
+@pytest.mark.slow
+def test_diag_array_probe_with_end_join_icarus(tmp_path):
+    """scripts/diag_array.py end to end on a 2 x 2 (Icarus): the straight homes and the END
+    join keep the layer bit-exact, the FACC-counter probe sees every PE's FACCs, and the
+    module's monkeypatches are undone afterwards."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from sw import graphs
+    path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
+    spec = importlib.util.spec_from_file_location("diag_array", path)
+    diag = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(diag)
+    before = (graphs._homes, graphs.build_engine)
+    out = tmp_path / "diag.json"
+    status = diag.main(["--rows", "2", "--cols", "2", "--in-features", "32", "--out-features",
+                        "12", "--batch", "8", "--slots", "128", "--homes", "straight",
+                        "--end-join", "--run", "icarus", "--probe", "8", "--json", str(out)])
+    assert status == 0
+    assert (graphs._homes, graphs.build_engine) == before
+    fig = json.loads(out.read_text())
+    assert fig["run"]["match"]
+    b = fig["breakdown"]
+    assert len(b["facc"]) == 4 and min(b["facc"]) > 0
+    assert all(0 < r <= 1.0 + 8 / f for r, f in zip(b["rate"], b["facc"]))
+    assert max(b["last"]) <= fig["run"]["context_cycles"]

@@ -121,6 +121,16 @@ def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
         runtime.run_rtl(image, "icarus", max_cycles=3_000)
 
 
+def test_fc_cycle_bound_grows_with_the_work():
+    # A small layer keeps the fixed 200k; alexnet-fc8's sparse pass (4 contexts of 4,096
+    # columns per engine) needs millions: the old fixed bound stopped it at 208k cycles.
+    p = ArrayParams(slots=128, int_issue=2)
+    small = runtime.fc_cycle_bound(graphs.plan_fc(96, 256, 64, "dense", p))
+    assert 200_000 < small < 400_000
+    fc8 = runtime.fc_cycle_bound(graphs.plan_fc(1000, 4096, 1, "sparse", p))
+    assert fc8 > 2_000_000
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 @pytest.mark.parametrize("rows, cols, K, C, N, mode, density", [

@@ -68,7 +68,8 @@ def add_hw_args(parser):
     hw.add_argument("--dbuf-bytes", type=int, default=1 << 21,
                     help="bytes per Dbuf (default 2 MiB)")
     hw.add_argument("--max-cycles", type=int, metavar="N",
-                    help="cycle bound per pass (default 200k + 2k per context)")
+                    help="cycle bound per pass (default 200k + 2k per context + 8 per "
+                         "instruction an engine issues in the pass)")
     hw.add_argument("--waves", action="store_true", help="record a waveform (FST)")
     hw.add_argument("--mem-latency", type=int, default=20, metavar="CYCLES",
                     help="external memory read latency in cycles (default 20)")

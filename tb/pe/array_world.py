@@ -16,7 +16,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from sw.golden import Memory
 from sw.isa import Op
-from sw.packet import Kind
+from sw.packet import Kind, end_count
 
 from . import flits
 from .harness import wait_until_retired
@@ -88,8 +88,9 @@ class ArrayWorld:
         assert kind is Kind.CTX_END and k == self.k_micc, \
             f"edge port {k} received a {kind.name} flit on the reply network"
         ctx = f["data"] & 0xFFFF_FFFF
-        self.end_log.append(ctx)
-        self.ends[ctx] += 1
+        n = end_count(f["count"])      # ISA v1.2: a flit stands for n END messages
+        self.end_log.extend([ctx] * n)
+        self.ends[ctx] += n
         while self.retired < self.contexts and self.ends[self.retired] >= self.ends_per_context:
             self.retired += 1
         self._start_contexts()

@@ -24,7 +24,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from sw.arch import ArrayParams
 from sw.golden import Memory
 from sw.isa import Op
-from sw.packet import Kind, bias
+from sw.packet import Kind, bias, end_count
 from tb.clock import reset
 from tb.stream import StreamSink, pause_pattern
 
@@ -146,9 +146,10 @@ class PeWorld:
             dst = flits.coord(f["dst_x"], f["dst_y"])
             assert dst == self.micc, f"CTX_END sent to {dst}, the MicC is at {self.micc}"
             ctx = f["data"] & 0xFFFF_FFFF
-            self.end_log.append(ctx)
+            n = end_count(f["count"])      # ISA v1.2: a flit stands for n END messages
+            self.end_log.extend([ctx] * n)
             assert ctx < max(self.contexts, 1), f"CTX_END for context {ctx} of {self.contexts}"
-            self.ends[ctx] += 1
+            self.ends[ctx] += n
             while self.retired < self.contexts and \
                     self.ends[self.retired] >= self.ends_per_context:
                 self.retired += 1

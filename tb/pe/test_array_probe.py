@@ -8,10 +8,9 @@ Only top-level signals are read, so it works on the 8 x 8 Verilator model
 (where nothing inside the top is public).  Python wakes once per period, not per cycle.
 
 The samples go to the JSON file ``FDPU_PROBE_OUT``: ``period``, ``clock`` (list of ``o_clock``
-values) and ``fp`` (per sample, the list of per-PE FP fire counts), ``dbuf_reqs``, ``ends``, ``cycles``,
-``config_cycles``, ``state``.  The
-counters restart at each compute start, so the samples show each PE's first and last FP firing
-to within one period and its rate per window.
+values) and ``fp`` (per sample, the list of per-PE FP fire counts), ``dbuf_reqs``, ``ends``,
+``cycles``, ``config_cycles``, ``state``.  The counters restart at each compute start, so the
+samples show each PE's first and last FP firing to within one period and its rate per window.
 """
 
 import json

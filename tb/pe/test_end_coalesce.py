@@ -1,0 +1,103 @@
+"""cocotb test of CTX_END coalescing (ISA v1.2) on one processing element (``pe`` top).
+
+Environment (set by ``tests/test_end_coalesce.py`` through ``run_cocotb(extra_env=...)``):
+
+* ``FDPU_PE_CASES``: JSON list of case folders (:func:`tb.pe.cases.save_case`);
+* ``FDPU_EC_BLOCK``: ``lo,hi`` cycles of the random bursts during which ``o_rep`` is not
+  ready (default ``5,60``; between them it is ready for 1 to 4 cycles), as at the 8 x 8's
+  congested MicC link; ``o_req`` is not ready with probability 0.2.
+
+Each case runs in :class:`tb.pe.harness.PeWorld` (random delays and backpressure from
+cocotb's seed); the bench checks the Dbufs and firings against the golden model, and that the
+CTX_END flits' ``count`` fields sum to the golden model's END messages per context while
+fewer flits than END messages left the PE (ENDs merged while ``o_rep`` was blocked).
+"""
+
+import itertools
+import json
+import os
+from collections import Counter
+
+import cocotb
+
+from sw.packet import Kind, end_count
+from tb.clock import start_clock
+
+from . import flits
+from .cases import read_case
+from .harness import PeWorld, make_rng, params_from_env, reset_pe
+
+FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
+
+
+def _bursts(rng, lo, hi):
+    """Return an endless pause pattern: blocked for ``lo..hi`` cycles, then open for 1..4."""
+    def gen():
+        while True:
+            yield from itertools.repeat(True, rng.randint(lo, hi))
+            yield from itertools.repeat(False, rng.randint(1, 4))
+    return gen()
+
+
+class CountingWorld(PeWorld):
+    """A :class:`PeWorld` that also counts the CTX_END flits and their ``count`` fields, with
+    bursts of backpressure on ``o_rep`` (``block = (lo, hi)``)."""
+
+    def __init__(self, *args, block, **kw):
+        self.end_flits = 0
+        self.end_counts = Counter()          # context -> sum of the counts
+        self.max_count = 0
+        super().__init__(*args, **kw)
+        self.rep.set_pause(_bursts(self.rng, *block))
+        self.req.set_pause(0.2, self.rng)
+
+    def _on_rep(self, word):
+        kind, f = flits.unpack(word, self.p)
+        if kind is Kind.CTX_END:
+            assert f["count"] >= 1, "a CTX_END flit of the PE carries count 0"
+            self.end_flits += 1
+            self.end_counts[f["data"] & 0xFFFF_FFFF] += end_count(f["count"])
+            self.max_count = max(self.max_count, f["count"])
+        super()._on_rep(word)
+
+
+@cocotb.test()
+async def ends_coalesce_under_backpressure(dut):
+    """Fewer CTX_END flits than END messages; their counts sum to the golden END count."""
+    start_clock(dut.clk)
+    p, x, y, micc = params_from_env(FULL)
+    block = tuple(int(v) for v in os.environ.get("FDPU_EC_BLOCK", "5,60").split(","))
+    total_msgs = total_flits = 0
+    for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
+        image, expected = read_case(folder)
+        await reset_pe(dut)
+        world = CountingWorld(dut, p, x, y, micc, make_rng(), idle=0.1, block=block)
+        world.load_image(image)
+        bound = 1000 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
+                                                  // max(image.contexts, 1) // 4 + 1)
+        await world.wait_retired(bound)
+        name = expected["name"]
+        flags, slot = world.error()
+        assert not flags, f"case {name}: PE error flags {flags:#x} (slot {slot})"
+        ops = {k: v for k, v in sorted(world.fired.items()) if v}
+        assert ops == expected["ops"], f"case {name}: firings {ops}, golden {expected['ops']}"
+        for d in range(p.num_dbufs):
+            want = bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes)
+            got = bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes)))
+            assert got == want, f"case {name}: Dbuf {d} differs from the golden model's"
+        msgs = sum(world.end_counts.values())
+        assert msgs == expected["ctx_ends"], \
+            f"case {name}: the CTX_END counts sum to {msgs}, golden {expected['ctx_ends']} ENDs"
+        per_ctx = image.ends_per_context
+        bad = {c: n for c, n in world.end_counts.items() if n != per_ctx}
+        assert not bad and len(world.end_counts) == image.contexts, \
+            f"case {name}: END messages per context {dict(world.end_counts)}, want {per_ctx}"
+        dut._log.info(f"case {name}: {msgs} END messages in {world.end_flits} CTX_END flits "
+                      f"(largest count {world.max_count}), {world.cycle} cycles, "
+                      f"o_rep blocked in bursts of {block[0]}..{block[1]} cycles")
+        total_msgs += msgs
+        total_flits += world.end_flits
+        world.stop()
+    if block[0] >= 5:
+        assert total_flits < total_msgs, \
+            f"{total_flits} CTX_END flits for {total_msgs} END messages: nothing coalesced"
