@@ -265,9 +265,9 @@ class _Machine:
 
     def _issue(self, st, pipe):
         # Like the RTL PE, each pipe issues one instruction (or ITER token) per cycle: "fp",
-        # "int" (INT/CTRL, and MEM with int_issue = 1) and, with int_issue = 2, "mem" (loads
-        # and stores only: the RTL's pipe 0 takes no other instruction).  pipe_free holds
-        # (cycle, issues in that cycle) per pipe.
+        # "int" (INT/CTRL, and MEM and ITER with int_issue = 1) and, with int_issue = 2, "mem"
+        # (the RTL's pipe 0: loads, stores and ITERs, their address streams, docs/pe.md round
+        # 5).  pipe_free holds (cycle, issues in that cycle) per pipe.
         if pipe == "mem" and self.p.int_issue == 1:
             pipe = "int"
         key = (st.key[0], st.key[1], pipe)
@@ -413,7 +413,7 @@ class _Machine:
                         self._end(st, 1)
                     continue
             if st.iter is not None:
-                if not self._room(st, ndest) or not self._issue(st, "int"):
+                if not self._room(st, ndest) or not self._issue(st, "mem"):
                     return
                 start, step, total, i, tag = st.iter
                 value = (start + i * step) & M32
@@ -456,7 +456,8 @@ class _Machine:
             ndest = range(len(insn.dests))
         if not self._room(st, ndest):
             return False
-        if not self._issue(st, {Unit.FP: "fp", Unit.MEM: "mem"}.get(op.unit, "int")):
+        pipe = "mem" if op is Op.ITER else {Unit.FP: "fp", Unit.MEM: "mem"}.get(op.unit, "int")
+        if not self._issue(st, pipe):
             return False
         popped = {i: st.fifos[i].popleft() for i in st.ops}
         self._wake(st)

@@ -406,10 +406,10 @@ def test_paper_array_exact_and_fast_agree(mode):
 
 
 def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
-    # The cycle estimate models the RTL's pipes: with int_issue = 2 loads and stores issue on
-    # a pipe of their own beside the INT/CTRL pipe.  A 1 x 8 sparse engine issues 8 input
-    # loads and a value load per column besides its decode, so the second pipe takes ~40 %
-    # off (docs/mapping.md); the results do not depend on it.
+    # The cycle estimate models the RTL's pipes: with int_issue = 2 loads, stores and ITERs
+    # issue on a pipe of their own beside the INT/CTRL pipe.  A 1 x 8 sparse engine issues 8
+    # input loads and a value load per column besides its decode, so the second pipe takes
+    # ~25 % off (docs/mapping.md); the results do not depend on it.
     w = layers.make_weights((4, 64), 0.25, 3)
     x = layers.make_inputs(64, 32, 4)
     runs = {}
@@ -418,7 +418,7 @@ def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
         runs[width] = run_fc(plan_fc(4, 64, 32, "sparse", params, kb=1, gb=8), w, x,
                              exact=True)
     assert np.array_equal(runs[1].result.view(np.uint16), runs[2].result.view(np.uint16))
-    assert runs[2].cycles < 0.7 * runs[1].cycles, (runs[1].cycles, runs[2].cycles)
+    assert runs[2].cycles < 0.8 * runs[1].cycles, (runs[1].cycles, runs[2].cycles)
 
 
 @pytest.mark.parametrize("width", [0, 3, 1.5, True])
