@@ -65,6 +65,7 @@ from sw.packet import ConfigWhat, Kind
 
 from .cbuf import _eq, _inc, _zx, cbuf_words, word_bits
 from .noc_types import Bits, FlitKind, body_layout, flit_layout
+from .pe_types import _popcount
 
 __all__ = ["Micc", "MiccError", "MiccState", "build_micc"]
 
@@ -380,17 +381,6 @@ class Micc(wiring.Component):
                 with m.If(retired == contexts):
                     m.d.sync += state.eq(MiccState.DONE)
         return m
-
-
-def _popcount(bits, width):
-    """Return the number of set ``bits`` as a ``width``-bit value (a balanced adder tree)."""
-    level = [Mux(b, Const(1, width), Const(0, width)) for b in bits]
-    while len(level) > 1:
-        nxt = [(level[i] + level[i + 1])[:width] for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0]
 
 
 def build_micc(rows=2, cols=2, cbufs=2, cbuf_bytes=1024, operand_depth=4, ports=1):

@@ -14,7 +14,7 @@ bit positions the PE decodes are the ones the assembler encodes.
 * :class:`PeError` -- the sticky error bits.
 """
 
-from amaranth import Cat, Const
+from amaranth import Cat, Const, Mux
 from amaranth.lib import data, enum
 
 from sw.arch import bits_for
@@ -101,3 +101,18 @@ def _eq(x, value):
 def _inc(x):
     """Return ``x + 1`` modulo ``2 ** len(x)``."""
     return (x + Const(1, len(x)))[:len(x)]
+
+
+def _popcount(bits, width):
+    """Return the number of set bits as a ``width``-bit balanced adder tree.
+
+    Every add has operands of the full width (a one-bit value zero-extended would be a WIDTH
+    warning in the generated Verilog).
+    """
+    level = [Mux(b, Const(1, width), Const(0, width)) for b in bits]
+    while len(level) > 1:
+        nxt = [(level[i] + level[i + 1])[:width] for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0] if level else Const(0, width)

@@ -84,7 +84,7 @@ from .mesh import Mesh
 from .noc_types import Bits, FlitKind
 from .micc import Micc, MiccError, MiccState
 from .pe import Pe
-from .pe_types import PeError
+from .pe_types import PeError, _popcount
 from .shared import Shared
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
@@ -156,21 +156,6 @@ def _sum(values, width):
         values = [(values[i] + values[i + 1])[:width] if i + 1 < len(values) else values[i]
                   for i in range(0, len(values), 2)]
     return values[0]
-
-
-def _popcount(bits, width):
-    """Return the number of set bits as a ``width``-bit balanced adder tree.
-
-    Every add has operands of the full width (a one-bit value zero-extended would be a WIDTH
-    warning in the generated Verilog).
-    """
-    level = [Mux(b, Const(1, width), Const(0, width)) for b in bits]
-    while len(level) > 1:
-        nxt = [(level[i] + level[i + 1])[:width] for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0] if level else Const(0, width)
 
 
 class FDPU(wiring.Component):

@@ -36,7 +36,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from sw import graphs
 from sw.arch import ArrayParams, Dir
@@ -50,29 +49,11 @@ CURRENT_HOMES = graphs._homes
 def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
-    Every Dbuf takes at most ``ceil(P / D)`` engines (as :func:`sw.graphs._homes`); among the
-    assignments where each PE's home is on its own row or column (a straight XY route) the one
-    with the least sum of squared hop counts is chosen (``scipy.optimize.linear_sum_assignment``);
-    a PE with no straight choice left falls back to the nearest (penalized, so only when the
-    shape forces it).  With ``count`` below the PE count the engines go to the PEs nearest
-    their homes, as in ``_homes``.  ``cap`` overrides the engines per Dbuf (an experiment:
-    ``straight2`` puts two engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
+    The policy of :func:`sw.graphs._homes` (since d587c9f; before the monkeypatch of this
+    process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
+    engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
-    pes = params.pe_coords()
-    cap = cap or -(-params.num_pes // params.num_dbufs)
-    seats = [d for d in range(params.num_dbufs) for _ in range(cap)]
-    coords = [params.dbuf_coord(d) for d in seats]
-    cost = np.empty((len(pes), len(seats)))
-    for i, pe in enumerate(pes):
-        for j, (dx, dy) in enumerate(coords):
-            hops = len(params.route(pe, (dx, dy)))
-            cost[i, j] = hops * hops + (0 if dx == pe[0] or dy == pe[1] else 10_000)
-    rows, cols = linear_sum_assignment(cost)
-    homes = {pes[i]: seats[j] for i, j in zip(rows, cols)}
-    chosen = pes if count >= len(pes) else sorted(pes, key=lambda q: (
-        len(params.route(q, params.dbuf_coord(homes[q]))), q[1], q[0]))[:count]
-    chosen = sorted(chosen, key=lambda q: (q[1], q[0]))
-    return [(pe, homes[pe]) for pe in chosen]
+    return CURRENT_HOMES(params, count, cap)
 
 
 def homes_pairs(params, count):

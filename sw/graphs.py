@@ -377,10 +377,10 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
 
 # Plans ---------------------------------------------------------------------------------------
 
-def _homes(params, count):
+def _homes(params, count, cap=None):
     """Pick ``count`` PEs and give each a home Dbuf on its own row or column.
 
-    Every Dbuf takes at most ``ceil(P / D)`` engines.  Among the assignments where each PE's
+    Every Dbuf takes at most ``cap`` engines (default ``ceil(P / D)``).  Among the assignments where each PE's
     home is on its row or column, so that its XY route is a straight line and a mesh link
     only ever carries the loads of one Dbuf, the one with the least sum of squared hop counts
     is taken (``scipy.optimize.linear_sum_assignment`` over the Dbufs' seats).  A PE with no
@@ -391,7 +391,7 @@ def _homes(params, count):
     shared a link, and the dense engine ran at half speed (docs/mapping.md, "Home Dbufs").
     """
     pes = params.pe_coords()
-    cap = -(-params.num_pes // params.num_dbufs)
+    cap = cap or -(-params.num_pes // params.num_dbufs)
     seats = [d for d in range(params.num_dbufs) for _ in range(cap)]
     cost = np.empty((len(pes), len(seats)))
     for j, d in enumerate(seats):

@@ -1,6 +1,7 @@
 """Tests of hw.mesh: wiring, routes against sw.arch.route, and the generated Verilog on
 Icarus and Verilator with every traffic pattern, edge traffic and random backpressure."""
 
+import collections
 import random
 
 import pytest
@@ -268,26 +269,18 @@ def _diag_array():
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (2, 4), (3, 5), (4, 4), (8, 8)])
 def test_straight_homes_keep_each_link_to_one_dbuf(rows, cols):
-    """The straight home-Dbuf policy of scripts/diag_array.py: every PE gets one home, no
-    Dbuf more than ceil(P/D) engines, every route a straight line, so no mesh link carries
-    more than one Dbuf's engines (the 8 x 8's link bound is the Dbuf's own load, 0.83)."""
+    """With the plan's home Dbufs (straight routes; their shape is tests/test_graphs.py's) no
+    mesh link carries more than one Dbuf's engines: scripts/diag_array.py's link loads stay at
+    the Dbuf's own load (0.83 flits/cycle on the 8 x 8); ``cap`` is honoured."""
     diag = _diag_array()
     p = ArrayParams(rows=rows, cols=cols)
     homes = diag.homes_straight(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
-    assert sorted(pe for pe, _ in homes) == sorted(p.pe_coords())
-    per = {}
-    for (x, y), d in homes:
-        per[d] = per.get(d, 0) + 1
-        dx, dy = p.dbuf_coord(d)
-        assert dx == x or dy == y, f"PE {(x, y)} homed at Dbuf {d} {(dx, dy)}: not straight"
-    assert max(per.values()) <= cap
     rate = 10 / 24
     load = diag.link_loads(p, homes, rate)
     assert max(load.values()) <= cap * rate + 1e-9
-    # Fewer engines than PEs: the ones nearest their homes, each still straight.
-    few = diag.homes_straight(p, max(1, p.num_pes // 2))
-    assert len(few) == max(1, p.num_pes // 2)
+    two = diag.homes_straight(p, p.num_pes, cap=2)
+    assert max(collections.Counter(d for _, d in two).values()) <= 2
 
 
 def test_link_loads_count_requests_and_replies():
