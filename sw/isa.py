@@ -36,6 +36,13 @@ Special instructions:
 * ``SCAN base, x`` (the integer prefix sum, added in ISA v1.1 for the sparse graph's ADD chain):
   keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
   emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
+* ``BSCAN mask, base`` (the bit-scan iterator, ISA v1.3, the sparse graph's whole decode of one
+  FD-CSR row): ``imm[15:0]`` = ``count`` (1..32).  One firing consumes one ``mask`` and one
+  ``base`` token and emits ``count`` tokens in order, like ``ITER``: token ``j`` is
+  ``base + 2 * popcount(mask & ((2 << j) - 1))`` (32-bit wrap) when bit ``j`` of ``mask``
+  (low 32 bits) is set, else ``0``.  With ``base`` = twice the row's value offset plus the
+  item base this is the stored value's address plus 2, never 0, so a ``SWITCH`` whose data
+  and condition are the same token sends stored weights one way and zeros the other.
 * ``FACC a, b`` (the accumulating loop body): keeps a SIMD-4 accumulator per slot, starting at
   -0.0 in every lane (so the first step is exactly ``a * b``); each firing computes
   ``acc = fma(a, b, acc)``; after ``imm`` (1..65535) firings it emits ``acc`` and restarts.
@@ -93,6 +100,7 @@ class Op(enum.IntEnum):
     CTX = 15
     ITER = 16
     SCAN = 17
+    BSCAN = 18
     # SIMD-4 binary16.
     FIMM = 24
     FADD = 25
@@ -146,14 +154,14 @@ _ARITY = {
     Op.INVALID: 0,
     Op.ADD: 2, Op.SUB: 2, Op.MUL: 2, Op.AND: 2, Op.OR: 2, Op.XOR: 2, Op.SHL: 2, Op.SHR: 2,
     Op.SRA: 2, Op.EQ: 2, Op.LT: 2, Op.LTU: 2,
-    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2,
+    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2,
     Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 2,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
     Op.SWITCH: 3,
 }
 # Operations whose last operand may be the immediate accept one operand fewer; SWITCH's
 # feedback operand is optional.  Operations that use the immediate for something else
-# (IMM, FIMM, ITER, SCAN, FACC, loads, stores) need all their operands.
+# (IMM, FIMM, ITER, SCAN, BSCAN, FACC, loads, stores) need all their operands.
 _MIN_OPERANDS = {
     Op.ADD: 1, Op.SUB: 1, Op.MUL: 1, Op.AND: 1, Op.OR: 1, Op.XOR: 1, Op.SHL: 1, Op.SHR: 1,
     Op.SRA: 1, Op.EQ: 1, Op.LT: 1, Op.LTU: 1,
@@ -162,7 +170,7 @@ _MIN_OPERANDS = {
 }
 _UNIT = {op: Unit.INT for op in Op}
 _UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.CTX: Unit.CTRL,
-              Op.ITER: Unit.CTRL})
+              Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL})
 _UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC)})
 _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW,
                                       Op.STD)})
@@ -232,6 +240,9 @@ class Instruction:
             raise FdpuError(f"{op.name}: ntrue is only for SWITCH")
         if op in (Op.ITER, Op.SCAN, Op.FACC) and not 1 <= (self.imm & 0xFFFF) <= 0xFFFF:
             raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..65535, got 0")
+        if op is Op.BSCAN and not 1 <= (self.imm & 0xFFFF) <= 32:
+            raise FdpuError(f"BSCAN: count imm[15:0] must be in 1..32 (the bits of the mask), "
+                            f"got {self.imm & 0xFFFF}")
         for d in self.dests:
             if not (0 <= d.x < params.cols and 0 <= d.y < params.rows):
                 raise FdpuError(f"{op.name}: destination {d} is not a PE of the "
@@ -319,7 +330,7 @@ def disassemble(insn):
         operands.append(f"#0x{insn.imm & 0xFFFF:04x}")
     elif op is Op.ITER:
         operands.append(f"count={insn.imm & 0xFFFF} step={insn.imm >> 16}")
-    elif op in (Op.FACC, Op.SCAN):
+    elif op in (Op.FACC, Op.SCAN, Op.BSCAN):
         operands.append(f"count={insn.imm & 0xFFFF}")
     text = f"{op.name} {', '.join(operands)}".rstrip()
     if op is Op.SWITCH:
