@@ -30,6 +30,8 @@ def instructions(draw, params):
     imm = draw(st.integers(-(1 << 31), (1 << 31) - 1))
     if op in (Op.ITER, Op.SCAN, Op.FACC) and imm & 0xFFFF == 0:
         imm |= 1
+    if op is Op.BSCAN:
+        imm = (imm & ~0xFFFF) | (imm & 0xFFFF) % 32 + 1
     ntrue = draw(st.integers(0, ndest)) if op is Op.SWITCH else 0
     return Instruction(op, nsrc, regmask, regs, draw(st.booleans()), ntrue, imm, dests)
 
@@ -79,6 +81,8 @@ def test_decode_gapped_destinations():
     (Instruction(Op.SWITCH, 2, ntrue=1), "ntrue = 1 must be in 0..0"),
     (Instruction(Op.ITER, 1, imm=0x50000), "count imm"),
     (Instruction(Op.SCAN, 2, imm=0), "count imm"),
+    (Instruction(Op.BSCAN, 2, imm=33), "must be in 1..32"),
+    (Instruction(Op.BSCAN, 2, imm=0), "count imm"),
     (Instruction(Op.MOV, 1, dests=(Dest(8, 0, 0, 0),)), "not a PE"),
     (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 64, 0),)), "slot 64"),
     (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 0, 3),)), "operand 3"),
@@ -116,6 +120,7 @@ def test_scan_and_opcode_properties():
     (Instruction(Op.ITER, 1, imm=(8 << 16) | 40), "ITER t0, count=40 step=8"),
     (Instruction(Op.ITER, 1, imm=(-2 << 16) | 3), "ITER t0, count=3 step=-2"),
     (Instruction(Op.SCAN, 2, imm=16), "SCAN t0, t1, count=16"),
+    (Instruction(Op.BSCAN, 2, imm=16), "BSCAN t0, t1, count=16"),
     (Instruction(Op.FIMM, 1, imm=0x3C00), "FIMM t0, #0x3c00"),
     (Instruction(Op.LDHB, 1, imm=6), "LDHB t0, #6"),
     (Instruction(Op.INVALID), "INVALID"),
