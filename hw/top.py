@@ -63,7 +63,7 @@ Contract
   cleared
   by ``i_start``: ``o_int_fires[n]``/``o_fp_fires[n]`` (instructions fired per PE on the INT
   pipe(s), both of them with ``ArrayParams.int_issue == 2``, and on the FP pipe),
-  ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (requests the Dbufs accepted),
+  ``o_pe_error[n]`` (each PE's sticky flags), ``o_dbuf_reqs`` (PE requests the Dbufs accepted),
   ``o_mesh_flits`` (flits injected by PEs into both meshes).
 * ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs (zero at time 0) whose words a
   testbench writes and reads by backdoor (``dbuf<k>.sram.bank.storage``,
@@ -71,7 +71,7 @@ Contract
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams
@@ -81,7 +81,7 @@ from .cbuf import Cbuf, _eq, _inc
 from .dbuf import Dbuf
 from .dma import Dma, DmaError, ext_write_layout
 from .mesh import Mesh
-from .noc_types import Bits, FlitKind
+from .noc_types import Bits, FlitKind, body_layout
 from .micc import Micc, MiccError, MiccState
 from .pe import Pe
 from .pe_types import PeError, _popcount
@@ -337,7 +337,13 @@ class FDPU(wiring.Component):
             dbuf = Dbuf(p, k, inline_bits=0 if self.behavioural else 1 << 20)
             m.submodules[f"dbuf{k}"] = dbuf
             wiring.connect(m, req.o_edge[k], dbuf.i_req)
-            accepted.append(dbuf.i_req.valid & dbuf.i_req.ready)
+            # PE requests only: the DMA's STOREs/LOADs come in through the same port (they
+            # overlap the MicC's run when configuration hides behind the DMA-in); a PE's
+            # reply-to coordinate is inside the array (biased 1..cols, 1..rows).
+            src = data.View(body_layout(FlitKind.LOAD, p), req.o_edge[k].payload.body)
+            from_pe = (src.src_x.any() & ~_eq(src.src_x, p.cols + 1)
+                       & src.src_y.any() & ~_eq(src.src_y, p.rows + 1))
+            accepted.append(dbuf.i_req.valid & dbuf.i_req.ready & from_pe)
             # The reply mesh's input here: the Dbuf's replies, merged with a MicC output at a
             # configuration port.
             if k in self.config_ports:

@@ -41,6 +41,8 @@ def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, **params):
         f"RTL result differs from the golden model:\n{y}\n{ref.result}"
     fired = sum(sum(r.status["int_fires"]) + sum(r.status["fp_fires"]) for r in job.passes)
     assert fired == ref.counters.instructions
+    # The Dbufs counted the PEs' loads and stores only, not the DMA's (two packets each).
+    assert sum(r.status["o_dbuf_reqs"] for r in job.passes) == ref.counters.mem_packets // 2
     return job
 
 
