@@ -16,19 +16,20 @@ the MicC, never by an edge.
 :meth:`Graph.validate` raises :class:`DfgError` (a :class:`~sw.errors.FdpuError`) for: a wrong
 operand count; an edge naming an unknown node or an operand the node does not have; a token
 operand with no producer; more than ``MAX_DESTS`` destinations; a cycle with no initial token;
-two producers into one operand unless they are the two branches of one SWITCH (a *join*);
-a join without a feedback edge from the join (or a node after it) to that SWITCH; and a
-violation of the *rate rule*.
+an END flag on ``ITER``/``BSCAN`` (neither sends a context-end message); two producers into
+one operand unless they are the two branches of one SWITCH (a *join*); a join without a
+feedback edge from the join (or a node after it) to that SWITCH; and a violation of the
+*rate rule*.
 
 Rates
 -----
 :meth:`Graph.rates` gives each node's firings per context (a :class:`fractions.Fraction`):
-a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` multiplies
-its rate by its count, ``FACC`` divides by its count; a SWITCH branch carries *at most* the
-SWITCH's rate (the bound is used).  The rate rule (``docs/isa.md``): every edge whose producer
-fires more than once per context must stay inside one placement group (``Node.group``; the
-mapper puts a group on one PE), the operands of one node must have equal rates, and END nodes
-fire exactly once per context.
+a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` and
+``BSCAN`` multiply their rate by their count, ``FACC`` divides by its count; a SWITCH branch
+carries *at most* the SWITCH's rate (the bound is used).  The rate rule (``docs/isa.md``):
+every edge whose producer fires more than once per context must stay inside one placement
+group (``Node.group``; the mapper puts a group on one PE), the operands of one node must have
+equal rates, and END nodes fire exactly once per context.
 """
 
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ from .errors import FdpuError
 from .isa import Op
 
 __all__ = ["DfgError", "Node", "Edge", "Graph"]
+
+
+#: The instructions whose one firing emits ``count`` tokens (``imm[15:0]``).
+_EMITTERS = (Op.ITER, Op.BSCAN)
 
 
 class DfgError(FdpuError):
@@ -192,6 +197,10 @@ class Graph:
             for i in node.regs:
                 if not 0 <= i < node.nsrc:
                     raise DfgError(f"node {node.label()}: register operand {i} beyond nsrc")
+            if op in _EMITTERS and node.end:
+                raise DfgError(f"node {node.label()}: {op.name} sends no context-end message "
+                               f"(END on ITER/BSCAN is ignored); put END on a node that "
+                               f"fires once per context")
         for e in self.edges:
             for end in (e.src, e.dst):
                 if not 0 <= end < n:
@@ -328,7 +337,7 @@ class Graph:
 
     def _out_rate(self, nid, r):
         node = self.nodes[nid]
-        if node.op is Op.ITER:
+        if node.op in _EMITTERS:
             return r * (node.imm & 0xFFFF)
         if node.op is Op.FACC:
             return r / (node.imm & 0xFFFF)
@@ -360,7 +369,7 @@ class Graph:
                 raise DfgError(f"END node {node.label()} fires {rate[node.id]} times per "
                                f"context; an END instruction must fire exactly once")
             r = self._out_rate(node.id, rate[node.id])
-            if node.op is Op.ITER:
+            if node.op in _EMITTERS:
                 r = max(r, rate[node.id])
             if r <= 1 and rate[node.id] <= 1:
                 continue

@@ -16,8 +16,9 @@ from sw.arch import ArrayParams
 from sw.errors import FdpuError
 from sw.asm import assemble
 from sw.dfg import Graph
+from sw.dfg import DfgError
 from sw.golden import (ContextOrderError, DeadlockError, GoldenTimeout, MemoryFault,
-                       OperandOverflowError, run_fc, run_image)
+                       OperandOverflowError, bscan, program_counters, run_fc, run_image)
 from sw.graphs import plan_fc
 from sw.isa import Op
 from sw.place import place
@@ -164,6 +165,114 @@ def test_iter_scan_facc():
     assert result(res, 4) == 100 + sum(10 + 3 * i for i in range(5))
     assert result(res, 8, OUT + 8) == 0x4900490049004900       # 10.0
     assert res.counters.ops["ITER"] == 3 and res.counters.ops["SCAN"] == 5
+
+
+def bscan_reference(mask, base, count):
+    """BSCAN's tokens written straight from the ISA text (docs/isa.md)."""
+    mask &= M32
+    return [(base + 2 * bin(mask & ((2 << j) - 1)).count("1")) & M32 if mask >> j & 1 else 0
+            for j in range(count)]
+
+
+def bscan_graph(mask, base, count, contexts=1):
+    """CTX -> IMM mask, IMM base -> BSCAN -> STW at OUT + 4 j (token j); END after the stores."""
+    g = Graph()
+    c = g.add(Op.CTX, group=0)
+    bs = g.add(Op.BSCAN, imm=count, group=0)
+    g.connect(imm(g, c, mask - (1 << 32) if mask >> 31 else mask), bs, 0)
+    g.connect(imm(g, c, base - (1 << 32) if base >> 31 else base), bs, 1)
+    addr = g.add(Op.ITER, imm=(4 << 16) | count, group=0)
+    g.connect(imm(g, c, OUT), addr, 0)
+    st = g.add(Op.STW, group=0)
+    g.connect(addr, st, 0)
+    g.connect(bs, st, 1)
+    fin = g.add(Op.FACC, imm=count, group=0)        # one token per context from the acks
+    g.fanout(st, [(fin, 0), (fin, 1)])
+    done = g.add(Op.MOV, end=True, group=0)
+    g.connect(fin, done, 0)
+    return g
+
+
+@pytest.mark.parametrize("mask, base, count, want", [
+    (0, 100, 16, [0] * 16),                                       # all zeros
+    (0xFFFF, 100, 16, [100 + 2 * (j + 1) for j in range(16)]),    # all ones
+    (0b1010_0110, 1000, 8, [0, 1002, 1004, 0, 0, 1006, 0, 1008]),
+    (0xFFFF_0005, 40, 4, [42, 0, 44, 0]),                         # bits above count ignored
+    (0b10, 7, 1, [0]),                                            # count 1, bit 0 only
+    (0b11, 7, 1, [9]),
+    (0xFFFF_FFFF, 0, 32, [2 * (j + 1) for j in range(32)]),       # count 32
+    (0x8000_0001, 0, 32, [2] + [0] * 30 + [4]),
+    (0x0000_0105, 0xFFFF_FFFA, 9, [0xFFFF_FFFC, 0, 0xFFFF_FFFE, 0, 0, 0, 0, 0, 0]),  # wrap
+    (0x0000_0107, 0xFFFF_FFFA, 9, [0xFFFF_FFFC, 0xFFFF_FFFE, 0, 0, 0, 0, 0, 0, 2]),
+])
+def test_bscan_on_hand_computed_masks(mask, base, count, want):
+    assert bscan_reference(mask, base, count) == want
+    assert bscan(mask, base, count) == want
+    g = bscan_graph(mask, base, count)
+    g.validate(P1)
+    img = assemble(g, place(g, P1), {}, 1)
+    res = run_image(img)
+    got = [result(res, 4, OUT + 4 * j) for j in range(count)]
+    assert got == want
+    assert res.counters.ops["BSCAN"] == 1
+    # The counting path (the fast engine) propagates count tokens per firing, like ITER.
+    hops = len(P1.route((0, 0), P1.dbuf_coord(0)))
+    assert program_counters(img, 1, {}, lambda x, y, s: hops) == res.counters
+
+
+def test_bscan_random_masks_contexts_and_orders():
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rng = random.Random(SEED)
+    for _ in range(4):
+        count = rng.choice([1, 2, 16, 31, 32, rng.randint(1, 32)])
+        mask = rng.choice([0, M32, rng.getrandbits(32), rng.getrandbits(16)])
+        base = rng.choice([0, M32 - 2 * rng.randint(0, 40), rng.getrandbits(32)])
+        g = bscan_graph(mask, base, count)
+        img = assemble(g, place(g, P1), {}, 3)
+        res = run_image(img, seed=rng.getrandbits(16), jitter=6)
+        got = [result(res, 4, OUT + 4 * j) for j in range(count)]
+        assert got == bscan_reference(mask, base, count), (mask, base, count)
+        assert res.counters.ops["BSCAN"] == 3 and res.counters.ctx_ends == 3
+        # Only the low 32 bits of the mask count: a 64-bit mask token with a high half.
+        assert bscan(mask | (0xDEAD << 32), base, count) == bscan_reference(mask, base, count)
+
+
+def test_bscan_is_an_emitter_in_the_graph():
+    g = bscan_graph(0xF0F0, 8, 16)
+    bs = next(n.id for n in g.nodes if n.op is Op.BSCAN)
+    rates = g.rates()
+    assert rates[bs] == 1 and g._out_rate(bs, rates[bs]) == 16
+    g.nodes[bs].group = 1                    # 16 tokens per context may not leave the PE
+    with pytest.raises(DfgError, match="rate rule: BSCAN#.* fires 16 times"):
+        g.validate(P1)
+    g = bscan_graph(0xF0F0, 8, 16)
+    g.nodes[bs].end = True
+    with pytest.raises(DfgError, match="BSCAN sends no context-end message"):
+        g.validate(P1)
+
+
+def test_bscan_tokens_issue_on_the_int_pipe():
+    # With int_issue = 2 the estimate issues BSCAN tokens on the INT/CTRL pipe (the RTL's pipe
+    # 2) and ITER tokens on the load/store pipe (pipe 0): a FACC fed by a BSCAN and an ITER of
+    # 32 tokens each gets both streams at once; fed by two BSCANs, it waits ~32 cycles more.
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=2)
+
+    def graph(second):
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        ones, zero = imm(g, c, -1), imm(g, c, 0)
+        acc = g.add(Op.FACC, imm=32, group=0)
+        for operand, op in enumerate((Op.BSCAN, second)):
+            e = g.add(op, 2 if op is Op.BSCAN else 1, imm=32, group=0)
+            g.connect(ones, e, 0)
+            if op is Op.BSCAN:
+                g.connect(zero, e, 1)
+            g.connect(e, acc, operand)
+        store(g, c, acc)
+        return g
+
+    t = {op: run_graph(graph(op), params=params).time for op in (Op.ITER, Op.BSCAN)}
+    assert t[Op.BSCAN] >= t[Op.ITER] + 28, t
 
 
 @pytest.mark.parametrize("cond, want", [(0, 7), (5, 5)])
