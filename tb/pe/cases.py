@@ -296,7 +296,7 @@ _FP = [Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD]
 
 
 def random_image(params, contexts, seed, nodes=14, pes=None):
-    """Return a random graph: integer and FP operations, SWITCHes with feedback, fan-out.
+    """Return a random graph: integer and FP operations, BSCANs, SWITCHes with feedback.
 
     Each context loads one 8-byte value (indexed by the context ID) and computes ``nodes``
     random operations over it, the context ID and immediates; some values branch through a
@@ -361,9 +361,24 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
             n = add(op, nsrc, imm=rng.choice([0x3C00, 0xB800, 0x0001, 0x7BFF]))
             for i in range(nsrc):
                 link(pick(), n, i)
-        elif kind < 0.85:
+        elif kind < 0.82:
             n = add(Op.FIMM, imm=rng.getrandbits(16))
             link(pick(), n, 0)
+        elif kind < 0.87:
+            # BSCAN emits `count` tokens per context; a FACC of as many steps folds them
+            # back to one (the tokens' bits as binary16 lanes: any pattern is exact), and a
+            # MOV forwards it (a node firing more than once per context keeps its edges on
+            # its PE: sw.dfg's rate rule).
+            count = rng.choice([1, 3, 16, 32])
+            bs = add(Op.BSCAN, imm=count)
+            link(pick(), bs, 0)
+            link(pick(), bs, 1)
+            at = g.nodes[bs].pe
+            acc = add(Op.FACC, imm=count, at=at)
+            link(bs, acc, 0)
+            link(bs, acc, 1)
+            n = add(Op.MOV, at=at)
+            link(acc, n, 0)
         else:
             cond = add(Op.AND, 1, imm=rng.choice([1, 2, 3]))
             link(pick(), cond, 0)
