@@ -389,12 +389,14 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
         # Every weight is loaded (a stored one from values, a zero one from the descriptor's
         # zero pad word, chosen by the SWITCH): one LDHB per weight, row and 4 lane groups
         # of every item run (dummy items included); the zero branch's IMM fires for the
-        # weights FD-CSR does not store, beside the engine's one IMM per 16-column row.
+        # weights FD-CSR does not store (the sparse engine's only IMM); one BSCAN per
+        # FD-CSR row decodes 16 of them.
         nnz = int(np.count_nonzero(w.view(np.uint16)))
         run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
         weights = run_items * plan.kb * plan.Cw
         assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // plan.wfan)
-        assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks + run_items * plan.R16
+        assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks
+        assert fast.counters.ops["BSCAN"] == weights // 16
 
 
 def test_random_shapes_exact_and_fast_agree():
