@@ -41,9 +41,10 @@ Contract
   is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
   :class:`hw.pe_dispatch.ReplyPort`).
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
-  and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
-  round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
-  slots: pipe 0, or with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others
+  and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
+  is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
+  per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
+  with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others, BSCAN included,
   pipe 2, fixed when the slot is configured); one cycle later (S1) the instruction fires if
   each *local* destination FIFO has room (occupancy counts tokens present plus results
   reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
@@ -385,7 +386,9 @@ class Pe(wiring.Component):
         # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
         # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
         # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
-        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  The pipe
+        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
+        # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
+        # loads' and carries the FC graphs' repeat ITERs).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
@@ -529,11 +532,13 @@ class Pe(wiring.Component):
             ends_cur.append(mem.read_port(domain="comb"))
             end_inc.append(Signal(name=f"end_inc{pp}"))
 
-        # Per-slot INT state, 32 + 16 bits: SCAN's accumulator and firing count; an emitting
-        # ITER's next value and tokens left (the slot is busy meanwhile, and is picked as a
-        # *continuation*: no operands consumed, the next value emitted).
+        # Per-slot INT state, 32 + 16 + 32 bits: SCAN's accumulator and firing count; an
+        # emitting ITER's next value and tokens left; an emitting BSCAN's running address,
+        # tokens left and the mask bits not yet scanned (ITER and BSCAN slots are busy
+        # meanwhile, and are picked as *continuations*: no operands consumed, the next token
+        # emitted).  One memory read at the pick and written in S1 by the slot's own pipe.
         m.submodules.scan_mem = scan_mem = Memory(
-            shape=data.StructLayout({"acc": 32, "count": 16}), depth=S, init=[])
+            shape=data.StructLayout({"acc": 32, "count": 16, "mask": 32}), depth=S, init=[])
         scan_ws = {pp: scan_mem.write_port() for pp in INT_PIPES}
         scan_rs = {}
 
@@ -591,7 +596,8 @@ class Pe(wiring.Component):
             ready = Signal(S, name=f"ready{pp}")
             for s in range(S):
                 tok_ok = (~tmask[s] | nonempty[s]).all()
-                # INT pipe: a busy slot is an emitting ITER, ready for its next token.
+                # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next
+                # token.
                 go_on = busy[s] if pp != 1 else Const(0, 1)
                 # Each slot has one pipe, so its results leave in firing order: FP slots
                 # pipe 1; with a second INT pipe, LD/ST and ITER slots pipe 0 and the other
@@ -655,7 +661,7 @@ class Pe(wiring.Component):
                          has[2].eq(insn.nsrc.all())]
             is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
                      for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
-                                Op.SCAN, Op.MOV, Op.CTX)}
+                                Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
             for op, sig in is_op.items():
                 m.d.comb += sig.eq(_eq(insn.op, int(op)))
 
@@ -748,35 +754,54 @@ class Pe(wiring.Component):
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
                     with m.Default():
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-                with m.If(st["cont"]):
+                # BSCAN (ISA v1.3): token j is the running address plus 2 when bit j of the
+                # mask is set, else 0; the first firing takes mask (operand 0) and base
+                # (operand 1), each continuation the state.  The address is kept
+                # incrementally (acc += 2 * bit), so no popcount is needed.
+                bs_mask = Signal(32, name=f"bscan_mask{pp}")
+                bs_acc = Signal(32, name=f"bscan_acc{pp}")
+                m.d.comb += [bs_mask.eq(Mux(st["cont"], sr.mask, opv[0][:32])),
+                             bs_acc.eq((Mux(st["cont"], sr.acc, opv[1][:32])
+                                        + Mux(bs_mask[0], Const(2, 32), Const(0, 32)))[:32])]
+                with m.If(is_op[Op.BSCAN]):
+                    m.d.comb += a.eq(Mux(bs_mask[0], bs_acc, Const(0, 32)))
+                with m.Elif(st["cont"]):
                     m.d.comb += a.eq(sr.acc)
                 # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
                 m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH])
                                          & ~st["cont"]),
                              tag.hi.eq(opv[0][32:])]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                # END: every firing but ITER's and a load's (ISA); a store's is counted here
-                # and sent on its acknowledgement with the count kept in its pool entry.
+                # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
+                # counted here and sent on its acknowledgement with the count kept in its pool
+                # entry.
                 is_store = op_in(insn.op, Op.STH, Op.STD)
-                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
+                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
                              tag.ectx.eq(ends_cur[pp].data)]
                 m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
                 # ITER: the first token is the start value; the state holds the next one.
+                # ITER and BSCAN count their tokens alike.
                 count = imm32[:16]
                 step = Cat(imm32[16:], imm32[31].replicate(16))
                 it_from = Mux(st["cont"], sr.acc, opv[0][:32])
                 it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
                 it_more = it_left[1:].any()                        # it_left > 1
+                emitter = Signal(name=f"emitter{pp}")          # ITER or BSCAN
+                m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN])
                 m.d.comb += [scan_w.addr.eq(st["slot"]),
-                             scan_w.en.eq(go & (is_op[Op.SCAN] | is_op[Op.ITER]))]
+                             scan_w.en.eq(go & (is_op[Op.SCAN] | emitter))]
                 with m.If(is_op[Op.ITER]):
                     m.d.comb += [scan_w.data.acc.eq((it_from + step)[:32]),
                                  scan_w.data.count.eq((it_left - Const(1, 16))[:16])]
+                with m.Elif(is_op[Op.BSCAN]):
+                    m.d.comb += [scan_w.data.acc.eq(bs_acc),
+                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16]),
+                                 scan_w.data.mask.eq(bs_mask[1:])]
                 with m.Else():
                     m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
                                  scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
-                with m.If(go & is_op[Op.ITER] & ~st["cont"] & it_more):
+                with m.If(go & emitter & ~st["cont"] & it_more):
                     m.d.comb += [busy_set[pp].eq(1), busy_set_slot[pp].eq(st["slot"])]
                 with m.If(go & st["cont"] & ~it_more):
                     m.d.comb += [busy_clr[pp].eq(1), busy_clr_slot[pp].eq(st["slot"])]

@@ -51,14 +51,35 @@ def test_small_pe_lints_clean(xy, int_issue):
     assert lint(verilog, "pe") == []
 
 
+def test_bscan_case_stores_the_tokens_of_the_definition():
+    # The BSCAN case's expected memory (the golden model's) against the ISA's formula, so the
+    # RTL is compared with something that could be wrong independently of it.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    contexts = 8
+    res = run_image(cases.bscan_image(p, contexts, SEED), seed=SEED, jitter=4)
+    masks, bases = cases.bscan_tables(SEED)
+    assert res.counters.ops["BSCAN"] == 3 * contexts
+    for c in range(contexts):
+        for count, offset in cases.BSCAN_COUNTS:
+            d, o = p.dbuf_of(p.dbuf_bytes + 256 * c + offset)
+            buf = bytes(res.memory.bufs[d])
+            got = [int.from_bytes(buf[o + 4 * j:o + 4 * j + 4], "little") for j in range(count)]
+            assert got == cases.bscan_reference(masks[c], bases[(c + 1) % 16], count), (c, count)
+    # The reference itself on hand-checked values: mask 0b1011 from base 100.
+    assert cases.bscan_reference(0b1011, 100, 5) == [102, 104, 0, 106, 0]
+    assert cases.bscan_reference(0xFFFF_FFFF, 0xFFFF_FFFE, 2) == [0, 2]
+
+
 def _golden_cases(root, p):
-    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, random graphs."""
+    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED)),
         ("fc-dense", cases.fc_image("dense", 3, 32, 8, p, SEED + 1)),
         ("fig7", cases.fig7_image(p, 16)),
         ("kernels", cases.kernels_image(p, 8)),
+        ("bscan", cases.bscan_image(p, 8, SEED)),
     ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
