@@ -388,12 +388,14 @@ class Pe(wiring.Component):
         # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
         # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
         # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
-        # loads' and carries the FC graphs' repeat ITERs).  The pipe
+        # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
+        # the pipe0 hint (ISA v1.3; part 0 holds it) goes to pipe 0 too: the graph builder
+        # balances the two pipes with it (the sparse engine's value-load MOV trees).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
         if NP == 3:
-            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)))
+            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)) | part0.pipe0)
         for s in range(S):
             with m.If(cfg_part0 & slot_is(cfg_slot, s)):
                 m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]

@@ -242,13 +242,15 @@ def bscan(mask, base, count):
     return out
 
 
-def _pipe(op):
-    # The estimate's issue pipe of op (docs/golden.md): with int_issue = 2 the RTL's pipe 0
-    # ("mem") takes loads, stores and ITER tokens, pipe 2 ("int") every other INT/CTRL issue,
-    # BSCAN tokens included; with int_issue = 1 "mem" folds into "int" (_Machine._issue).
-    if op is Op.ITER or op.unit is Unit.MEM:
-        return "mem"
-    return "fp" if op.unit is Unit.FP else "int"
+def _pipe(insn):
+    # The estimate's issue pipe of insn (docs/golden.md): with int_issue = 2 the RTL's pipe 0
+    # ("mem") takes loads, stores, ITER tokens and the INT/CTRL instructions with the pipe0
+    # hint, pipe 2 ("int") every other INT/CTRL issue, BSCAN tokens included; with
+    # int_issue = 1 "mem" folds into "int" (_Machine._issue).
+    op = insn.op
+    if op.unit is Unit.FP:
+        return "fp"
+    return "mem" if op is Op.ITER or op.unit is Unit.MEM or insn.pipe0 else "int"
 
 
 def _fp_imm(imm):
@@ -492,7 +494,7 @@ class _Machine:
             ndest = range(len(insn.dests))
         if not self._room(st, ndest):
             return False
-        pipe = _pipe(op)
+        pipe = _pipe(insn)
         if not self._issue(st, pipe):
             return False
         popped = {i: st.fifos[i].popleft() for i in st.ops}

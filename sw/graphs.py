@@ -280,7 +280,11 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.fanout(it, [(x[j], 0) for j in lanes])
         for k in range(kb):
             for ld, lanes in zip(w[k], _chunks(gb, plan.wfan)):
-                g.fanout(ld, [(facc[k][j], 0) for j in lanes])
+                # With wfan 16 a value load feeds its FACCs through a MOV tree: feed-forward
+                # (not in the SWITCH loop), so its MOVs carry the pipe0 hint and issue beside
+                # the loads, leaving pipe 2 to the BSCAN -> SWITCH -> join loop
+                # (docs/mapping.md).
+                g.fanout(ld, [(facc[k][j], 0) for j in lanes], pipe0=True)
     for j in range(gb):
         g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
     return ids
@@ -290,21 +294,23 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
 class EngineIssues:
     """Issues per context of one engine, split the way the RTL PE's pipes take them.
 
-    ``mem`` loads and stores, ``iter`` ITER tokens (both on pipe 0 with ``int_issue = 2``),
-    ``other`` every other INT/CTRL issue, BSCAN tokens included (pipe 2), ``fp`` the FP pipe;
-    ``slots`` the engine's instructions.
+    ``mem`` loads and stores, ``iter`` ITER tokens, ``hinted`` the INT/CTRL issues with the
+    ``pipe0`` hint (all three on pipe 0 with ``int_issue = 2``), ``other`` every other INT/CTRL
+    issue, BSCAN tokens included (pipe 2), ``fp`` the FP pipe; ``slots`` the engine's
+    instructions.
     """
     slots: int
     other: float
     iter: float
     mem: float
     fp: float
+    hinted: float = 0.0
 
     def pipes(self, int_issue):
         """Return the INT/MEM/CTRL pipes' issues: ``(pipe 2, pipe 0)`` or ``(one pipe,)``."""
         if int_issue == 2:
-            return self.other, self.mem + self.iter
-        return (self.other + self.mem + self.iter,)
+            return self.other, self.mem + self.iter + self.hinted
+        return (self.other + self.mem + self.iter + self.hinted,)
 
 
 def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4):
@@ -317,15 +323,17 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4):
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
-    cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0}
+    cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0, "hinted": 0}
     for nid, r in rates.items():
-        op = g.nodes[nid].op
+        node = g.nodes[nid]
+        op = node.op
         if op in (Op.ITER, Op.BSCAN):
             r = g._out_rate(nid, r)
         role = ("iter" if op is Op.ITER else "mem" if op.unit is Unit.MEM
-                else "fp" if op.unit is Unit.FP else "other")
+                else "fp" if op.unit is Unit.FP else "hinted" if node.pipe0 else "other")
         cost[role] += r
-    return EngineIssues(len(g.nodes), *(float(cost[k]) for k in ("other", "iter", "mem", "fp")))
+    return EngineIssues(len(g.nodes), *(float(cost[k])
+                                        for k in ("other", "iter", "mem", "fp", "hinted")))
 
 
 def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
@@ -336,7 +344,7 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
     element; ``wfan`` is :attr:`FcPlan.wfan`.
     """
     c = engine_issues(mode, kb, gb, Cw, feedback, wfan)
-    integer = c.other + c.iter + c.mem
+    integer = c.other + c.iter + c.mem + c.hinted
     if loads:
         return c.slots, integer, c.fp, c.mem
     return c.slots, integer, c.fp

@@ -243,3 +243,43 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     assert len(b["facc"]) == 4 and min(b["facc"]) > 0
     assert all(0 < r <= 1.0 + 8 / f for r, f in zip(b["rate"], b["facc"]))
     assert max(b["last"]) <= fig["run"]["context_cycles"]
+
+
+def _with_pipe0(image, ops):
+    """Return a copy of ``image`` whose slots of opcodes ``ops`` carry the pipe0 hint."""
+    from sw.isa import encode
+    from sw.image import word_parts
+    img = dataclasses.replace(image, program=image.program.copy())
+    parts = word_parts(img.params)
+    for (x, y, s), insn in image.instructions().items():
+        if insn.op in ops:
+            word = encode(dataclasses.replace(insn, pipe0=True), img.params)
+            for i in range(parts):
+                img.program[y, x, s, i] = (word >> (64 * i)) & ((1 << 64) - 1)
+    return img
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
+    # ISA v1.3 pipe0 hint with int_issue == 2: the kernels image as is (pipe 0 fires only its
+    # loads, stores and ITERs) and with MOV, SHL and SCAN hinted (pipe 0 fires every one of
+    # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
+    # firings per opcode the bench compares.
+    from sw.isa import Op
+    p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
+    plain = cases.kernels_image(p, 6)
+    hinted_ops = (Op.MOV, Op.SHL, Op.SCAN)
+    hinted = _with_pipe0(plain, hinted_ops)
+    assert sum(i.pipe0 for i in hinted.instructions().values()) >= 5
+    folders = [str(cases.save_case(tmp_path / name, img, name))
+               for name, img in (("kernels", plain), ("kernels-pipe0", hinted))]
+    out = tmp_path / "results.json"
+    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+               testcase="golden_images",
+               extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_RESULTS": str(out)})
+    res = {r["name"]: r for r in json.loads(out.read_text())}
+    ops = res["kernels"]["ops"]
+    assert res["kernels"]["int0"] == {"ITER": ops["ITER"]}
+    assert res["kernels-pipe0"]["ops"] == ops
+    want = {"ITER": ops["ITER"], **{op.name: ops[op.name] for op in hinted_ops}}
+    assert res["kernels-pipe0"]["int0"] == want
