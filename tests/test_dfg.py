@@ -221,3 +221,23 @@ def test_bscan_rates_like_iter():
     g.nodes[bs].end = True
     with pytest.raises(DfgError, match="BSCAN#2: BSCAN sends no context-end message"):
         g.validate()
+
+
+def test_pipe0_hint_on_nodes_and_fanout_movs():
+    # ISA v1.3: a node's pipe0 hint; Graph.fanout gives it to the MOVs it adds; an FP node
+    # with it is rejected; the DOT export shows it.
+    g = Graph("hint")
+    c = g.add(Op.CTX, group=0)
+    sinks = [g.add(Op.MOV, group=0) for _ in range(8)]
+    movs = g.fanout(c, [(s, 0) for s in sinks], pipe0=True)
+    assert movs and all(g.nodes[m].pipe0 for m in movs)
+    assert not any(g.nodes[s].pipe0 for s in sinks) and not g.nodes[c].pipe0
+    g.validate()
+    assert g.to_dot().count("[pipe0]") == len(movs)
+    acc = g.add(Op.FACC, imm=1, group=0, pipe0=True)
+    g.connect(sinks[0], acc, 0)
+    g.connect(sinks[1], acc, 1)
+    with pytest.raises(DfgError, match=r"node FACC#\d+: pipe0 .* FP instruction FACC"):
+        g.validate()
+    g.nodes[acc].pipe0 = False
+    g.validate()

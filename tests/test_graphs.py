@@ -190,11 +190,11 @@ def test_sparse_decode_is_one_bscan_per_row():
 
 
 def test_value_loads_per_row_follow_the_mesh_links():
-    # One value load per row (a MOV tree on pipe 2, fewer Dbuf accesses) pays where a Dbuf or
-    # a mesh link serves several engines: on the 8 x 8 two engines share each Dbuf and link,
-    # and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per column,
-    # 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) one load per 4 lane
-    # groups (fewer pipe-2 issues) is cheaper (docs/mapping.md, "Blocking choice").
+    # One value load per row (a MOV tree with the pipe0 hint; fewer Dbuf accesses) pays where
+    # a Dbuf or a mesh link serves several engines: on the 8 x 8 two engines share each Dbuf
+    # and link, and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per
+    # column, 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) both are FP
+    # bound and the tie goes to one load per 4 lane groups (docs/mapping.md).
     from sw.graphs import WFANS, _link_engines
     from sw.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
@@ -236,3 +236,33 @@ def test_homes_are_straight_and_shared_fairly(rows, cols):
     few = _homes(p, max(1, p.num_pes // 2))
     assert len(few) == max(1, p.num_pes // 2)
     assert all(p.dbuf_coord(d)[0] == x or p.dbuf_coord(d)[1] == y for (x, y), d in few)
+
+
+def test_pipe0_hint_goes_to_the_value_loads_mov_trees():
+    # ISA v1.3 pipe0 hint: only the MOVs of the sparse value loads' fan-out trees (wfan 16,
+    # feed-forward, outside the SWITCH loop) carry it, so per column of the 3 x 8 engine pipe 2
+    # drops from 18.5 to 12.5 issues and pipe 0 rises from 14.05 to 20.05, below the FP
+    # pipe's 24 (docs/mapping.md).  wfan 4 and the dense engine have no hinted node.
+    from sw.graphs import engine_issues
+    from sw.isa import Op
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    g = build_graph(plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16))
+    g.validate(params)
+    inn = g.in_edges()
+    hinted = [n for n in g.nodes if n.pipe0]
+    assert len(hinted) == 3 * 2
+    for n in hinted:
+        assert n.op is Op.MOV and n.meta["role"] == "fanout"
+        src = g.nodes[inn[(n.id, 0)][0].src]
+        assert src.meta["role"] in ("ld", "fanout") and src.op in (Op.LDHB, Op.MOV)
+    for kw in (dict(mode="sparse", wfan=4), dict(mode="dense")):
+        assert not any(n.pipe0 for n in build_graph(plan_fc(
+            3, 64, 32, kw["mode"], params, kb=3, gb=8, wfan=kw.get("wfan"))).nodes)
+    c = engine_issues("sparse", 3, 8, 64, wfan=16)
+    assert c.hinted / 64 == 6 and c.fp / 64 == 24
+    assert tuple(round(v / 64, 2) for v in c.pipes(2)) == (12.52, 20.05)
+    assert c.pipes(1) == (c.other + c.iter + c.mem + c.hinted,)
+    # The 8 x 8 reference layer: the chooser still picks 3 x 8 wfan 16, now FP-bound.
+    from sw.graphs import blocking_costs
+    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2))[0]
+    assert (best["kb"], best["gb"], best["wfan"], best["bound"]) == (3, 8, 16, "fp")
