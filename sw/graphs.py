@@ -89,6 +89,7 @@ class FcPlan:
     homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
+    fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
 
     @property
     def groups(self):
@@ -170,7 +171,7 @@ class FcPlan:
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
-                    wfan=self.wfan)
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0)
 
 
 # Engine graphs -------------------------------------------------------------------------------
@@ -281,10 +282,10 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         for k in range(kb):
             for ld, lanes in zip(w[k], _chunks(gb, plan.wfan)):
                 # With wfan 16 a value load feeds its FACCs through a MOV tree: feed-forward
-                # (not in the SWITCH loop), so its MOVs carry the pipe0 hint and issue beside
-                # the loads, leaving pipe 2 to the BSCAN -> SWITCH -> join loop
-                # (docs/mapping.md).
-                g.fanout(ld, [(facc[k][j], 0) for j in lanes], pipe0=True)
+                # (not in the SWITCH loop).  plan.fan_pipe0 gives its MOVs the pipe0 hint
+                # (issue beside the loads, leaving pipe 2 to the BSCAN -> SWITCH -> join
+                # loop); measured slower on the RTL, so off by default (docs/mapping.md).
+                g.fanout(ld, [(facc[k][j], 0) for j in lanes], pipe0=plan.fan_pipe0)
     for j in range(gb):
         g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
     return ids
@@ -313,13 +314,15 @@ class EngineIssues:
         return (self.other + self.mem + self.iter + self.hinted,)
 
 
-def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4):
+def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
     counts at the SWITCH's rate (so the zero branch's IMM counts as if every weight were 0).
+    ``fan_pipe0`` is :attr:`FcPlan.fan_pipe0`.
     """
-    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan)
+    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan,
+                  fan_pipe0=fan_pipe0)
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
@@ -469,12 +472,15 @@ def _homes(params, count, cap=None):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None):
+            contexts=None, wfan=None, fan_pipe0=False):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
     default to the blocking with the lowest estimated time that fits the slots
     (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
+    ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's ``pipe0``
+    hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the blocking
+    choice does not depend on it.
 
     Raises
     ------
@@ -506,7 +512,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 break
         kb, gb, wfan = ckb, cgb, cwfan
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan)
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0))
     slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
