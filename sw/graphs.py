@@ -49,12 +49,16 @@ _BENT = 10_000
 #: SWITCH, plus IMM for a zero weight).  ISA v1.3 left the loop as it was: its RTL latency
 #: (round 5 medians: 11 cycles for a stored weight, 17 for a zero one) gives 15.5 at 25 %
 #: density, plus ~1.5 cycles of round-robin wait per firing (2.75 firings) with pipe 2 about
-#: half busy (before BSCAN it was full: 28).  Not measured yet: the lead recalibrates it on
-#: the RTL (docs/mapping.md); used only to choose the blocking.
+#: half busy (before BSCAN it was full: 28).  Measured with ISA v1.3 (one PE, 3 x 8 wfan 16):
+#: SWITCH trips of 23 (stored) and 28 (zero) cycles on average while the engine ran at 30
+#: cycles per column, bound by pipe 2, not by the loop; kept.  Used only to choose the blocking.
 SPARSE_LOOP_CYCLES = 20
 #: Pipe-2 (INT/CTRL) occupancy the sparse engine reaches on the RTL PE (0.65-0.70 measured
-#: on one PE before BSCAN, docs/mapping.md; kept for ISA v1.3, to be remeasured); used only
-#: to choose the blocking.
+#: on one PE before BSCAN; 0.61 with ISA v1.3 on one PE and the 8 x 8, 3 x 8 wfan 16).  Kept
+#: at 0.65: with 0.61 the chooser would rank the 8 x 8's wfan 4 engine first, which measures
+#: slower (73.6 against 78.6 %; docs/mapping.md, "The pipe0 hint").  Pipe 0 reaches ~0.57 in
+#: the sparse engine (not modelled: no default plan hints INT/CTRL work to it).  Used only to
+#: choose the blocking.
 SPARSE_INT_UTIL = 0.65
 
 
