@@ -389,8 +389,8 @@ class Pe(wiring.Component):
         # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
         # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
         # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
-        # the pipe0 hint (ISA v1.3; part 0 holds it) goes to pipe 0 too: the graph builder
-        # balances the two pipes with it (the sparse engine's value-load MOV trees).  The pipe
+        # the pipe0 hint (ISA v1.3; in part 0) goes to pipe 0 too, for a graph builder to
+        # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
