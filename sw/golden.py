@@ -299,8 +299,8 @@ class _Machine:
         # Like the RTL PE, each pipe issues one instruction (or ITER/BSCAN token) per cycle:
         # "fp", "int" (INT/CTRL with BSCAN tokens, and MEM and ITER with int_issue = 1) and,
         # with int_issue = 2, "mem" (the RTL's pipe 0: loads, stores and ITER tokens, the
-        # address streams, docs/pe.md round 5).  pipe_free holds (cycle, issues in that
-        # cycle) per pipe.
+        # address streams, docs/pe.md round 5, and pipe0-hinted INT/CTRL instructions).
+        # pipe_free holds (cycle, issues in that cycle) per pipe.
         if pipe == "mem" and self.p.int_issue == 1:
             pipe = "int"
         key = (st.key[0], st.key[1], pipe)
