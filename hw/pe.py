@@ -41,9 +41,10 @@ Contract
   is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
   :class:`hw.pe_dispatch.ReplyPort`).
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
-  and it is not busy (a FACC with an accumulation in flight, an ITER emitting).  Each cycle a
-  round-robin picker per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT
-  slots: pipe 0, or with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others
+  and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
+  is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
+  per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
+  with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others, BSCAN included,
   pipe 2, fixed when the slot is configured); one cycle later (S1) the instruction fires if
   each *local* destination FIFO has room (occupancy counts tokens present plus results
   reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
@@ -385,12 +386,16 @@ class Pe(wiring.Component):
         # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
         # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
         # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
-        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  The pipe
+        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
+        # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
+        # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
+        # the pipe0 hint (ISA v1.3; in part 0) goes to pipe 0 too, for a graph builder to
+        # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
         if NP == 3:
-            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)))
+            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)) | part0.pipe0)
         for s in range(S):
             with m.If(cfg_part0 & slot_is(cfg_slot, s)):
                 m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
@@ -445,11 +450,15 @@ class Pe(wiring.Component):
         raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
-        # Write priority after the mesh token: the unit dispatchers (a blocked one stalls its
-        # unit and so its pipe; the second INT pipe's MOV fan-out trees first), then the
-        # memory lanes (a blocked lane only delays its retirements).  Measured on the 6 x 4
-        # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
-        order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
+        # Write priority after the mesh token: the memory lanes (M1, M0: the loaded FACC
+        # operands, the FP pipe's food), then the unit dispatchers (INT2, INT, FP).  With
+        # the sparse engine on BSCAN the FACCs waited for weights while lane 0 lost ~1,100
+        # cycles to the INT dispatchers' writes (3 x 8 engine: 0.743 -> 0.776 FACC/cycle,
+        # dense 6 x 4 0.888 -> 0.877; docs/pe.md "Round 6").  A dispatcher still waits a
+        # finite time: every load's address came through a dispatcher or the mesh, so
+        # without their progress the lanes run out of loads.  (Round 2, lanes last: mesh,
+        # INT, FP, M0, M1, INT2 0.69, INT2, INT, FP, M1, M0 0.85 on the dense engine.)
+        order = [3, 2] + ([4] if NP == 3 else []) + [0, 1]
         ports = [port for j in order for port in disp[j].o_local]
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
 
@@ -529,11 +538,13 @@ class Pe(wiring.Component):
             ends_cur.append(mem.read_port(domain="comb"))
             end_inc.append(Signal(name=f"end_inc{pp}"))
 
-        # Per-slot INT state, 32 + 16 bits: SCAN's accumulator and firing count; an emitting
-        # ITER's next value and tokens left (the slot is busy meanwhile, and is picked as a
-        # *continuation*: no operands consumed, the next value emitted).
+        # Per-slot INT state, 32 + 16 + 32 bits: SCAN's accumulator and firing count; an
+        # emitting ITER's next value and tokens left; an emitting BSCAN's running address,
+        # tokens left and the mask bits not yet scanned (ITER and BSCAN slots are busy
+        # meanwhile, and are picked as *continuations*: no operands consumed, the next token
+        # emitted).  One memory read at the pick and written in S1 by the slot's own pipe.
         m.submodules.scan_mem = scan_mem = Memory(
-            shape=data.StructLayout({"acc": 32, "count": 16}), depth=S, init=[])
+            shape=data.StructLayout({"acc": 32, "count": 16, "mask": 32}), depth=S, init=[])
         scan_ws = {pp: scan_mem.write_port() for pp in INT_PIPES}
         scan_rs = {}
 
@@ -591,7 +602,8 @@ class Pe(wiring.Component):
             ready = Signal(S, name=f"ready{pp}")
             for s in range(S):
                 tok_ok = (~tmask[s] | nonempty[s]).all()
-                # INT pipe: a busy slot is an emitting ITER, ready for its next token.
+                # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next
+                # token.
                 go_on = busy[s] if pp != 1 else Const(0, 1)
                 # Each slot has one pipe, so its results leave in firing order: FP slots
                 # pipe 1; with a second INT pipe, LD/ST and ITER slots pipe 0 and the other
@@ -635,6 +647,7 @@ class Pe(wiring.Component):
                            facc_r=facc_r, local=[]))
 
         # ---- S1 of each pipe: operands, room check, fire ----------------------------------
+        no_resv_of = {}
         for pp in range(NP):
             st = s1[pp]
             insn = Signal(insn_l, name=f"insn{pp}")
@@ -655,7 +668,7 @@ class Pe(wiring.Component):
                          has[2].eq(insn.nsrc.all())]
             is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
                      for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
-                                Op.SCAN, Op.MOV, Op.CTX)}
+                                Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
             for op, sig in is_op.items():
                 m.d.comb += sig.eq(_eq(insn.op, int(op)))
 
@@ -715,6 +728,7 @@ class Pe(wiring.Component):
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
             no_resv = Signal(name=f"no_resv{pp}")  # an overflow load: reserves at retire
+            no_resv_of[pp] = no_resv
             st["go"] = go
             if pp != 1:
                 alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
@@ -748,35 +762,54 @@ class Pe(wiring.Component):
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
                     with m.Default():
                         m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-                with m.If(st["cont"]):
+                # BSCAN (ISA v1.3): token j is the running address plus 2 when bit j of the
+                # mask is set, else 0; the first firing takes mask (operand 0) and base
+                # (operand 1), each continuation the state.  The address is kept
+                # incrementally (acc += 2 * bit), so no popcount is needed.
+                bs_mask = Signal(32, name=f"bscan_mask{pp}")
+                bs_acc = Signal(32, name=f"bscan_acc{pp}")
+                m.d.comb += [bs_mask.eq(Mux(st["cont"], sr.mask, opv[0][:32])),
+                             bs_acc.eq((Mux(st["cont"], sr.acc, opv[1][:32])
+                                        + Mux(bs_mask[0], Const(2, 32), Const(0, 32)))[:32])]
+                with m.If(is_op[Op.BSCAN]):
+                    m.d.comb += a.eq(Mux(bs_mask[0], bs_acc, Const(0, 32)))
+                with m.Elif(st["cont"]):
                     m.d.comb += a.eq(sr.acc)
                 # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
                 m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH])
                                          & ~st["cont"]),
                              tag.hi.eq(opv[0][32:])]
                 m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                # END: every firing but ITER's and a load's (ISA); a store's is counted here
-                # and sent on its acknowledgement with the count kept in its pool entry.
+                # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
+                # counted here and sent on its acknowledgement with the count kept in its pool
+                # entry.
                 is_store = op_in(insn.op, Op.STH, Op.STD)
-                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_mem
+                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
                              tag.ectx.eq(ends_cur[pp].data)]
                 m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
                 # ITER: the first token is the start value; the state holds the next one.
+                # ITER and BSCAN count their tokens alike.
                 count = imm32[:16]
                 step = Cat(imm32[16:], imm32[31].replicate(16))
                 it_from = Mux(st["cont"], sr.acc, opv[0][:32])
                 it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
                 it_more = it_left[1:].any()                        # it_left > 1
+                emitter = Signal(name=f"emitter{pp}")          # ITER or BSCAN
+                m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN])
                 m.d.comb += [scan_w.addr.eq(st["slot"]),
-                             scan_w.en.eq(go & (is_op[Op.SCAN] | is_op[Op.ITER]))]
+                             scan_w.en.eq(go & (is_op[Op.SCAN] | emitter))]
                 with m.If(is_op[Op.ITER]):
                     m.d.comb += [scan_w.data.acc.eq((it_from + step)[:32]),
                                  scan_w.data.count.eq((it_left - Const(1, 16))[:16])]
+                with m.Elif(is_op[Op.BSCAN]):
+                    m.d.comb += [scan_w.data.acc.eq(bs_acc),
+                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16]),
+                                 scan_w.data.mask.eq(bs_mask[1:])]
                 with m.Else():
                     m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
                                  scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
-                with m.If(go & is_op[Op.ITER] & ~st["cont"] & it_more):
+                with m.If(go & emitter & ~st["cont"] & it_more):
                     m.d.comb += [busy_set[pp].eq(1), busy_set_slot[pp].eq(st["slot"])]
                 with m.If(go & st["cont"] & ~it_more):
                     m.d.comb += [busy_clr[pp].eq(1), busy_clr_slot[pp].eq(st["slot"])]
@@ -1107,7 +1140,15 @@ class Pe(wiring.Component):
             st = s1[pp]
             st["last"] = Signal(name=f"goes_last{pp}")
             fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
-            m.d.comb += st["last"].eq(fail & ~st["go"])
+            # A load sent as an overflow entry (no room in its destinations) goes last as well
+            # (round 6): its next pick would most likely find no room again, and the loads
+            # its consumers wait for are fresh (3 x 8 sparse engine with the lanes first in
+            # the write priority: dense 6 x 4 0.877 -> 0.886 FACC/cycle, sparse 0.776 ->
+            # 0.774; seed 7: 0.882 -> 0.899, 0.776 -> 0.785).
+            if pp == 0:
+                m.d.comb += st["last"].eq(fail & ~st["go"] | st["go"] & no_resv_of[0])
+            else:
+                m.d.comb += st["last"].eq(fail & ~st["go"])
         for s in range(S):
             for pp in range(NP):
                 st = s1[pp]

@@ -1,7 +1,7 @@
 """Print the PE microbenchmarks and the FC layers' cycles per FACC on one PE.
 
 Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-only]
-[--int-issue 1|2] [--slots N] [--layer K,C,N] [--diag] [--json FILE]``
+[--int-issue 1|2] [--slots N] [--layer K,C,N] [--seed N] [--diag] [--json FILE]``
 
 Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
 slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
@@ -80,13 +80,15 @@ def main():
     ap.add_argument("--pool", type=int, default=32, help="reorder pool entries (default 32)")
     ap.add_argument("--diag", action="store_true",
                     help="count FP-pipe and memory-lane stall reasons per cycle (slow)")
+    ap.add_argument("--seed", type=int, default=20261130,
+                    help="seed of the FC layers' data and the Dbuf latencies (default %(default)s)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {} if args.fc_only else micro(args.sim, tmp)
         layer = tuple(int(v) for v in args.layer.split(","))
-        res["fc"] = fc(args.sim, tmp, args.int_issue, slots=args.slots, layer=layer,
-                       probe=args.diag, depth=args.depth, pool=args.pool)
+        res["fc"] = fc(args.sim, tmp, args.int_issue, seed=args.seed, slots=args.slots,
+                       layer=layer, probe=args.diag, depth=args.depth, pool=args.pool)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
     if not args.fc_only:

@@ -3,10 +3,11 @@
 Contract
 --------
 :func:`assemble` encodes every node with :func:`sw.isa.encode` into the slot the mapper gave
-it.  A node's destinations are its out-edges in graph order, except that a SWITCH lists its
-``True`` branch first (``ntrue`` of them) and then its ``False`` branch.  Every initial token
-of a feedback edge becomes a preload of the destination operand.  ``ends_per_context`` is the
-number of END nodes (each fires once per context: the DFG rate rule).  The image is checked
+it, its ``pipe0`` hint included.  A node's destinations are its out-edges in graph order,
+except that a SWITCH lists its ``True`` branch first (``ntrue`` of them) and then its
+``False`` branch.  Every initial token of a feedback edge becomes a preload of the destination
+operand.  ``ends_per_context`` is the number of END nodes (each fires once per context: the
+DFG rate rule).  The image is checked
 (:meth:`~sw.image.Image.check`) before it is returned.  :func:`listing` prints an image as
 text, one slot per line, with :func:`sw.isa.disassemble`.
 """
@@ -53,7 +54,7 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
         regs = tuple(node.regs.get(i, 0) for i in range(params.MAX_OPERANDS))
         ntrue = sum(1 for e in edges if e.branch) if node.op is isa.Op.SWITCH else 0
         insn = isa.Instruction(node.op, node.nsrc, regmask, regs, node.end, ntrue, node.imm,
-                               dests)
+                               dests, node.pipe0)
         try:
             word = isa.encode(insn, params)
         except FdpuError as exc:

@@ -9,6 +9,9 @@ the condition is non-zero).  A *feedback* edge is one that carries ``init`` init
 (configuration preloads, :data:`sw.packet.ConfigWhat.PRELOAD`) and closes a cycle: the SWITCH
 feedback edge of PAPER.md section 4 or a loop-carried value.
 
+``Node.pipe0`` is the instruction's pipe hint (:mod:`sw.isa`: issue an INT/CTRL instruction on
+pipe 0 of a PE with two INT pipes); the assembler copies it into the instruction word.
+
 Operand ``i`` of a node is a token operand unless it is a register (``regs``) or, for
 ``nsrc`` below the arity, the immediate (see :mod:`sw.isa`).  ``CTX`` operand 0 is delivered by
 the MicC, never by an edge.
@@ -16,19 +19,21 @@ the MicC, never by an edge.
 :meth:`Graph.validate` raises :class:`DfgError` (a :class:`~sw.errors.FdpuError`) for: a wrong
 operand count; an edge naming an unknown node or an operand the node does not have; a token
 operand with no producer; more than ``MAX_DESTS`` destinations; a cycle with no initial token;
-two producers into one operand unless they are the two branches of one SWITCH (a *join*);
-a join without a feedback edge from the join (or a node after it) to that SWITCH; and a
-violation of the *rate rule*.
+an END flag on ``ITER``/``BSCAN`` (neither sends a context-end message); ``pipe0`` on an FP
+node; two producers into
+one operand unless they are the two branches of one SWITCH (a *join*); a join without a
+feedback edge from the join (or a node after it) to that SWITCH; and a violation of the
+*rate rule*.
 
 Rates
 -----
 :meth:`Graph.rates` gives each node's firings per context (a :class:`fractions.Fraction`):
-a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` multiplies
-its rate by its count, ``FACC`` divides by its count; a SWITCH branch carries *at most* the
-SWITCH's rate (the bound is used).  The rate rule (``docs/isa.md``): every edge whose producer
-fires more than once per context must stay inside one placement group (``Node.group``; the
-mapper puts a group on one PE), the operands of one node must have equal rates, and END nodes
-fire exactly once per context.
+a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` and
+``BSCAN`` multiply their rate by their count, ``FACC`` divides by its count; a SWITCH branch
+carries *at most* the SWITCH's rate (the bound is used).  The rate rule (``docs/isa.md``):
+every edge whose producer fires more than once per context must stay inside one placement
+group (``Node.group``; the mapper puts a group on one PE), the operands of one node must have
+equal rates, and END nodes fire exactly once per context.
 """
 
 from dataclasses import dataclass, field
@@ -36,9 +41,13 @@ from fractions import Fraction
 
 from .arch import ArrayParams
 from .errors import FdpuError
-from .isa import Op
+from .isa import Op, Unit
 
 __all__ = ["DfgError", "Node", "Edge", "Graph"]
+
+
+#: The instructions whose one firing emits ``count`` tokens (``imm[15:0]``).
+_EMITTERS = (Op.ITER, Op.BSCAN)
 
 
 class DfgError(FdpuError):
@@ -50,7 +59,8 @@ class Node:
     """One instruction of a graph.
 
     ``group`` names the placement group (nodes of one group go to one PE); ``pe`` optionally
-    pins the node to a PE ``(x, y)``; ``meta`` holds builder information (role, row, engine).
+    pins the node to a PE ``(x, y)``; ``meta`` holds builder information (role, row, engine);
+    ``pipe0`` is the pipe hint the assembler puts into the instruction (:mod:`sw.isa`).
     """
     id: int
     op: Op
@@ -62,6 +72,7 @@ class Node:
     group: object = None
     pe: tuple = None
     meta: dict = field(default_factory=dict)
+    pipe0: bool = False
 
     @property
     def token_operands(self):
@@ -99,11 +110,12 @@ class Graph:
 
     # Building ---------------------------------------------------------------------------------
 
-    def add(self, op, nsrc=None, imm=0, end=False, name="", group=None, pe=None, **meta):
+    def add(self, op, nsrc=None, imm=0, end=False, name="", group=None, pe=None, pipe0=False,
+            **meta):
         """Add a node and return its id; ``nsrc`` defaults to the arity of ``op``."""
         op = Op(op)
         node = Node(len(self.nodes), op, op.arity if nsrc is None else nsrc, imm, end,
-                    {}, name, group, pe, meta)
+                    {}, name, group, pe, meta, bool(pipe0))
         self.nodes.append(node)
         return node.id
 
@@ -113,12 +125,12 @@ class Graph:
         self.edges.append(edge)
         return edge
 
-    def fanout(self, src, targets, branch=None, group=None):
+    def fanout(self, src, targets, branch=None, group=None, pipe0=False):
         """Connect ``src`` to every ``(dst, operand)`` of ``targets``, through MOV trees.
 
         A node has at most ``MAX_DESTS`` destinations; beyond that the targets are spread over
         MOV nodes (same group as ``src``), each forwarding to up to ``MAX_DESTS`` of them.
-        Returns the MOV nodes added.
+        ``pipe0`` is the MOVs' pipe hint.  Returns the MOV nodes added.
         """
         targets = list(targets)
         k = ArrayParams.MAX_DESTS
@@ -138,7 +150,7 @@ class Graph:
             n = min(k, len(targets) - room + 1)
             chunk, targets = targets[-n:], targets[:-n]
             mov = self.add(Op.MOV, name=f"{self.nodes[src].label()}.fan{len(movs)}",
-                           group=group, role="fanout", **meta)
+                           group=group, pipe0=pipe0, role="fanout", **meta)
             movs.append(mov)
             for dst, operand in chunk:
                 self.connect(mov, dst, operand)
@@ -192,6 +204,14 @@ class Graph:
             for i in node.regs:
                 if not 0 <= i < node.nsrc:
                     raise DfgError(f"node {node.label()}: register operand {i} beyond nsrc")
+            if op in _EMITTERS and node.end:
+                raise DfgError(f"node {node.label()}: {op.name} sends no context-end message "
+                               f"(END on ITER/BSCAN is ignored); put END on a node that "
+                               f"fires once per context")
+            if node.pipe0 and op.unit is Unit.FP:
+                raise DfgError(f"node {node.label()}: pipe0 (the INT pipe hint) is set on the "
+                               f"FP instruction {op.name}; it is allowed only on INT/MEM/CTRL "
+                               f"instructions")
         for e in self.edges:
             for end in (e.src, e.dst):
                 if not 0 <= end < n:
@@ -328,7 +348,7 @@ class Graph:
 
     def _out_rate(self, nid, r):
         node = self.nodes[nid]
-        if node.op is Op.ITER:
+        if node.op in _EMITTERS:
             return r * (node.imm & 0xFFFF)
         if node.op is Op.FACC:
             return r / (node.imm & 0xFFFF)
@@ -360,7 +380,7 @@ class Graph:
                 raise DfgError(f"END node {node.label()} fires {rate[node.id]} times per "
                                f"context; an END instruction must fire exactly once")
             r = self._out_rate(node.id, rate[node.id])
-            if node.op is Op.ITER:
+            if node.op in _EMITTERS:
                 r = max(r, rate[node.id])
             if r <= 1 and rate[node.id] <= 1:
                 continue
@@ -383,6 +403,7 @@ class Graph:
             extra = f"\\n#{node.imm}" if node.imm else ""
             shape = ', shape=diamond' if node.op is Op.SWITCH else ""
             style = ', style=bold' if node.end else ""
+            extra += "\\n[pipe0]" if node.pipe0 else ""
             lines.append(f'  n{node.id} [label="{text}{extra}"{shape}{style}];')
         for e in self.edges:
             attrs = [f'headlabel="{e.operand}"']

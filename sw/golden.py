@@ -6,10 +6,11 @@ Contract (``docs/golden.md``)
 under the execution model of ``docs/isa.md``: per-operand FIFOs of ``operand_depth`` matched
 in arrival order; an instruction fires when every token operand is present and its PE-local
 destinations have room (remote ones are not checked; a remote token that finds its FIFO full
-is an :class:`OperandOverflowError`); ``ITER`` emits one token per step; loads and stores keep
-up to ``2**TAG_BITS`` accesses in flight per slot and forward their replies in issue order; the
-MicC delivers context IDs to every ``CTX`` slot with at most ``window`` contexts in flight and
-retires a context when ``ends_per_context`` END messages carrying its ID have arrived.
+is an :class:`OperandOverflowError`); ``ITER`` and ``BSCAN`` emit one token per step, the first
+with the firing; loads and stores keep up to ``2**TAG_BITS`` accesses in flight per slot and
+forward their replies in issue order; the MicC delivers context IDs to every ``CTX`` slot with
+at most ``window`` contexts in flight and retires a context when ``ends_per_context`` END
+messages carrying its ID have arrived.
 
 Timing is an event order, not a cycle count: every delivery gets a latency (unit latency, one
 step per mesh hop, a Dbuf round trip) plus, when ``seed`` is given, a random extra delay; a
@@ -46,7 +47,7 @@ from .place import place
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
            "GoldenTimeout", "MemoryFault", "Counters", "Memory", "RunResult", "run_image",
-           "FcRun", "run_fc", "program_counters"]
+           "FcRun", "run_fc", "program_counters", "bscan"]
 
 M32 = 0xFFFF_FFFF
 M64 = (1 << 64) - 1
@@ -221,6 +222,37 @@ def _int_op(op, a, b):
     raise AssertionError(op)
 
 
+def bscan(mask, base, count):
+    """Return the ``count`` tokens of one ``BSCAN mask, base`` firing (``docs/isa.md``).
+
+    Token ``j`` is ``base + 2 * popcount(mask & ((2 << j) - 1))`` (32-bit wrap) when bit ``j``
+    of ``mask`` (low 32 bits) is set, else 0.  With an FD-CSR row's ``colidx`` as ``mask`` and
+    ``base`` = item base + 2 x ``rowoff``, a stored weight's token is its value's address
+    minus the value load's offset, plus 2 (never 0), and a zero weight's is 0.
+    """
+    mask &= M32
+    out = []
+    seen = 0
+    for j in range(count):
+        if mask >> j & 1:
+            seen += 1
+            out.append((base + 2 * seen) & M32)
+        else:
+            out.append(0)
+    return out
+
+
+def _pipe(insn):
+    # The estimate's issue pipe of insn (docs/golden.md): with int_issue = 2 the RTL's pipe 0
+    # ("mem") takes loads, stores, ITER tokens and the INT/CTRL instructions with the pipe0
+    # hint, pipe 2 ("int") every other INT/CTRL issue, BSCAN tokens included; with
+    # int_issue = 1 "mem" folds into "int" (_Machine._issue).
+    op = insn.op
+    if op.unit is Unit.FP:
+        return "fp"
+    return "mem" if op is Op.ITER or op.unit is Unit.MEM or insn.pipe0 else "int"
+
+
 def _fp_imm(imm):
     return (imm & 0xFFFF) * _BCAST
 
@@ -264,10 +296,11 @@ class _Machine:
         heapq.heappush(self.events, (t, self.seq, kind, args))
 
     def _issue(self, st, pipe):
-        # Like the RTL PE, each pipe issues one instruction (or ITER token) per cycle: "fp",
-        # "int" (INT/CTRL, and MEM and ITER with int_issue = 1) and, with int_issue = 2, "mem"
-        # (the RTL's pipe 0: loads, stores and ITERs, their address streams, docs/pe.md round
-        # 5).  pipe_free holds (cycle, issues in that cycle) per pipe.
+        # Like the RTL PE, each pipe issues one instruction (or ITER/BSCAN token) per cycle:
+        # "fp", "int" (INT/CTRL with BSCAN tokens, and MEM and ITER with int_issue = 1) and,
+        # with int_issue = 2, "mem" (the RTL's pipe 0: loads, stores and ITER tokens, the
+        # address streams, docs/pe.md round 5, and pipe0-hinted INT/CTRL instructions).
+        # pipe_free holds (cycle, issues in that cycle) per pipe.
         if pipe == "mem" and self.p.int_issue == 1:
             pipe = "int"
         key = (st.key[0], st.key[1], pipe)
@@ -413,20 +446,24 @@ class _Machine:
                         self._end(st, 1)
                     continue
             if st.iter is not None:
-                if not self._room(st, ndest) or not self._issue(st, "mem"):
+                if not self._room(st, ndest) or not self._issue(st, st.iter[4]):
                     return
-                start, step, total, i, tag = st.iter
-                value = (start + i * step) & M32
-                for j in ndest:
-                    self._send(st, j, value, None if tag is None else tag + (i,), 1)
-                i += 1
-                st.iter = None if i == total else (start, step, total, i, tag)
+                self._emit(st)
                 if st.iter is not None:
                     self._push(self.now + 1, "iter", st.key)
                     return
                 continue
             if not self._fire(st):
                 return
+
+    def _emit(self, st):
+        # One token of an ITER/BSCAN firing: token i, tagged with the loop index i.
+        emit, total, i, tag, pipe = st.iter
+        value = emit(i)
+        for j in range(len(st.insn.dests)):
+            self._send(st, j, value, None if tag is None else tag + (i,), 1)
+        i += 1
+        st.iter = None if i == total else (emit, total, i, tag, pipe)
 
     def _operand(self, st, i, popped):
         insn = st.insn
@@ -450,13 +487,14 @@ class _Machine:
             ndest = range(insn.ntrue) if taken else range(insn.ntrue, len(insn.dests))
         elif op is Op.FACC:
             ndest = range(len(insn.dests)) if st.count + 1 == insn.imm & 0xFFFF else ()
-        elif op.is_load or op.is_store or op is Op.ITER:
+        elif op.is_load or op.is_store:
             ndest = ()
         else:
+            # ITER and BSCAN included: the firing's issue emits their first token.
             ndest = range(len(insn.dests))
         if not self._room(st, ndest):
             return False
-        pipe = "mem" if op is Op.ITER else {Unit.FP: "fp", Unit.MEM: "mem"}.get(op.unit, "int")
+        pipe = _pipe(insn)
         if not self._issue(st, pipe):
             return False
         popped = {i: st.fifos[i].popleft() for i in st.ops}
@@ -500,7 +538,14 @@ class _Machine:
             return True
         if op is Op.ITER:
             count, step = insn.imm & 0xFFFF, insn.imm >> 16
-            st.iter = (a(0), step, count, 0, tag)
+            start = a(0)
+            st.iter = (lambda i: (start + i * step) & M32, count, 0, tag, pipe)
+            self._emit(st)
+            return True
+        if op is Op.BSCAN:
+            st.iter = (bscan(a(0), a(1), insn.imm & 0xFFFF).__getitem__, insn.imm & 0xFFFF, 0,
+                       tag, pipe)
+            self._emit(st)
             return True
         if op is Op.SWITCH:
             value = a(0)
@@ -637,7 +682,7 @@ def program_counters(image, contexts, switch_true, mem_hops):
                 c.bytes_written += n * op.access_bytes
         per_dest = []
         for i, d in enumerate(insn.dests):
-            if op is Op.ITER:
+            if op in (Op.ITER, Op.BSCAN):
                 k = n * (insn.imm & 0xFFFF)
             elif op is Op.FACC:
                 k = n // (insn.imm & 0xFFFF)

@@ -32,10 +32,10 @@ from . import fdcsr, fp16
 from .arch import ArrayParams, Dir
 from .dfg import Graph
 from .errors import FdpuError
-from .isa import Op
+from .isa import Op, Unit
 
 __all__ = ["MODES", "WFANS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
-           "gather_outputs", "engine_costs"]
+           "gather_outputs", "engine_costs", "engine_issues", "EngineIssues", "blocking_costs"]
 
 MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
@@ -46,12 +46,19 @@ _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Cost of a home Dbuf off the PE's row and column (its route bends), against hops squared.
 _BENT = 10_000
 #: Cycles one weight row's SWITCH loop takes per column on the RTL PE (SWITCH -> join ->
-#: SWITCH, plus IMM for a zero weight: 2-3 same-PE firings of ~5 cycles each and the INT
-#: pipe's round-robin wait; one-row engine on one PE, docs/mapping.md); used only to choose
-#: the blocking.
-SPARSE_LOOP_CYCLES = 28
-#: INT/CTRL pipe occupancy the sparse decode chain reaches on the RTL PE (measured 0.65-0.70
-#: on one PE, docs/mapping.md); used only to choose the blocking.
+#: SWITCH, plus IMM for a zero weight).  ISA v1.3 left the loop as it was: its RTL latency
+#: (round 5 medians: 11 cycles for a stored weight, 17 for a zero one) gives 15.5 at 25 %
+#: density, plus ~1.5 cycles of round-robin wait per firing (2.75 firings) with pipe 2 about
+#: half busy (before BSCAN it was full: 28).  Measured with ISA v1.3 (one PE, 3 x 8 wfan 16):
+#: SWITCH trips of 23 (stored) and 28 (zero) cycles on average while the engine ran at 30
+#: cycles per column, bound by pipe 2, not by the loop; kept.  Used only to choose the blocking.
+SPARSE_LOOP_CYCLES = 20
+#: Pipe-2 (INT/CTRL) occupancy the sparse engine reaches on the RTL PE (0.65-0.70 measured
+#: on one PE before BSCAN; 0.61 with ISA v1.3 on one PE and the 8 x 8, 3 x 8 wfan 16).  Kept
+#: at 0.65: with 0.61 the chooser would rank the 8 x 8's wfan 4 engine first, which measures
+#: slower (73.6 against 78.6 %; docs/mapping.md, "The pipe0 hint").  Pipe 0 reaches ~0.57 in
+#: the sparse engine (not modelled: no default plan hints INT/CTRL work to it).  Used only to
+#: choose the blocking.
 SPARSE_INT_UTIL = 0.65
 
 
@@ -86,6 +93,7 @@ class FcPlan:
     homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
+    fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
 
     @property
     def groups(self):
@@ -167,7 +175,7 @@ class FcPlan:
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
-                    wfan=self.wfan)
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0)
 
 
 # Engine graphs -------------------------------------------------------------------------------
@@ -225,35 +233,26 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
         brep = add("brep", Op.ITER, imm=r16)
         g.fanout(ld_b, [(it_c, 0), (it_r, 0), (brep, 0)])
-        z = add("z", Op.IMM, imm=0)
-        it_j = add("itJ", Op.ITER, imm=(1 << 16) | _ROW)
-        g.connect(z, it_j, 0)
         zero = desc + _ZERO
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
-        ci, ad, shr, w = [], [], [], []
+        ci, ro, ad, w = [], [], [], []
         for k in range(kb):
+            # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and
+            # base = item base + 2 x rowoff and emits, per column, the stored weight's value
+            # address - (off_v - 2) (never 0) or 0 for a zero weight.
             ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
-            sh = add("sh", Op.SHL, 1, 1, row=k)
-            g.connect(ci[k], sh, 0)
-            rc = add("rc", Op.ITER, imm=_ROW, row=k)
-            g.connect(sh, rc, 0)
-            ro = add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k)
+            ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))
             so = add("so", Op.SHL, 1, 1, row=k)
-            g.connect(ro, so, 0)
+            g.connect(ro[k], so, 0)
             ad.append(add("ad", Op.ADD, row=k))
             g.connect(so, ad[k], 0)
-            rr = add("rr", Op.ITER, imm=_ROW, row=k)
-            g.connect(ad[k], rr, 0)
-            shr.append(add("shr", Op.SHR, row=k))
-            g.connect(rc, shr[k], 0)
-            bit = add("and", Op.AND, 1, 2, row=k)
-            g.connect(shr[k], bit, 0)
-            scan = add("scan", Op.SCAN, imm=_ROW, row=k)
-            g.connect(rr, scan, 0)
+            bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
+            g.connect(ci[k], bs, 0)
+            g.connect(ad[k], bs, 1)
             sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
-            g.connect(scan, sw, 0)
-            g.fanout(bit, [(scan, 1), (sw, 1)])
+            # The same token is the data and the condition.
+            g.fanout(bs, [(sw, 0), (sw, 1)])
             # The SWITCH chooses the *address* of the weight: a stored weight's address
             # (taken branch, straight to the join) or, for a zero weight, IMM the address
             # of the descriptor table's zero pad word.  The join (MOV) feeds the one value
@@ -273,10 +272,9 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
                 g.connect(jn, sw, 2, init=1)
             g.fanout(jn, [(v, 0) for v in lds])
             w.append(lds)
-        g.fanout(it_c, [(x, 0) for x in ci] + [(z, 0)])
-        g.fanout(it_r, [(x, 0) for x in ids["ro"]])
+        g.fanout(it_c, [(x, 0) for x in ci])
+        g.fanout(it_r, [(x, 0) for x in ro])
         g.fanout(brep, [(x, 1) for x in ad])
-        g.fanout(it_j, [(x, 1) for x in shr])
     x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
     if plan.mode == "dense":
         g.fanout(it_x, [(v, 0) for v in x])
@@ -287,31 +285,76 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.fanout(it, [(x[j], 0) for j in lanes])
         for k in range(kb):
             for ld, lanes in zip(w[k], _chunks(gb, plan.wfan)):
-                g.fanout(ld, [(facc[k][j], 0) for j in lanes])
+                # With wfan 16 a value load feeds its FACCs through a MOV tree: feed-forward
+                # (not in the SWITCH loop).  plan.fan_pipe0 gives its MOVs the pipe0 hint
+                # (issue beside the loads, leaving pipe 2 to the BSCAN -> SWITCH -> join
+                # loop); measured slower on the RTL, so off by default (docs/mapping.md).
+                g.fanout(ld, [(facc[k][j], 0) for j in lanes], pipe0=plan.fan_pipe0)
     for j in range(gb):
         g.fanout(x[j], [(facc[k][j], 1) for k in range(kb)])
     return ids
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
-    """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
+@dataclass(frozen=True)
+class EngineIssues:
+    """Issues per context of one engine, split the way the RTL PE's pipes take them.
 
-    With ``loads=True`` also return the memory accesses per context as a fourth element;
-    ``wfan`` is :attr:`FcPlan.wfan`.
+    ``mem`` loads and stores, ``iter`` ITER tokens, ``hinted`` the INT/CTRL issues with the
+    ``pipe0`` hint (all three on pipe 0 with ``int_issue = 2``), ``other`` every other INT/CTRL
+    issue, BSCAN tokens included (pipe 2), ``fp`` the FP pipe; ``slots`` the engine's
+    instructions.
     """
-    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan)
+    slots: int
+    other: float
+    iter: float
+    mem: float
+    fp: float
+    hinted: float = 0.0
+
+    def pipes(self, int_issue):
+        """Return the INT/MEM/CTRL pipes' issues: ``(pipe 2, pipe 0)`` or ``(one pipe,)``."""
+        if int_issue == 2:
+            return self.other, self.mem + self.iter + self.hinted
+        return (self.other + self.mem + self.iter + self.hinted,)
+
+
+def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
+    """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
+
+    From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
+    counts at the SWITCH's rate (so the zero branch's IMM counts as if every weight were 0).
+    ``fan_pipe0`` is :attr:`FcPlan.fan_pipe0`.
+    """
+    plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan,
+                  fan_pipe0=fan_pipe0)
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
-    # An ITER issues once per token it emits.
-    cost = {nid: g._out_rate(nid, r) if g.nodes[nid].op is Op.ITER else r
-            for nid, r in rates.items()}
-    fp = sum(r for nid, r in cost.items() if g.nodes[nid].op.unit.value == "fp")
-    integer = sum(cost.values()) - fp
-    mem = sum(r for nid, r in cost.items() if g.nodes[nid].op.unit.value == "mem")
+    cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0, "hinted": 0}
+    for nid, r in rates.items():
+        node = g.nodes[nid]
+        op = node.op
+        if op in (Op.ITER, Op.BSCAN):
+            r = g._out_rate(nid, r)
+        role = ("iter" if op is Op.ITER else "mem" if op.unit is Unit.MEM
+                else "fp" if op.unit is Unit.FP else "hinted" if node.pipe0 else "other")
+        cost[role] += r
+    return EngineIssues(len(g.nodes), *(float(cost[k])
+                                        for k in ("other", "iter", "mem", "fp", "hinted")))
+
+
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
+    """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
+
+    The int-pipe issues are every INT/MEM/CTRL issue (:func:`engine_issues` splits them by
+    pipe).  With ``loads=True`` also return the memory accesses per context as a fourth
+    element; ``wfan`` is :attr:`FcPlan.wfan`.
+    """
+    c = engine_issues(mode, kb, gb, Cw, feedback, wfan)
+    integer = c.other + c.iter + c.mem + c.hinted
     if loads:
-        return len(g.nodes), float(integer), float(fp), float(mem)
-    return len(g.nodes), float(integer), float(fp)
+        return c.slots, integer, c.fp, c.mem
+    return c.slots, integer, c.fp
 
 
 def _link_engines(params, homes):
@@ -334,9 +377,29 @@ def _link_engines(params, homes):
     return max(load.values(), default=1)
 
 
-def _choose_blocking(mode, K, groups, Cw, params, feedback):
+def blocking_costs(mode, K, groups, Cw, params, feedback=True):
+    """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
+
+    One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
+    :class:`EngineIssues` over ``min(Cw, 64)`` columns), ``items``, ``rounds`` (contexts per
+    engine), ``per_ctx`` (estimated cycles of one context over ``Cw`` columns), ``bound`` (the
+    term that sets it) and ``cost`` (the sort key: ``rounds x per_ctx``, then the busiest
+    pipe's issues, fewer loads per FACC, a larger block).  The model (``docs/mapping.md``,
+    "Blocking choice"):
+
+    * the RTL PE's pipes: FP; with ``int_issue = 2`` pipe 0 takes loads, stores and ITER
+      tokens, pipe 2 every other INT/CTRL issue (BSCAN tokens included); with
+      ``int_issue = 1`` one pipe takes them all;
+    * a Dbuf serves one access per cycle to the engines homed on it;
+    * sparse: pipe 2 (the SWITCH loops' firings) reaches only :data:`SPARSE_INT_UTIL` of its
+      cycles, each weight row's SWITCH loop takes :data:`SPARSE_LOOP_CYCLES` per column, and a
+      mesh link carries one flit per cycle for every engine routed through it.
+    """
     cands = []
     links = {}
+    cols = min(Cw, 64)
+    scale = Cw / cols
+    per_dbuf = -(-params.num_pes // params.num_dbufs)
     for kb in _BLOCKS:
         if kb > K and kb > 1:
             continue
@@ -344,35 +407,40 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback):
             if gb > groups and gb > 1:
                 continue
             for wfan in (WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]):
-                c = engine_costs(mode, kb, gb, min(Cw, 64), feedback, True, wfan)
-                slots, integer, fp, mem = c
-                if slots > params.slots:
+                c = engine_issues(mode, kb, gb, cols, feedback, wfan)
+                if c.slots > params.slots:
                     continue
                 items = -(-K // kb) * -(-groups // gb)
-                scale = Cw / min(Cw, 64)
-                # Issue, as the RTL PE: one FP and one INT/CTRL instruction per cycle, loads
-                # and stores on that INT pipe (int_issue 1) or on a pipe of their own
-                # (int_issue 2); a Dbuf serves one access per cycle to the PEs homed on it.
-                per_dbuf = -(-params.num_pes // params.num_dbufs)
-                pipes = (integer - mem, mem) if params.int_issue == 2 else (integer,)
-                per_ctx = max(*pipes, fp, mem * per_dbuf) * scale
+                pipes = c.pipes(params.int_issue)
+                terms = {"pipe 2" if len(pipes) == 2 else "int pipe": pipes[0], "fp": c.fp,
+                         "dbuf": c.mem * per_dbuf}
+                if len(pipes) == 2:
+                    terms["pipe 0"] = pipes[1]
+                terms = {k: v * scale for k, v in terms.items()}
                 if mode == "sparse":
-                    # The decode is a chain of dependent same-PE firings, so its INT pipe
-                    # reaches only ~SPARSE_INT_UTIL; each weight row's SWITCH loop takes one
-                    # column per SPARSE_LOOP_CYCLES (both measured on the RTL); a mesh link
-                    # carries one flit per cycle for every engine routed through it
-                    # (docs/mapping.md).
                     count = min(params.num_pes, items)
                     if count not in links:
                         links[count] = _link_engines(params, _homes(params, count))
-                    per_ctx = max(per_ctx, pipes[0] * scale / SPARSE_INT_UTIL,
-                                  Cw * SPARSE_LOOP_CYCLES, mem * links[count] * scale)
+                    terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
+                    terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
+                    terms["mesh link"] = c.mem * links[count] * scale
+                bound = max(terms, key=terms.get)
+                per_ctx = terms[bound]
                 rounds = -(-items // params.num_pes)
-                cost = (rounds * per_ctx, (kb + gb) / (kb * gb), -kb * gb, wfan)
-                cands.append((cost, kb, gb, wfan))
+                # Ties (e.g. two blockings bound by the same SWITCH loop) go to the one whose
+                # pipes are less loaded, then fewer loads per FACC, then a larger block.
+                issue = max(*pipes, c.fp) * scale
+                cost = (rounds * per_ctx, rounds * issue, (kb + gb) / (kb * gb), -kb * gb, wfan)
+                cands.append(dict(kb=kb, gb=gb, wfan=wfan, issues=c, items=items,
+                                  rounds=rounds, per_ctx=per_ctx, bound=bound, cost=cost))
+    return sorted(cands, key=lambda d: d["cost"])
+
+
+def _choose_blocking(mode, K, groups, Cw, params, feedback):
+    cands = blocking_costs(mode, K, groups, Cw, params, feedback)
     if not cands:
         raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
-    return [(kb, gb, wfan) for _, kb, gb, wfan in sorted(cands)]
+    return [(d["kb"], d["gb"], d["wfan"]) for d in cands]
 
 
 # Plans ---------------------------------------------------------------------------------------
@@ -408,12 +476,15 @@ def _homes(params, count, cap=None):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None):
+            contexts=None, wfan=None, fan_pipe0=False):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
     default to the blocking with the lowest estimated time that fits the slots
     (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
+    ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's ``pipe0``
+    hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the blocking
+    choice does not depend on it.
 
     Raises
     ------
@@ -445,7 +516,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 break
         kb, gb, wfan = ckb, cgb, cwfan
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan)
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0))
     slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "

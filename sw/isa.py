@@ -53,6 +53,11 @@ Special instructions:
 * ``IMM trigger`` / ``FIMM trigger``: emit the (sign-extended) immediate or the FP immediate
   when the trigger operand arrives (its value is ignored).
 
+The ``pipe0`` flag (ISA v1.3, a scheduling hint; results never depend on it): issue this
+INT/CTRL instruction on pipe 0, beside the loads, stores and ITERs, when the PE has two integer
+pipes (``int_issue == 2``); with one INT pipe it is ignored.  Loads, stores and ITER always go
+to pipe 0 (the flag changes nothing for them); an FP instruction with ``pipe0`` is an error.
+
 Opcode 0 is ``INVALID``: an unconfigured slot; a token delivered to it is an error.
 """
 
@@ -196,6 +201,7 @@ class Instruction:
     ``regs[i]`` is the register read for operand ``i`` when bit ``i`` of ``regmask`` is set.
     ``dests`` lists up to ``MAX_DESTS`` destinations; for ``SWITCH`` the first ``ntrue`` are the
     branch taken when the condition is non-zero.  ``imm`` is a 32-bit two's-complement value.
+    ``pipe0`` is the pipe hint of the module doc (last, so positional construction is kept).
     """
     op: Op
     nsrc: int = 0
@@ -205,6 +211,7 @@ class Instruction:
     ntrue: int = 0
     imm: int = 0
     dests: tuple = field(default_factory=tuple)
+    pipe0: bool = False
 
     @property
     def token_operands(self):
@@ -233,6 +240,9 @@ class Instruction:
         if len(self.dests) > params.MAX_DESTS:
             raise FdpuError(f"{op.name}: {len(self.dests)} destinations, at most "
                             f"{params.MAX_DESTS}")
+        if self.pipe0 and op.unit is Unit.FP:
+            raise FdpuError(f"{op.name}: pipe0 (the INT pipe hint) is set on an FP instruction; "
+                            f"it is allowed only on INT/MEM/CTRL instructions")
         if op is Op.SWITCH:
             if not 0 <= self.ntrue <= len(self.dests):
                 raise FdpuError(f"SWITCH: ntrue = {self.ntrue} must be in 0..{len(self.dests)}")
@@ -258,7 +268,9 @@ class Instruction:
 def insn_layout(params):
     """Return the :class:`~sw.bitfields.Layout` of an instruction word for ``params``.
 
-    The word is padded to a multiple of 64 bits: configuration sends it in 64-bit parts.
+    The word is padded to a multiple of 64 bits: configuration sends it in 64-bit parts.  The
+    fields up to ``imm`` (``pipe0`` included) fit in part 0, which the PE decodes when a slot is
+    configured (its unit and pipe).
     """
     xb, yb = bits_for(params.cols), bits_for(params.rows)
     fields = [
@@ -267,6 +279,7 @@ def insn_layout(params):
         Field("regmask", params.MAX_OPERANDS),
         *[Field(f"reg{i}", params.reg_bits) for i in range(params.MAX_OPERANDS)],
         Field("end", 1),
+        Field("pipe0", 1),
         Field("ntrue", bits_for(params.MAX_DESTS + 1)),
         Field("imm", 32, signed=True),
     ]
@@ -281,7 +294,7 @@ def encode(insn, params):
     """Return the instruction word (an int) of ``insn`` for ``params``."""
     insn.check(params)
     values = dict(op=int(insn.op), nsrc=insn.nsrc, regmask=insn.regmask, end=int(insn.end),
-                  ntrue=insn.ntrue, imm=insn.imm)
+                  pipe0=int(insn.pipe0), ntrue=insn.ntrue, imm=insn.imm)
     values.update({f"reg{i}": r for i, r in enumerate(insn.regs)})
     for i, d in enumerate(insn.dests):
         values.update({f"d{i}_valid": 1, f"d{i}_x": d.x, f"d{i}_y": d.y, f"d{i}_slot": d.slot,
@@ -310,13 +323,17 @@ def decode(word, params):
                               f[f"d{i}_operand"]))
     insn = Instruction(op=op, nsrc=f["nsrc"], regmask=f["regmask"],
                        regs=tuple(f[f"reg{i}"] for i in range(params.MAX_OPERANDS)),
-                       end=bool(f["end"]), ntrue=f["ntrue"], imm=f["imm"], dests=tuple(dests))
+                       end=bool(f["end"]), ntrue=f["ntrue"], imm=f["imm"], dests=tuple(dests),
+                       pipe0=bool(f["pipe0"]))
     insn.check(params)
     return insn
 
 
 def disassemble(insn):
-    """Return one readable line for ``insn``, e.g. ``FMADD t0, t1, r3 -> (1,0).5.2 [end]``."""
+    """Return one readable line for ``insn``, e.g. ``FMADD t0, t1, r3 -> (1,0).5.2 [end]``.
+
+    A set ``pipe0`` hint is shown as ``[pipe0]`` at the end.
+    """
     op = Op(insn.op)
     if op is Op.INVALID:
         return "INVALID"
@@ -341,4 +358,6 @@ def disassemble(insn):
         text += " -> " + ", ".join(map(str, insn.dests))
     if insn.end:
         text += " [end]"
+    if insn.pipe0:
+        text += " [pipe0]"
     return text

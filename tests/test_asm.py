@@ -116,3 +116,20 @@ def test_listing_reads_well():
     assert first[0].startswith("; FDPU image: 1x2 PEs, 64 slots, 128-bit instruction words")
     assert any("CTX t0 ->" in line for line in first)
     assert any("STD t0, t1, #0 [end]" in line for line in first)
+
+
+def test_pipe0_hint_is_assembled():
+    # Node.pipe0 goes into the instruction word (ISA v1.3): the sparse engine with one value
+    # load per row (wfan 16) and fan_pipe0 hints the MOVs of the loads' fan-out trees.
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    plan = plan_fc(3, 32, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True)
+    g = build_graph(plan)
+    g.validate(params)
+    p = place(g, params)
+    img = assemble(g, p, {}, 1)
+    insns = img.instructions()
+    hinted = [n for n in g.nodes if n.pipe0]
+    assert len(hinted) == 3 * 2
+    for node in g.nodes:
+        assert insns[p.where[node.id]].pipe0 == node.pipe0
+    assert listing(img).count("[pipe0]") == len(hinted)

@@ -197,3 +197,47 @@ def test_fanout_counts_the_destinations_a_node_already_has():
     movs = g.fanout(src, [(s, 0) for s in sinks])
     assert len(movs) == 1
     assert sum(1 for e in g.edges if e.src == src) == ArrayParams.MAX_DESTS
+
+
+def test_bscan_rates_like_iter():
+    g = Graph()
+    c = g.add(Op.CTX, group=0)
+    ld = g.add(Op.LDH, imm=0, group=0)
+    g.connect(c, ld, 0)
+    bs = g.add(Op.BSCAN, imm=16, group=0)
+    g.fanout(ld, [(bs, 0), (bs, 1)])
+    sw = g.add(Op.SWITCH, 2, group=0)
+    g.fanout(bs, [(sw, 0), (sw, 1)])
+    acc = g.add(Op.FACC, imm=16, group=0)
+    g.connect(sw, acc, 0, branch=True)
+    g.connect(sw, acc, 1, branch=False)
+    g.validate()
+    r = g.rates()
+    assert (r[bs], r[sw], r[acc]) == (1, 16, 16)
+    g.nodes[sw].group = 1
+    with pytest.raises(DfgError, match="rate rule: BSCAN#2 fires 16 times"):
+        g.validate()
+    g.nodes[sw].group = 0
+    g.nodes[bs].end = True
+    with pytest.raises(DfgError, match="BSCAN#2: BSCAN sends no context-end message"):
+        g.validate()
+
+
+def test_pipe0_hint_on_nodes_and_fanout_movs():
+    # ISA v1.3: a node's pipe0 hint; Graph.fanout gives it to the MOVs it adds; an FP node
+    # with it is rejected; the DOT export shows it.
+    g = Graph("hint")
+    c = g.add(Op.CTX, group=0)
+    sinks = [g.add(Op.MOV, group=0) for _ in range(8)]
+    movs = g.fanout(c, [(s, 0) for s in sinks], pipe0=True)
+    assert movs and all(g.nodes[m].pipe0 for m in movs)
+    assert not any(g.nodes[s].pipe0 for s in sinks) and not g.nodes[c].pipe0
+    g.validate()
+    assert g.to_dot().count("[pipe0]") == len(movs)
+    acc = g.add(Op.FACC, imm=1, group=0, pipe0=True)
+    g.connect(sinks[0], acc, 0)
+    g.connect(sinks[1], acc, 1)
+    with pytest.raises(DfgError, match=r"node FACC#\d+: pipe0 .* FP instruction FACC"):
+        g.validate()
+    g.nodes[acc].pipe0 = False
+    g.validate()

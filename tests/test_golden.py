@@ -16,8 +16,9 @@ from sw.arch import ArrayParams
 from sw.errors import FdpuError
 from sw.asm import assemble
 from sw.dfg import Graph
+from sw.dfg import DfgError
 from sw.golden import (ContextOrderError, DeadlockError, GoldenTimeout, MemoryFault,
-                       OperandOverflowError, run_fc, run_image)
+                       OperandOverflowError, bscan, program_counters, run_fc, run_image)
 from sw.graphs import plan_fc
 from sw.isa import Op
 from sw.place import place
@@ -166,6 +167,114 @@ def test_iter_scan_facc():
     assert res.counters.ops["ITER"] == 3 and res.counters.ops["SCAN"] == 5
 
 
+def bscan_reference(mask, base, count):
+    """BSCAN's tokens written straight from the ISA text (docs/isa.md)."""
+    mask &= M32
+    return [(base + 2 * bin(mask & ((2 << j) - 1)).count("1")) & M32 if mask >> j & 1 else 0
+            for j in range(count)]
+
+
+def bscan_graph(mask, base, count, contexts=1):
+    """CTX -> IMM mask, IMM base -> BSCAN -> STW at OUT + 4 j (token j); END after the stores."""
+    g = Graph()
+    c = g.add(Op.CTX, group=0)
+    bs = g.add(Op.BSCAN, imm=count, group=0)
+    g.connect(imm(g, c, mask - (1 << 32) if mask >> 31 else mask), bs, 0)
+    g.connect(imm(g, c, base - (1 << 32) if base >> 31 else base), bs, 1)
+    addr = g.add(Op.ITER, imm=(4 << 16) | count, group=0)
+    g.connect(imm(g, c, OUT), addr, 0)
+    st = g.add(Op.STW, group=0)
+    g.connect(addr, st, 0)
+    g.connect(bs, st, 1)
+    fin = g.add(Op.FACC, imm=count, group=0)        # one token per context from the acks
+    g.fanout(st, [(fin, 0), (fin, 1)])
+    done = g.add(Op.MOV, end=True, group=0)
+    g.connect(fin, done, 0)
+    return g
+
+
+@pytest.mark.parametrize("mask, base, count, want", [
+    (0, 100, 16, [0] * 16),                                       # all zeros
+    (0xFFFF, 100, 16, [100 + 2 * (j + 1) for j in range(16)]),    # all ones
+    (0b1010_0110, 1000, 8, [0, 1002, 1004, 0, 0, 1006, 0, 1008]),
+    (0xFFFF_0005, 40, 4, [42, 0, 44, 0]),                         # bits above count ignored
+    (0b10, 7, 1, [0]),                                            # count 1, bit 0 only
+    (0b11, 7, 1, [9]),
+    (0xFFFF_FFFF, 0, 32, [2 * (j + 1) for j in range(32)]),       # count 32
+    (0x8000_0001, 0, 32, [2] + [0] * 30 + [4]),
+    (0x0000_0105, 0xFFFF_FFFA, 9, [0xFFFF_FFFC, 0, 0xFFFF_FFFE, 0, 0, 0, 0, 0, 0]),  # wrap
+    (0x0000_0107, 0xFFFF_FFFA, 9, [0xFFFF_FFFC, 0xFFFF_FFFE, 0, 0, 0, 0, 0, 0, 2]),
+])
+def test_bscan_on_hand_computed_masks(mask, base, count, want):
+    assert bscan_reference(mask, base, count) == want
+    assert bscan(mask, base, count) == want
+    g = bscan_graph(mask, base, count)
+    g.validate(P1)
+    img = assemble(g, place(g, P1), {}, 1)
+    res = run_image(img)
+    got = [result(res, 4, OUT + 4 * j) for j in range(count)]
+    assert got == want
+    assert res.counters.ops["BSCAN"] == 1
+    # The counting path (the fast engine) propagates count tokens per firing, like ITER.
+    hops = len(P1.route((0, 0), P1.dbuf_coord(0)))
+    assert program_counters(img, 1, {}, lambda x, y, s: hops) == res.counters
+
+
+def test_bscan_random_masks_contexts_and_orders():
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    rng = random.Random(SEED)
+    for _ in range(4):
+        count = rng.choice([1, 2, 16, 31, 32, rng.randint(1, 32)])
+        mask = rng.choice([0, M32, rng.getrandbits(32), rng.getrandbits(16)])
+        base = rng.choice([0, M32 - 2 * rng.randint(0, 40), rng.getrandbits(32)])
+        g = bscan_graph(mask, base, count)
+        img = assemble(g, place(g, P1), {}, 3)
+        res = run_image(img, seed=rng.getrandbits(16), jitter=6)
+        got = [result(res, 4, OUT + 4 * j) for j in range(count)]
+        assert got == bscan_reference(mask, base, count), (mask, base, count)
+        assert res.counters.ops["BSCAN"] == 3 and res.counters.ctx_ends == 3
+        # Only the low 32 bits of the mask count: a 64-bit mask token with a high half.
+        assert bscan(mask | (0xDEAD << 32), base, count) == bscan_reference(mask, base, count)
+
+
+def test_bscan_is_an_emitter_in_the_graph():
+    g = bscan_graph(0xF0F0, 8, 16)
+    bs = next(n.id for n in g.nodes if n.op is Op.BSCAN)
+    rates = g.rates()
+    assert rates[bs] == 1 and g._out_rate(bs, rates[bs]) == 16
+    g.nodes[bs].group = 1                    # 16 tokens per context may not leave the PE
+    with pytest.raises(DfgError, match="rate rule: BSCAN#.* fires 16 times"):
+        g.validate(P1)
+    g = bscan_graph(0xF0F0, 8, 16)
+    g.nodes[bs].end = True
+    with pytest.raises(DfgError, match="BSCAN sends no context-end message"):
+        g.validate(P1)
+
+
+def test_bscan_tokens_issue_on_the_int_pipe():
+    # With int_issue = 2 the estimate issues BSCAN tokens on the INT/CTRL pipe (the RTL's pipe
+    # 2) and ITER tokens on the load/store pipe (pipe 0): a FACC fed by a BSCAN and an ITER of
+    # 32 tokens each gets both streams at once; fed by two BSCANs, it waits ~32 cycles more.
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=2)
+
+    def graph(second):
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        ones, zero = imm(g, c, -1), imm(g, c, 0)
+        acc = g.add(Op.FACC, imm=32, group=0)
+        for operand, op in enumerate((Op.BSCAN, second)):
+            e = g.add(op, 2 if op is Op.BSCAN else 1, imm=32, group=0)
+            g.connect(ones, e, 0)
+            if op is Op.BSCAN:
+                g.connect(zero, e, 1)
+            g.connect(e, acc, operand)
+        store(g, c, acc)
+        return g
+
+    t = {op: run_graph(graph(op), params=params).time for op in (Op.ITER, Op.BSCAN)}
+    assert t[Op.BSCAN] >= t[Op.ITER] + 28, t
+
+
 @pytest.mark.parametrize("cond, want", [(0, 7), (5, 5)])
 def test_switch_branches(cond, want):
     g = Graph()
@@ -280,12 +389,14 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
         # Every weight is loaded (a stored one from values, a zero one from the descriptor's
         # zero pad word, chosen by the SWITCH): one LDHB per weight, row and 4 lane groups
         # of every item run (dummy items included); the zero branch's IMM fires for the
-        # weights FD-CSR does not store, beside the engine's one IMM per 16-column row.
+        # weights FD-CSR does not store (the sparse engine's only IMM); one BSCAN per
+        # FD-CSR row decodes 16 of them.
         nnz = int(np.count_nonzero(w.view(np.uint16)))
         run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
         weights = run_items * plan.kb * plan.Cw
         assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // plan.wfan)
-        assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks + run_items * plan.R16
+        assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks
+        assert fast.counters.ops["BSCAN"] == weights // 16
 
 
 def test_random_shapes_exact_and_fast_agree():
@@ -442,3 +553,48 @@ def test_one_value_load_per_row_gives_the_same_bits():
     assert fast.counters == runs[1].counters
     assert runs[1].counters.ops["LDHB"] * 2 == runs[0].counters.ops["LDHB"]
     assert reference.check(runs[1].result, w, x).holds
+
+
+def test_bscan_engine_is_fp_bound_in_the_estimate():
+    # ISA v1.3: per column the 3 x 8 sparse engine issues ~12.5 INT/CTRL (pipe 2) and ~17
+    # load/store/ITER (pipe 0) against 24 FACC, so on one PE the estimate runs the FP pipe
+    # above 90 % (before BSCAN: 0.90 FACC/cycle in the estimate, 0.61 on the RTL).
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
+    w = layers.make_weights((6, 64), 0.25, SEED)
+    x = layers.make_inputs(64, 32, SEED + 1)
+    plan = plan_fc(6, 64, 32, "sparse", params)
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
+    res = run_fc(plan, w, x, exact=True)
+    facc = res.counters.ops["FACC"]
+    assert facc == 2 * 3 * 8 * 64 and facc / res.cycles > 0.92, res.cycles
+    assert res.counters.ops["BSCAN"] == 2 * 3 * 4
+
+
+@pytest.mark.parametrize("int_issue", [1, 2])
+def test_pipe0_hint_moves_issues_to_pipe_0_in_the_estimate(int_issue):
+    # ISA v1.3 pipe0 hint: a FACC fed by two BSCANs of 32 tokens each waits for pipe 2 to emit
+    # both streams; with the second BSCAN hinted it comes from pipe 0 at the same time (about
+    # 32 cycles less) when int_issue = 2; with one INT pipe the hint changes nothing.  The
+    # result is the same either way.
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=int_issue)
+
+    def graph(hint):
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        ones, base = imm(g, c, -1), imm(g, c, 0x3C00 - 2)
+        acc = g.add(Op.FACC, imm=32, group=0)
+        for operand in range(2):
+            e = g.add(Op.BSCAN, imm=32, group=0, pipe0=hint and operand == 1)
+            g.connect(ones, e, 0)
+            g.connect(base, e, 1)
+            g.connect(e, acc, operand)
+        store(g, c, acc)
+        return g
+
+    runs = {hint: run_graph(graph(hint), params=params) for hint in (False, True)}
+    assert result(runs[True]) == result(runs[False])
+    t = {hint: r.time for hint, r in runs.items()}
+    if int_issue == 2:
+        assert t[True] + 28 <= t[False], t
+    else:
+        assert t[True] == t[False], t

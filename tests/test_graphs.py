@@ -158,20 +158,54 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
     assert desc[12:14] == b"\0\0"
 
 
+def test_sparse_decode_is_one_bscan_per_row():
+    # ISA v1.3: per weight row LDH colidx -> BSCAN.0, LDW rowoff -> SHL #1 -> ADD B -> BSCAN.1,
+    # BSCAN (count 16) -> SWITCH data and condition; no SHR/AND/SCAN or repeat ITERs left.
+    from sw.graphs import engine_issues
+    from sw.isa import Op
+    plan = plan_fc(3, 64, 32, "sparse", ArrayParams(rows=1, cols=1, slots=128, int_issue=2),
+                   kb=3, gb=8, wfan=4)
+    g = build_graph(plan)
+    out, inn = g.out_edges(), g.in_edges()
+    role = {n.id: n.meta.get("role") for n in g.nodes}
+    bscans = [n for n in g.nodes if n.op is Op.BSCAN]
+    assert len(bscans) == 3 and all(n.imm == 16 for n in bscans)
+    for n in bscans:
+        (mask,), (base,) = inn[(n.id, 0)], inn[(n.id, 1)]
+        assert g.nodes[mask.src].op is Op.LDH and role[mask.src] == "ci"
+        add = g.nodes[base.src]
+        assert add.op is Op.ADD
+        (shl,) = inn[(add.id, 0)]
+        assert g.nodes[shl.src].op is Op.SHL and g.nodes[shl.src].imm == 1
+        assert g.nodes[inn[(shl.src, 0)][0].src].op is Op.LDW
+        assert sorted((role[e.dst], e.operand) for e in out[n.id]) == [("sw", 0), ("sw", 1)]
+    assert not any(n.op in (Op.SHR, Op.AND, Op.SCAN) for n in g.nodes)
+    assert {role[n.id] for n in g.nodes if n.op is Op.ITER} == {"itX", "itXi", "itC", "itR",
+                                                                "brep"}
+    # The pipes per column (docs/dataflow.md): pipe 2 ~12.5, pipe 0 ~17, FP 24: FP bound.
+    c = engine_issues("sparse", 3, 8, 64, wfan=4)
+    other, pipe0 = c.pipes(2)
+    assert (round(other / 64, 2), round(pipe0 / 64, 2), c.fp / 64) == (12.52, 17.05, 24)
+    assert c.pipes(1) == (c.other + c.iter + c.mem,)
+
+
 def test_value_loads_per_row_follow_the_mesh_links():
-    # One value load per row (a MOV tree, fewer Dbuf accesses) pays only where a mesh link
-    # carries the loads of several engines; with straight homes the 8 x 8's busiest link
-    # carries one Dbuf's two engines and, as on one PE (no mesh link), one load per 4 lane
-    # groups (fewer INT issues) is cheaper (docs/mapping.md, measured on the RTL).
+    # One value load per row (a MOV tree on pipe 2; fewer Dbuf accesses) pays where
+    # a Dbuf or a mesh link serves several engines: on the 8 x 8 two engines share each Dbuf
+    # and link, and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per
+    # column, 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) one load per 4
+    # lane groups (fewer pipe-2 issues) is cheaper (docs/mapping.md, "Blocking choice").
     from sw.graphs import WFANS, _link_engines
     from sw.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
     plan = plan_fc(96, 256, 64, "sparse", p8)
-    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
     assert _link_engines(p8, plan.homes) == 2
     g = build_graph(plan)
-    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3 * 2
-    assert plan_fc(96, 256, 64, "sparse", p8, wfan=16).wfan == 16
+    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3
+    plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4)
+    assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
+    assert sum(1 for n in build_graph(plan).nodes if n.op is Op.LDHB) == 64 * 3 * 2
     p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
     plan = plan_fc(6, 64, 32, "sparse", p1)
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
@@ -202,3 +236,40 @@ def test_homes_are_straight_and_shared_fairly(rows, cols):
     few = _homes(p, max(1, p.num_pes // 2))
     assert len(few) == max(1, p.num_pes // 2)
     assert all(p.dbuf_coord(d)[0] == x or p.dbuf_coord(d)[1] == y for (x, y), d in few)
+
+
+
+def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
+    # ISA v1.3 pipe0 hint: plan_fc(fan_pipe0=True) gives it to the MOVs of the sparse value
+    # loads' fan-out trees (wfan 16, feed-forward, outside the SWITCH loop) and to nothing
+    # else, so per column of the 3 x 8 engine pipe 2 drops from 18.5 to 12.5 issues and pipe 0
+    # rises from 14.05 to 20.05.  Measured slower on the RTL (one PE and 8 x 8,
+    # docs/mapping.md), so the default plans hint nothing; the chooser's pick is unchanged.
+    from sw.graphs import blocking_costs, engine_issues
+    from sw.isa import Op
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True)
+    assert plan.describe()["fan_pipe0"] is True
+    g = build_graph(plan)
+    g.validate(params)
+    inn = g.in_edges()
+    hinted = [n for n in g.nodes if n.pipe0]
+    assert len(hinted) == 3 * 2
+    for n in hinted:
+        assert n.op is Op.MOV and n.meta["role"] == "fanout"
+        src = g.nodes[inn[(n.id, 0)][0].src]
+        assert src.meta["role"] == "ld" and src.op is Op.LDHB
+    for kw in (dict(mode="sparse", wfan=16), dict(mode="sparse", wfan=4, fan_pipe0=True),
+               dict(mode="dense")):
+        mode = kw.pop("mode")
+        assert not any(n.pipe0 for n in build_graph(plan_fc(
+            3, 64, 32, mode, params, kb=3, gb=8, **kw)).nodes), (mode, kw)
+    c = engine_issues("sparse", 3, 8, 64, wfan=16, fan_pipe0=True)
+    assert c.hinted / 64 == 6 and c.fp / 64 == 24
+    assert tuple(round(v / 64, 2) for v in c.pipes(2)) == (12.52, 20.05)
+    assert c.pipes(1) == (c.other + c.iter + c.mem + c.hinted,)
+    c = engine_issues("sparse", 3, 8, 64, wfan=16)
+    assert c.hinted == 0 and tuple(round(v / 64, 2) for v in c.pipes(2)) == (18.52, 14.05)
+    # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
+    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2))[0]
+    assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)

@@ -11,7 +11,7 @@ from sw import isa, packet
 from sw.arch import PAPER, ArrayParams, Dir
 from sw.bitfields import Field, Layout
 from sw.errors import FdpuError
-from sw.isa import Dest, Instruction, Op
+from sw.isa import Dest, Instruction, Op, Unit
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 SMALL = ArrayParams(rows=2, cols=3, slots=16, regs=4)
@@ -33,7 +33,8 @@ def instructions(draw, params):
     if op is Op.BSCAN:
         imm = (imm & ~0xFFFF) | (imm & 0xFFFF) % 32 + 1
     ntrue = draw(st.integers(0, ndest)) if op is Op.SWITCH else 0
-    return Instruction(op, nsrc, regmask, regs, draw(st.booleans()), ntrue, imm, dests)
+    pipe0 = draw(st.booleans()) if op.unit is not Unit.FP else False
+    return Instruction(op, nsrc, regmask, regs, draw(st.booleans()), ntrue, imm, dests, pipe0)
 
 
 @pytest.mark.parametrize("params", [PAPER, SMALL, ArrayParams(rows=1, cols=1, slots=2)])
@@ -60,6 +61,27 @@ def test_fields_are_where_the_layout_says():
     assert f["op"] == Op.ADD and f["nsrc"] == 1 and f["imm"] == -2
     assert (f["d0_valid"], f["d0_x"], f["d0_slot"], f["d0_operand"]) == (1, 1, 5, 2)
     assert f["d1_valid"] == 0
+
+
+@pytest.mark.parametrize("params", [PAPER, ArrayParams(slots=128, int_issue=2),
+                                    ArrayParams(rows=16, cols=16, slots=256)])
+def test_pipe0_hint_is_one_bit_of_part_0(params):
+    # ISA v1.3: the PE decodes a slot's pipe from part 0 of the word when it is configured.
+    lay = isa.insn_layout(params)
+    offset = 0
+    for f in lay.fields:
+        if f.name == "pipe0":
+            break
+        offset += f.width
+    assert f.name == "pipe0" and f.width == 1 and offset < 64
+    plain = Instruction(Op.MOV, 1, dests=(Dest(0, 0, 1, 0),))
+    hinted = Instruction(Op.MOV, 1, dests=(Dest(0, 0, 1, 0),), pipe0=True)
+    assert isa.encode(hinted, params) ^ isa.encode(plain, params) == 1 << offset
+    assert isa.decode(isa.encode(hinted, params), params).pipe0
+    assert isa.disassemble(hinted) == "MOV t0 -> (0,0).1.0 [pipe0]"
+    assert not Instruction(Op.ADD, 2).pipe0                   # default: no hint
+    for op in (Op.LDW, Op.STD, Op.ITER, Op.BSCAN, Op.SWITCH, Op.CTX):  # allowed, not FP
+        Instruction(op, op.min_operands, imm=1, pipe0=True).check(params)
 
 
 def test_decode_unknown_opcode():
@@ -90,6 +112,9 @@ def test_decode_gapped_destinations():
     (Instruction(Op.MOV, 1, imm=1 << 31), "32 signed bits"),
     (Instruction(Op.MOV, 1, regs=(0, 0, 16)), "registers"),
     (Instruction(Op.INVALID, 1), "INVALID"),
+    (Instruction(Op.INVALID, pipe0=True), "INVALID"),
+    (Instruction(Op.FMADD, 3, pipe0=True), "FMADD: pipe0 .* FP instruction"),
+    (Instruction(Op.FACC, 2, imm=4, pipe0=True), "FACC: pipe0 .* only on INT/MEM/CTRL"),
 ])
 def test_check_rejects(insn, match):
     with pytest.raises(FdpuError, match=match):

@@ -51,14 +51,35 @@ def test_small_pe_lints_clean(xy, int_issue):
     assert lint(verilog, "pe") == []
 
 
+def test_bscan_case_stores_the_tokens_of_the_definition():
+    # The BSCAN case's expected memory (the golden model's) against the ISA's formula, so the
+    # RTL is compared with something that could be wrong independently of it.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    contexts = 8
+    res = run_image(cases.bscan_image(p, contexts, SEED), seed=SEED, jitter=4)
+    masks, bases = cases.bscan_tables(SEED)
+    assert res.counters.ops["BSCAN"] == 3 * contexts
+    for c in range(contexts):
+        for count, offset in cases.BSCAN_COUNTS:
+            d, o = p.dbuf_of(p.dbuf_bytes + 256 * c + offset)
+            buf = bytes(res.memory.bufs[d])
+            got = [int.from_bytes(buf[o + 4 * j:o + 4 * j + 4], "little") for j in range(count)]
+            assert got == cases.bscan_reference(masks[c], bases[(c + 1) % 16], count), (c, count)
+    # The reference itself on hand-checked values: mask 0b1011 from base 100.
+    assert cases.bscan_reference(0b1011, 100, 5) == [102, 104, 0, 106, 0]
+    assert cases.bscan_reference(0xFFFF_FFFF, 0xFFFF_FFFE, 2) == [0, 2]
+
+
 def _golden_cases(root, p):
-    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, random graphs."""
+    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED)),
         ("fc-dense", cases.fc_image("dense", 3, 32, 8, p, SEED + 1)),
         ("fig7", cases.fig7_image(p, 16)),
         ("kernels", cases.kernels_image(p, 8)),
+        ("bscan", cases.bscan_image(p, 8, SEED)),
     ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
@@ -222,3 +243,44 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     assert len(b["facc"]) == 4 and min(b["facc"]) > 0
     assert all(0 < r <= 1.0 + 8 / f for r, f in zip(b["rate"], b["facc"]))
     assert max(b["last"]) <= fig["run"]["context_cycles"]
+
+
+def _with_pipe0(image, ops):
+    """Return a copy of ``image`` whose slots of opcodes ``ops`` carry the pipe0 hint."""
+    from sw.isa import encode
+    from sw.image import word_parts
+    img = dataclasses.replace(image, program=image.program.copy())
+    parts = word_parts(img.params)
+    for (x, y, s), insn in image.instructions().items():
+        if insn.op in ops:
+            word = encode(dataclasses.replace(insn, pipe0=True), img.params)
+            for i in range(parts):
+                img.program[y, x, s, i] = (word >> (64 * i)) & ((1 << 64) - 1)
+    return img
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
+    # ISA v1.3 pipe0 hint with int_issue == 2: the kernels image as is (pipe 0 fires only its
+    # loads, stores and ITERs) and with MOV, SHL and SCAN hinted (pipe 0 fires every one of
+    # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
+    # firings per opcode the bench compares.  Verilator is slow-marked: its build of the
+    # int_issue 2 PE takes ~4 min here (shared with the two-int-issue Verilator test).
+    from sw.isa import Op
+    p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
+    plain = cases.kernels_image(p, 6)
+    hinted_ops = (Op.MOV, Op.SHL, Op.SCAN)
+    hinted = _with_pipe0(plain, hinted_ops)
+    assert sum(i.pipe0 for i in hinted.instructions().values()) >= 5
+    folders = [str(cases.save_case(tmp_path / name, img, name))
+               for name, img in (("kernels", plain), ("kernels-pipe0", hinted))]
+    out = tmp_path / "results.json"
+    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+               testcase="golden_images",
+               extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_RESULTS": str(out)})
+    res = {r["name"]: r for r in json.loads(out.read_text())}
+    ops = res["kernels"]["ops"]
+    assert res["kernels"]["int0"] == {"ITER": ops["ITER"]}
+    assert res["kernels-pipe0"]["ops"] == ops
+    want = {"ITER": ops["ITER"], **{op.name: ops[op.name] for op in hinted_ops}}
+    assert res["kernels-pipe0"]["int0"] == want

@@ -25,7 +25,8 @@ from sw.isa import Op
 from sw.place import place
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
-           "read_case", "fc_image", "fig7_image", "random_image", "kernels_image"]
+           "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
+           "bscan_image", "bscan_tables", "bscan_reference"]
 
 #: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
 PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
@@ -212,13 +213,90 @@ def kernels_image(params, contexts, pe=(0, 0)):
     return assemble(g, place(g, params), segments, contexts)
 
 
+#: Masks of :func:`bscan_image` (context ``c`` takes entry ``c % 16``): none, all, the ends,
+#: alternating bits, then random ones.
+BSCAN_MASKS = [0, 0xFFFF_FFFF, 0x8000_0001, 0x5555_AAAA, 0x0000_18C3]
+#: Bases of :func:`bscan_image` (context ``c`` takes entry ``(c + 1) % 16``, so all ones
+#: meets a base that wraps past 2**32 and the ends meet 0), then random ones.
+BSCAN_BASES = [0x0001_0000, 0x0000_0100, 0xFFFF_FFF0, 0]
+#: The BSCAN counts of :func:`bscan_image`, and the byte offsets of their tokens in a context's
+#: 256-byte output block (4 bytes per token).
+BSCAN_COUNTS = ((1, 0), (16, 4), (32, 68))
+
+
+def bscan_tables(seed):
+    """Return ``(masks, bases)``: the 16 masks and 16 bases :func:`bscan_image` loads."""
+    rng = random.Random(seed)
+    masks = BSCAN_MASKS + [rng.getrandbits(32) for _ in range(16 - len(BSCAN_MASKS))]
+    bases = BSCAN_BASES + [rng.getrandbits(32) for _ in range(16 - len(BSCAN_BASES))]
+    return masks, bases
+
+
+def bscan_reference(mask, base, count):
+    """Return the ``count`` tokens of ``BSCAN mask, base`` (ISA v1.3) by their definition."""
+    return [(base + 2 * bin(mask & ((2 << j) - 1)).count("1")) & 0xFFFF_FFFF
+            if mask >> j & 1 else 0 for j in range(count)]
+
+
+def bscan_image(params, contexts, seed, pe=(0, 0)):
+    """Return a graph of three BSCANs (counts 1, 16, 32) whose every token is stored.
+
+    Context ``c`` loads mask ``c % 16`` and base ``(c + 1) % 16`` of
+    :func:`bscan_tables` (LDW) into each BSCAN; an ITER per BSCAN emits the store addresses
+    (4 bytes apart in the context's 256-byte block of Dbufs 1 and up), STW stores each token,
+    and a FACC of each BSCAN's store acknowledgements gives the context its END.
+    """
+    if contexts * 256 > params.memory_bytes - params.dbuf_bytes:
+        raise ValueError(f"{contexts} contexts of 256 bytes do not fit Dbufs 1 and up")
+    g = Graph(f"bscan-{seed}")
+    masks, bases = bscan_tables(seed)
+    tab_m, tab_b = 0, 64                                   # Dbuf 0
+    out = params.dbuf_bytes                                # Dbuf 1 and up
+    segments = {tab_m: b"".join(v.to_bytes(4, "little") for v in masks),
+                tab_b: b"".join(v.to_bytes(4, "little") for v in bases)}
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    im = g.add(Op.AND, 1, imm=15, pe=pe, group=pe)
+    g.connect(c, im, 0)
+    am = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
+    g.connect(im, am, 0)
+    ldm = g.add(Op.LDW, imm=tab_m, pe=pe, group=pe)
+    g.connect(am, ldm, 0)
+    ib = g.add(Op.ADD, 1, imm=1, pe=pe, group=pe)
+    g.connect(c, ib, 0)
+    ib15 = g.add(Op.AND, 1, imm=15, pe=pe, group=pe)
+    g.connect(ib, ib15, 0)
+    ab = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
+    g.connect(ib15, ab, 0)
+    ldb = g.add(Op.LDW, imm=tab_b, pe=pe, group=pe)
+    g.connect(ab, ldb, 0)
+    block = _ctx_address(g, c, out, 8, pe)
+    scans, iters = [], []
+    for count, offset in BSCAN_COUNTS:
+        bs = g.add(Op.BSCAN, imm=count, pe=pe, group=pe)
+        scans.append(bs)
+        it = g.add(Op.ITER, imm=(4 << 16) | count, pe=pe, group=pe)
+        iters.append(it)
+        st = g.add(Op.STW, imm=offset, pe=pe, group=pe)
+        g.connect(it, st, 0)
+        g.connect(bs, st, 1)
+        acks = g.add(Op.FACC, imm=count, pe=pe, group=pe)
+        g.fanout(st, [(acks, 0), (acks, 1)])
+        done = g.add(Op.MOV, end=True, pe=pe, group=pe)
+        g.connect(acks, done, 0)
+    g.fanout(ldm, [(bs, 0) for bs in scans])
+    g.fanout(ldb, [(bs, 1) for bs in scans])
+    g.fanout(block, [(it, 0) for it in iters])
+    g.validate(params)
+    return assemble(g, place(g, params), segments, contexts)
+
+
 _INT = [Op.ADD, Op.SUB, Op.MUL, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.SRA, Op.EQ, Op.LT,
         Op.LTU]
 _FP = [Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD]
 
 
 def random_image(params, contexts, seed, nodes=14, pes=None):
-    """Return a random graph: integer and FP operations, SWITCHes with feedback, fan-out.
+    """Return a random graph: integer and FP operations, BSCANs, SWITCHes with feedback.
 
     Each context loads one 8-byte value (indexed by the context ID) and computes ``nodes``
     random operations over it, the context ID and immediates; some values branch through a
@@ -283,9 +361,24 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
             n = add(op, nsrc, imm=rng.choice([0x3C00, 0xB800, 0x0001, 0x7BFF]))
             for i in range(nsrc):
                 link(pick(), n, i)
-        elif kind < 0.85:
+        elif kind < 0.82:
             n = add(Op.FIMM, imm=rng.getrandbits(16))
             link(pick(), n, 0)
+        elif kind < 0.87:
+            # BSCAN emits `count` tokens per context; a FACC of as many steps folds them
+            # back to one (the tokens' bits as binary16 lanes: any pattern is exact), and a
+            # MOV forwards it (a node firing more than once per context keeps its edges on
+            # its PE: sw.dfg's rate rule).
+            count = rng.choice([1, 3, 16, 32])
+            bs = add(Op.BSCAN, imm=count)
+            link(pick(), bs, 0)
+            link(pick(), bs, 1)
+            at = g.nodes[bs].pe
+            acc = add(Op.FACC, imm=count, at=at)
+            link(bs, acc, 0)
+            link(bs, acc, 1)
+            n = add(Op.MOV, at=at)
+            link(acc, n, 0)
         else:
             cond = add(Op.AND, 1, imm=rng.choice([1, 2, 3]))
             link(pick(), cond, 0)

@@ -14,7 +14,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
 * ``FDPU_PE_EXPECT_OVF=1``: count the loads sent without room (overflow entries of the
   reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
 * ``FDPU_PE_EXPECT_INT0=1`` (``int_issue == 2``): fail unless INT pipe 0 fired every ITER and
-  no other INT/CTRL instruction but loads and stores (the pipe split of ``hw.pe``).
+  no other INT/CTRL instruction (BSCAN included) but loads and stores (the pipe split of
+  ``hw.pe``).
 """
 
 import json
