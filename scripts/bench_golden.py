@@ -5,12 +5,18 @@ Usage::
     .venv/bin/python scripts/bench_golden.py                 # alexnet-fc8, sparse, batch 4
     .venv/bin/python scripts/bench_golden.py --table         # + instructions/weight table
     .venv/bin/python scripts/bench_golden.py --exact-small   # + interpreter events/second
+    .venv/bin/python scripts/bench_golden.py --chooser 96,256,64 --slots 128 --int-issue 2
 
 The timed run is ``sw.golden.run_fc`` on the vectorized path (what ``fdpu run`` uses for
 full-size layers), plan and graph included, reference check excluded.  ``--table`` runs
 ``alexnet-fc8`` (4096 -> 1000, 25 % dense) in both modes at batch 1, 4 and 64 and prints the
-blocking, instructions per weight, the int/FP/memory issues per context of one engine (from
-the graph's rates) and bytes read per weight.
+blocking, instructions per weight, the issues per column of one engine (from the graph's
+rates: every INT/MEM/CTRL issue, and split as the RTL PE's pipes with ``int_issue = 2``:
+pipe 2 the INT/CTRL issues with BSCAN tokens, pipe 0 loads, stores and ITER tokens; FP;
+memory accesses) and bytes read per weight.  ``--chooser K,C,N`` prints the blocking
+chooser's candidates for that layer in both modes (``sw.graphs.blocking_costs``: issues per
+column, the bounding term, estimated cycles), on the array of ``--rows/--cols/--slots/
+--int-issue`` (``--table`` uses the same array).
 """
 
 import argparse
@@ -20,17 +26,37 @@ import time
 sys.path.insert(0, __file__.rsplit("/scripts/", 1)[0])
 
 from sw import golden, graphs, layers  # noqa: E402
+from sw.arch import ArrayParams  # noqa: E402
 
 
-def timed_run(name, mode, batch, seed=0):
+def timed_run(name, mode, batch, seed=0, params=None):
     """Return ``(seconds, FcRun)`` of one vectorized golden run of zoo layer ``name``."""
     spec = layers.get_layer(name)
     w = layers.make_weights(spec, None, seed)
     x = layers.make_inputs(spec.in_features, batch, seed)
     start = time.perf_counter()
-    plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode)
+    plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode, params)
     res = golden.run_fc(plan, w, x)
     return time.perf_counter() - start, res
+
+
+def print_chooser(K, C, N, params, top=6):
+    """Print the blocking chooser's ``top`` candidates of a ``K x C`` layer at batch ``N``."""
+    for mode in graphs.MODES:
+        cw = C if mode == "dense" else -(-C // 16) * 16
+        plan = graphs.plan_fc(K, C, N, mode, params)
+        print(f"\n{mode} {K} x {C}, batch {N}, {params.rows}x{params.cols}, {params.slots} "
+              f"slots, int_issue {params.int_issue}: plan_fc picks {plan.kb} x {plan.gb}"
+              + (f", wfan {plan.wfan}" if mode == "sparse" else ""))
+        print(f"  {'kb x gb':>7} {'wfan':>4} {'slots':>5} {'pipe2/col':>9} {'pipe0/col':>9} "
+              f"{'fp/col':>6} {'mem/col':>7} {'rounds':>6} {'cycles/ctx':>10} {'bound':>11} "
+              f"{'cycles':>8}")
+        for d in graphs.blocking_costs(mode, K, -(-N // 4), cw, params)[:top]:
+            c = d["issues"]
+            pipe2, pipe0 = c.pipes(2)
+            print(f"  {d['kb']:>3} x {d['gb']:<2} {d['wfan']:4} {c.slots:5} {pipe2 / 64:9.2f} "
+                  f"{pipe0 / 64:9.2f} {c.fp / 64:6.2f} {c.mem / 64:7.2f} {d['rounds']:6} "
+                  f"{d['per_ctx']:10.0f} {d['bound']:>11} {d['cost'][0]:8.0f}")
 
 
 def main(argv=None):
@@ -41,27 +67,38 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--exact-small", action="store_true")
+    ap.add_argument("--chooser", metavar="K,C,N")
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=8)
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--int-issue", type=int, default=1, choices=(1, 2))
     args = ap.parse_args(argv)
+    params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
+                         int_issue=args.int_issue)
+    if args.chooser:
+        print_chooser(*(int(v) for v in args.chooser.split(",")), params)
+        return 0
     seconds, res = timed_run(args.layer, args.mode, args.batch)
     c = res.counters
     print(f"golden model, {args.layer} {args.mode} batch {args.batch}: {seconds:.2f} s "
           f"({c.instructions:,} instructions, goal < 60 s)")
     if args.table:
         print(f"\n{'mode':7} {'N':>3} {'kb x gb':>8} {'insn/weight':>12} {'FACC/weight':>12} "
-              f"{'int/col':>8} {'fp/col':>7} {'mem/col':>8} {'bytes read/weight':>18}")
+              f"{'int/col':>8} {'pipe2/col':>9} {'pipe0/col':>9} {'fp/col':>7} {'mem/col':>8} "
+              f"{'bytes read/weight':>18}")
         for mode in graphs.MODES:
             for batch in (1, 4, 64):
-                _, r = timed_run("alexnet-fc8", mode, batch)
+                _, r = timed_run("alexnet-fc8", mode, batch, params=params)
                 p = r.plan
-                _, integer, fp, mem = graphs.engine_costs(mode, p.kb, p.gb, 64, loads=True)
+                c = graphs.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan)
+                pipe2, pipe0 = c.pipes(2)
                 weights = p.K * p.C
                 print(f"{mode:7} {batch:3d} {p.kb:>4} x {p.gb:<2} "
                       f"{r.counters.instructions / weights:12.2f} "
-                      f"{r.counters.ops['FACC'] / weights:12.2f} {integer / 64:8.2f} "
-                      f"{fp / 64:7.2f} {mem / 64:8.2f} "
+                      f"{r.counters.ops['FACC'] / weights:12.2f} {(pipe2 + pipe0) / 64:8.2f} "
+                      f"{pipe2 / 64:9.2f} {pipe0 / 64:9.2f} {c.fp / 64:7.2f} {c.mem / 64:8.2f} "
                       f"{r.counters.bytes_read / weights:18.2f}")
     if args.exact_small:
-        from sw.arch import ArrayParams
         w = layers.make_weights((16, 256), 0.25, 0)
         x = layers.make_inputs(256, 8, 0)
         plan = graphs.plan_fc(16, 256, 8, "sparse", ArrayParams(rows=2, cols=2))
