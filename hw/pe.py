@@ -44,8 +44,9 @@ Contract
   and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
   is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
   per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
-  with ``params.int_issue == 2`` LD/ST and ITER slots pipe 0 and the others, BSCAN included,
-  pipe 2, fixed when the slot is configured); one cycle later (S1) the instruction fires if
+  with ``params.int_issue == 2`` LD/ST and ITER slots and those whose instruction has the
+  ``pipe0`` hint (ISA v1.3) pipe 0, the others, BSCAN included, pipe 2, fixed when the slot
+  is configured); one cycle later (S1) the instruction fires if
   each *local* destination FIFO has room (occupancy counts tokens present plus results
   reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
   a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
@@ -450,15 +451,11 @@ class Pe(wiring.Component):
         raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
         raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
                           net_tok.slot))
-        # Write priority after the mesh token: the memory lanes (M1, M0: the loaded FACC
-        # operands, the FP pipe's food), then the unit dispatchers (INT2, INT, FP).  With
-        # the sparse engine on BSCAN the FACCs waited for weights while lane 0 lost ~1,100
-        # cycles to the INT dispatchers' writes (3 x 8 engine: 0.743 -> 0.776 FACC/cycle,
-        # dense 6 x 4 0.888 -> 0.877; docs/pe.md "Round 6").  A dispatcher still waits a
-        # finite time: every load's address came through a dispatcher or the mesh, so
-        # without their progress the lanes run out of loads.  (Round 2, lanes last: mesh,
-        # INT, FP, M0, M1, INT2 0.69, INT2, INT, FP, M1, M0 0.85 on the dense engine.)
-        order = [3, 2] + ([4] if NP == 3 else []) + [0, 1]
+        # Write priority after the mesh token: the unit dispatchers (a blocked one stalls its
+        # unit and so its pipe; the second INT pipe's MOV fan-out trees first), then the
+        # memory lanes (a blocked lane only delays its retirements).  Measured on the 6 x 4
+        # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
+        order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
         ports = [port for j in order for port in disp[j].o_local]
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
 
@@ -647,7 +644,6 @@ class Pe(wiring.Component):
                            facc_r=facc_r, local=[]))
 
         # ---- S1 of each pipe: operands, room check, fire ----------------------------------
-        no_resv_of = {}
         for pp in range(NP):
             st = s1[pp]
             insn = Signal(insn_l, name=f"insn{pp}")
@@ -728,7 +724,6 @@ class Pe(wiring.Component):
 
             go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
             no_resv = Signal(name=f"no_resv{pp}")  # an overflow load: reserves at retire
-            no_resv_of[pp] = no_resv
             st["go"] = go
             if pp != 1:
                 alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
@@ -1140,15 +1135,7 @@ class Pe(wiring.Component):
             st = s1[pp]
             st["last"] = Signal(name=f"goes_last{pp}")
             fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
-            # A load sent as an overflow entry (no room in its destinations) goes last as well
-            # (round 6): its next pick would most likely find no room again, and the loads
-            # its consumers wait for are fresh (3 x 8 sparse engine with the lanes first in
-            # the write priority: dense 6 x 4 0.877 -> 0.886 FACC/cycle, sparse 0.776 ->
-            # 0.774; seed 7: 0.882 -> 0.899, 0.776 -> 0.785).
-            if pp == 0:
-                m.d.comb += st["last"].eq(fail & ~st["go"] | st["go"] & no_resv_of[0])
-            else:
-                m.d.comb += st["last"].eq(fail & ~st["go"])
+            m.d.comb += st["last"].eq(fail & ~st["go"])
         for s in range(S):
             for pp in range(NP):
                 st = s1[pp]
