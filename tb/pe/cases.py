@@ -101,6 +101,15 @@ def _ctx_address(g, c, base, shift, pe):
     return a
 
 
+def _chain(g, src, steps, pe):
+    """Return the last node of a chain of one-operand ``steps`` ``(op, imm)`` fed by ``src``."""
+    for op, imm in steps:
+        n = g.add(op, 1, imm=imm, pe=pe, group=pe)
+        g.connect(src, n, 0)
+        src = n
+    return src
+
+
 def fig7_image(params, contexts, feedback=True, long_chain=6, pe=(0, 0)):
     """Return PAPER.md Fig. 7: a SWITCH whose branches have different lengths rejoin.
 
@@ -176,22 +185,14 @@ def kernels_image(params, contexts, pe=(0, 0)):
     g.connect(lda, acc, 0)
     g.connect(ldb, acc, 1)
     # SCAN over the 4 indices, base loaded per index from tab_w (LDW).
-    a4 = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
-    g.connect(idx, a4, 0)
-    ldw = g.add(Op.LDW, imm=tab_w, pe=pe, group=pe)
-    g.connect(a4, ldw, 0)
+    ldw = _chain(g, idx, [(Op.SHL, 2), (Op.LDW, tab_w)], pe)
     sc = g.add(Op.SCAN, imm=4, pe=pe, group=pe)
     g.connect(ldw, sc, 0)
     g.connect(idx, sc, 1)
     # Store the 4 SCAN outputs at one address (the last one stays: a slot's stores retire in
     # order), then a FACC of the 4 acknowledgements gives one token per context for the END.
     # LDH of a 2-byte value per context.
-    h = g.add(Op.AND, 1, imm=31, pe=pe, group=pe)
-    g.connect(c, h, 0)
-    h2 = g.add(Op.SHL, 1, imm=1, pe=pe, group=pe)
-    g.connect(h, h2, 0)
-    ldh = g.add(Op.LDH, imm=tab_b, pe=pe, group=pe)
-    g.connect(h2, ldh, 0)
+    ldh = _chain(g, c, [(Op.AND, 31), (Op.SHL, 1), (Op.LDH, tab_b)], pe)
     # Stores: 16 bytes per context.
     base = _ctx_address(g, c, out, 4, pe)
     s1 = g.add(Op.STD, end=True, pe=pe, group=pe)
@@ -255,20 +256,8 @@ def bscan_image(params, contexts, seed, pe=(0, 0)):
     segments = {tab_m: b"".join(v.to_bytes(4, "little") for v in masks),
                 tab_b: b"".join(v.to_bytes(4, "little") for v in bases)}
     c = g.add(Op.CTX, pe=pe, group=pe)
-    im = g.add(Op.AND, 1, imm=15, pe=pe, group=pe)
-    g.connect(c, im, 0)
-    am = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
-    g.connect(im, am, 0)
-    ldm = g.add(Op.LDW, imm=tab_m, pe=pe, group=pe)
-    g.connect(am, ldm, 0)
-    ib = g.add(Op.ADD, 1, imm=1, pe=pe, group=pe)
-    g.connect(c, ib, 0)
-    ib15 = g.add(Op.AND, 1, imm=15, pe=pe, group=pe)
-    g.connect(ib, ib15, 0)
-    ab = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)
-    g.connect(ib15, ab, 0)
-    ldb = g.add(Op.LDW, imm=tab_b, pe=pe, group=pe)
-    g.connect(ab, ldb, 0)
+    ldm = _chain(g, c, [(Op.AND, 15), (Op.SHL, 2), (Op.LDW, tab_m)], pe)
+    ldb = _chain(g, c, [(Op.ADD, 1), (Op.AND, 15), (Op.SHL, 2), (Op.LDW, tab_b)], pe)
     block = _ctx_address(g, c, out, 8, pe)
     scans, iters = [], []
     for count, offset in BSCAN_COUNTS:
