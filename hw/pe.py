@@ -15,7 +15,7 @@ Structure::
                                v
    dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
                                v
-        operand memories 0..2 x bank (slot parity); FIFO pointers WP/RP/WA in memories
+        operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
       ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
                    |                                                   \--> LD/ST --> o_req |
@@ -436,7 +436,7 @@ class Pe(wiring.Component):
         for name in ("int", "fp", "mem0", "mem1") + (("int2",) if NP == 3 else ()):
             # All but the FP dispatcher (its FACC results have one destination) offer every
             # local destination of a result at once: a load fanned out to 4 FACCs of
-            # alternating slot parity is written in 2 cycles instead of 4.
+            # consecutive slots is written in 1 cycle (4 banks) or 2 (2 banks) instead of 4.
             d = Dispatcher(p, self._micc, local_ports=1 if name == "fp" else ND)
             m.submodules[f"disp_{name}"] = d
             m.d.comb += d.i_coord.eq(coord)
