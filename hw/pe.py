@@ -477,6 +477,8 @@ class Pe(wiring.Component):
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
 
         def targets(tok, k, b):
+            if NB == 2:
+                return _eq(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
             return _eq(tok.operand, k) & _eq(tok.slot[:lgb], b)
 
         # Priority per operand memory port: the mesh token, then the dispatchers' local ports
@@ -668,11 +670,14 @@ class Pe(wiring.Component):
             opv = []
             for k in range(K):
                 v = Signal(64, name=f"opv{pp}_{k}")
-                token = Signal(p.TOKEN_BITS, name=f"tok{pp}_{k}")
-                with m.Switch(st["slot"][:lgb]):
-                    for b in range(NB):
-                        with m.Case(b):
-                            m.d.comb += token.eq(st["op_r"][k][b].data)
+                if NB == 2:
+                    token = Mux(st["slot"][0], st["op_r"][k][1].data, st["op_r"][k][0].data)
+                else:
+                    token = Signal(p.TOKEN_BITS, name=f"tok{pp}_{k}")
+                    with m.Switch(st["slot"][:lgb]):
+                        for b in range(NB):
+                            with m.Case(b):
+                                m.d.comb += token.eq(st["op_r"][k][b].data)
                 m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
                                      token))
                 opv.append(v)
