@@ -15,7 +15,7 @@ Structure::
                                v
    dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
                                v
-        operand memories 0..2 x bank (slot parity); FIFO pointers WP/RP/WA in memories
+        operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
       ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
                    |                                                   \--> LD/ST --> o_req |
@@ -85,6 +85,8 @@ _INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: Int
 _FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
            Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
 _SIZE = {2: 1, 4: 2, 8: 3}
+BANKS = 4
+"""Default operand memory banks per operand index (``Pe(banks=...)``; docs/pe.md Round 7)."""
 
 
 def _biased(v, width):
@@ -181,6 +183,10 @@ class Pe(wiring.Component):
     pool : int
         Entries of the load/store reorder pool (power of two, default 32): the loads and
         stores the PE keeps in flight, shared by all slots.
+    banks : int
+        Operand memories (banks) per operand index, 2 (bank = ``slot[0]``) or 4 (bank =
+        ``slot[1:0]``); default :data:`BANKS`.  Each bank has its own write port, so local
+        deliveries to one operand index of slots in different banks go in the same cycle.
 
     Attributes
     ----------
@@ -195,7 +201,7 @@ class Pe(wiring.Component):
         when ``params.int_issue == 2``): the instructions fired this cycle.
     """
 
-    def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32):
+    def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32, banks=BANKS):
         # A rejected PE is never elaborated: no "created but never used" warning for it.
         self._MustUse__silence = True
         params = ArrayParams() if params is None else params
@@ -216,8 +222,12 @@ class Pe(wiring.Component):
         if not (isinstance(pool, int) and 2 <= pool <= most and pool & (pool - 1) == 0):
             raise ValueError(f"pool must be a power of two from 2 to {most} (the request's "
                              f"tag and slot fields number the entries), not {pool!r}")
+        if banks not in (2, 4) or banks > params.slots:
+            raise ValueError(f"banks must be 2 or 4 (operand memories per operand index, by "
+                             f"the slot number's low bits) and at most slots "
+                             f"({params.slots}), not {banks!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
-        self._pool = pool
+        self._pool, self._banks = pool, banks
         flit = flit_union(params)
         ports = {
             "i_flit": In(stream.Signature(flit)),
@@ -233,6 +243,11 @@ class Pe(wiring.Component):
             ports["i_coord"] = In(coord_layout(params))
         self._MustUse__silence = False
         super().__init__(ports)
+
+    @property
+    def banks(self):
+        """The operand memory banks per operand index (2 or 4)."""
+        return self._banks
 
     @property
     def params(self):
@@ -255,9 +270,12 @@ class Pe(wiring.Component):
         NP = 3 if p.int_issue == 2 else 2
         INT_PIPES = (0, 2) if NP == 3 else (0,)
 
+        NB = self._banks
+        lgb = NB.bit_length() - 1                # bank = slot[:lgb]
+
         def fifo_addr(slot, ptr):
-            # Address in a bank: the slot's row (its number without the bank bit) and entry.
-            return Cat(ptr[:lgd], slot[1:]) if lgd else slot[1:]
+            # Address in a bank: the slot's row (its number without the bank bits) and entry.
+            return Cat(ptr[:lgd], slot[lgb:]) if lgd else slot[lgb:]
 
         decoders = {}
         nsel = [0]
@@ -291,10 +309,9 @@ class Pe(wiring.Component):
         # ---- storage ---------------------------------------------------------------------
         m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
         insn_w = insn_mem.write_port(granularity=64)
-        # Operand memories: one per operand index and slot parity (bank), each with its own
-        # write port, so two local deliveries to the same operand index of slots of
-        # different parity go in the same cycle.
-        NB = 2
+        # Operand memories: one per operand index and bank (the slot number's low bits), each
+        # with its own write port, so local deliveries to the same operand index of slots in
+        # different banks go in the same cycle.
         opmem = [[Memory(shape=p.TOKEN_BITS, depth=S // NB * D, init=[]) for b in range(NB)]
                  for k in range(K)]
         for k in range(K):
@@ -419,7 +436,7 @@ class Pe(wiring.Component):
         for name in ("int", "fp", "mem0", "mem1") + (("int2",) if NP == 3 else ()):
             # All but the FP dispatcher (its FACC results have one destination) offer every
             # local destination of a result at once: a load fanned out to 4 FACCs of
-            # alternating slot parity is written in 2 cycles instead of 4.
+            # consecutive slots is written in 1 cycle (4 banks) or 2 (2 banks) instead of 4.
             d = Dispatcher(p, self._micc, local_ports=1 if name == "fp" else ND)
             m.submodules[f"disp_{name}"] = d
             m.d.comb += d.i_coord.eq(coord)
@@ -460,7 +477,9 @@ class Pe(wiring.Component):
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
 
         def targets(tok, k, b):
-            return _eq(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
+            if NB == 2:
+                return _eq(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
+            return _eq(tok.operand, k) & _eq(tok.slot[:lgb], b)
 
         # Priority per operand memory port: the mesh token, then the dispatchers' local ports
         # in order.  before[j][k][b]: a source ahead of source j wants port (k, b).
@@ -651,7 +670,14 @@ class Pe(wiring.Component):
             opv = []
             for k in range(K):
                 v = Signal(64, name=f"opv{pp}_{k}")
-                token = Mux(st["slot"][0], st["op_r"][k][1].data, st["op_r"][k][0].data)
+                if NB == 2:
+                    token = Mux(st["slot"][0], st["op_r"][k][1].data, st["op_r"][k][0].data)
+                else:
+                    token = Signal(p.TOKEN_BITS, name=f"tok{pp}_{k}")
+                    with m.Switch(st["slot"][:lgb]):
+                        for b in range(NB):
+                            with m.Case(b):
+                                m.d.comb += token.eq(st["op_r"][k][b].data)
                 m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
                                      token))
                 opv.append(v)
@@ -1172,7 +1198,7 @@ class Pe(wiring.Component):
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
-            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=1):
+            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=1, banks=None):
     """Return a :class:`Pe` built from plain integers (for ``hw.tops`` and the benches).
 
     ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it
@@ -1180,6 +1206,7 @@ def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1
     """
     params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                          regs=regs, dbuf_bytes=dbuf_bytes, int_issue=int_issue)
+    banks = BANKS if banks is None else banks
     if x == -1 and y == -1:
-        return Pe(params, micc=(micc_x, micc_y), pool=pool)
-    return Pe(params, x, y, (micc_x, micc_y), pool)
+        return Pe(params, micc=(micc_x, micc_y), pool=pool, banks=banks)
+    return Pe(params, x, y, (micc_x, micc_y), pool, banks)
