@@ -115,6 +115,7 @@ TOPS = {top.name: top for top in (
         Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
         Param("pool", int, 32, "load/store reorder pool entries (power of two)"),
         Param("int_issue", int, 1, "INT/CTRL instructions issued per cycle (1 or 2)"),
+        Param("banks", int, 4, "operand memories per operand index (2 or 4, by slot bits)"),
     )),
     Top("alu", "hw.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),

@@ -32,6 +32,10 @@ def test_parameters_are_checked():
         Pe(ArrayParams(rows=2, cols=2), micc=(5, 5))
     with pytest.raises(ValueError, match=r"pool must be a power of two from 2 to 1024"):
         Pe(ArrayParams(rows=2, cols=2), pool=24)
+    with pytest.raises(ValueError, match=r"banks must be 2 or 4 .* not 3"):
+        Pe(ArrayParams(rows=2, cols=2), banks=3)
+    with pytest.raises(ValueError, match=r"at most slots \(2\), not 4"):
+        Pe(ArrayParams(rows=2, cols=2, slots=2), banks=4)
     with pytest.raises(ValueError, match="give both x and y"):
         Pe(ArrayParams(rows=2, cols=2), x=1)
     with pytest.raises(TypeError, match="params must be an ArrayParams"):
@@ -109,17 +113,19 @@ def test_golden_images_on_one_pe_with_two_int_issues_icarus(tmp_path):
     _two_int_issues("icarus", tmp_path)
 
 
-def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path):
-    # INT-heavy random graphs and the sparse FC engine (its address and repeat ITERs on pipe
-    # 0 beside the loads, SHR/AND/SCAN/SWITCH on pipe 2) with a 4-entry pool, 30 % input idle
-    # and 50 % output backpressure: bit-exact, no deadlock, loads sent as overflow entries,
-    # and pipe 0 carrying every ITER.
+@pytest.mark.parametrize("banks", [4, 2])
+def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path, banks):
+    # INT-heavy random graphs and the sparse FC engine (its address ITERs on pipe 0 beside
+    # the loads, BSCAN/SWITCH on pipe 2) with a 4-entry pool, 30 % input idle and 50 % output
+    # backpressure: bit-exact, no deadlock, loads sent as overflow entries, and pipe 0
+    # carrying every ITER; with the default 4 operand banks and with 2 (docs/pe.md round 7).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     built = [("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED + 7))] + [
         (f"random-{SEED + 10 + i}", cases.random_image(p, 24, SEED + 10 + i)) for i in range(2)]
     folders = [str(cases.save_case(tmp_path / name, img, name)) for name, img in built]
-    run_cocotb("pe", dict(cases.top_params(p), pool=4), "tb.pe.test_pe", "icarus", seed=SEED,
+    run_cocotb("pe", dict(cases.top_params(p), pool=4, banks=banks), "tb.pe.test_pe", "icarus",
+               seed=SEED,
                testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0.3,0.5",
                           "FDPU_PE_EXPECT_OVF": "1", "FDPU_PE_EXPECT_INT0": "1"})
