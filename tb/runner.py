@@ -174,6 +174,240 @@ def register_block_inputs(verilog, blocks, ports=REGISTERED_INPUTS):
     return "".join(out)
 
 
+#: Environment variable that turns the rising-edge wrapper of hierarchical blocks off
+#: (``FDPU_HIER_EDGE=0``: Verilator's own wrappers, for comparison).
+HIER_EDGE_ENV = "FDPU_HIER_EDGE"
+
+#: The only trigger a block may have for :func:`edge_wrap_hier_blocks`: ``posedge clk``.
+_CLK_TRIGGER = "__Vtrigprevexpr___TOP__clk__0"
+
+#: Helpers of the ``act`` region that Verilator 5.048 writes for a block with clocked logic only.
+_ACT_HELPERS = {"dump_triggers__act", "eval_phase__act", "eval_triggers_vec__act",
+                "trigger_anySet__act", "trigger_clear__act", "trigger_orInto__act_vec_vec"}
+
+
+def hier_edge_enabled():
+    """Return whether Verilator builds give hierarchical blocks the rising-edge wrapper.
+
+    On unless ``FDPU_HIER_EDGE`` is ``0``/``false``/``no``/``off``.
+    """
+    value = os.environ.get(HIER_EDGE_ENV, "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def _c_functions(text):
+    """Return ``{name: body}`` of the function definitions in generated C++ ``text``."""
+    found = re.finditer(r"^[A-Za-z][^\n;{]*?\b(\w+)\(([^;{]*?)\)\s*\{\n(.*?)^\}", text,
+                        re.MULTILINE | re.DOTALL)
+    return {m.group(1): m.group(3) for m in found}
+
+
+def _glue_function(cpp, function):
+    """Return ``(arguments, body)`` of ``function`` in a block's protectlib glue C++."""
+    m = re.search(rf"^    \w[\w ]*\*? {function}\((.*?)\)\s*\{{\n(.*?)\n    \}}\n", cpp,
+                  re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise ValueError(f"no function {function} in the protectlib glue")
+    return m.group(1), m.group(2)
+
+
+def _dpi_ports(sv, function):
+    """Return ``[(direction, name)]`` of the arguments of the DPI import ``function``."""
+    m = re.search(rf'import "DPI-C" function \w+ {function}\((.*?)\);', sv, re.DOTALL)
+    if m is None:
+        raise ValueError(f"no DPI import {function} in the hierarchical wrapper")
+    return re.findall(r"\b(input|output) logic (?:\[[^\]]*\]\s*)?(\w+)", m.group(1))
+
+
+def edge_block_check(block_dir, name):
+    """Return why block ``name`` cannot be evaluated once per rising edge, or ``None``.
+
+    The rising-edge wrapper (:func:`edge_wrap_hier_blocks`) is correct for a block whose
+    outputs are functions of its state only and whose state changes only on ``posedge clk``.
+    Both are read off the C++ that Verilator generated for the block (``block_dir``):
+
+    * one ``act`` trigger, ``posedge clk`` (``clk & ~prev``), and no ``act`` region logic:
+      nothing is clocked by another signal, edge or a derived clock;
+    * no output port assigned in the input-combinational region (``ico``): the region holds
+      everything that depends on the inputs combinationally, so an output written there could
+      change without a clock edge.
+
+    Anything this check does not recognise counts as a reason (the block keeps Verilator's
+    own wrapper).
+    """
+    block_dir = Path(block_dir)
+    prefix = block_dir.name
+    sv = (block_dir / f"{name}.sv").read_text()
+    clocks = [p for d, p in _dpi_ports(sv, f"{name}_protectlib_seq_update") if d == "input"]
+    if clocks != ["clk"]:
+        return f"clock inputs {clocks}, expected ['clk']"
+    outputs = [p for d, p in _dpi_ports(sv, f"{name}_protectlib_seq_update") if d == "output"]
+    _, seq = _glue_function((block_dir / f"{name}.cpp").read_text(),
+                            f"{name}_protectlib_seq_update")
+    members = re.findall(r"handlep__V->(\w+)", seq)
+    out_members = [m for m in members if m not in ("clk", "eval", "m_seqnum")]
+    if "handlep__V->clk = (clk);" not in seq or len(out_members) != len(outputs):
+        return "unexpected protectlib seq_update"
+    header = (block_dir / f"{prefix}___024root.h").read_text()
+    if re.findall(r"\b(__Vtrigprevexpr\w*)", header) != [_CLK_TRIGGER]:
+        return "clock triggers other than posedge clk"
+    functions = {}
+    for path in sorted(block_dir.glob(f"{prefix}___024root__*.cpp")):
+        functions.update(_c_functions(path.read_text()))
+    local = {fn.split("___024root___", 1)[1]: body for fn, body in functions.items()
+             if "___024root___" in fn}
+    act = {fn for fn in local if re.search(r"(^|_)act(_|$)", fn)}
+    if act - _ACT_HELPERS:
+        return f"act region logic {sorted(act - _ACT_HELPERS)}"
+    trigger = re.sub(r"\s+", "", local.get("eval_triggers_vec__act", ""))
+    expected = (f"vlSelfRef.__VactTriggered[0U]=(QData)((IData)(((IData)(vlSelfRef.clk)"
+                f"&(~(IData)(vlSelfRef.{_CLK_TRIGGER})))));vlSelfRef.{_CLK_TRIGGER}"
+                f"=vlSelfRef.clk;")
+    if not trigger.endswith(expected) or trigger.count("__VactTriggered[") != 1:
+        return "act trigger is not posedge clk alone"
+    ico = [body for fn, body in local.items() if "ico_sequent" in fn]
+    if not ico:
+        return "no input-combinational region found"
+    for body in ico:
+        # Statements and conditions: an output may be read (a condition, a right-hand side),
+        # never written (a left-hand side, or any other statement naming it, e.g. a macro).
+        for fragment in re.split(r"[;{}]", body):
+            fragment = fragment.strip()
+            if re.match(r"(if|else|while|for|switch|return)\b", fragment):
+                continue
+            for member in out_members:
+                if not re.search(rf"\b{member}\b", fragment):
+                    continue
+                parts = re.split(r"(?<![=!<>])=(?!=)", fragment, maxsplit=1)
+                if len(parts) == 1 or re.search(rf"\b{member}\b", parts[0]):
+                    return f"output {member} is computed from the inputs (ico region)"
+    return None
+
+
+def write_edge_wrapper(block_dir, name):
+    """Replace the DPI wrapper of block ``name`` by one evaluating it once per rising edge.
+
+    Verilator's wrapper (``<name>.sv`` in ``block_dir``) calls the block's model on *both*
+    clock edges (``always @(clk)``, ``seq_update``) and again whenever an input changes
+    (``always_comb``, ``combo_update``): 6 full evaluations per cycle in the FDPU arrays.
+    The new wrapper, valid for the blocks :func:`edge_block_check` accepts:
+
+    * ``always @(posedge clk)``: one call ``<name>_fdpu_tick`` that copies the inputs as they
+      are at the edge into the model, raises its clock and evaluates it once (one
+      input-combinational pass, one clocked pass); the outputs it returns are assigned with
+      non-blocking assignments, so every block and the top read the *pre-edge* outputs of
+      every other block at that edge, as registered outputs are read in the flat design;
+    * at time 0 the outputs are read once from the model (their initial values);
+    * the inputs are not copied between edges: the outputs do not depend on them, and the
+      next edge copies them again before anything is computed from them.
+
+    The tick (appended to the generated ``<name>.cpp``) is ``combo_update`` with the
+    evaluation preceded by ``clk = 1`` and the model's previous-clock trigger value set to 0:
+    the model sees a rising edge without a falling-edge evaluation (which would rerun its
+    input-combinational region for nothing).  That member is Verilator 5.048's, checked by
+    :func:`edge_block_check`.
+    """
+    block_dir = Path(block_dir)
+    prefix = block_dir.name
+    sv_path, cpp_path = block_dir / f"{name}.sv", block_dir / f"{name}.cpp"
+    sv, cpp = sv_path.read_text(), cpp_path.read_text()
+    combo = f"{name}_protectlib_combo_update"
+    tick = f"{name}_fdpu_tick"
+    ports = _dpi_ports(sv, combo)
+    outputs = [p for d, p in ports if d == "output"]
+    decl = re.search(rf'    import "DPI-C" function longint {combo}\(.*?\);\n', sv, re.DOTALL)
+    head = sv[:sv.index("    initial begin")]
+    tail = sv[sv.index("endmodule"):]
+    args = ",\n            ".join(["handle__V"] + [f"{p}_tmp__V" if d == "output" else p
+                                                   for d, p in ports])
+    seq_args = ",\n            ".join(["handle__V", "1'b0"] + [f"{p}_tmp__V" for p in outputs])
+    body = [
+        "    // tb.runner.write_edge_wrapper: one evaluation per rising edge (the outputs",
+        "    // depend on the block's state only, tb.runner.edge_block_check).",
+        decl.group(0).replace(combo, tick).rstrip("\n"),
+        "",
+        "    initial begin",
+        f"        {name}_protectlib_check_hash(protectlib_hash__V);",
+        f'        handle__V = {name}_protectlib_create($sformatf("%m"));',
+        f"        last_combo_seqnum__V = {name}_protectlib_seq_update(",
+        f"            {seq_args});",
+        *[f"        {p} = {p}_tmp__V;" for p in outputs],
+        "    end",
+        "",
+        "    always @(posedge clk) begin",
+        f"        last_seq_seqnum__V <= {tick}(",
+        f"            {args});",
+        *[f"        {p} <= {p}_tmp__V;" for p in outputs],
+        "    end",
+        "",
+        f"    final {name}_protectlib_final(handle__V);",
+        "",
+    ]
+    sv_path.write_text(head + "\n".join(body) + "\n" + tail)
+
+    arguments, combo_body = _glue_function(cpp, combo)
+    if combo_body.count("handlep__V->eval();") != 1:
+        raise ValueError(f"unexpected protectlib combo_update in {cpp_path}")
+    tick_body = combo_body.replace(
+        "handlep__V->eval();",
+        "handlep__V->clk = 1;\n"
+        f"        handlep__V->rootp->{_CLK_TRIGGER} = 0;   // a rising edge, one evaluation\n"
+        "        handlep__V->eval();")
+    cpp = cpp.replace('#include "verilated_dpi.h"\n',
+                      f'#include "verilated_dpi.h"\n#include "{prefix}___024root.h"\n', 1)
+    cpp += ("\n// tb.runner.write_edge_wrapper: set the inputs, one rising-edge evaluation, "
+            "read the outputs.\n"
+            f'extern "C" {{\n    long long {tick}({arguments}) {{\n{tick_body}\n    }}\n}}\n')
+    cpp_path.write_text(cpp)
+
+
+def edge_wrap_hier_blocks(build_dir, prefix, log=None):
+    """Verilate the hierarchical blocks of a build and give each the rising-edge wrapper.
+
+    Call between Verilator's first run (``--hierarchical`` without ``--build``: it writes
+    ``<prefix>_hier.mk``) and ``make -f <prefix>.mk``: this verilates every block (the
+    ``<block>.sv`` targets of ``<prefix>_hier.mk``), then rewrites the wrapper and glue of
+    each block that :func:`edge_block_check` accepts (:func:`write_edge_wrapper`).  The top
+    is verilated afterwards by the make run, against the new wrappers.
+
+    Parameters
+    ----------
+    build_dir : path-like
+        Verilator's ``-Mdir``.
+    prefix : str
+        Verilator's ``--prefix`` (``Vtop`` for cocotb builds).
+    log : file, optional
+        Where make's output and one line per block go.
+
+    Returns
+    -------
+    dict
+        ``{block: "edge"}`` or ``{block: reason it keeps Verilator's wrapper}``; also written
+        to ``hier_edge.json`` in ``build_dir``.
+    """
+    build_dir = Path(build_dir)
+    hier_mk = build_dir / f"{prefix}_hier.mk"
+    libs = re.findall(r"^\s+(\S+)/lib(\S+)\.a \\$", hier_mk.read_text(), re.MULTILINE)
+    if log is not None:
+        log.flush()
+    subprocess.run(["make", "-j", str(BUILD_JOBS), "-f", hier_mk.name,
+                    *(f"{folder}/{name}.sv" for folder, name in libs)],
+                   cwd=build_dir, stdout=log, stderr=subprocess.STDOUT if log else None,
+                   check=True)
+    done = {}
+    for folder, name in libs:
+        reason = edge_block_check(build_dir / folder, name)
+        if reason is None:
+            write_edge_wrapper(build_dir / folder, name)
+        done[name] = reason or "edge"
+        if log is not None:
+            print(f"edge_wrap_hier_blocks: {name}: "
+                  f"{'one evaluation per rising edge' if reason is None else reason}",
+                  file=log, flush=True)
+    (build_dir / "hier_edge.json").write_text(json.dumps(done, indent=1) + "\n")
+    return done
+
+
 @dataclass(frozen=True)
 class CocotbRun:
     """What one :func:`run_cocotb` call did.

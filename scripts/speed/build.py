@@ -87,7 +87,7 @@ def registered_reset(verilog):
 
 
 def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu_system.v",
-          reg_rst=False, reg_in=False, vlt=()):
+          reg_rst=False, reg_in=False, vlt=(), edge=False):
     """Build the variant; return its folder."""
     job_dir = Path(job_dir)
     out = job_dir / variant
@@ -113,7 +113,8 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
     env = dict(os.environ)
     env.update(verilator_env())
     env["MAKEFLAGS"] = " ".join([*VERILATOR_MAKEFLAGS, *make])
-    cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), "-Mdir", str(out / "obj"),
+    build_args = [] if edge else ["--build", "-j", str(jobs)]
+    cmd = ["verilator", "--cc", "--exe", *build_args, "-Mdir", str(out / "obj"),
            "--top-module", "fdpu_system", "--prefix", "Vfdpu_system", "-o", "Vfdpu_system",
            "-Wno-fatal", "-Wno-lint", "-Wno-style", "--timescale", "1ns/1ps",
            *options, *vopt, str(out / "fdpu.vlt"), str(HERE / "driver.cpp"),
@@ -122,13 +123,28 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
     t0 = time.monotonic()
     with open(out / "build.log", "w") as log:
         proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+        if edge and not proc.returncode:
+            # What tb.runner does for cocotb builds: verilate the blocks, give each block
+            # the rising-edge wrapper where it is correct, then verilate the top and compile.
+            saved_env = dict(os.environ)
+            os.environ.update(env)
+            try:
+                edges = runner.edge_wrap_hier_blocks(out / "obj", "Vfdpu_system", log)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved_env)
+            print("edge wrappers:", edges, flush=True)
+            log.flush()
+            proc = subprocess.run(["make", "-j", str(jobs), "-C", str(out / "obj"), "-f",
+                                   "Vfdpu_system.mk"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, check=False)
     build_s = time.monotonic() - t0
     if proc.returncode:
         tail = "\n".join((out / "build.log").read_text().splitlines()[-30:])
         raise SystemExit(f"build of {variant} failed after {build_s:.0f} s:\n{tail}")
     size = (out / "obj" / "Vfdpu_system").stat().st_size
     (out / "build.json").write_text(json.dumps(dict(
-        variant=variant, source=source, reg_rst=reg_rst, reg_in=reg_in,
+        variant=variant, source=source, reg_rst=reg_rst, reg_in=reg_in, edge=edge,
         vlt=list(vlt), hier=hier,
         vopt=list(vopt),
         make=list(make), options=options, build_s=round(build_s, 1), binary_bytes=size)) + "\n")
@@ -188,6 +204,9 @@ def main(argv=None):
     ap.add_argument("--reg-in", action="store_true",
                     help="register rst and the coordinates inside hierarchical blocks, as "
                          "tb.runner does since recipe 3 (register_block_inputs)")
+    ap.add_argument("--edge", action="store_true",
+                    help="hierarchical blocks evaluated once per rising edge, as tb.runner "
+                         "does since recipe 4 (edge_wrap_hier_blocks)")
     ap.add_argument("--vlt", nargs="*", default=[],
                     help="more lines for the Verilator configuration file")
     ap.add_argument("--vopt", default="", help="more Verilator options (one string)")
@@ -200,7 +219,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     build(args.job, args.variant, hier=args.hier, vopt=shlex.split(args.vopt), make=args.make,
           source=args.source, reg_rst=args.reg_rst,
-          reg_in=args.reg_in, vlt=args.vlt)
+          reg_in=args.reg_in, vlt=args.vlt, edge=args.edge)
     if args.rate:
         rate = idle_rate(args.job, args.variant)
         print(f"{args.job} {args.variant}: {rate:,.0f} idle cycles per CPU second", flush=True)

@@ -7,9 +7,14 @@ For a hierarchical build, ``<block>::eval_step`` per cycle divided by the number
 is how many times each child model is evaluated per cycle; ``protectlib_seq_update`` and
 ``protectlib_combo_update`` say why (clock edges, input changes).
 
+``--instr``: instructions per idle cycle instead (callgrind's total, the same difference of
+two runs; deterministic, so independent of the machine's load), and the instructions of the
+busy job (``job.txt`` replayed whole).
+
 Usage::
 
     .venv/bin/python scripts/speed/evals.py build/speed/head8 base [--top 40]
+    .venv/bin/python scripts/speed/evals.py build/speed/job2 edge --instr [--busy]
 """
 
 import argparse
@@ -45,6 +50,17 @@ def profile(binary, job, cycles):
         return calls(out)
 
 
+def instructions(binary, job, cycles=None):
+    """Return the instructions callgrind counts for ``binary`` (idle ``cycles``, or the job)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        idle = [] if cycles is None else ["--idle", str(cycles)]
+        proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                               str(binary), str(job), *idle],
+                              capture_output=True, text=True, check=True)
+        return int(re.search(r"Collected : (\d+)", proc.stderr).group(1))
+
+
 def main(argv=None):
     """Print the calls per cycle of the most called functions."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,9 +70,21 @@ def main(argv=None):
     ap.add_argument("--long", type=int, default=60)
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--match", default="", help="only functions whose name has this text")
+    ap.add_argument("--instr", action="store_true",
+                    help="print instructions per idle cycle (and of the job with --busy)")
+    ap.add_argument("--busy", action="store_true", help="with --instr: also the whole job")
     args = ap.parse_args(argv)
     job = Path(args.job)
     binary = job / args.variant / "obj" / "Vfdpu_system"
+    if args.instr:
+        a = instructions(binary, job / "job.txt", args.short)
+        b = instructions(binary, job / "job.txt", args.long)
+        print(f"{job} {args.variant}: {(b - a) / (args.long - args.short):,.0f} instructions "
+              f"per idle cycle")
+        if args.busy:
+            print(f"{job} {args.variant}: {instructions(binary, job / 'job.txt'):,} "
+                  f"instructions for the job")
+        return 0
     a = profile(binary, job / "job.txt", args.short)
     b = profile(binary, job / "job.txt", args.long)
     span = args.long - args.short

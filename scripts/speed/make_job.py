@@ -110,8 +110,10 @@ def write_job(path, spec):
     lines = []
     mem = spec["mem"]
     lines.append(f"mem {mem['latency']} {mem['bw']} {mem['stall']}")
+    if spec.get("channels", 1) != 1 or spec.get("overlap"):
+        raise SystemExit("make_job: the driver replays one DMA channel without overlap only")
     with np.load(spec["memories"]) as z:
-        idx, val = z["idx"], z["val"].astype(np.uint64)
+        idx, val = z["idx0"], z["val0"].astype(np.uint64)
     lines.append(f"words {len(idx)}")
     lines += [f"{i:x} {v:x}" for i, v in zip(idx.tolist(), val.tolist())]
     for ps in spec["passes"]:
@@ -120,7 +122,7 @@ def write_job(path, spec):
                 regs = " ".join(f"{k}={v}" for k, v in ps["regs"].items())
                 lines.append(f"compute {spec['max_cycles']} {regs}")
             else:
-                lst, count = ps[f"dma_{phase}"]
+                (lst, count), = ps[f"dma_{phase}"]          # one channel
                 if count:
                     lines.append(f"dma {spec['dma_max_cycles']} {lst} {count}")
     lines.append("end")
