@@ -11,6 +11,11 @@ It generates the Verilog with :func:`hw.verilog.to_verilog`, builds it once per
 (simulator, top, parameters, waves, Verilog hash, tool versions) under ``build/sim/``, runs
 the cocotb module and raises ``AssertionError`` naming the failed cocotb tests and the seed.
 See ``docs/harness.md`` for the layout, waveforms, seeds and the problems this avoids.
+
+Verilator builds of large arrays compile each shared module once (``hier_block``) and, where
+the generated code shows it is correct, evaluate each such block once per rising clock edge
+instead of six times per cycle (:func:`edge_wrap_hier_blocks`; ``FDPU_HIER_EDGE=0`` turns that
+off; docs/harness.md "Simulation speed").
 """
 
 import fcntl
@@ -514,7 +519,11 @@ def _bounded_runner(sim, timeout_s, edge=False):
                 return super()._execute_cmds(cmds, cwd, stdout)
             super()._execute_cmds(cmds[:make[0]], cwd, stdout)
             if (Path(self.build_dir) / "Vtop_hier.mk").is_file():
-                edge_wrap_hier_blocks(self.build_dir, "Vtop", stdout)
+                try:
+                    edge_wrap_hier_blocks(self.build_dir, "Vtop", stdout)
+                except (subprocess.CalledProcessError, ValueError, OSError) as exc:
+                    raise RuntimeError(f"rising-edge wrappers of the hierarchical blocks: "
+                                       f"{exc} ({HIER_EDGE_ENV}=0 builds without them)") from exc
             return super()._execute_cmds(cmds[make[0]:], cwd, stdout)
 
     return Bounded()
