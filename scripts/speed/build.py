@@ -8,13 +8,16 @@ Usage::
 
     .venv/bin/python scripts/speed/build.py build/speed/job8 base --rate       # recipe 2
     .venv/bin/python scripts/speed/build.py build/speed/job8 regin --reg-in --rate --run
+    .venv/bin/python scripts/speed/build.py build/speed/job8 edge --reg-in --edge --rate --run
     .venv/bin/python scripts/speed/build.py build/speed/job8 o3 --make OPT_FAST=-O3 --rate
     .venv/bin/python scripts/speed/build.py build/speed/job8 flat --hier 0 --make OPT_FAST=-O1
     .venv/bin/python scripts/speed/build.py build/speed/job8 t2 --vopt "--threads 2" --rate
     .venv/bin/python scripts/speed/build.py build/speed/job8 base --idle 20000
 
 Without options a variant is the harness's recipe 2 build (its ``verilator_config``);
-``--reg-in`` adds what recipe 3 does (``tb.runner.register_block_inputs``).  ``--hier N``:
+``--reg-in`` adds what recipe 3 does (``tb.runner.register_block_inputs``), ``--edge`` what
+recipe 4 does (``tb.runner.edge_wrap_hier_blocks``: Verilator without ``--build``, the blocks'
+wrappers checked and rewritten, then make).  ``--hier N``:
 shared modules with N or more instances are hierarchical blocks (0: none, a flat model;
 default the harness's threshold).  ``--vopt``: more Verilator options; ``--make``: make
 variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``); ``--vlt``: more configuration lines;
