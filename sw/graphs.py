@@ -34,7 +34,7 @@ from .dfg import Graph
 from .errors import FdpuError
 from .isa import Op, Unit
 
-__all__ = ["MODES", "WFANS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
+__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
            "gather_outputs", "engine_costs", "engine_issues", "EngineIssues", "blocking_costs"]
 
 MODES = ("dense", "sparse")
@@ -68,6 +68,15 @@ SPARSE_INT_UTIL = 0.65
 #: (``FcPlan.wfan``, docs/mapping.md).
 WFANS = (4, 16)
 
+#: How a sparse engine turns FD-CSR into the weight stream (``FcPlan.sparse_graph``):
+#: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
+#: or the zero word's, its feedback edge keeping the columns in order); ``gather`` has no
+#: branch: BSCAN's token goes straight to the value load, whose immediate points at the zero
+#: word, so a zero weight (token 0) loads +0.0 and a stored one (token = its offset from the
+#: zero word) its value.  Same weights in the same order, so the same bits
+#: (docs/dataflow.md, "The gather graph").
+SPARSE_GRAPHS = ("switch", "gather")
+
 
 def _chunks(gb, k=ArrayParams.MAX_DESTS):
     """Return the lane groups ``0 .. gb-1`` in runs of at most ``k``."""
@@ -76,6 +85,12 @@ def _chunks(gb, k=ArrayParams.MAX_DESTS):
 
 def _align(n, a):
     return -(-n // a) * a
+
+
+def _s32(v):
+    """Return ``v`` wrapped to a 32-bit two's-complement immediate."""
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
 
 
 @dataclass
@@ -94,6 +109,7 @@ class FcPlan:
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
+    sparse_graph: str = "switch"                   # sparse: one of SPARSE_GRAPHS
 
     @property
     def groups(self):
@@ -175,7 +191,8 @@ class FcPlan:
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
-                    wfan=self.wfan, fan_pipe0=self.fan_pipe0)
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0,
+                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None)
 
 
 # Engine graphs -------------------------------------------------------------------------------
@@ -236,6 +253,14 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         zero = desc + _ZERO
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
+        gather = plan.sparse_graph == "gather"
+        if gather:
+            # The gather graph's value loads add the zero word's address: each row's BSCAN
+            # base is moved by ``shift`` so that a stored weight's token is its value address
+            # minus ``zero`` (32-bit wrap), and a zero weight's token 0 loads the zero word.
+            shift = _s32(off_v - 2 - zero)
+            bsh = add("bsh", Op.ADD, 1, shift)
+            g.connect(brep, bsh, 0)
         ci, ro, ad, w = [], [], [], []
         for k in range(kb):
             # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and
@@ -250,6 +275,12 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
             g.connect(ci[k], bs, 0)
             g.connect(ad[k], bs, 1)
+            if gather:
+                lds = [add("ld", Op.LDHB, imm=_s32(zero), row=k, lane=q)
+                       for q in range(len(_chunks(gb, plan.wfan)))]
+                g.fanout(bs, [(v, 0) for v in lds])
+                w.append(lds)
+                continue
             sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
             # The same token is the data and the condition.
             g.fanout(bs, [(sw, 0), (sw, 1)])
@@ -274,7 +305,7 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             w.append(lds)
         g.fanout(it_c, [(x, 0) for x in ci])
         g.fanout(it_r, [(x, 0) for x in ro])
-        g.fanout(brep, [(x, 1) for x in ad])
+        g.fanout(bsh if gather else brep, [(x, 1) for x in ad])
     x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
     if plan.mode == "dense":
         g.fanout(it_x, [(v, 0) for v in x])
@@ -318,15 +349,17 @@ class EngineIssues:
         return (self.other + self.mem + self.iter + self.hinted,)
 
 
-def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
+def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
+                  sparse_graph="switch"):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
     counts at the SWITCH's rate (so the zero branch's IMM counts as if every weight were 0).
-    ``fan_pipe0`` is :attr:`FcPlan.fan_pipe0`.
+    ``fan_pipe0`` and ``sparse_graph`` are :attr:`FcPlan.fan_pipe0` and
+    :attr:`FcPlan.sparse_graph`.
     """
     plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan,
-                  fan_pipe0=fan_pipe0)
+                  fan_pipe0=fan_pipe0, sparse_graph=sparse_graph)
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
@@ -343,14 +376,15 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
                                         for k in ("other", "iter", "mem", "fp", "hinted")))
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4, sparse_graph="switch"):
     """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
 
     The int-pipe issues are every INT/MEM/CTRL issue (:func:`engine_issues` splits them by
     pipe).  With ``loads=True`` also return the memory accesses per context as a fourth
-    element; ``wfan`` is :attr:`FcPlan.wfan`.
+    element; ``wfan`` and ``sparse_graph`` are :attr:`FcPlan.wfan` and
+    :attr:`FcPlan.sparse_graph`.
     """
-    c = engine_issues(mode, kb, gb, Cw, feedback, wfan)
+    c = engine_issues(mode, kb, gb, Cw, feedback, wfan, sparse_graph=sparse_graph)
     integer = c.other + c.iter + c.mem + c.hinted
     if loads:
         return c.slots, integer, c.fp, c.mem
@@ -377,7 +411,7 @@ def _link_engines(params, homes):
     return max(load.values(), default=1)
 
 
-def blocking_costs(mode, K, groups, Cw, params, feedback=True):
+def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="switch"):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
 
     One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
@@ -391,9 +425,11 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
       tokens, pipe 2 every other INT/CTRL issue (BSCAN tokens included); with
       ``int_issue = 1`` one pipe takes them all;
     * a Dbuf serves one access per cycle to the engines homed on it;
-    * sparse: pipe 2 (the SWITCH loops' firings) reaches only :data:`SPARSE_INT_UTIL` of its
-      cycles, each weight row's SWITCH loop takes :data:`SPARSE_LOOP_CYCLES` per column, and a
-      mesh link carries one flit per cycle for every engine routed through it.
+    * sparse: a mesh link carries one flit per cycle for every engine routed through it; with
+      the ``switch`` graph pipe 2 (the SWITCH loops' firings) reaches only
+      :data:`SPARSE_INT_UTIL` of its cycles and each weight row's SWITCH loop takes
+      :data:`SPARSE_LOOP_CYCLES` per column (the ``gather`` graph has no loop: its weight
+      stream is feed-forward like the dense engine's).
     """
     cands = []
     links = {}
@@ -407,7 +443,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
             if gb > groups and gb > 1:
                 continue
             for wfan in (WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]):
-                c = engine_issues(mode, kb, gb, cols, feedback, wfan)
+                c = engine_issues(mode, kb, gb, cols, feedback, wfan,
+                                  sparse_graph=sparse_graph)
                 if c.slots > params.slots:
                     continue
                 items = -(-K // kb) * -(-groups // gb)
@@ -421,8 +458,9 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
                     count = min(params.num_pes, items)
                     if count not in links:
                         links[count] = _link_engines(params, _homes(params, count))
-                    terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
-                    terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
+                    if sparse_graph == "switch":
+                        terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
+                        terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
                     terms["mesh link"] = c.mem * links[count] * scale
                 bound = max(terms, key=terms.get)
                 per_ctx = terms[bound]
@@ -436,8 +474,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
     return sorted(cands, key=lambda d: d["cost"])
 
 
-def _choose_blocking(mode, K, groups, Cw, params, feedback):
-    cands = blocking_costs(mode, K, groups, Cw, params, feedback)
+def _choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph):
+    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph)
     if not cands:
         raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
     return [(d["kb"], d["gb"], d["wfan"]) for d in cands]
@@ -476,7 +514,7 @@ def _homes(params, count, cap=None):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph="switch"):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
@@ -484,7 +522,8 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
     ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's ``pipe0``
     hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the blocking
-    choice does not depend on it.
+    choice does not depend on it.  ``sparse_graph`` (sparse) is one of :data:`SPARSE_GRAPHS`:
+    the paper's ``switch`` graph (default) or the branch-free ``gather`` graph.
 
     Raises
     ------
@@ -502,22 +541,33 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
+    for name, v in (("kb", kb), ("gb", gb)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                              or v < 1):
+            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+    if sparse_graph not in SPARSE_GRAPHS:
+        raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
+                        f"got {sparse_graph!r}")
     if wfan is not None and wfan not in WFANS:
         raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf.
-        for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback):
+        for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback,
+                                                sparse_graph):
             if kb is not None and ckb != kb or gb is not None and cgb != gb or \
                     wfan is not None and mode == "sparse" and cgb > WFANS[0] and cwfan != wfan:
                 continue
-            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan)
+            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
+                           sparse_graph=sparse_graph)
             probe.homes = _homes(params, min(params.num_pes, probe.items))
             if _fits(probe, 1):
                 break
         kb, gb, wfan = ckb, cgb, cwfan
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0))
-    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan)[0]
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
+                  sparse_graph=sparse_graph)
+    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
+                         sparse_graph=sparse_graph)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
