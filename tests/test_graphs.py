@@ -273,3 +273,62 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
     best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2))[0]
     assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)
+
+
+@pytest.mark.parametrize("k, c, n, density, rows", [
+    (6, 64, 32, 0.25, 1), (16, 40, 8, 0.05, 2), (5, 33, 3, 0.0, 1), (7, 48, 4, 1.0, 2)])
+def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
+    # The gather graph loads the same weights (stored ones and +0.0) in the same order as the
+    # paper's SWITCH graph, so every output bit is the same; the exact interpreter (random
+    # delivery delays) and the vectorized path agree on it and on the instruction counts.
+    from sw import golden
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    params = ArrayParams(rows=rows, cols=rows, slots=128, int_issue=2)
+    w = layers.make_weights((k, c), density, SEED)
+    x = layers.make_inputs(c, n, SEED)
+    runs = {}
+    for graph in ("switch", "gather"):
+        plan = plan_fc(k, c, n, "sparse", params, sparse_graph=graph)
+        exact = golden.run_fc(plan, w, x, exact=True, seed=SEED)
+        fast = golden.run_fc(plan, w, x)
+        assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
+        assert dict(exact.counters.ops) == dict(fast.counters.ops)
+        runs[graph] = exact
+    assert np.array_equal(runs["switch"].result.view(np.uint16),
+                          runs["gather"].result.view(np.uint16))
+    ops = runs["gather"].counters.ops
+    assert "SWITCH" not in ops and "IMM" not in ops
+    assert ops["FACC"] == runs["switch"].counters.ops["FACC"]
+
+
+def test_gather_graph_is_bscan_straight_into_the_value_loads():
+    from sw.graphs import SPARSE_GRAPHS, engine_issues
+    from sw.isa import Op
+    assert SPARSE_GRAPHS == ("switch", "gather")
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=4, sparse_graph="gather")
+    assert plan.describe()["sparse_graph"] == "gather"
+    g = build_graph(plan)
+    out = g.out_edges()
+    role = {n.id: n.meta.get("role") for n in g.nodes}
+    assert not any(n.op in (Op.SWITCH, Op.IMM) for n in g.nodes)
+    zero = plan.desc_base[0] + 12
+    for n in (n for n in g.nodes if n.op is Op.BSCAN):
+        loads = [g.nodes[e.dst] for e in out[n.id]]
+        assert [ld.op for ld in loads] == [Op.LDHB, Op.LDHB]      # wfan 4: 8 lane groups
+        assert all(ld.imm == zero and role[ld.id] == "ld" for ld in loads)
+    # No SWITCH loop: per column pipe 2 carries the BSCAN tokens and little else.
+    sw_c = engine_issues("sparse", 3, 8, 64, wfan=4)
+    ga_c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="gather")
+    assert ga_c.other < sw_c.other - 2.5 * 3 * 64 and ga_c.mem == sw_c.mem
+    assert ga_c.slots == sw_c.slots - 3 * 3 + 1                  # - SWITCH, IMM, join; + shift
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(sparse_graph="select"), "sparse_graph must be one of switch, gather, got 'select'"),
+    (dict(kb=0), "kb must be a positive integer, got 0"),
+    (dict(gb=1.5), "gb must be a positive integer, got 1.5"),
+])
+def test_plan_rejects_bad_graph_options(kw, match):
+    with pytest.raises(FdpuError, match=match):
+        plan_fc(4, 16, 4, "sparse", **kw)
