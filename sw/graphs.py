@@ -465,10 +465,15 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="swi
                 bound = max(terms, key=terms.get)
                 per_ctx = terms[bound]
                 rounds = -(-items // params.num_pes)
-                # Ties (e.g. two blockings bound by the same SWITCH loop) go to the one whose
-                # pipes are less loaded, then fewer loads per FACC, then a larger block.
+                # Ties (e.g. two blockings bound by the same SWITCH loop, or by the FP pipe)
+                # go to the one whose busiest pipe is less loaded, then (sparse) the one with
+                # less INT/CTRL work (measured: the gather graph's 6 x 4 engine, 11 pipe-2
+                # issues per column, ran at 0.90 of the FP pipe on one PE, its 3 x 8 wfan 16
+                # engine, 9.6, at 0.95), then fewer loads per FACC, then a larger block.
                 issue = max(*pipes, c.fp) * scale
-                cost = (rounds * per_ctx, rounds * issue, (kb + gb) / (kb * gb), -kb * gb, wfan)
+                ctrl = rounds * pipes[0] * scale if mode == "sparse" else 0
+                cost = (rounds * per_ctx, rounds * issue, ctrl, (kb + gb) / (kb * gb), -kb * gb,
+                        wfan)
                 cands.append(dict(kb=kb, gb=gb, wfan=wfan, issues=c, items=items,
                                   rounds=rounds, per_ctx=per_ctx, bound=bound, cost=cost))
     return sorted(cands, key=lambda d: d["cost"])
