@@ -16,12 +16,13 @@ order, one rounding per step (``FACC``); sparse mode feeds ``+0.0`` for every we
 FD-CSR does not store, including the padding columns ``C .. Cw-1`` (whose inputs are 0).
 
 Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
-per context: item base, input base, output base, and a zero pad word, which sparse engines
-load for the weights FD-CSR does not store), then the input blocks (``gb`` groups of
-``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch element ``4 * g + l``), the item data
-(dense: ``W`` block column-major, ``kb`` binary16 per column; sparse: the item's FD-CSR
-``colidx``, ``rowoff``, ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose
-data do not fit the Dbufs runs in several passes (one memory image each, the same program).
+per context: item base, input base, output base, and a zero pad word; sparse engines feed
+``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
+the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
+element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
+column; sparse: the item's FD-CSR ``colidx``, ``rowoff``, ``values``), and the output blocks
+(``kb x gb`` tokens).  A layer whose data do not fit the Dbufs runs in several passes (one
+memory image each, the same program).
 """
 
 from dataclasses import dataclass, field
@@ -41,7 +42,6 @@ MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
 _ROW = fdcsr.ROW
 _DESC = 16           # bytes of one descriptor: item base, input base, output base, pad
-_ZERO = 12           # the pad word (always 0): the binary16 +0.0 a sparse zero weight loads
 _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Cost of a home Dbuf off the PE's row and column (its route bends), against hops squared.
 _BENT = 10_000
@@ -70,11 +70,10 @@ WFANS = (4, 16)
 
 #: How a sparse engine turns FD-CSR into the weight stream (``FcPlan.sparse_graph``):
 #: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
-#: or the zero word's, its feedback edge keeping the columns in order); ``gather`` has no
-#: branch: BSCAN's token goes straight to the value load, whose immediate points at the zero
-#: word, so a zero weight (token 0) loads +0.0 and a stored one (token = its offset from the
-#: zero word) its value.  Same weights in the same order, so the same bits
-#: (docs/dataflow.md, "The gather graph").
+#: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
+#: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
+#: with ``LDHBZ`` (ISA v1.4: address 0 gives +0.0 without a Dbuf access).  Same weights in the
+#: same order, so the same bits (docs/dataflow.md, "The gather graph").
 SPARSE_GRAPHS = ("switch", "gather")
 
 
@@ -85,12 +84,6 @@ def _chunks(gb, k=ArrayParams.MAX_DESTS):
 
 def _align(n, a):
     return -(-n // a) * a
-
-
-def _s32(v):
-    """Return ``v`` wrapped to a 32-bit two's-complement immediate."""
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >> 31 else v
 
 
 @dataclass
@@ -250,22 +243,15 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
         brep = add("brep", Op.ITER, imm=r16)
         g.fanout(ld_b, [(it_c, 0), (it_r, 0), (brep, 0)])
-        zero = desc + _ZERO
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
         gather = plan.sparse_graph == "gather"
-        if gather:
-            # The gather graph's value loads add the zero word's address: each row's BSCAN
-            # base is moved by ``shift`` so that a stored weight's token is its value address
-            # minus ``zero`` (32-bit wrap), and a zero weight's token 0 loads the zero word.
-            shift = _s32(off_v - 2 - zero)
-            bsh = add("bsh", Op.ADD, 1, shift)
-            g.connect(brep, bsh, 0)
         ci, ro, ad, w = [], [], [], []
         for k in range(kb):
             # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and
             # base = item base + 2 x rowoff and emits, per column, the stored weight's value
-            # address - (off_v - 2) (never 0) or 0 for a zero weight.
+            # address - (off_v - 2) (never 0) or 0 for a zero weight.  The value loads are
+            # LDHBZ (ISA v1.4): address 0 gives +0.0 without a Dbuf access.
             ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
             ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))
             so = add("so", Op.SHL, 1, 1, row=k)
@@ -275,37 +261,35 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
             g.connect(ci[k], bs, 0)
             g.connect(ad[k], bs, 1)
+            lds = [add("ld", Op.LDHBZ, imm=off_v - 2, row=k, lane=q)
+                   for q in range(len(_chunks(gb, plan.wfan)))]
+            w.append(lds)
             if gather:
-                lds = [add("ld", Op.LDHB, imm=_s32(zero), row=k, lane=q)
-                       for q in range(len(_chunks(gb, plan.wfan)))]
+                # No branch: BSCAN's tokens are the value loads' addresses.
                 g.fanout(bs, [(v, 0) for v in lds])
-                w.append(lds)
                 continue
             sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
             # The same token is the data and the condition.
             g.fanout(bs, [(sw, 0), (sw, 1)])
             # The SWITCH chooses the *address* of the weight: a stored weight's address
-            # (taken branch, straight to the join) or, for a zero weight, IMM the address
-            # of the descriptor table's zero pad word.  The join (MOV) feeds the one value
-            # load, whose replies the PE forwards in issue order, and the feedback edge: the
-            # SWITCH -> join loop is two or three same-PE firings, without the Dbuf round
-            # trip of the paper's SWITCH -> LD | FIMM -> join (docs/dataflow.md).
-            fz = add("fz", Op.IMM, imm=zero - (off_v - 2), row=k)
+            # (taken branch, straight to the join) or, for a zero weight, IMM 0, which the
+            # LDHBZ value loads turn into +0.0 without a Dbuf access.  The join (MOV) feeds
+            # the value loads, whose replies the PE forwards in issue order, and the feedback
+            # edge: the SWITCH -> join loop is two or three same-PE firings, without the Dbuf
+            # round trip of the paper's SWITCH -> LD | FIMM -> join (docs/dataflow.md).
+            fz = add("fz", Op.IMM, imm=0, row=k)
             jn = add("jn", Op.MOV, row=k)
             g.connect(sw, jn, 0, branch=True)
             g.connect(sw, fz, 0, branch=False)
             g.connect(fz, jn, 0)
-            # One value load per 4 lane groups, each naming its FACCs directly (no MOV tree
-            # on the INT pipe; the loads issue on the memory pipe).
-            lds = [add("ld", Op.LDHB, imm=off_v - 2, row=k, lane=q)
-                   for q in range(len(_chunks(gb, plan.wfan)))]
+            # One value load per wfan lane groups (wfan 4: naming its FACCs directly, no MOV
+            # tree on the INT pipe; the loads issue on the memory pipe).
             if plan.feedback:
                 g.connect(jn, sw, 2, init=1)
             g.fanout(jn, [(v, 0) for v in lds])
-            w.append(lds)
         g.fanout(it_c, [(x, 0) for x in ci])
         g.fanout(it_r, [(x, 0) for x in ro])
-        g.fanout(bsh if gather else brep, [(x, 1) for x in ad])
+        g.fanout(brep, [(x, 1) for x in ad])
     x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
     if plan.mode == "dense":
         g.fanout(it_x, [(v, 0) for v in x])
