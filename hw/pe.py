@@ -51,6 +51,9 @@ Contract
   reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
   a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
   firing order; each slot's load/store results in issue order (not across slots).
+* ``LDHBZ`` (ISA v1.4) of an address token whose low 32 bits are 0 sends no request (needs no
+  request FIFO room, checks no address): it takes its pool entry like any load and retires
+  the token 0 in its slot's issue order; other addresses load as ``LDHB``.
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
   the sticky OVERFLOW flag.  Errors (:class:`hw.pe_types.PeError`) are sticky in
   ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
@@ -85,6 +88,10 @@ _INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: Int
 _FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
            Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
 _SIZE = {2: 1, 4: 2, 8: 3}
+# The memory operations by the ISA's own classification (LDHBZ, ISA v1.4, is opcode 39, past
+# the stores: no opcode range holds exactly the loads).
+_LOADS = tuple(op for op in Op if op.is_load)
+_STORES = tuple(op for op in Op if op.is_store)
 BANKS = 4
 """Default operand memory banks per operand index (``Pe(banks=...)``; docs/pe.md Round 7)."""
 
@@ -296,8 +303,8 @@ class Pe(wiring.Component):
             return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
                        getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
 
-        def op_in(op, lo, hi):
-            return Cat(*[_eq(op, int(o)) for o in Op if lo <= o <= hi]).any()
+        def op_of(op, ops):
+            return Cat(*[_eq(op, int(o)) for o in ops]).any()
 
         # The coordinate: a run-time input (one module for all PEs) or constants.
         coord = Signal(coord_layout(p), name="coord")
@@ -397,7 +404,7 @@ class Pe(wiring.Component):
             with m.Default():
                 m.d.comb += [known_op.eq(0), fp_op.eq(0)]
         mem_op = Signal()
-        m.d.comb += mem_op.eq(op_in(part0.op, Op.LDH, Op.STD))
+        m.d.comb += mem_op.eq(op_of(part0.op, _LOADS + _STORES))
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
         tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
         # With a second INT pipe each INT/MEM/CTRL slot is given its pipe when configured:
@@ -572,7 +579,8 @@ class Pe(wiring.Component):
         # The load/store reorder pool: P entries shared by all slots.  A LD/ST takes a free
         # entry when it is sent; the request's `tag` and `slot` fields carry the entry number
         # (low bits in `tag`), the Dbuf echoes them, the REPLY writes the entry (pool_data)
-        # and sets `pvalid`.  Each slot's entries form a list in issue order (`nxt`, the
+        # and sets `pvalid` (a LDHBZ of address 0 sets `pvalid` and pool_info's `zero` at
+        # issue, and sends nothing).  Each slot's entries form a list in issue order (`nxt`, the
         # slot's last entry in `ptail`); `first` marks the oldest entry of its slot.  An entry
         # retires when it is first and its reply is in: in issue order within a slot, in any
         # order between slots (a slow Dbuf holds up only its own slot).
@@ -583,7 +591,7 @@ class Pe(wiring.Component):
         m.submodules.pool_data = pool_data = Memory(
             shape=data.StructLayout({"data": 64, "err": 1}), depth=P, init=[])
         m.submodules.pool_info = pool_info = Memory(
-            shape=data.StructLayout({"slot": sb, "ectx": 32}), depth=P, init=[])
+            shape=data.StructLayout({"slot": sb, "ectx": 32, "zero": 1}), depth=P, init=[])
         pool_info_w = pool_info.write_port()
         m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
         m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
@@ -606,6 +614,7 @@ class Pe(wiring.Component):
         ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
         free_any, free_idx = _first(m, ~alloc, "pool_free")
         pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
+        pool_skip = Signal(name="pool_skip")         # ... a LDHBZ of address 0: no request
         pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
         pool_link_to = Signal(lgp, name="pool_link_to")
 
@@ -690,7 +699,7 @@ class Pe(wiring.Component):
                          has[2].eq(insn.nsrc.all())]
             is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
                      for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
-                                Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
+                                Op.LDHBZ, Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
             for op, sig in is_op.items():
                 m.d.comb += sig.eq(_eq(insn.op, int(op)))
 
@@ -756,7 +765,7 @@ class Pe(wiring.Component):
                 is_mem = Signal(name=f"is_mem{pp}")
                 st["is_mem"] = is_mem
                 if pp == 0:
-                    m.d.comb += is_mem.eq(~st["cont"] & op_in(insn.op, Op.LDH, Op.STD))
+                    m.d.comb += is_mem.eq(~st["cont"] & op_of(insn.op, _LOADS + _STORES))
                 tag = Signal(self._int_tag(p), name="int_tag")
                 a = Signal(32, name="alu_a")
                 b = Signal(32, name="alu_b")
@@ -804,7 +813,7 @@ class Pe(wiring.Component):
                 # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
                 # counted here and sent on its acknowledgement with the count kept in its pool
                 # entry.
-                is_store = op_in(insn.op, Op.STH, Op.STD)
+                is_store = op_of(insn.op, _STORES)
                 end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
                 m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
                              tag.ectx.eq(ends_cur[pp].data)]
@@ -844,7 +853,14 @@ class Pe(wiring.Component):
                 # LD/ST: address, Dbuf, reorder window.
                 addr = Signal(32, name="ls_addr")
                 m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
-                mem_ok = req_q.i_data.ready & free_any
+                # LDHBZ (ISA v1.4) of an address token 0: +0.0 without a request (and without
+                # an address check).  It still takes a pool entry, so that its slot's results
+                # leave in issue order, entered as replied at once with the `zero` bit of
+                # pool_info set: its retire lane sends 0, and pool_data keeps one write port,
+                # the REPLY's.
+                skip = pool_skip
+                m.d.comb += skip.eq(is_op[Op.LDHBZ] & ~opv[0][:32].any())
+                mem_ok = (req_q.i_data.ready | skip) & free_any
                 # The memory lane (dispatcher) of the replies: lane 1 when some destination
                 # is an operand 1 or 2, so the two operands of a FACC/FMADD fed by loads
                 # arrive in the same cycle (weight loads feed operand 0 only, input loads
@@ -861,7 +877,7 @@ class Pe(wiring.Component):
                 # as an overflow entry while fewer than P/2 are in the pool.
                 ovf_mode = Signal(name="ovf_mode")
                 is_load = Signal(name="is_load")
-                m.d.comb += is_load.eq(op_in(insn.op, Op.LDH, Op.LDD))
+                m.d.comb += is_load.eq(op_of(insn.op, _LOADS))
                 m.d.comb += issue_resv.eq(room & ~ovf_mode)
                 mem_go = Signal(name="mem_go")
                 m.d.comb += mem_go.eq(mem_ok & (issue_resv | (is_load & ovf_free)))
@@ -887,7 +903,7 @@ class Pe(wiring.Component):
                             m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
                 size = Signal(2, name="ls_size")
                 with m.Switch(insn.op):
-                    for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW, Op.STD):
+                    for op in _LOADS + _STORES:
                         with m.Case(int(op)):
                             m.d.comb += size.eq(_SIZE[op.access_bytes])
                     with m.Default():
@@ -899,21 +915,23 @@ class Pe(wiring.Component):
                     req.store.dst_y.eq(dxy[p.x_bits:]),
                     req.store.addr.eq(addr),
                     req.store.size.eq(size),
-                    req.store.bcast.eq(is_op[Op.LDHB]),
+                    req.store.bcast.eq(is_op[Op.LDHB] | is_op[Op.LDHBZ]),
                     req.store.src_x.eq(_biased(coord.x, p.x_bits)),
                     req.store.src_y.eq(_biased(coord.y, p.y_bits)),
                     req.store.slot.eq(free_idx[TAG_BITS:]),
                     req.store.tag.eq(free_idx[:TAG_BITS]),
                     req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
                     req_q.i_data.payload.eq(req),
-                    req_q.i_data.valid.eq(go & is_mem & in_range),
+                    req_q.i_data.valid.eq(go & is_mem & in_range & ~skip),
                 ]
-                raise_err.append((go & is_mem & ~in_range, PeError.BAD_ADDRESS, st["slot"]))
+                raise_err.append((go & is_mem & ~in_range & ~skip, PeError.BAD_ADDRESS,
+                                  st["slot"]))
                 issue = pool_issue
-                m.d.comb += issue.eq(go & is_mem & in_range)
+                m.d.comb += issue.eq(go & is_mem & (in_range | skip))
                 m.d.comb += [pool_info_w.addr.eq(free_idx), pool_info_w.en.eq(issue),
                              pool_info_w.data.slot.eq(st["slot"]),
-                             pool_info_w.data.ectx.eq(ends_cur[0].data)]
+                             pool_info_w.data.ectx.eq(ends_cur[0].data),
+                             pool_info_w.data.zero.eq(skip)]
                 # Link the new entry behind the slot's last one, if that one is still in the
                 # pool (and not retiring right now); otherwise it is the slot's oldest.
                 pt_r = pool_ptail.read_port(domain="comb")
@@ -1052,6 +1070,7 @@ class Pe(wiring.Component):
             r1_idx = Signal(lgp, name=f"r1_idx{j}")
             r1_ectx = Signal(32, name=f"r1_ectx{j}")
             r1_resv = Signal(name=f"r1_resv{j}")
+            r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
             in_r1 = _decode(m, r1_idx, P, f"pool_r1_{j}")
             mine = Signal(P, name=f"retire_mine{j}")
             m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
@@ -1066,7 +1085,8 @@ class Pe(wiring.Component):
             m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
                          insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
             m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
-                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(mux(list(resv), ret_pick))]
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(mux(list(resv), ret_pick)),
+                         r1_zero.eq(ret_info.data.zero)]
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
             # Room for an overflow entry: every local destination below depth, and no mesh
@@ -1098,10 +1118,10 @@ class Pe(wiring.Component):
             nxt_live.append(mux(list(has_nxt), r1_idx))
             ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
-            r_store = op_in(rinsn.op, Op.STH, Op.STD)
+            r_store = op_of(rinsn.op, _STORES)
             m.d.comb += [
                 dj.i_res.valid.eq(r1_valid & (r1_resv | r_room)),
-                dpm.data.eq(Mux(r_store, Const(0, 64), pool_r.data.data)),
+                dpm.data.eq(Mux(r_store | r1_zero, Const(0, 64), pool_r.data.data)),
                 dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
                 dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
                 dpm.ectx.eq(r1_ectx),
@@ -1122,7 +1142,7 @@ class Pe(wiring.Component):
         d_nxt = [_decode(m, nxt_r[j], P, f"pool_nx{j}") for j in range(2)]
         for e in range(P):
             with m.If(pool_issue & d_new[e]):
-                m.d.sync += [alloc[e].eq(1), pvalid[e].eq(0), first[e].eq(~pool_link),
+                m.d.sync += [alloc[e].eq(1), pvalid[e].eq(pool_skip), first[e].eq(~pool_link),
                              has_nxt[e].eq(0), lane[e].eq(mem_lane), resv[e].eq(issue_resv)]
             with m.If(is_rep & d_rep[e]):
                 m.d.sync += pvalid[e].eq(1)

@@ -512,6 +512,12 @@ class _Machine:
         self.c.ops[op.name] += 1
         a = lambda i: self._operand(st, i, popped)  # noqa: E731
         lat = _LAT[op.unit]
+        if op is Op.LDHBZ and a(0) & M32 == 0:
+            # ISA v1.4: address 0 gives +0.0 without a memory access, in issue order.
+            entry = [None, None, tag]
+            st.memq.append(entry)
+            self._push(self.now + 1 + self._rand(self.jitter), "mem", st.key, entry, 0)
+            return True
         if op.is_load or op.is_store:
             addr = (a(0) + insn.imm) & M32
             n = op.access_bytes
@@ -522,7 +528,7 @@ class _Machine:
             self.c.mem_hops += 2 * hops
             if op.is_load:
                 raw = int.from_bytes(self.mem.read(addr, n), "little")
-                value = raw * _BCAST if op is Op.LDHB else raw
+                value = raw * _BCAST if op in (Op.LDHB, Op.LDHBZ) else raw
                 self.c.bytes_read += n
             else:
                 self.mem.write(addr, (a(1) & ((1 << (8 * n)) - 1)).to_bytes(n, "little"))
@@ -636,15 +642,17 @@ def run_image(image, seed=None, jitter=4, max_events=50_000_000):
 
 # Counting without running -------------------------------------------------------------------
 
-def program_counters(image, contexts, switch_true, mem_hops):
+def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
     """Return the :class:`Counters` of running ``contexts`` contexts of ``image``'s program.
 
     Token counts are propagated through the decoded program (edges into SWITCH operand 2 are
     the feedback edges and are not followed).  ``switch_true[(x, y, slot)]`` is the total
     number of SWITCH firings that take the True branch, ``mem_hops(x, y, slot)`` the hops from
-    a memory instruction to the Dbuf it accesses.  Supports graphs whose only cycles are
-    SWITCH feedback edges (all FC graphs).
+    a memory instruction to the Dbuf it accesses, ``accesses[(x, y, slot)]`` the firings of a
+    ``LDHBZ`` that access memory (a non-zero address; default: all).  Supports graphs whose
+    only cycles are SWITCH feedback edges (all FC graphs).
     """
+    accesses = accesses or {}
     p = image.params
     insns = image.instructions()
     into = Counter()
@@ -674,12 +682,13 @@ def program_counters(image, contexts, switch_true, mem_hops):
             c.ctx_ends += n
         if op.is_load or op.is_store:
             h = mem_hops(*key)
-            c.mem_packets += 2 * n
-            c.mem_hops += 2 * n * h
+            m = accesses.get(key, n) if op is Op.LDHBZ else n
+            c.mem_packets += 2 * m
+            c.mem_hops += 2 * m * h
             if op.is_load:
-                c.bytes_read += n * op.access_bytes
+                c.bytes_read += m * op.access_bytes
             else:
-                c.bytes_written += n * op.access_bytes
+                c.bytes_written += m * op.access_bytes
         per_dest = []
         for i, d in enumerate(insn.dests):
             if op in (Op.ITER, Op.BSCAN):
@@ -785,7 +794,7 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
     def hops(x, y, slot):
         return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
 
-    switch_true = {}
+    switch_true, accesses = {}, {}
     if plan.mode == "sparse":
         nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
         nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
@@ -794,8 +803,13 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
         items = np.arange(plan.items)
         engine = (items % plan.per_pass) % plan.engines
         np.add.at(per_engine, engine, nz[items % plan.kblocks])
+        # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
+        # memory, once per stored weight.
         for node in graph.nodes:
             if node.op is Op.SWITCH:
                 e, k = node.meta["engine"], node.meta["row"]
                 switch_true[placement.where[node.id]] = int(per_engine[e, k])
-    return program_counters(image, contexts, switch_true, hops)
+            elif node.op is Op.LDHBZ:
+                e, k = node.meta["engine"], node.meta["row"]
+                accesses[placement.where[node.id]] = int(per_engine[e, k])
+    return program_counters(image, contexts, switch_true, hops, accesses)

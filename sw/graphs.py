@@ -16,12 +16,13 @@ order, one rounding per step (``FACC``); sparse mode feeds ``+0.0`` for every we
 FD-CSR does not store, including the padding columns ``C .. Cw-1`` (whose inputs are 0).
 
 Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
-per context: item base, input base, output base, and a zero pad word, which sparse engines
-load for the weights FD-CSR does not store), then the input blocks (``gb`` groups of
-``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch element ``4 * g + l``), the item data
-(dense: ``W`` block column-major, ``kb`` binary16 per column; sparse: the item's FD-CSR
-``colidx``, ``rowoff``, ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose
-data do not fit the Dbufs runs in several passes (one memory image each, the same program).
+per context: item base, input base, output base, and a zero pad word; sparse engines feed
+``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
+the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
+element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
+column; sparse: the item's FD-CSR ``colidx``, ``rowoff``, ``values``), and the output blocks
+(``kb x gb`` tokens).  A layer whose data do not fit the Dbufs runs in several passes (one
+memory image each, the same program).
 """
 
 from dataclasses import dataclass, field
@@ -34,14 +35,13 @@ from .dfg import Graph
 from .errors import FdpuError
 from .isa import Op, Unit
 
-__all__ = ["MODES", "WFANS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
+__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
            "gather_outputs", "engine_costs", "engine_issues", "EngineIssues", "blocking_costs"]
 
 MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
 _ROW = fdcsr.ROW
 _DESC = 16           # bytes of one descriptor: item base, input base, output base, pad
-_ZERO = 12           # the pad word (always 0): the binary16 +0.0 a sparse zero weight loads
 _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Cost of a home Dbuf off the PE's row and column (its route bends), against hops squared.
 _BENT = 10_000
@@ -67,6 +67,14 @@ SPARSE_INT_UTIL = 0.65
 #: Dbuf accesses, more INT issues).  The blocking chooser picks one per plan
 #: (``FcPlan.wfan``, docs/mapping.md).
 WFANS = (4, 16)
+
+#: How a sparse engine turns FD-CSR into the weight stream (``FcPlan.sparse_graph``):
+#: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
+#: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
+#: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
+#: with ``LDHBZ`` (ISA v1.4: address 0 gives +0.0 without a Dbuf access).  Same weights in the
+#: same order, so the same bits (docs/dataflow.md, "The gather graph").
+SPARSE_GRAPHS = ("switch", "gather")
 
 
 def _chunks(gb, k=ArrayParams.MAX_DESTS):
@@ -94,6 +102,7 @@ class FcPlan:
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
+    sparse_graph: str = "switch"                   # sparse: one of SPARSE_GRAPHS
 
     @property
     def groups(self):
@@ -175,7 +184,8 @@ class FcPlan:
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
-                    wfan=self.wfan, fan_pipe0=self.fan_pipe0)
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0,
+                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None)
 
 
 # Engine graphs -------------------------------------------------------------------------------
@@ -233,14 +243,15 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
         brep = add("brep", Op.ITER, imm=r16)
         g.fanout(ld_b, [(it_c, 0), (it_r, 0), (brep, 0)])
-        zero = desc + _ZERO
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
+        gather = plan.sparse_graph == "gather"
         ci, ro, ad, w = [], [], [], []
         for k in range(kb):
             # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and
             # base = item base + 2 x rowoff and emits, per column, the stored weight's value
-            # address - (off_v - 2) (never 0) or 0 for a zero weight.
+            # address - (off_v - 2) (never 0) or 0 for a zero weight.  The value loads are
+            # LDHBZ (ISA v1.4): address 0 gives +0.0 without a Dbuf access.
             ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
             ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))
             so = add("so", Op.SHL, 1, 1, row=k)
@@ -250,28 +261,32 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
             g.connect(ci[k], bs, 0)
             g.connect(ad[k], bs, 1)
+            lds = [add("ld", Op.LDHBZ, imm=off_v - 2, row=k, lane=q)
+                   for q in range(len(_chunks(gb, plan.wfan)))]
+            w.append(lds)
+            if gather:
+                # No branch: BSCAN's tokens are the value loads' addresses.
+                g.fanout(bs, [(v, 0) for v in lds])
+                continue
             sw = add("sw", Op.SWITCH, 3 if plan.feedback else 2, row=k)
             # The same token is the data and the condition.
             g.fanout(bs, [(sw, 0), (sw, 1)])
             # The SWITCH chooses the *address* of the weight: a stored weight's address
-            # (taken branch, straight to the join) or, for a zero weight, IMM the address
-            # of the descriptor table's zero pad word.  The join (MOV) feeds the one value
-            # load, whose replies the PE forwards in issue order, and the feedback edge: the
-            # SWITCH -> join loop is two or three same-PE firings, without the Dbuf round
-            # trip of the paper's SWITCH -> LD | FIMM -> join (docs/dataflow.md).
-            fz = add("fz", Op.IMM, imm=zero - (off_v - 2), row=k)
+            # (taken branch, straight to the join) or, for a zero weight, IMM 0, which the
+            # LDHBZ value loads turn into +0.0 without a Dbuf access.  The join (MOV) feeds
+            # the value loads, whose replies the PE forwards in issue order, and the feedback
+            # edge: the SWITCH -> join loop is two or three same-PE firings, without the Dbuf
+            # round trip of the paper's SWITCH -> LD | FIMM -> join (docs/dataflow.md).
+            fz = add("fz", Op.IMM, imm=0, row=k)
             jn = add("jn", Op.MOV, row=k)
             g.connect(sw, jn, 0, branch=True)
             g.connect(sw, fz, 0, branch=False)
             g.connect(fz, jn, 0)
-            # One value load per 4 lane groups, each naming its FACCs directly (no MOV tree
-            # on the INT pipe; the loads issue on the memory pipe).
-            lds = [add("ld", Op.LDHB, imm=off_v - 2, row=k, lane=q)
-                   for q in range(len(_chunks(gb, plan.wfan)))]
+            # One value load per wfan lane groups (wfan 4: naming its FACCs directly, no MOV
+            # tree on the INT pipe; the loads issue on the memory pipe).
             if plan.feedback:
                 g.connect(jn, sw, 2, init=1)
             g.fanout(jn, [(v, 0) for v in lds])
-            w.append(lds)
         g.fanout(it_c, [(x, 0) for x in ci])
         g.fanout(it_r, [(x, 0) for x in ro])
         g.fanout(brep, [(x, 1) for x in ad])
@@ -318,15 +333,17 @@ class EngineIssues:
         return (self.other + self.mem + self.iter + self.hinted,)
 
 
-def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
+def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
+                  sparse_graph="switch"):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
     counts at the SWITCH's rate (so the zero branch's IMM counts as if every weight were 0).
-    ``fan_pipe0`` is :attr:`FcPlan.fan_pipe0`.
+    ``fan_pipe0`` and ``sparse_graph`` are :attr:`FcPlan.fan_pipe0` and
+    :attr:`FcPlan.sparse_graph`.
     """
     plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan,
-                  fan_pipe0=fan_pipe0)
+                  fan_pipe0=fan_pipe0, sparse_graph=sparse_graph)
     g = Graph("probe")
     build_engine(g, plan, 0)
     rates = g.rates()
@@ -343,14 +360,15 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False):
                                         for k in ("other", "iter", "mem", "fp", "hinted")))
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4):
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4, sparse_graph="switch"):
     """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
 
     The int-pipe issues are every INT/MEM/CTRL issue (:func:`engine_issues` splits them by
     pipe).  With ``loads=True`` also return the memory accesses per context as a fourth
-    element; ``wfan`` is :attr:`FcPlan.wfan`.
+    element; ``wfan`` and ``sparse_graph`` are :attr:`FcPlan.wfan` and
+    :attr:`FcPlan.sparse_graph`.
     """
-    c = engine_issues(mode, kb, gb, Cw, feedback, wfan)
+    c = engine_issues(mode, kb, gb, Cw, feedback, wfan, sparse_graph=sparse_graph)
     integer = c.other + c.iter + c.mem + c.hinted
     if loads:
         return c.slots, integer, c.fp, c.mem
@@ -377,7 +395,7 @@ def _link_engines(params, homes):
     return max(load.values(), default=1)
 
 
-def blocking_costs(mode, K, groups, Cw, params, feedback=True):
+def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="switch"):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
 
     One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
@@ -391,9 +409,11 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
       tokens, pipe 2 every other INT/CTRL issue (BSCAN tokens included); with
       ``int_issue = 1`` one pipe takes them all;
     * a Dbuf serves one access per cycle to the engines homed on it;
-    * sparse: pipe 2 (the SWITCH loops' firings) reaches only :data:`SPARSE_INT_UTIL` of its
-      cycles, each weight row's SWITCH loop takes :data:`SPARSE_LOOP_CYCLES` per column, and a
-      mesh link carries one flit per cycle for every engine routed through it.
+    * sparse: a mesh link carries one flit per cycle for every engine routed through it; with
+      the ``switch`` graph pipe 2 (the SWITCH loops' firings) reaches only
+      :data:`SPARSE_INT_UTIL` of its cycles and each weight row's SWITCH loop takes
+      :data:`SPARSE_LOOP_CYCLES` per column (the ``gather`` graph has no loop: its weight
+      stream is feed-forward like the dense engine's).
     """
     cands = []
     links = {}
@@ -407,7 +427,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
             if gb > groups and gb > 1:
                 continue
             for wfan in (WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]):
-                c = engine_issues(mode, kb, gb, cols, feedback, wfan)
+                c = engine_issues(mode, kb, gb, cols, feedback, wfan,
+                                  sparse_graph=sparse_graph)
                 if c.slots > params.slots:
                     continue
                 items = -(-K // kb) * -(-groups // gb)
@@ -421,23 +442,29 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True):
                     count = min(params.num_pes, items)
                     if count not in links:
                         links[count] = _link_engines(params, _homes(params, count))
-                    terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
-                    terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
+                    if sparse_graph == "switch":
+                        terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
+                        terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
                     terms["mesh link"] = c.mem * links[count] * scale
                 bound = max(terms, key=terms.get)
                 per_ctx = terms[bound]
                 rounds = -(-items // params.num_pes)
-                # Ties (e.g. two blockings bound by the same SWITCH loop) go to the one whose
-                # pipes are less loaded, then fewer loads per FACC, then a larger block.
+                # Ties (e.g. two blockings bound by the same SWITCH loop, or by the FP pipe)
+                # go to the one whose busiest pipe is less loaded, then (sparse) the one with
+                # less INT/CTRL work (measured: the gather graph's 6 x 4 engine, 11 pipe-2
+                # issues per column, ran at 0.90 of the FP pipe on one PE, its 3 x 8 wfan 16
+                # engine, 9.6, at 0.95), then fewer loads per FACC, then a larger block.
                 issue = max(*pipes, c.fp) * scale
-                cost = (rounds * per_ctx, rounds * issue, (kb + gb) / (kb * gb), -kb * gb, wfan)
+                ctrl = rounds * pipes[0] * scale if mode == "sparse" else 0
+                cost = (rounds * per_ctx, rounds * issue, ctrl, (kb + gb) / (kb * gb), -kb * gb,
+                        wfan)
                 cands.append(dict(kb=kb, gb=gb, wfan=wfan, issues=c, items=items,
                                   rounds=rounds, per_ctx=per_ctx, bound=bound, cost=cost))
     return sorted(cands, key=lambda d: d["cost"])
 
 
-def _choose_blocking(mode, K, groups, Cw, params, feedback):
-    cands = blocking_costs(mode, K, groups, Cw, params, feedback)
+def _choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph):
+    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph)
     if not cands:
         raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
     return [(d["kb"], d["gb"], d["wfan"]) for d in cands]
@@ -476,7 +503,7 @@ def _homes(params, count, cap=None):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph="switch"):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
@@ -484,7 +511,8 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit the Dbufs.
     ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's ``pipe0``
     hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the blocking
-    choice does not depend on it.
+    choice does not depend on it.  ``sparse_graph`` (sparse) is one of :data:`SPARSE_GRAPHS`:
+    the paper's ``switch`` graph (default) or the branch-free ``gather`` graph.
 
     Raises
     ------
@@ -502,22 +530,33 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
+    for name, v in (("kb", kb), ("gb", gb)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                              or v < 1):
+            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+    if sparse_graph not in SPARSE_GRAPHS:
+        raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
+                        f"got {sparse_graph!r}")
     if wfan is not None and wfan not in WFANS:
         raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf.
-        for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback):
+        for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback,
+                                                sparse_graph):
             if kb is not None and ckb != kb or gb is not None and cgb != gb or \
                     wfan is not None and mode == "sparse" and cgb > WFANS[0] and cwfan != wfan:
                 continue
-            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan)
+            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
+                           sparse_graph=sparse_graph)
             probe.homes = _homes(params, min(params.num_pes, probe.items))
             if _fits(probe, 1):
                 break
         kb, gb, wfan = ckb, cgb, cwfan
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0))
-    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan)[0]
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
+                  sparse_graph=sparse_graph)
+    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
+                         sparse_graph=sparse_graph)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")

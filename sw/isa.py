@@ -50,6 +50,10 @@ Special instructions:
   4 or 8 bytes from ``addr + imm``; ``STH/STW/STD addr, data``: store the low 2, 4 or 8 bytes
   of ``data`` at ``addr + imm`` and, once the Dbuf has written them, send a 0 token to the
   destinations (so a graph can wait for its stores before it ends a context).
+* ``LDHBZ addr`` (ISA v1.4, the sparse graphs' value load): ``LDHB``, except that an ``addr``
+  token whose low 32 bits are 0 gives +0.0 in the four lanes (the 64-bit token 0) *without a
+  memory access*.  Results still leave in issue order.  A zero weight (BSCAN's token 0, or the
+  SWITCH graph's zero branch) then costs the Dbufs nothing, as the paper's ``FIMM 0.0`` branch.
 * ``IMM trigger`` / ``FIMM trigger``: emit the (sign-extended) immediate or the FP immediate
   when the trigger operand arrives (its value is ignored).
 
@@ -121,6 +125,7 @@ class Op(enum.IntEnum):
     STH = 36
     STW = 37
     STD = 38
+    LDHBZ = 39               # ISA v1.4
     # Control.
     SWITCH = 40
 
@@ -142,7 +147,7 @@ class Op(enum.IntEnum):
     @property
     def is_load(self):
         """Return whether the operation is a load."""
-        return self in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD)
+        return self in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.LDHBZ)
 
     @property
     def is_store(self):
@@ -162,7 +167,7 @@ _ARITY = {
     Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2,
     Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 2,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
-    Op.SWITCH: 3,
+    Op.LDHBZ: 1, Op.SWITCH: 3,
 }
 # Operations whose last operand may be the immediate accept one operand fewer; SWITCH's
 # feedback operand is optional.  Operations that use the immediate for something else
@@ -178,8 +183,9 @@ _UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.CTX: Unit.CTRL,
               Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL})
 _UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC)})
 _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW,
-                                      Op.STD)})
-_ACCESS_BYTES = {Op.LDH: 2, Op.LDHB: 2, Op.LDW: 4, Op.LDD: 8, Op.STH: 2, Op.STW: 4, Op.STD: 8}
+                                      Op.STD, Op.LDHBZ)})
+_ACCESS_BYTES = {Op.LDH: 2, Op.LDHB: 2, Op.LDW: 4, Op.LDD: 8, Op.STH: 2, Op.STW: 4, Op.STD: 8,
+                 Op.LDHBZ: 2}
 
 
 @dataclass(frozen=True)

@@ -782,7 +782,7 @@ def fc_cycle_bound(plan):
 
     cols = min(plan.Cw, 64)
     _, integer, fp = engine_costs(plan.mode, plan.kb, plan.gb, cols, plan.feedback,
-                                  wfan=plan.wfan)
+                                  wfan=plan.wfan, sparse_graph=plan.sparse_graph)
     contexts = max(plan.pass_contexts(p) for p in range(plan.passes))
     issues = (integer + fp) * plan.Cw / cols * contexts
     return int(200_000 + 2_000 * contexts + 8 * issues)

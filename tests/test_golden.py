@@ -132,6 +132,22 @@ def test_loads_stores_and_broadcast():
         assert res.counters.bytes_written == n
 
 
+def test_ldhbz_skips_memory_for_address_zero():
+    # ISA v1.4: LDHBZ is LDHB, except that address operand 0 gives the token 0 (+0.0 in four
+    # lanes) without a memory access; a non-zero address loads and broadcasts, with the imm.
+    seg = {0: bytes(range(16))}
+    for addr, want, packets in [(0, 0, 2), (2, 0x0706070607060706, 4)]:
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        ld = g.add(Op.LDHBZ, imm=4, group=0)
+        g.connect(imm(g, c, addr), ld, 0)
+        store(g, c, ld)
+        res = run_graph(g, segments=seg)
+        assert result(res) == want, addr
+        assert res.counters.mem_packets == packets        # the store's 2, + the load's 2
+        assert res.counters.ops["LDHBZ"] == 1
+
+
 def test_iter_scan_facc():
     # ITER 5 tokens 10, 13, ..., SCAN base 100 over them -> emits 100 + prefix sums; FACC 5
     # of (1.0 * 2.0) -> 10.0 in every lane; store the last SCAN value and the FACC.
@@ -386,15 +402,15 @@ def test_exact_and_fast_agree(mode, k, c, n, params):
     chk = reference.check(exact.result, w, x)
     assert chk.holds, chk
     if mode == "sparse":
-        # Every weight is loaded (a stored one from values, a zero one from the descriptor's
-        # zero pad word, chosen by the SWITCH): one LDHB per weight, row and 4 lane groups
-        # of every item run (dummy items included); the zero branch's IMM fires for the
-        # weights FD-CSR does not store (the sparse engine's only IMM); one BSCAN per
-        # FD-CSR row decodes 16 of them.
+        # Every weight goes through a value load (a stored one loads from values, a zero one,
+        # address 0 chosen by the SWITCH, is LDHBZ's +0.0 without a Dbuf access): one LDHBZ
+        # per weight, row and 4 lane groups of every item run (dummy items included); the
+        # zero branch's IMM fires for the weights FD-CSR does not store (the sparse engine's
+        # only IMM); one BSCAN per FD-CSR row decodes 16 of them.
         nnz = int(np.count_nonzero(w.view(np.uint16)))
         run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
         weights = run_items * plan.kb * plan.Cw
-        assert fast.counters.ops["LDHB"] == weights * -(-plan.gb // plan.wfan)
+        assert fast.counters.ops["LDHBZ"] == weights * -(-plan.gb // plan.wfan)
         assert fast.counters.ops["IMM"] == weights - nnz * plan.gblocks
         assert fast.counters.ops["BSCAN"] == weights // 16
 
@@ -551,7 +567,7 @@ def test_one_value_load_per_row_gives_the_same_bits():
     for r in runs + [fast]:
         assert np.array_equal(r.result.view(np.uint16), runs[0].result.view(np.uint16))
     assert fast.counters == runs[1].counters
-    assert runs[1].counters.ops["LDHB"] * 2 == runs[0].counters.ops["LDHB"]
+    assert runs[1].counters.ops["LDHBZ"] * 2 == runs[0].counters.ops["LDHBZ"]
     assert reference.check(runs[1].result, w, x).holds
 
 

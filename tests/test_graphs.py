@@ -129,10 +129,10 @@ def test_fc_result_follows_the_documented_order():
 
 
 def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
-    # The SWITCH loop holds no load: taken branch straight to the join, zero branch IMM of the
-    # descriptor's zero pad word; the join feeds the feedback edge and one value load per 4
-    # lane groups, which name their FACCs directly (no MOV tree); inputs likewise
-    # (docs/dataflow.md).
+    # The SWITCH loop holds no load: taken branch straight to the join, zero branch IMM 0
+    # (LDHBZ, ISA v1.4: +0.0 without a Dbuf access); the join feeds the feedback edge and one
+    # value load per 4 lane groups, which name their FACCs directly (no MOV tree); inputs
+    # likewise (docs/dataflow.md).
     from sw.isa import Op
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8)
@@ -145,8 +145,8 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
         zero = [e.dst for e in out[sw] if e.branch is False]
         assert [role[d] for d in taken] == ["jn"] and [role[d] for d in zero] == ["fz"]
         fz = g.nodes[zero[0]]
-        ld_imm = next(g.nodes[e.dst].imm for e in out[taken[0]] if role[e.dst] == "ld")
-        assert fz.op is Op.IMM and fz.imm + ld_imm == plan.desc_base[0] + 12
+        assert fz.op is Op.IMM and fz.imm == 0
+        assert all(g.nodes[e.dst].op is Op.LDHBZ for e in out[taken[0]] if role[e.dst] == "ld")
         jn_out = sorted((role[e.dst], e.init) for e in out[taken[0]])
         assert jn_out == [("ld", 0), ("ld", 0), ("sw", 1)]
     for nid in (n.id for n in g.nodes if role[n.id] in ("ld", "itXi")):
@@ -202,10 +202,10 @@ def test_value_loads_per_row_follow_the_mesh_links():
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
     assert _link_engines(p8, plan.homes) == 2
     g = build_graph(plan)
-    assert sum(1 for n in g.nodes if n.op is Op.LDHB) == 64 * 3
+    assert sum(1 for n in g.nodes if n.op is Op.LDHBZ) == 64 * 3
     plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4)
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
-    assert sum(1 for n in build_graph(plan).nodes if n.op is Op.LDHB) == 64 * 3 * 2
+    assert sum(1 for n in build_graph(plan).nodes if n.op is Op.LDHBZ) == 64 * 3 * 2
     p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
     plan = plan_fc(6, 64, 32, "sparse", p1)
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
@@ -258,7 +258,7 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     for n in hinted:
         assert n.op is Op.MOV and n.meta["role"] == "fanout"
         src = g.nodes[inn[(n.id, 0)][0].src]
-        assert src.meta["role"] == "ld" and src.op is Op.LDHB
+        assert src.meta["role"] == "ld" and src.op is Op.LDHBZ
     for kw in (dict(mode="sparse", wfan=16), dict(mode="sparse", wfan=4, fan_pipe0=True),
                dict(mode="dense")):
         mode = kw.pop("mode")
@@ -273,3 +273,68 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
     best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2))[0]
     assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)
+
+
+@pytest.mark.parametrize("k, c, n, density, rows", [
+    (6, 64, 32, 0.25, 1), (16, 40, 8, 0.05, 2), (5, 33, 3, 0.0, 1), (7, 48, 4, 1.0, 2)])
+def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
+    # The gather graph loads the same weights (stored ones and +0.0) in the same order as the
+    # paper's SWITCH graph, so every output bit is the same; the exact interpreter (random
+    # delivery delays) and the vectorized path agree on it and on the instruction counts.
+    from sw import golden
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    params = ArrayParams(rows=rows, cols=rows, slots=128, int_issue=2)
+    w = layers.make_weights((k, c), density, SEED)
+    x = layers.make_inputs(c, n, SEED)
+    runs = {}
+    for graph in ("switch", "gather"):
+        plan = plan_fc(k, c, n, "sparse", params, sparse_graph=graph)
+        exact = golden.run_fc(plan, w, x, exact=True, seed=SEED)
+        fast = golden.run_fc(plan, w, x)
+        assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
+        assert dict(exact.counters.ops) == dict(fast.counters.ops)
+        assert (exact.counters.mem_packets, exact.counters.bytes_read) == \
+            (fast.counters.mem_packets, fast.counters.bytes_read)
+        runs[graph] = exact
+    assert np.array_equal(runs["switch"].result.view(np.uint16),
+                          runs["gather"].result.view(np.uint16))
+    ops = runs["gather"].counters.ops
+    assert "SWITCH" not in ops and "IMM" not in ops
+    assert ops["FACC"] == runs["switch"].counters.ops["FACC"]
+    # LDHBZ (ISA v1.4): the value loads of zero weights access no Dbuf, in both graphs.
+    nnz = np.count_nonzero(w.view(np.uint16))
+    for run in runs.values():
+        assert run.counters.ops["LDHBZ"] >= k * c * run.plan.gb // run.plan.wfan
+    assert runs["gather"].counters.mem_packets == runs["switch"].counters.mem_packets
+
+
+def test_gather_graph_is_bscan_straight_into_the_value_loads():
+    from sw.graphs import SPARSE_GRAPHS, engine_issues
+    from sw.isa import Op
+    assert SPARSE_GRAPHS == ("switch", "gather")
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=4, sparse_graph="gather")
+    assert plan.describe()["sparse_graph"] == "gather"
+    g = build_graph(plan)
+    out = g.out_edges()
+    role = {n.id: n.meta.get("role") for n in g.nodes}
+    assert not any(n.op in (Op.SWITCH, Op.IMM) for n in g.nodes)
+    for n in (n for n in g.nodes if n.op is Op.BSCAN):
+        loads = [g.nodes[e.dst] for e in out[n.id]]
+        assert [ld.op for ld in loads] == [Op.LDHBZ, Op.LDHBZ]    # wfan 4: 8 lane groups
+        assert all(role[ld.id] == "ld" for ld in loads)
+    # No SWITCH loop: per column pipe 2 carries the BSCAN tokens and little else.
+    sw_c = engine_issues("sparse", 3, 8, 64, wfan=4)
+    ga_c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="gather")
+    assert ga_c.other < sw_c.other - 2.5 * 3 * 64 and ga_c.mem == sw_c.mem
+    assert ga_c.slots == sw_c.slots - 3 * 3                      # - SWITCH, IMM, join
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(sparse_graph="select"), "sparse_graph must be one of switch, gather, got 'select'"),
+    (dict(kb=0), "kb must be a positive integer, got 0"),
+    (dict(gb=1.5), "gb must be a positive integer, got 1.5"),
+])
+def test_plan_rejects_bad_graph_options(kw, match):
+    with pytest.raises(FdpuError, match=match):
+        plan_fc(4, 16, 4, "sparse", **kw)

@@ -18,6 +18,7 @@ from hw.verilog import lint, to_verilog
 from sw.arch import ArrayParams
 from sw.errors import FdpuError
 from sw.golden import ContextOrderError, run_image
+from sw.isa import Op
 from tb.pe import cases
 from tb.runner import run_cocotb
 
@@ -75,8 +76,51 @@ def test_bscan_case_stores_the_tokens_of_the_definition():
     assert cases.bscan_reference(0xFFFF_FFFF, 0xFFFF_FFFE, 2) == [0, 2]
 
 
+def test_ldhbz_case_loads_the_values_of_the_definition():
+    # The LDHBZ case (ISA v1.4) on the golden model against the ISA's formula: the stored
+    # tokens, and one request per non-zero address token (the RTL bench compares its request
+    # count with the golden model's, so with this formula too).
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    contexts = 8
+    res = run_image(cases.ldhbz_image(p, contexts, SEED), seed=SEED, jitter=4)
+    assert res.counters.ops["LDHBZ"] == 20 * contexts
+    requests = skipped = 0
+    for c in range(contexts):
+        want, n = cases.ldhbz_reference(SEED, c)
+        requests += n
+        skipped += want.count(0)
+        d, o = p.dbuf_of(p.dbuf_bytes + 256 * c)
+        buf = bytes(res.memory.bufs[d])
+        got = [int.from_bytes(buf[o + a:o + a + 8], "little")
+               for a in [8 * j for j in range(16)] + [128 + 8 * j for j in range(4)]]
+        assert got == want, c
+    assert res.counters.mem_packets == 2 * requests
+    # Both kinds of address token occur (the tables force 0, high bits only and a value).
+    assert 0 < skipped < 20 * contexts
+    # The far chain's first tokens: 0, then high bits only (both skipped).
+    _, words, _ = cases.ldhbz_tables(SEED)
+    assert words[0] == 0 and words[1] and not words[1] & 0xFFFF_FFFF
+
+
+def test_random_graphs_have_skipped_and_real_ldhbz():
+    # The random graphs' LDHBZs (ISA v1.4) meet both address 0 (no request) and table
+    # addresses: over a few seeds, some fire and some fewer requests leave than memory ops.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    fired = skipped = 0
+    for i in range(8):
+        res = run_image(cases.random_image(p, 24, SEED + i), seed=SEED)
+        ops = res.counters.ops
+        fired += ops["LDHBZ"]
+        skipped += sum(ops[op.name] for op in Op if op.is_load or op.is_store) \
+            - res.counters.mem_packets // 2
+    assert fired > skipped > 0, (fired, skipped)
+
+
 def _golden_cases(root, p):
-    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, random graphs."""
+    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, random
+    graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED)),
@@ -84,6 +128,7 @@ def _golden_cases(root, p):
         ("fig7", cases.fig7_image(p, 16)),
         ("kernels", cases.kernels_image(p, 8)),
         ("bscan", cases.bscan_image(p, 8, SEED)),
+        ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
     ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 

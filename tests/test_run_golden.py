@@ -84,6 +84,11 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
      "--no-feedback applies to --mode sparse only"),
     (("--in-features", 10, "--out-features", 3, "--slots", 8), "no blocking of the"),
+    (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--sparse-graph", "gather",
+      "--wfan", 16), "--sparse-graph, --wfan apply to --mode sparse only"),
+    (("--in-features", 10, "--out-features", 3, "--sparse-graph", "gather", "--no-feedback"),
+     "--no-feedback applies to --sparse-graph switch only"),
+    (("--in-features", 10, "--out-features", 3, "--kb", 0), "kb must be a positive integer"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
 ])
@@ -150,3 +155,18 @@ def test_golden_auto_picks_exact_for_small_layers_only():
     assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups
     assert golden_exact("auto", small) and not golden_exact("auto", big)
     assert golden_exact("exact", big) and not golden_exact("fast", small)
+
+
+def test_graph_options_reach_the_plan(tmp_path, capsys):
+    # --sparse-graph, --kb, --gb and --wfan choose the engine instead of the chooser.
+    out = tmp_path / "r.json"
+    status = sw.cli.main(["run", "--in-features", "64", "--out-features", "6", "--batch", "32",
+                          "--density", "0.25", "--rows", "1", "--cols", "1", "--slots", "128",
+                          "--int-issue", "2", "--sparse-graph", "gather", "--kb", "3",
+                          "--gb", "8", "--wfan", "16", "--json", str(out)])
+    capsys.readouterr()
+    rec = json.loads(out.read_text())
+    assert status == 0 and rec["match"]
+    assert {k: rec["plan"][k] for k in ("kb", "gb", "wfan", "sparse_graph")} == \
+        dict(kb=3, gb=8, wfan=16, sparse_graph="gather")
+    assert "SWITCH" not in rec["counters"]["ops"]

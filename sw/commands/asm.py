@@ -15,7 +15,7 @@ from ..asm import assemble, listing
 from ..errors import FdpuError
 from ..image import load
 from ..place import place
-from .run import add_layer_args, resolve
+from .run import add_layer_args, plan_options, resolve
 
 
 def register(subparsers):
@@ -41,7 +41,8 @@ def register(subparsers):
 def run_asm(args):
     """Assemble the layer; return the exit status."""
     name, w, x, params = resolve(args)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                          **plan_options(args))
     if not 0 <= args.pass_index < plan.passes:
         raise FdpuError(f"--pass must be in 0..{plan.passes - 1} for this layer, got "
                         f"{args.pass_index}")

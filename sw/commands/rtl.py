@@ -31,7 +31,7 @@ from rich.table import Table
 from .. import golden, graphs, runtime
 from ..arch import ArrayParams
 from .fdcsr import console, write_json
-from .run import add_layer_args, resolve
+from .run import add_layer_args, plan_options, resolve
 
 #: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
 FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4}
@@ -105,7 +105,8 @@ def run_rtl_command(args):
     params = ArrayParams(rows=base.rows, cols=base.cols, slots=args.slots,
                          int_issue=args.int_issue,
                          dbuf_bytes=args.dbuf_bytes)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                          **plan_options(args))
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
     ref = golden.run_fc(plan, w, x, exact=exact)

@@ -51,8 +51,28 @@ def add_layer_args(parser):
     arr = parser.add_argument_group("graph and array")
     arr.add_argument("--mode", choices=graphs.MODES, default="sparse",
                      help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
+    arr.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS, default="switch",
+                     help="sparse: the paper's SWITCH graph (default) or the branch-free gather "
+                          "graph (BSCAN's token addresses the value load; the same bits)")
+    arr.add_argument("--kb", type=int, metavar="K",
+                     help="output rows per engine (default: the blocking chooser's)")
+    arr.add_argument("--gb", type=int, metavar="G",
+                     help="lane groups (4 batch elements) per engine (default: the chooser's)")
+    arr.add_argument("--wfan", type=int, choices=graphs.WFANS,
+                     help="sparse: lane groups per value load (default: the chooser's)")
     arr.add_argument("--rows", type=int, default=8, metavar="R", help="PE rows (default 8)")
     arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
+
+
+def plan_options(args):
+    """Return the :func:`sw.graphs.plan_fc` keywords of the graph options."""
+    if args.mode != "sparse":
+        given = [flag for flag, v in (("--sparse-graph", args.sparse_graph != "switch"),
+                                      ("--wfan", args.wfan is not None)) if v]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
+    return dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=args.sparse_graph)
 
 
 def resolve(args):
@@ -148,8 +168,11 @@ def run_command(args):
     params = dataclasses.replace(params, slots=args.slots, int_issue=args.int_issue)
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
+    if args.no_feedback and args.sparse_graph != "switch":
+        raise FdpuError("--no-feedback applies to --sparse-graph switch only (the gather graph "
+                        "has no SWITCH)")
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                          feedback=not args.no_feedback)
+                          feedback=not args.no_feedback, **plan_options(args))
     size = plan.K * plan.Cw * plan.groups
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
     if args.no_feedback and not exact:

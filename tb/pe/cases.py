@@ -3,8 +3,8 @@
 Each case is a graph (:mod:`sw.dfg`), placed (:func:`sw.place.place`), assembled into a binary
 image (:func:`sw.asm.assemble`) and run on the golden interpreter (:func:`sw.golden.run_image`).
 :func:`save_case` writes ``image.npz`` plus ``expected.json`` (memory after the run, firings per
-opcode, context ends) into a folder; the cocotb bench (``tb.pe.test_pe``) runs the image on the
-generated Verilog and compares everything bit for bit.
+opcode, context ends, LOAD/STORE requests) into a folder; the cocotb bench (``tb.pe.test_pe``)
+runs the image on the generated Verilog and compares everything bit for bit.
 
 Plain Python: the pytest layer builds the cases, the bench only reads them.
 """
@@ -26,7 +26,8 @@ from sw.place import place
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
            "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
-           "bscan_image", "bscan_tables", "bscan_reference"]
+           "bscan_image", "bscan_tables", "bscan_reference", "ldhbz_image", "ldhbz_tables",
+           "ldhbz_reference"]
 
 #: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
 PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
@@ -61,6 +62,7 @@ def save_case(folder, image, name, seed=None, jitter=4):
     expected = dict(name=name,
                     ops={k: int(v) for k, v in sorted(res.counters.ops.items()) if v},
                     ctx_ends=res.counters.ctx_ends,
+                    requests=res.counters.mem_packets // 2,     # a request and its reply
                     memory={str(d): bytes(buf).hex() for d, buf in sorted(res.memory.bufs.items())})
     (folder / "expected.json").write_text(json.dumps(expected))
     return folder
@@ -279,16 +281,128 @@ def bscan_image(params, contexts, seed, pe=(0, 0)):
     return assemble(g, place(g, params), segments, contexts)
 
 
+#: Masks of :func:`ldhbz_image` (context ``c`` takes entry ``c % 16``): every weight zero,
+#: none, the ends, alternating, then random ones.
+LDHBZ_MASKS = [0, 0xFFFF, 0x8001, 0x55AA]
+#: The value table of :func:`ldhbz_image`: binary16 values, and its byte address in Dbuf 0.
+LDHBZ_VALUES = 20
+#: Immediate of :func:`ldhbz_image`'s second LDHBZ: ``0 + imm`` is outside every Dbuf, so a
+#: skipped load that checked its address would raise BAD_ADDRESS.
+LDHBZ_FAR = -(1 << 31)
+_LDHBZ_TAB_M, _LDHBZ_TAB_A, _LDHBZ_TAB_V = 0, 64, 256          # Dbuf 0
+
+
+def ldhbz_tables(seed):
+    """Return ``(masks, words, values)``: the tables :func:`ldhbz_image` loads.
+
+    ``masks``: 16 16-bit BSCAN masks; ``words``: 16 64-bit address tokens for the far LDHBZ
+    (0, high bits only, or a value's address minus :data:`LDHBZ_FAR` under random high bits);
+    ``values``: :data:`LDHBZ_VALUES` binary16 bit patterns (non-zero).
+    """
+    rng = random.Random(seed)
+    masks = LDHBZ_MASKS + [rng.getrandbits(16) for _ in range(16 - len(LDHBZ_MASKS))]
+    values = [rng.randrange(1, 1 << 16) for _ in range(LDHBZ_VALUES)]
+    words = []
+    for i in range(16):
+        hi = rng.getrandbits(32) << 32
+        kind = i % 4 if i < 4 else rng.randrange(4)
+        if kind == 0:
+            words.append(0)
+        elif kind == 1:
+            words.append(hi or 1 << 40)                      # low 32 bits 0: skipped
+        else:
+            addr = _LDHBZ_TAB_V + 2 * rng.randrange(LDHBZ_VALUES)
+            words.append(hi | ((addr - LDHBZ_FAR) & 0xFFFF_FFFF))
+    return masks, words, values
+
+
+def ldhbz_reference(seed, c):
+    """Return ``(tokens, requests)`` of context ``c`` of :func:`ldhbz_image` by the ISA.
+
+    ``tokens``: the 20 64-bit LDHBZ results the context stores (16 of the BSCAN chain, then 4
+    of the far chain); ``requests``: the LOAD/STORE requests it sends (the LDW, the LDDs, the
+    20 stores and one LDHBZ per non-zero address token).
+    """
+    masks, words, values = ldhbz_tables(seed)
+    bcast = 0x0001_0001_0001_0001
+    mask, base = masks[c % 16], 2 * (c % 4)
+    tokens, requests = [], 1 + 4 + 20
+    for j, t in enumerate(bscan_reference(mask, base, 16)):
+        # BSCAN's token: base + 2 x (rank of the weight), the LDHBZ's immediate points 2 bytes
+        # before the table: value (base / 2 + rank - 1).
+        tokens.append(values[t // 2 - 1] * bcast if t else 0)
+        requests += t != 0
+    for i in range(4):
+        t = words[(4 * c + i) % 16]
+        low = t & 0xFFFF_FFFF
+        if low:
+            tokens.append(values[(((low + LDHBZ_FAR) & 0xFFFF_FFFF) - _LDHBZ_TAB_V) // 2]
+                          * bcast)
+        else:
+            tokens.append(0)
+        requests += low != 0
+    return tokens, requests
+
+
+def ldhbz_image(params, contexts, seed, pe=(0, 0)):
+    """Return a graph of two LDHBZ slots (ISA v1.4) fed zero and non-zero address tokens.
+
+    Per context ``c``: BSCAN of mask ``c % 16`` (LDW) from base ``2 (c % 4)`` emits 16
+    tokens (0 for a zero bit) into LDHBZ ``table - 2``, and an ITER of 4 indices reads 64-bit
+    address tokens (LDD; some 0, some with only high bits set) into LDHBZ
+    :data:`LDHBZ_FAR`; STD stores each of the 20 results at the context's 256-byte block of
+    Dbufs 1 and up (:func:`ldhbz_reference` gives them), and a FACC of each chain's store
+    acknowledgements gives the context its END.
+    """
+    if contexts * 256 > params.memory_bytes - params.dbuf_bytes:
+        raise ValueError(f"{contexts} contexts of 256 bytes do not fit Dbufs 1 and up")
+    g = Graph(f"ldhbz-{seed}")
+    masks, words, values = ldhbz_tables(seed)
+    out = params.dbuf_bytes
+    segments = {_LDHBZ_TAB_M: b"".join(v.to_bytes(4, "little") for v in masks),
+                _LDHBZ_TAB_A: b"".join(v.to_bytes(8, "little") for v in words),
+                _LDHBZ_TAB_V: b"".join(v.to_bytes(2, "little") for v in values)}
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    ldm = _chain(g, c, [(Op.AND, 15), (Op.SHL, 2), (Op.LDW, _LDHBZ_TAB_M)], pe)
+    base2 = _chain(g, c, [(Op.AND, 3), (Op.SHL, 1)], pe)
+    bs = g.add(Op.BSCAN, imm=16, pe=pe, group=pe)
+    g.connect(ldm, bs, 0)
+    g.connect(base2, bs, 1)
+    ldv = g.add(Op.LDHBZ, imm=_LDHBZ_TAB_V - 2, pe=pe, group=pe)
+    g.connect(bs, ldv, 0)
+    first = _chain(g, c, [(Op.SHL, 2)], pe)
+    it = g.add(Op.ITER, imm=(1 << 16) | 4, pe=pe, group=pe)
+    g.connect(first, it, 0)
+    lda = _chain(g, it, [(Op.AND, 15), (Op.SHL, 3), (Op.LDD, _LDHBZ_TAB_A)], pe)
+    far = g.add(Op.LDHBZ, imm=LDHBZ_FAR, pe=pe, group=pe)
+    g.connect(lda, far, 0)
+    block = _ctx_address(g, c, out, 8, pe)
+    for src, count, offset in ((ldv, 16, 0), (far, 4, 128)):
+        at = g.add(Op.ITER, imm=(8 << 16) | count, pe=pe, group=pe)
+        g.connect(block, at, 0)
+        st = g.add(Op.STD, imm=offset, pe=pe, group=pe)
+        g.connect(at, st, 0)
+        g.connect(src, st, 1)
+        acks = g.add(Op.FACC, imm=count, pe=pe, group=pe)
+        g.fanout(st, [(acks, 0), (acks, 1)])
+        done = g.add(Op.MOV, end=True, pe=pe, group=pe)
+        g.connect(acks, done, 0)
+    g.validate(params)
+    return assemble(g, place(g, params), segments, contexts)
+
+
 _INT = [Op.ADD, Op.SUB, Op.MUL, Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.SRA, Op.EQ, Op.LT,
         Op.LTU]
 _FP = [Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD]
 
 
 def random_image(params, contexts, seed, nodes=14, pes=None):
-    """Return a random graph: integer and FP operations, BSCANs, SWITCHes with feedback.
+    """Return a random graph: integer and FP operations, BSCANs, LDHBZs, SWITCHes with feedback.
 
     Each context loads one 8-byte value (indexed by the context ID) and computes ``nodes``
-    random operations over it, the context ID and immediates; some values branch through a
+    random operations over it, the context ID and immediates; some values are turned into an
+    even address in the 128-byte table, 0 one time in 4 to 16, and loaded by ``LDHBZ`` (ISA
+    v1.4: address 0 is +0.0 without a request); some values branch through a
     SWITCH (long or short branch, rejoined with the feedback edge); up to three results per
     context are stored (each store ENDs).  ``pes`` lists the PEs the nodes may go to
     (default: PE (0, 0) only).
@@ -368,6 +482,13 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
             link(bs, acc, 1)
             n = add(Op.MOV, at=at)
             link(acc, n, 0)
+        elif kind < 0.91:
+            # LDHBZ of (value & mask): an even table address, 0 (no request) one time in
+            # 4, 8 or 16.
+            a = add(Op.AND, 1, imm=rng.choice([6, 14, 30]))
+            link(pick(), a, 0)
+            n = add(Op.LDHBZ, imm=0, at=g.nodes[a].pe)
+            link(a, n, 0)
         else:
             cond = add(Op.AND, 1, imm=rng.choice([1, 2, 3]))
             link(pick(), cond, 0)

@@ -9,7 +9,8 @@
   bench checks the request went to the Dbuf that owns its address;
 * **MicC**: CONFIG flits of an image first, then context IDs to every CTX slot with at most
   ``window`` contexts in flight, counting CTX_END messages per context ID;
-* **counting**: ``o_fire`` pulses per opcode; the ``i_flit.ready`` invariant (always high).
+* **counting**: ``o_fire`` pulses per opcode, LOAD/STORE requests (``requests``); the
+  ``i_flit.ready`` invariant (always high).
 
 Every wait is bounded; a timeout says "deadlock" and lists what is pending.
 """

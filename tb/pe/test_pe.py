@@ -5,7 +5,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
 * ``FDPU_PE_CASES``: JSON list of case folders (:func:`tb.pe.cases.save_case`): each image is
   configured into the PE, its contexts run with the MicC, Dbuf and mesh loopback of
   :class:`tb.pe.harness.PeWorld` under random delays and backpressure, and the memory after the
-  run, the firings per opcode and the context ends are compared with the golden model's.
+  run, the firings per opcode, the context ends and the number of LOAD/STORE requests are
+  compared with the golden model's.
 * ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``);
   ``FDPU_PE_MEM_DELAY``: ``lo,hi`` Dbuf latency range in cycles (default ``2,30``).
 * ``FDPU_PE_RESULTS``: a JSON file to write each case's cycles and firings to (benchmarks).
@@ -59,6 +60,9 @@ def _compare(world, expected, name):
         errors.append(f"firings per opcode differ: RTL {ops}, golden {expected['ops']}")
     if len(world.end_log) != expected["ctx_ends"]:
         errors.append(f"{len(world.end_log)} CTX_END messages, golden {expected['ctx_ends']}")
+    # LOAD/STORE requests: a LDHBZ of address 0 (ISA v1.4) sends none.
+    if "requests" in expected and world.requests != expected["requests"]:
+        errors.append(f"{world.requests} LOAD/STORE requests, golden {expected['requests']}")
     if expected.get("hazard"):
         _compare_hazard(world, expected, errors)
         assert not errors, f"case {name}: " + "; ".join(errors)
@@ -137,7 +141,8 @@ async def golden_images(dut):
             assert int0 == want, (f"case {expected['name']}: INT pipe 0 fired {int0} besides "
                                   f"its loads and stores, expected {want} (every ITER)")
         results.append(dict(name=expected["name"], contexts=image.contexts,
-                            cycles=world.cycle, ops=dict(world.fired), int0=int0))
+                            cycles=world.cycle, ops=dict(world.fired), int0=int0,
+                            requests=world.requests))
         if probe is not None:
             probe.stop()
             results[-1]["stalls"] = probe.report()
