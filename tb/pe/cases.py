@@ -112,6 +112,21 @@ def _chain(g, src, steps, pe):
     return src
 
 
+def _store_stream(g, addr, value, op, offset, count, pe):
+    """Store ``count`` tokens of ``value`` at ``addr``'s tokens + ``offset``; END when all are in.
+
+    A FACC counts the stores' acknowledgements (its two operands: the ack token, twice) and
+    emits once after ``count`` of them; a MOV with END then ends the context.
+    """
+    st = g.add(op, imm=offset, pe=pe, group=pe)
+    g.connect(addr, st, 0)
+    g.connect(value, st, 1)
+    acks = g.add(Op.FACC, imm=count, pe=pe, group=pe)
+    g.fanout(st, [(acks, 0), (acks, 1)])
+    done = g.add(Op.MOV, end=True, pe=pe, group=pe)
+    g.connect(acks, done, 0)
+
+
 def fig7_image(params, contexts, feedback=True, long_chain=6, pe=(0, 0)):
     """Return PAPER.md Fig. 7: a SWITCH whose branches have different lengths rejoin.
 
@@ -267,13 +282,7 @@ def bscan_image(params, contexts, seed, pe=(0, 0)):
         scans.append(bs)
         it = g.add(Op.ITER, imm=(4 << 16) | count, pe=pe, group=pe)
         iters.append(it)
-        st = g.add(Op.STW, imm=offset, pe=pe, group=pe)
-        g.connect(it, st, 0)
-        g.connect(bs, st, 1)
-        acks = g.add(Op.FACC, imm=count, pe=pe, group=pe)
-        g.fanout(st, [(acks, 0), (acks, 1)])
-        done = g.add(Op.MOV, end=True, pe=pe, group=pe)
-        g.connect(acks, done, 0)
+        _store_stream(g, it, bs, Op.STW, offset, count, pe)
     g.fanout(ldm, [(bs, 0) for bs in scans])
     g.fanout(ldb, [(bs, 1) for bs in scans])
     g.fanout(block, [(it, 0) for it in iters])
@@ -380,13 +389,7 @@ def ldhbz_image(params, contexts, seed, pe=(0, 0)):
     for src, count, offset in ((ldv, 16, 0), (far, 4, 128)):
         at = g.add(Op.ITER, imm=(8 << 16) | count, pe=pe, group=pe)
         g.connect(block, at, 0)
-        st = g.add(Op.STD, imm=offset, pe=pe, group=pe)
-        g.connect(at, st, 0)
-        g.connect(src, st, 1)
-        acks = g.add(Op.FACC, imm=count, pe=pe, group=pe)
-        g.fanout(st, [(acks, 0), (acks, 1)])
-        done = g.add(Op.MOV, end=True, pe=pe, group=pe)
-        g.connect(acks, done, 0)
+        _store_stream(g, at, src, Op.STD, offset, count, pe)
     g.validate(params)
     return assemble(g, place(g, params), segments, contexts)
 
