@@ -35,8 +35,9 @@ from .dfg import Graph
 from .errors import FdpuError
 from .isa import Op, Unit
 
-__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph", "pass_memory",
-           "gather_outputs", "engine_costs", "engine_issues", "EngineIssues", "blocking_costs"]
+__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph",
+           "pass_memory", "gather_outputs", "engine_costs", "engine_issues", "EngineIssues",
+           "blocking_costs"]
 
 MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
@@ -475,11 +476,11 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph):
 def _homes(params, count, cap=None):
     """Pick ``count`` PEs and give each a home Dbuf on its own row or column.
 
-    Every Dbuf takes at most ``cap`` engines (default ``ceil(P / D)``).  Among the assignments where each PE's
-    home is on its row or column, so that its XY route is a straight line and a mesh link
-    only ever carries the loads of one Dbuf, the one with the least sum of squared hop counts
-    is taken (``scipy.optimize.linear_sum_assignment`` over the Dbufs' seats).  A PE with no
-    straight seat left gets the nearest free one (penalized, so only when the shape forces
+    Every Dbuf takes at most ``cap`` engines (default ``ceil(P / D)``).  Among the assignments
+    where each PE's home is on its row or column, so that its XY route is a straight line and a
+    mesh link only ever carries the loads of one Dbuf, the one with the least sum of squared hop
+    counts is taken (``scipy.optimize.linear_sum_assignment`` over the Dbufs' seats).  A PE with
+    no straight seat left gets the nearest free one (penalized, so only when the shape forces
     it).  With fewer engines than PEs, the PEs nearest their homes are chosen.
 
     The nearest-Dbuf greedy this replaced crossed routes: on the 8 x 8 four engines' loads
