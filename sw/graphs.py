@@ -20,7 +20,8 @@ per context: item base, input base, output base, and a zero pad word; sparse eng
 ``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
 the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
 element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
-column; sparse: the item's FD-CSR ``colidx``, ``rowoff``, ``values``), and the output blocks
+column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
+``values``), and the output blocks
 (``kb x gb`` tokens).  A layer whose data do not fit the Dbufs runs in several passes (one
 memory image each, the same program).
 """
@@ -242,26 +243,22 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         g.fanout(it_x, [(v, 0) for v in it_xi])
         it_c = add("itC", Op.ITER, imm=(2 << 16) | r16)
         it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
-        brep = add("brep", Op.ITER, imm=r16)
-        g.fanout(ld_b, [(it_c, 0), (it_r, 0), (brep, 0)])
+        g.fanout(ld_b, [(it_c, 0), (it_r, 0)])
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)
         gather = plan.sparse_graph == "gather"
-        ci, ro, ad, w = [], [], [], []
+        ci, ro, w = [], [], []
         for k in range(kb):
-            # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and
-            # base = item base + 2 x rowoff and emits, per column, the stored weight's value
-            # address - (off_v - 2) (never 0) or 0 for a zero weight.  The value loads are
-            # LDHBZ (ISA v1.4): address 0 gives +0.0 without a Dbuf access.
+            # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and its
+            # relocated rowoff, base = item base + 2 x rowoff (pass_memory stores it so), and
+            # emits, per column, the stored weight's value address - (off_v - 2) (never 0) or
+            # 0 for a zero weight.  The value loads are LDHBZ (ISA v1.4): address 0 gives +0.0
+            # without a Dbuf access.
             ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
             ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))
-            so = add("so", Op.SHL, 1, 1, row=k)
-            g.connect(ro[k], so, 0)
-            ad.append(add("ad", Op.ADD, row=k))
-            g.connect(so, ad[k], 0)
             bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
             g.connect(ci[k], bs, 0)
-            g.connect(ad[k], bs, 1)
+            g.connect(ro[k], bs, 1)
             lds = [add("ld", Op.LDHBZ, imm=off_v - 2, row=k, lane=q)
                    for q in range(len(_chunks(gb, plan.wfan)))]
             w.append(lds)
@@ -290,7 +287,6 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.fanout(jn, [(v, 0) for v in lds])
         g.fanout(it_c, [(x, 0) for x in ci])
         g.fanout(it_r, [(x, 0) for x in ro])
-        g.fanout(brep, [(x, 1) for x in ad])
     x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
     if plan.mode == "dense":
         g.fanout(it_x, [(v, 0) for v in x])
@@ -617,15 +613,32 @@ def _item_weights(plan, w16, kbi):
     return blk
 
 
-def _item_bytes(plan, blk):
+def _item_encoding(plan, blk):
+    """Return the item's FD-CSR encoding (sparse) or ``None`` (dense) and its data bytes."""
     if plan.mode == "dense":
-        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+        return None, blk.size * 2
     enc = fdcsr.encode(blk)
     r = plan.kb * plan.R16
-    out = bytearray(_align(2 * r, 4) + _align(4 * r, 8) + 2 * enc.nnz)
+    return enc, _align(2 * r, 4) + _align(4 * r, 8) + 2 * enc.nnz
+
+
+def _item_bytes(plan, blk, enc, nbytes, base):
+    """Return the bytes of an item's data stored at global address ``base``.
+
+    Sparse: ``colidx``, the *relocated* ``rowoff`` (``base + 2 x rowoff``, the BSCAN base of
+    each 16-weight row, so the engine needs no shift and add per row) and ``values``
+    (docs/dataflow.md, "Item data").
+    """
+    if enc is None:
+        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+    r = plan.kb * plan.R16
+    out = bytearray(nbytes)
     out[0:2 * r] = enc.colidx.astype("<u2").tobytes()
     o = _align(2 * r, 4)
-    out[o:o + 4 * r] = enc.rowoff.astype("<u4").tobytes()
+    rel = np.uint64(base) + 2 * enc.rowoff.astype(np.uint64)
+    if r and int(rel.max()) >= 1 << 32:
+        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
+    out[o:o + 4 * r] = rel.astype("<u4").tobytes()
     o += _align(4 * r, 8)
     out[o:] = enc.values.view("<u2").tobytes()
     return bytes(out)
@@ -678,7 +691,7 @@ def pass_memory(plan, weights, inputs, p):
                 inputs_at[d, gbi] = alloc(d, plan.input_bytes)
                 segments[inputs_at[d, gbi]] = _input_block(plan, x16, gbi)
             xaddr = inputs_at[d, gbi]
-            data = _item_bytes(plan, _item_weights(plan, w16, kbi))
+            blk = _item_weights(plan, w16, kbi)
         else:
             i = None
             # A dummy item reads any input block of its Dbuf (its weights are zero).
@@ -687,10 +700,11 @@ def pass_memory(plan, weights, inputs, p):
                 inputs_at[d, None] = alloc(d, plan.input_bytes)
                 have = [inputs_at[d, None]]
             xaddr = have[0]
-            data = _item_bytes(plan, np.zeros((plan.kb, plan.C), dtype=np.float16))
-        baddr = alloc(d, len(data))
-        if data:
-            segments[baddr] = data
+            blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+        enc, nbytes = _item_encoding(plan, blk)
+        baddr = alloc(d, nbytes)
+        if nbytes:
+            segments[baddr] = _item_bytes(plan, blk, enc, nbytes, baddr)
         oaddr = alloc(d, plan.output_bytes)
         if i is not None:
             outputs.append((i, oaddr))
