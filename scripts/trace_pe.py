@@ -183,8 +183,10 @@ def main():
             print(f"SWITCH -> join firing: mean {statistics.mean(lat):.1f} cycles")
         summary["trips"] = {str(k2): v for k2, v in trips.items()}
     if args.json:
+        # slots: each slot's node name (``e0.ld2.0``: engine, role, row, lane), to read the trace.
+        names = {str(slot): nd.name for slot, nd in node_at.items()}
         Path(args.json).write_text(json.dumps(dict(summary=summary, fired=fired,
-                                                   wasted=wasted)))
+                                                   wasted=wasted, slots=names)))
 
 
 if __name__ == "__main__" and not os.environ.get("FDPU_TRACE_OUT"):
