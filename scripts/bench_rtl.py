@@ -52,8 +52,9 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     def show(note):
         # The runtime polls twice a second; print a line only when the note changed.
+        rss = f", {note['rss_mb']:,} MiB resident" if note.get("rss_mb") else ""
         line = f"  ... pass {note['pass_index']}/{note['passes']} {note['phase']} " \
-               f"{note['cycles']:,} cycles"
+               f"{note['cycles']:,} cycles{rss}"
         if last[-1:] != [line]:
             last.append(line)
             print(line, file=sys.stderr, flush=True)
@@ -68,6 +69,10 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     rec.update(sim=sim, layer=layer or f"{K}x{C}", density=density, golden_s=golden_s,
                wall_s=wall, build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"], 1e-9),
+               load_s=job.wall_s["load_s"], sim_cpu_s=job.wall_s.get("run_cpu_s"),
+               cycles_per_cpu_s=rec["cycles"] / max(job.wall_s.get("run_cpu_s") or 0, 1e-9),
+               max_rss_mb=job.wall_s.get("max_rss_mb"),
+               timeline=job.wall_s.get("timeline"),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
                overlap=overlap, wall_clock=time.strftime("%H:%M:%S"))
@@ -84,10 +89,13 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
           f"{rec['compute_cycles']:,} of which configuration {rec['config_cycles']:,}, "
           f"{rec['config_hidden_cycles']:,} of it behind the DMA-in; DMA "
           f"{rec['dma_cycles']:,}) at "
-          f"{rec['cycles_per_s']:,.0f} cycles/s; utilization {rec['utilization']:.2%}, "
+          f"{rec['cycles_per_s']:,.0f} cycles/s ({rec['cycles_per_cpu_s']:,.0f} per CPU "
+          f"second); utilization {rec['utilization']:.2%}, "
           f"dense-equivalent {rec['dense_utilization']:.2%}; external bytes "
           f"{rec['external_bytes']:,}, peak bandwidth {rec['peak_bandwidth']:.2f} B/cycle; "
-          f"build {rec['build_s']:.0f} s, simulation {rec['sim_s']:.0f} s{note}", flush=True)
+          f"build {rec['build_s']:.0f} s, load {rec['load_s']:.1f} s, simulation "
+          f"{rec['sim_s']:.0f} s, simulator peak {rec['max_rss_mb'] or 0:,} MiB resident{note}",
+          flush=True)
     return rec
 
 
