@@ -77,6 +77,7 @@ class Job:
         self.period = CLOCK_PERIOD_NS
         self.progress = spec.get("progress_file")
         self.done_cycles = 0
+        self.backdoor_s = 0.0       # seconds of --backdoor-in writes within the run
         self.t0, self.c0 = time.monotonic(), time.process_time()
         # Per chunk: phase, cycles, wall and CPU seconds since the start, MiB resident.
         self.timeline = []
@@ -164,8 +165,10 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
     """Do what the DMA-in descriptors ``descs`` would do, by backdoor (no cycle simulated).
 
     ``images``: per channel the external memory's words; ``first``: the memories are still
-    all zero (only non-zero words need writing), else every word is written.
+    all zero (only non-zero words need writing), else every word is written.  Return the
+    seconds it took.
     """
+    t0 = time.monotonic()
     bd = spec["backdoor_in"]
     for c, ext, loc, length, flags in descs:
         words = _words(images[c], ext // 8, length // 8)
@@ -181,6 +184,7 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
             st = getattr(dut.fdpu, f"dbuf{k}").sram.bank.storage
             backdoor.write(st, off, words, skip_zero=first)
+    return time.monotonic() - t0
 
 
 @cocotb.test()
@@ -234,7 +238,8 @@ async def run_job(dut):
                 for name, value in ps["regs"].items():
                     getattr(dut, name).value = value
                 if spec.get("backdoor_in"):
-                    _backdoor_in(dut, spec, image, ps["in_descs"], j == 0, backdoor)
+                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                                                   backdoor)
                 dma_on = set_lists(ps["dma_in"]) and not spec.get("backdoor_in")
                 if dma_on:
                     await job.pulse("i_dma_start")
@@ -267,7 +272,8 @@ async def run_job(dut):
                 rec["compute_cycles"] = cycles
             else:
                 if phase == "in" and spec.get("backdoor_in"):
-                    _backdoor_in(dut, spec, image, ps["in_descs"], j == 0, backdoor)
+                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                                                   backdoor)
                     rec["in_cycles"] = 0
                     continue
                 # Per channel [list, count].
@@ -298,7 +304,7 @@ async def run_job(dut):
         for j, (c, first, count) in enumerate(spec["reads"]):
             reads[f"r{j}"] = backdoor.read(_extmem(dut, c).sram.bank.storage, first, count)
     result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s,
-                  run_cpu_s=run_cpu_s,
+                  run_cpu_s=run_cpu_s, backdoor_s=job.backdoor_s,
                   max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                   timeline=job.timeline)
     np.savez(spec["out"], result=np.array(json.dumps(result)), **reads)
