@@ -8,7 +8,11 @@ results.  Python stays off the per-cycle path: the clock is a GPI clock, the ext
 is written by backdoor once before the first pass, and per phase the bench pulses one start
 and awaits one ``halt`` edge (in chunks, writing a progress file for the runtime), or the
 bound, whose expiry is reported as "timeout ... deadlock" with the state of the stuck block.
-After the last pass the result ranges are read from the external memory by backdoor.
+After the last pass the result ranges are read from the external memory by backdoor.  Every
+backdoor access goes through :class:`tb.top.backdoor.Backdoor` (the VPI, no cocotb handle per
+word: those kept ~2.3 kB each, 14 GB for alexnet-fc8).  The result also holds the run's
+simulator CPU seconds, its peak resident memory and, per progress chunk, a timeline of
+cycles, seconds and resident memory.
 
 With ``overlap`` in the spec (``sw.runtime.run_job(overlap=True)``) a pass runs the DMA-in and
 the MicC together: ``i_dma_start`` then ``i_start`` armed with ``i_cbuf_words`` (the MicC
