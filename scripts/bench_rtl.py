@@ -2,9 +2,12 @@
 
 Each case runs an FC layer through ``sw.runtime.run_fc_rtl`` (one simulation: every pass DMA
 in, compute, DMA out), checks it bit for bit against the golden model and prints one line:
-simulator, array, layer, cycles (total / compute / DMA), simulated cycles per second,
-utilization and dense-equivalent utilization, external bytes, peak bandwidth requirement,
-build and run seconds.
+simulator, array, layer, cycles (total / compute / DMA), simulated cycles per wall and per CPU
+second of the simulator (the ``--backdoor-in`` writes excluded), utilization and
+dense-equivalent utilization, external bytes, peak bandwidth requirement, build, load and
+run seconds and the simulator's peak resident memory.  The JSON record also has the
+``timeline``: per 100,000 cycles of a phase, the wall and CPU seconds and resident MiB, to
+tell a rate that drops or memory that grows with the cycles from a fixed cost.
 
 Usage::
 
@@ -52,8 +55,9 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     def show(note):
         # The runtime polls twice a second; print a line only when the note changed.
+        rss = f", {note['rss_mb']:,} MiB resident" if note.get("rss_mb") else ""
         line = f"  ... pass {note['pass_index']}/{note['passes']} {note['phase']} " \
-               f"{note['cycles']:,} cycles"
+               f"{note['cycles']:,} cycles{rss}"
         if last[-1:] != [line]:
             last.append(line)
             print(line, file=sys.stderr, flush=True)
@@ -65,9 +69,16 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     wall = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.pop("golden_counters")
+    backdoor_s = job.wall_s.get("backdoor_s") or 0.0
     rec.update(sim=sim, layer=layer or f"{K}x{C}", density=density, golden_s=golden_s,
                wall_s=wall, build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
-               cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"], 1e-9),
+               cycles_per_s=rec["cycles"] / max(job.wall_s["run_s"] - backdoor_s, 1e-9),
+               load_s=job.wall_s["load_s"], backdoor_s=backdoor_s,
+               sim_cpu_s=job.wall_s.get("run_cpu_s"),
+               cycles_per_cpu_s=rec["cycles"] / max((job.wall_s.get("run_cpu_s") or 0)
+                                                    - backdoor_s, 1e-9),
+               max_rss_mb=job.wall_s.get("max_rss_mb"),
+               timeline=job.wall_s.get("timeline"),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
                overlap=overlap, wall_clock=time.strftime("%H:%M:%S"))
@@ -84,10 +95,14 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
           f"{rec['compute_cycles']:,} of which configuration {rec['config_cycles']:,}, "
           f"{rec['config_hidden_cycles']:,} of it behind the DMA-in; DMA "
           f"{rec['dma_cycles']:,}) at "
-          f"{rec['cycles_per_s']:,.0f} cycles/s; utilization {rec['utilization']:.2%}, "
+          f"{rec['cycles_per_s']:,.0f} cycles/s ({rec['cycles_per_cpu_s']:,.0f} per CPU "
+          f"second); utilization {rec['utilization']:.2%}, "
           f"dense-equivalent {rec['dense_utilization']:.2%}; external bytes "
           f"{rec['external_bytes']:,}, peak bandwidth {rec['peak_bandwidth']:.2f} B/cycle; "
-          f"build {rec['build_s']:.0f} s, simulation {rec['sim_s']:.0f} s{note}", flush=True)
+          f"build {rec['build_s']:.0f} s, load {rec['load_s']:.1f} s, simulation "
+          f"{rec['sim_s']:.0f} s (backdoor writes {backdoor_s:.1f} s of it), simulator peak "
+          f"{rec['max_rss_mb'] or 0:,} MiB resident{note}",
+          flush=True)
     return rec
 
 

@@ -420,7 +420,10 @@ class JobRun:
     ``in_cycles``/``out_cycles`` of its DMA phases); ``final``: the top's registers at the end
     (``o_ext_rd_bytes``, ``o_ext_wr_bytes``, ``o_clock``...); ``ext_in``/``ext_out``: external
     bytes each pass's DMA moved in (descriptors included) and out; ``wall_s``: build, load and
-    run seconds.
+    run seconds, with ``run_cpu_s`` (the simulator's CPU seconds of the run), ``backdoor_s``
+    (seconds of the run spent writing the DMA-in by backdoor, ``backdoor_in``), ``max_rss_mb``
+    (its peak resident MiB) and ``timeline`` (per progress chunk: phase, cycles, wall and CPU
+    seconds into the run, resident MiB).
     """
     params: ArrayParams
     passes: list
@@ -738,7 +741,10 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                            reader(results[j]), overlap=bool(overlap),
                            span=rec.get("span_cycles", 0)))
     return JobRun(p, runs, out["final"], ext_in, ext_out,
-                  dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"]),
+                  dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"],
+                       run_cpu_s=out.get("run_cpu_s"), backdoor_s=out.get("backdoor_s", 0.0),
+                       max_rss_mb=out.get("max_rss_mb"),
+                       timeline=out.get("timeline", [])),
                   str(res.waves) if res.waves else None, bool(backdoor_in),
                   [(pl["ndesc"], pl["nouts"]) for pl in plan])
 

@@ -8,7 +8,11 @@ results.  Python stays off the per-cycle path: the clock is a GPI clock, the ext
 is written by backdoor once before the first pass, and per phase the bench pulses one start
 and awaits one ``halt`` edge (in chunks, writing a progress file for the runtime), or the
 bound, whose expiry is reported as "timeout ... deadlock" with the state of the stuck block.
-After the last pass the result ranges are read from the external memory by backdoor.
+After the last pass the result ranges are read from the external memory by backdoor.  Every
+backdoor access goes through :class:`tb.top.backdoor.Backdoor` (the VPI, no cocotb handle per
+word: those kept ~2.3 kB each, 14 GB for alexnet-fc8).  The result also holds the run's
+simulator CPU seconds, its peak resident memory and, per progress chunk, a timeline of
+cycles, seconds and resident memory.
 
 With ``overlap`` in the spec (``sw.runtime.run_job(overlap=True)``) a pass runs the DMA-in and
 the MicC together: ``i_dma_start`` then ``i_start`` armed with ``i_cbuf_words`` (the MicC
@@ -24,6 +28,7 @@ memory image straight into the Dbuf and Cbuf storage, and the pass reports 0 DMA
 
 import json
 import os
+import resource
 import time
 
 import cocotb
@@ -31,6 +36,7 @@ import numpy as np
 from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
 from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
+from tb.top.backdoor import Backdoor
 
 _COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
              "o_cycles", "o_config_cycles", "o_hold_cycles", "o_config_hidden", "o_dbuf_reqs",
@@ -55,6 +61,18 @@ def _snapshot(dut, npes):
     return status
 
 
+def _rss_mb():
+    """Return this process's resident memory in MiB (the simulator's: cocotb runs in it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
+
+
 class Job:
     """The passes of one spec on one DUT, with progress written for the runtime."""
 
@@ -63,6 +81,10 @@ class Job:
         self.period = CLOCK_PERIOD_NS
         self.progress = spec.get("progress_file")
         self.done_cycles = 0
+        self.backdoor_s = 0.0       # seconds of --backdoor-in writes within the run
+        self.t0, self.c0 = time.monotonic(), time.process_time()
+        # Per chunk: phase, cycles, wall and CPU seconds since the start, MiB resident.
+        self.timeline = []
 
     def note(self, **fields):
         """Write the progress file (atomically) when the runtime asked for one."""
@@ -103,9 +125,13 @@ class Job:
                 step = min(chunk, bound - waited)
                 if step > 0:
                     timer = Timer(step * self.period, unit="ns")
+                rss = _rss_mb()
+                self.timeline.append((what, self.done_cycles + waited,
+                                      round(time.monotonic() - self.t0, 2),
+                                      round(time.process_time() - self.c0, 2), rss))
                 self.note(pass_index=pass_index, passes=len(self.spec["passes"]), phase=what,
                           cycles=self.done_cycles + waited, issued=_int(self.dut.o_issued),
-                          retired=_int(self.dut.o_retired))
+                          retired=_int(self.dut.o_retired), rss_mb=rss)
         await RisingEdge(self.dut.clk)
         return halted, waited
 
@@ -115,43 +141,54 @@ def _extmem(dut, channel):
     return getattr(dut, f"extmem{channel if channel else ''}")
 
 
-async def _load(dut, spec):
-    """Load every channel's external memory; return ``[{word index: value}]`` per channel."""
+def _load(dut, spec, backdoor):
+    """Load every channel's external memory; return its image per channel (uint64 words).
+
+    The memories start at zero: only the non-zero words of the ``.npz`` are written.
+    """
     images = []
     with np.load(spec["memories"]) as mem:
         for c in range(spec.get("channels", 1)):
-            st = _extmem(dut, c).sram.bank.storage
-            idx, val = mem[f"idx{c}"].tolist(), mem[f"val{c}"].tolist()
-            for i, v in zip(idx, val):
-                st[i].value = v
-            images.append(dict(zip(idx, val)))
+            idx, val = mem[f"idx{c}"], mem[f"val{c}"].astype(np.uint64)
+            image = np.zeros(int(idx.max()) + 1 if len(idx) else 0, dtype=np.uint64)
+            image[idx] = val
+            backdoor.write(_extmem(dut, c).sram.bank.storage, 0, image, skip_zero=True)
+            images.append(image)
     return images
 
 
-def _backdoor_in(dut, spec, images, descs, first):
+def _words(image, first, count):
+    """Return ``count`` words of ``image`` from word ``first`` (zeros past its end)."""
+    out = np.zeros(count, dtype=np.uint64)
+    got = image[first:first + count]
+    out[:len(got)] = got
+    return out
+
+
+def _backdoor_in(dut, spec, images, descs, first, backdoor):
     """Do what the DMA-in descriptors ``descs`` would do, by backdoor (no cycle simulated).
 
-    ``images``: per channel {external word index: non-zero value}; ``first``: the memories
-    are still all zero (only non-zero words are written), else every word is.
+    ``images``: per channel the external memory's words; ``first``: the memories are still
+    all zero (only non-zero words need writing), else every word is written.  Return the
+    seconds it took.
     """
+    t0 = time.monotonic()
     bd = spec["backdoor_in"]
     for c, ext, loc, length, flags in descs:
-        image = images[c]
-        words = [image.get(ext // 8 + i, 0) for i in range(length // 8)]
+        words = _words(images[c], ext // 8, length // 8)
         if flags & bd["cbuf_flag"]:
             depth = bd["cbuf_depth"]
-            banks = [getattr(dut.fdpu.cbuf, f"bank{b}").bank.storage
-                     for b in range(bd["cbufs"])]
-            for i, v in enumerate(words):
-                a = loc // 8 + i
-                if v or not first:
-                    banks[a // depth][a % depth].value = v
+            a = loc // 8
+            while len(words):
+                n = min(len(words), depth - a % depth)
+                bank = getattr(dut.fdpu.cbuf, f"bank{a // depth}").bank.storage
+                backdoor.write(bank, a % depth, words[:n], skip_zero=first)
+                a, words = a + n, words[n:]
         else:
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
             st = getattr(dut.fdpu, f"dbuf{k}").sram.bank.storage
-            for i, v in enumerate(words):
-                if v or not first:
-                    st[off + i].value = v
+            backdoor.write(st, off, words, skip_zero=first)
+    return time.monotonic() - t0
 
 
 @cocotb.test()
@@ -175,7 +212,8 @@ async def run_job(dut):
     dut.i_mem_stall.value = mem["stall"]
     await reset(dut.clk, dut.rst)
     t0 = time.monotonic()
-    image = await _load(dut, spec)
+    backdoor = Backdoor()
+    image = _load(dut, spec, backdoor)
     load_s = time.monotonic() - t0
     job = Job(dut, spec)
     t1 = time.monotonic()
@@ -204,7 +242,8 @@ async def run_job(dut):
                 for name, value in ps["regs"].items():
                     getattr(dut, name).value = value
                 if spec.get("backdoor_in"):
-                    _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
+                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                                                   backdoor)
                 dma_on = set_lists(ps["dma_in"]) and not spec.get("backdoor_in")
                 if dma_on:
                     await job.pulse("i_dma_start")
@@ -237,7 +276,8 @@ async def run_job(dut):
                 rec["compute_cycles"] = cycles
             else:
                 if phase == "in" and spec.get("backdoor_in"):
-                    _backdoor_in(dut, spec, image, ps["in_descs"], j == 0)
+                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                                                   backdoor)
                     rec["in_cycles"] = 0
                     continue
                 # Per channel [list, count].
@@ -261,13 +301,14 @@ async def run_job(dut):
                  cycles=job.done_cycles, issued=0, retired=0)
         if failure:
             break
-    run_s = time.monotonic() - t1
+    run_s, run_cpu_s = time.monotonic() - t1, time.process_time() - job.c0
     final = _snapshot(dut, npes)
     reads = {}
     if failure is None:
         for j, (c, first, count) in enumerate(spec["reads"]):
-            st = _extmem(dut, c).sram.bank.storage
-            reads[f"r{j}"] = np.array([_int(st[first + i]) for i in range(count)],
-                                      dtype=np.uint64)
-    result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s)
+            reads[f"r{j}"] = backdoor.read(_extmem(dut, c).sram.bank.storage, first, count)
+    result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s,
+                  run_cpu_s=run_cpu_s, backdoor_s=job.backdoor_s,
+                  max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                  timeline=job.timeline)
     np.savez(spec["out"], result=np.array(json.dumps(result)), **reads)
