@@ -258,7 +258,12 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))
             bs = add("bs", Op.BSCAN, imm=_ROW, row=k)
             g.connect(ci[k], bs, 0)
-            g.connect(ro[k], bs, 1)
+            # The row base goes through a MOV: straight into BSCAN.1 the rowoff load retires
+            # on the PE's memory lane 1 with the input loads and, running ahead of BSCAN, its
+            # waiting entries cost the FACCs' inputs (measured slower; docs/dataflow.md).
+            rb = add("rb", Op.MOV, row=k)
+            g.connect(ro[k], rb, 0)
+            g.connect(rb, bs, 1)
             lds = [add("ld", Op.LDHBZ, imm=off_v - 2, row=k, lane=q)
                    for q in range(len(_chunks(gb, plan.wfan)))]
             w.append(lds)
