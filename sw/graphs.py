@@ -55,13 +55,19 @@ _BENT = 10_000
 #: SWITCH trips of 23 (stored) and 28 (zero) cycles on average while the engine ran at 30
 #: cycles per column, bound by pipe 2, not by the loop; kept.  Used only to choose the blocking.
 SPARSE_LOOP_CYCLES = 20
-#: Pipe-2 (INT/CTRL) occupancy the sparse engine reaches on the RTL PE (0.65-0.70 measured
-#: on one PE before BSCAN; 0.61 with ISA v1.3 on one PE and the 8 x 8, 3 x 8 wfan 16).  Kept
-#: at 0.65: with 0.61 the chooser would rank the 8 x 8's wfan 4 engine first, which measures
-#: slower (73.6 against 78.6 %; docs/mapping.md, "The pipe0 hint").  Pipe 0 reaches ~0.57 in
-#: the sparse engine (not modelled: no default plan hints INT/CTRL work to it).  Used only to
-#: choose the blocking.
-SPARSE_INT_UTIL = 0.65
+#: Pipe-2 (INT/CTRL) occupancy the SWITCH graph's engine reaches on the RTL PE (0.65-0.70
+#: measured on one PE before BSCAN; 0.61 with ISA v1.3 on one PE and the 8 x 8, 3 x 8 wfan
+#: 16; 0.68 on alexnet-fc8 batch 64 with ISA v1.4, 3 x 8 wfan 16: 27.1 cycles per column).
+#: 0.61 would rank the 8 x 8's wfan 4 engine first, which measures slower (73.6 against
+#: 78.6 %; docs/mapping.md, "The pipe0 hint").  Used only to choose the blocking.
+SPARSE_INT_UTIL = 0.68
+#: Pipe-0 (loads, stores, ITER tokens) occupancy the SWITCH graph's engine reaches on the RTL
+#: PE where two engines share each Dbuf (the 8 x 8): 0.51 on alexnet-fc8 batch 64 with its
+#: 4 x 8 wfan 4 engine (19.2 issues in 38.0 cycles per column, the bound: its pipe 2 is at
+#: 0.43) and 0.52 with 3 x 8 wfan 16.  With a Dbuf per engine (one PE, 3 x 8 wfan 4) it
+#: reached 0.64 and did not bind, so the term applies only to shared Dbufs (docs/mapping.md,
+#: "Session 7").  Used only to choose the blocking.
+SPARSE_P0_UTIL = 0.5
 
 
 #: Lane groups one sparse value load feeds: ``4`` (one load per 4 lane groups, naming its
@@ -446,6 +452,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="swi
                         links[count] = _link_engines(params, _homes(params, count))
                     if sparse_graph == "switch":
                         terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
+                        if len(pipes) == 2 and per_dbuf > 1:
+                            terms["pipe 0 util"] = pipes[1] * scale / SPARSE_P0_UTIL
                         terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
                     terms["mesh link"] = c.mem * links[count] * scale
                 bound = max(terms, key=terms.get)
