@@ -13,6 +13,8 @@ Usage::
 
     python scripts/bench_rtl.py speed                 # 8x8 on Verilator + 1x1 on Icarus
     python scripts/bench_rtl.py fc8 --batch 1 4 64    # alexnet-fc8, dense and sparse, 8x8 Verilator
+    python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph gather \
+        --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the branch-free graph
     python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
         --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25
 
@@ -37,8 +39,11 @@ from sw.commands.rtl import figures
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
-             dma_channels=1, config_ports=4, overlap=True):
-    """Run one case; return its record (see the module doc)."""
+             dma_channels=1, config_ports=4, overlap=True, sparse_graph="switch"):
+    """Run one case; return its record (see the module doc).
+
+    ``sparse_graph`` is the sparse engine's graph (``sw.graphs.SPARSE_GRAPHS``; sparse only).
+    """
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue)
     if layer:
@@ -46,7 +51,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     else:
         w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(w.shape[1], N, seed)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
+                          sparse_graph=sparse_graph if mode == "sparse" else "switch")
     t0 = time.perf_counter()
     ref = golden.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
@@ -90,7 +96,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
         rec["dma_in_estimate"] = est
         note = (f" [DMA-in by BACKDOOR, not simulated; estimate {est:,} cycles at 8 B/cycle, "
                 f"latency {mem.latency}, {dma_channels} DMA channel(s)]")
-    print(f"{sim} {rows}x{cols} slots {slots}: {rec['layer']} {mode} N={N} "
+    graph = f" ({plan.sparse_graph} graph, {plan.kb} x {plan.gb})" if mode == "sparse" else ""
+    print(f"{sim} {rows}x{cols} slots {slots}: {rec['layer']} {mode}{graph} N={N} "
           f"density {density}: match {rec['match']}; cycles {rec['cycles']:,} (compute "
           f"{rec['compute_cycles']:,} of which configuration {rec['config_cycles']:,}, "
           f"{rec['config_hidden_cycles']:,} of it behind the DMA-in; DMA "
@@ -130,6 +137,9 @@ def main(argv=None):
     ap.add_argument("--backdoor-in", action="store_true",
                     help="load the Dbufs/Cbufs by backdoor instead of simulating the DMA-in "
                          "(labeled; DMA-in reported as an estimate)")
+    ap.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS, default="switch",
+                    help="sparse engine graph: the paper's SWITCH graph (default) or the "
+                         "branch-free gather graph (docs/dataflow.md)")
     ap.add_argument("--json", metavar="PATH", help="append one JSON record per case")
     args = ap.parse_args(argv)
     modes = ("dense", "sparse") if args.mode == "both" else (args.mode,)
@@ -148,7 +158,8 @@ def main(argv=None):
                                         backdoor_in=args.backdoor_in,
                                         dma_channels=args.dma_channels,
                                         config_ports=args.config_ports,
-                                        overlap=args.overlap))
+                                        overlap=args.overlap,
+                                        sparse_graph=args.sparse_graph))
     else:
         for n in args.batch:
             for mode in modes:
@@ -162,7 +173,8 @@ def main(argv=None):
                                         dma_channels=args.dma_channels,
                                         config_ports=args.config_ports,
                                         overlap=args.overlap,
-                                        exact=args.golden == "exact"))
+                                        exact=args.golden == "exact",
+                                        sparse_graph=args.sparse_graph))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:
