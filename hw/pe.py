@@ -1185,24 +1185,30 @@ class Pe(wiring.Component):
         # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
         # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
         # different entries in a cycle (a retiring entry is first, its successor is not).
-        d_new = _decode(m, free_idx, P, "pool_new")
-        d_link = _decode(m, pool_link_to, P, "pool_lnk")
-        d_rep = _decode(m, rep_idx, P, "pool_rep")
-        d_ret = [_decode(m, ret_idx[j], P, f"pool_ret{j}") for j in range(2)]
-        d_nxt = [_decode(m, nxt_r[j], P, f"pool_nx{j}") for j in range(2)]
-        for e in range(P):
-            with m.If(pool_issue & d_new[e]):
-                m.d.sync += [alloc[e].eq(1), pvalid[e].eq(pool_skip), first[e].eq(~pool_link),
-                             has_nxt[e].eq(0), lane[e].eq(mem_lane), resv[e].eq(issue_resv)]
-            with m.If(is_rep & d_rep[e]):
-                m.d.sync += pvalid[e].eq(1)
-            with m.If(pool_issue & pool_link & d_link[e]):
-                m.d.sync += has_nxt[e].eq(1)
-            for j in range(2):
-                with m.If(ret_go[j] & d_ret[j][e]):
-                    m.d.sync += [alloc[e].eq(0), first[e].eq(0)]
-                with m.If(ret_go[j] & nxt_live[j] & d_nxt[j][e]):
-                    m.d.sync += first[e].eq(1)
+        # Each vector is updated as a whole (x = (x & ~clear) | set, in the order of the
+        # writes: the new entry, the reply, the link, then lane 0's and lane 1's retirement).
+        def rep_p(bit):
+            return bit.replicate(P)
+
+        new = _onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
+        lnk = _onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
+        got = _onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
+        ret = [_onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
+        nxt = [_onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
+               for j in range(2)]
+
+        def load(vec, bit):
+            return (vec & ~new) | (new & rep_p(bit))
+
+        first_nx = load(first, ~pool_link)
+        for j in range(2):
+            first_nx = (first_nx & ~ret[j]) | nxt[j]
+        m.d.sync += [alloc.eq((alloc | new) & ~ret[0] & ~ret[1]),
+                     pvalid.eq(load(pvalid, pool_skip) | got),
+                     first.eq(first_nx),
+                     has_nxt.eq((has_nxt & ~new) | lnk),
+                     lane.eq(load(lane, mem_lane)),
+                     resv.eq(load(resv, issue_resv))]
 
         # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
         m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
