@@ -101,19 +101,6 @@ def _biased(v, width):
     return (v + 1)[:width]
 
 
-def _decode(m, x, n, name):
-    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (a case statement)."""
-    out = Signal(n, name=name)
-    with m.Switch(x):
-        for v in range(n):
-            with m.Case(v):
-                m.d.comb += out.eq(1 << v)
-        if n < 1 << len(x):
-            with m.Default():
-                m.d.comb += out.eq(0)
-    return out
-
-
 def _onehot(m, x, n, name):
     """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (one right shift).
 
@@ -167,21 +154,28 @@ def _mux(m, values, idx, name):
 
 
 def _first(m, vec, name):
-    """Return ``(any, index)`` of the lowest set bit of ``vec``.
+    """Return ``(any, index)`` of the lowest set bit of ``vec`` (all ones when none is set).
 
-    A balanced tree of expressions (continuous assignments), not a process: Icarus does not
-    run an ``always @*`` block at time 0, so a process whose inputs never change (a pool
-    that stays empty) would leave its output X.
+    A binary search on whole words, most significant index bit first: is the lower half
+    empty? then search the upper half, else the lower one (a few word operations, where a
+    tree of one multiplexer per bit costs one test per bit in Verilator).  Continuous
+    assignments, not a process: Icarus does not run an ``always @*`` block at time 0, so a
+    process whose inputs never change (a pool that stays empty) would leave its output X.
     """
-    bits = [vec[i] for i in range(len(vec))]
-    n = 1 << max(1, (len(bits) - 1).bit_length())
-    nodes = [(b, Const(0, 0)) for b in bits] + [(Const(0, 1), Const(0, 0))] * (n - len(bits))
-    while len(nodes) > 1:
-        nodes = [(lo[0] | hi[0], Mux(lo[0], Cat(lo[1], Const(0, 1)), Cat(hi[1], Const(1, 1))))
-                 for lo, hi in zip(nodes[0::2], nodes[1::2])]
-    idx = Signal(range(n), name=f"{name}_idx")
-    m.d.comb += idx.eq(nodes[0][1])
-    return nodes[0][0], idx
+    lg = max(1, (len(vec) - 1).bit_length())
+    cur = Signal(1 << lg, name=f"{name}_v{lg}")
+    m.d.comb += cur.eq(vec)
+    bits = []
+    for level in reversed(range(lg)):
+        half = 1 << level
+        empty = ~cur[:half].any()
+        bits.append(empty)
+        nxt = Signal(half, name=f"{name}_v{level}")
+        m.d.comb += nxt.eq(Mux(empty, cur[half:], cur[:half]))
+        cur = nxt
+    idx = Signal(range(1 << lg), name=f"{name}_idx")
+    m.d.comb += idx.eq(Cat(*reversed(bits)))
+    return vec.any(), idx
 
 
 def _round_robin(m, vec, name):
@@ -192,13 +186,11 @@ def _round_robin(m, vec, name):
     n = len(vec)
     last = Signal(range(max(2, n)), name=f"{name}_last")
     above = Signal(n, name=f"{name}_above")
-    with m.Switch(last):                  # above[i] = i > last, as a table
-        for j in range(n):
-            with m.Case(j):
-                m.d.comb += above.eq(vec & Const(((1 << n) - 1) & ~((2 << j) - 1), n))
-        if n < 1 << len(last):            # (a default after full coverage is empty Verilog)
-            with m.Default():
-                m.d.comb += above.eq(0)
+    # above[i] = i > last: the mask of bits 0..last is all ones shifted right by ~last (a
+    # right shift keeps the width: one word operation).
+    w = 1 << len(last)
+    upto = Const((1 << w) - 1, w) >> ~last
+    m.d.comb += above.eq(vec & ~upto[:n])
     any_hi, idx_hi = _first(m, above, f"{name}_hi")
     any_all, idx_all = _first(m, vec, f"{name}_all")
     idx = Signal.like(idx_all, name=f"{name}_pick")
@@ -989,12 +981,12 @@ class Pe(wiring.Component):
                 m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
                              pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
                              pt_w.en.eq(issue)]
-                m.d.comb += pool_link.eq(mux(list(alloc), pt_r.data)
+                m.d.comb += pool_link.eq(_bit(alloc, pt_r.data)
                                          & (last_info.data.slot == st["slot"])
                                          & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
                                                   for j in range(2)]).any())
                 m.d.comb += pool_link_to.eq(pt_r.data)
-                m.d.comb += ovf_mode.eq(pool_link & ~mux(list(resv), pt_r.data))
+                m.d.comb += ovf_mode.eq(pool_link & ~_bit(resv, pt_r.data))
                 m.d.comb += ovf_issue.eq(issue & ~issue_resv)
                 nxt_w = pool_nxt.write_port()
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
@@ -1121,7 +1113,7 @@ class Pe(wiring.Component):
             r1_ectx = Signal(32, name=f"r1_ectx{j}")
             r1_resv = Signal(name=f"r1_resv{j}")
             r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
-            in_r1 = _decode(m, r1_idx, P, f"pool_r1_{j}")
+            in_r1 = _onehot(m, r1_idx, P, f"pool_r1_{j}")
             mine = Signal(P, name=f"retire_mine{j}")
             m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
                                 & ~(in_r1 & r1_valid.replicate(P)))
@@ -1135,7 +1127,7 @@ class Pe(wiring.Component):
             m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
                          insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
             m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
-                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(mux(list(resv), ret_pick)),
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(_bit(resv, ret_pick)),
                          r1_zero.eq(ret_info.data.zero)]
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
@@ -1165,7 +1157,7 @@ class Pe(wiring.Component):
                              wa_l[j][i].data.eq(_inc(ptr_read("wa", lres_key[j][i]))),
                              wa_l[j][i].en.eq(lres[j][i])]
             nxt_r.append(nr.data)
-            nxt_live.append(mux(list(has_nxt), r1_idx))
+            nxt_live.append(_bit(has_nxt, r1_idx))
             ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
             r_store = op_of(rinsn.op, _STORES)
