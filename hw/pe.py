@@ -727,7 +727,14 @@ class Pe(wiring.Component):
                         for b in range(NB):
                             with m.Case(b):
                                 m.d.comb += token.eq(st["op_r"][k][b].data)
-                m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
+                # A register operand by a case statement (Verilator: a few branches), not a
+                # shift of the 16 concatenated registers (a 1,024-bit word operation).
+                regv = Signal(p.TOKEN_BITS, name=f"regv{pp}_{k}")
+                with m.Switch(getattr(insn, f"reg{k}")):
+                    for r in range(p.regs):
+                        with m.Case(r):
+                            m.d.comb += regv.eq(regs[r])
+                m.d.comb += v.eq(Mux(insn.regmask[k], regv,
                                      token))
                 opv.append(v)
             imm32 = Signal(32, name=f"imm{pp}")
