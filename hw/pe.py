@@ -101,17 +101,36 @@ def _biased(v, width):
     return (v + 1)[:width]
 
 
-def _decode(m, x, n, name):
-    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (a case statement)."""
+def _onehot(m, x, n, name):
+    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (one right shift).
+
+    ``Const(1 << (2**w - 1)) >> ~x`` for a ``w``-bit ``x``: a right shift keeps the width of
+    the shifted value, so Verilator compiles it to a word shift (a left shift of a
+    variable amount widens the result, a case statement becomes a table or a chain).
+    """
+    w = len(x)
     out = Signal(n, name=name)
-    with m.Switch(x):
-        for v in range(n):
-            with m.Case(v):
-                m.d.comb += out.eq(1 << v)
-        if n < 1 << len(x):
-            with m.Default():
-                m.d.comb += out.eq(0)
+    if w == 0:
+        m.d.comb += out.eq(1)
+    else:
+        hot = Const(1 << ((1 << w) - 1), 1 << w) >> ~x
+        m.d.comb += out.eq(hot[:n] if n < 1 << w else hot)
     return out
+
+
+def _tree(values, op):
+    """Return the ``op`` (``"&"`` or ``"|"``) of ``values`` as a balanced tree."""
+    values = list(values)
+    while len(values) > 1:
+        pairs = zip(values[0::2], values[1::2])
+        values = ([a & b for a, b in pairs] if op == "&" else [a | b for a, b in pairs]) + (
+            [values[-1]] if len(values) % 2 else [])
+    return values[0]
+
+
+def _bit(vec, idx):
+    """Return bit ``idx`` of ``vec`` (a run-time index) as one right shift."""
+    return (vec >> idx)[0]
 
 
 def _mux(m, values, idx, name):
@@ -135,21 +154,28 @@ def _mux(m, values, idx, name):
 
 
 def _first(m, vec, name):
-    """Return ``(any, index)`` of the lowest set bit of ``vec``.
+    """Return ``(any, index)`` of the lowest set bit of ``vec`` (all ones when none is set).
 
-    A balanced tree of expressions (continuous assignments), not a process: Icarus does not
-    run an ``always @*`` block at time 0, so a process whose inputs never change (a pool
-    that stays empty) would leave its output X.
+    A binary search on whole words, most significant index bit first: is the lower half
+    empty? then search the upper half, else the lower one (a few word operations, where a
+    tree of one multiplexer per bit costs one test per bit in Verilator).  Continuous
+    assignments, not a process: Icarus does not run an ``always @*`` block at time 0, so a
+    process whose inputs never change (a pool that stays empty) would leave its output X.
     """
-    bits = [vec[i] for i in range(len(vec))]
-    n = 1 << max(1, (len(bits) - 1).bit_length())
-    nodes = [(b, Const(0, 0)) for b in bits] + [(Const(0, 1), Const(0, 0))] * (n - len(bits))
-    while len(nodes) > 1:
-        nodes = [(lo[0] | hi[0], Mux(lo[0], Cat(lo[1], Const(0, 1)), Cat(hi[1], Const(1, 1))))
-                 for lo, hi in zip(nodes[0::2], nodes[1::2])]
-    idx = Signal(range(n), name=f"{name}_idx")
-    m.d.comb += idx.eq(nodes[0][1])
-    return nodes[0][0], idx
+    lg = max(1, (len(vec) - 1).bit_length())
+    cur = Signal(1 << lg, name=f"{name}_v{lg}")
+    m.d.comb += cur.eq(vec)
+    bits = []
+    for level in reversed(range(lg)):
+        half = 1 << level
+        empty = ~cur[:half].any()
+        bits.append(empty)
+        nxt = Signal(half, name=f"{name}_v{level}")
+        m.d.comb += nxt.eq(Mux(empty, cur[half:], cur[:half]))
+        cur = nxt
+    idx = Signal(range(1 << lg), name=f"{name}_idx")
+    m.d.comb += idx.eq(Cat(*reversed(bits)))
+    return vec.any(), idx
 
 
 def _round_robin(m, vec, name):
@@ -160,13 +186,11 @@ def _round_robin(m, vec, name):
     n = len(vec)
     last = Signal(range(max(2, n)), name=f"{name}_last")
     above = Signal(n, name=f"{name}_above")
-    with m.Switch(last):                  # above[i] = i > last, as a table
-        for j in range(n):
-            with m.Case(j):
-                m.d.comb += above.eq(vec & Const(((1 << n) - 1) & ~((2 << j) - 1), n))
-        if n < 1 << len(last):            # (a default after full coverage is empty Verilog)
-            with m.Default():
-                m.d.comb += above.eq(0)
+    # above[i] = i > last: the mask of bits 0..last is all ones shifted right by ~last (a
+    # right shift keeps the width: one word operation).
+    w = 1 << len(last)
+    upto = Const((1 << w) - 1, w) >> ~last
+    m.d.comb += above.eq(vec & ~upto[:n])
     any_hi, idx_hi = _first(m, above, f"{name}_hi")
     any_all, idx_all = _first(m, vec, f"{name}_all")
     idx = Signal.like(idx_all, name=f"{name}_pick")
@@ -291,13 +315,13 @@ class Pe(wiring.Component):
             nsel[0] += 1
             return _mux(m, values, idx, f"mux{nsel[0]}")
 
-        def slot_is(sig, s, n=S):
-            # One shared one-hot decoder per signal (two-level: halves decoded, then ANDed)
-            # instead of a comparator per use: a fraction of the logic and of the Verilog.
+        def hot(sig, n=S):
+            # One shared one-hot decode per slot signal: the per-slot flip-flops below are
+            # updated as whole vectors, `x = (x & ~clear) | set`, with masks built from these.
             key = (id(sig), n)
             if key not in decoders:
-                decoders[key] = (sig, _decode(m, sig, n, f"dec{len(decoders)}"))
-            return decoders[key][1][s]
+                decoders[key] = (sig, _onehot(m, sig, n, f"dec{len(decoders)}"))
+            return decoders[key][1]
 
         def dest_of(insn, i):
             return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
@@ -327,15 +351,24 @@ class Pe(wiring.Component):
         opw = [[mem.write_port() for mem in row] for row in opmem]
         regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
 
-        # What the ready vector sees in parallel stays in flip-flops: per slot its opcode is
-        # known, its pipe, which operands are tokens, busy; per (slot, operand) "non-empty".
-        known = [Signal(name=f"known{s}") for s in range(S)]     # opcode valid, not INVALID
-        isfp = [Signal(name=f"isfp{s}") for s in range(S)]
-        onp0 = [Signal(name=f"onp0_{s}") for s in range(S)]    # INT pipe 0 (int_issue 2)
-        tmask = [Signal(K, name=f"tmask{s}") for s in range(S)]  # operands that are tokens
-        busy = [Signal(name=f"busy{s}") for s in range(S)]
-        noroom = [Signal(name=f"noroom{s}") for s in range(S)]  # last pick: destination full
-        nonempty = [Signal(K, name=f"ne{s}") for s in range(S)]
+        # What the ready vector sees in parallel stays in flip-flops, one S-bit vector per
+        # property (bit s: slot s), so that each is updated and read by word-wide operations
+        # (Verilator turns a per-bit update into one test per bit: docs/harness.md,
+        # "Simulation speed"): its opcode is known, its pipe, which operands are tokens, busy;
+        # per operand index "non-empty".
+        known = Signal(S, name="known_v")         # opcode valid, not INVALID
+        isfp = Signal(S, name="isfp_v")
+        onp0 = Signal(S, name="onp0_v")           # INT pipe 0 (int_issue 2)
+        tmask = [Signal(S, name=f"tmask_op{k}") for k in range(K)]  # operand k is a token
+        busy = Signal(S, name="busy_v")
+        noroom = Signal(S, name="noroom_v")       # last pick: destination full
+        nonempty = [Signal(S, name=f"ne_op{k}") for k in range(K)]
+        # Per-slot views under the names diagnosis benches read (tb/pe/probe.py: ne<slot>,
+        # noroom<slot>, busy<slot>); Verilator drops them, nothing in the PE reads them.
+        for s in range(S):
+            m.d.comb += [Signal(K, name=f"ne{s}").eq(Cat(*[nonempty[k][s] for k in range(K)])),
+                         Signal(name=f"noroom{s}").eq(noroom[s]),
+                         Signal(name=f"busy{s}").eq(busy[s])]
         # The FIFO pointers of every (slot, operand) live in memories addressed by the key
         # Cat(operand, slot), each pointer modulo 2 * depth with a single kind of writer:
         # WP (write pointer: the operand write ports), RP (read pointer: the firings),
@@ -406,7 +439,8 @@ class Pe(wiring.Component):
         mem_op = Signal()
         m.d.comb += mem_op.eq(op_of(part0.op, _LOADS + _STORES))
         given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
-        tm = Cat(*[given[i] & ~part0.regmask[i] for i in range(K)])
+        tm = Signal(K, name="cfg_tmask")         # (named: an expression is copied per use)
+        m.d.comb += tm.eq(Cat(*[given[i] & ~part0.regmask[i] for i in range(K)]))
         # With a second INT pipe each INT/MEM/CTRL slot is given its pipe when configured:
         # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
         # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
@@ -421,21 +455,24 @@ class Pe(wiring.Component):
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
         if NP == 3:
             m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)) | part0.pipe0)
-        for s in range(S):
-            with m.If(cfg_part0 & slot_is(cfg_slot, s)):
-                m.d.sync += [known[s].eq(known_op), isfp[s].eq(fp_op), tmask[s].eq(tm)]
-                if NP == 3:
-                    m.d.sync += onp0[s].eq(to_p0)
+        cfg_hot = hot(cfg_slot)
+        with m.If(cfg_part0):
+            for vec, bit in ([(known, known_op), (isfp, fp_op)]
+                             + [(tmask[k], tm[k]) for k in range(K)]
+                             + ([(onp0, to_p0)] if NP == 3 else [])):
+                m.d.sync += vec.eq((vec & ~cfg_hot) | (cfg_hot & bit.replicate(S)))
 
         # Mesh tokens: OPERAND and PRELOAD.
         net_tok = Signal(local_layout(p))
         net_valid = Signal()
+        m.d.comb += net_valid.eq(is_kind(Kind.OPERAND)
+                                 | is_cfg & _eq(cfg.what, ConfigWhat.PRELOAD))
         with m.If(is_kind(Kind.OPERAND)):
-            m.d.comb += [net_valid.eq(1), net_tok.slot.eq(fin.operand.slot),
+            m.d.comb += [net_tok.slot.eq(fin.operand.slot),
                          net_tok.operand.eq(fin.operand.operand),
                          net_tok.data.eq(fin.operand.data)]
         with m.If(is_cfg & _eq(cfg.what, ConfigWhat.PRELOAD)):
-            m.d.comb += [net_valid.eq(1), net_tok.slot.eq(cfg.slot),
+            m.d.comb += [net_tok.slot.eq(cfg.slot),
                          net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
 
         # ---- dispatchers ------------------------------------------------------------------
@@ -451,7 +488,7 @@ class Pe(wiring.Component):
 
         # ---- operand write arbiters, one per operand memory -------------------------------
         def known_of(slot):
-            return mux(known, slot)
+            return _bit(known, slot)
 
         def full_of(key):
             # Occupancy WA - RP never exceeds D (= 2 ** lgd): its top bit means "full".
@@ -507,7 +544,11 @@ class Pe(wiring.Component):
                 sel_net = Signal(name=f"wr_sel_net{k}_{b}")
                 for j, (valid, tok) in enumerate(srcs):
                     with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
-                        m.d.comb += [sel.eq(tok), sel_valid.eq(1), sel_net.eq(j == 0)]
+                        m.d.comb += sel.eq(tok)
+                # (The enables as continuous assignments: see busy_set.)
+                m.d.comb += [sel_valid.eq(before[-1][k][b]
+                                          | (srcs[-1][0] & targets(srcs[-1][1], k, b))),
+                             sel_net.eq(net_valid & targets(net_tok, k, b))]
                 # A local token goes to a known slot; the reservation made at issue gives room.
                 local_known = known_of(sel.slot)
                 ok = sel_valid & Mux(sel_net, net_ok, local_known)
@@ -544,9 +585,9 @@ class Pe(wiring.Component):
         res_dest = [[Signal(sb + 2, name=f"res_dest{pp}_{i}") for i in range(ND)]
                     for pp in range(NP)]
         busy_set = [Signal(name=f"busy_set{pp}") for pp in range(NP)]
-        busy_set_slot = [Signal(sb, name=f"busy_set_slot{pp}") for pp in range(NP)]
+        busy_set_slot = [None] * NP               # (each pipe's S1 slot; FACC: the FPU's tag)
         busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(NP)]
-        busy_clr_slot = [Signal(sb, name=f"busy_clr_slot{pp}") for pp in range(NP)]
+        busy_clr_slot = [None] * NP
 
 
         # END messages sent per slot: the context ID an END carries (ISA v1.1).  One memory
@@ -619,36 +660,35 @@ class Pe(wiring.Component):
         pool_link_to = Signal(lgp, name="pool_link_to")
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
+        tok_ok = Signal(S, name="tok_ok")         # every token operand has one
+        m.d.comb += tok_ok.eq(_tree([~tmask[k] | nonempty[k] for k in range(K)], "&"))
         s1 = []
         for pp in range(NP):
             s1_valid = Signal(name=f"s1_valid{pp}")
             s1_slot = Signal(sb, name=f"s1_slot{pp}")
             s1_cont = Signal(name=f"s1_cont{pp}")
             ready = Signal(S, name=f"ready{pp}")
-            for s in range(S):
-                tok_ok = (~tmask[s] | nonempty[s]).all()
-                # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next
-                # token.
-                go_on = busy[s] if pp != 1 else Const(0, 1)
-                # Each slot has one pipe, so its results leave in firing order: FP slots
-                # pipe 1; with a second INT pipe, LD/ST and ITER slots pipe 0 and the other
-                # INT/CTRL slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
-                unit = (isfp[s] if pp == 1 else ~isfp[s] if NP == 2
-                        else ~isfp[s] & (onp0[s] if pp == 0 else ~onp0[s]))
-                m.d.comb += ready[s].eq(known[s] & unit & ((tok_ok & ~busy[s]) | go_on)
-                                        & ~(s1_valid & slot_is(s1_slot, s)))
+            # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next token.
+            go_on = busy if pp != 1 else Const(0, S)
+            # Each slot has one pipe, so its results leave in firing order: FP slots pipe 1;
+            # with a second INT pipe, LD/ST and ITER slots pipe 0 and the other INT/CTRL
+            # slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
+            unit = (isfp if pp == 1 else ~isfp if NP == 2
+                    else ~isfp & (onp0 if pp == 0 else ~onp0))
+            m.d.comb += ready.eq(known & unit & ((tok_ok & ~busy) | go_on)
+                                 & ~(hot(s1_slot) & s1_valid.replicate(S)))
             # Slots whose last pick found a local destination full go last: they are
             # picked only when no other slot of the pipe is ready (a full consumer FIFO
             # otherwise costs the pipe one issue cycle per retry, e.g. input loads running
             # ahead of their FACCs crowd out the loads those FACCs wait for).
             fresh = Signal(S, name=f"fresh{pp}")
-            m.d.comb += fresh.eq(ready & ~Cat(*noroom))
+            m.d.comb += fresh.eq(ready & ~noroom)
             cand = Signal(S, name=f"cand{pp}")
             m.d.comb += cand.eq(Mux(fresh.any(), fresh, ready))
             any_rdy, pick, last = _round_robin(m, cand, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
             if pp != 1:
-                m.d.comb += cont.eq(mux(busy, pick))
+                m.d.comb += cont.eq(_bit(busy, pick))
             slot0 = Signal(sb, name=f"slot0_{pp}")
             m.d.comb += slot0.eq(pick)
             with m.If(any_rdy):
@@ -687,7 +727,14 @@ class Pe(wiring.Component):
                         for b in range(NB):
                             with m.Case(b):
                                 m.d.comb += token.eq(st["op_r"][k][b].data)
-                m.d.comb += v.eq(Mux(insn.regmask[k], mux(regs, getattr(insn, f"reg{k}")),
+                # A register operand by a case statement (Verilator: a few branches), not a
+                # shift of the 16 concatenated registers (a 1,024-bit word operation).
+                regv = Signal(p.TOKEN_BITS, name=f"regv{pp}_{k}")
+                with m.Switch(getattr(insn, f"reg{k}")):
+                    for r in range(p.regs):
+                        with m.Case(r):
+                            m.d.comb += regv.eq(regs[r])
+                m.d.comb += v.eq(Mux(insn.regmask[k], regv,
                                      token))
                 opv.append(v)
             imm32 = Signal(32, name=f"imm{pp}")
@@ -839,10 +886,11 @@ class Pe(wiring.Component):
                 with m.Else():
                     m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
                                  scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
-                with m.If(go & emitter & ~st["cont"] & it_more):
-                    m.d.comb += [busy_set[pp].eq(1), busy_set_slot[pp].eq(st["slot"])]
-                with m.If(go & st["cont"] & ~it_more):
-                    m.d.comb += [busy_clr[pp].eq(1), busy_clr_slot[pp].eq(st["slot"])]
+                # (Continuous assignments, not processes: an enable of a vector update must
+                # not start X on Icarus, which runs no `always @*` block at time 0.)
+                m.d.comb += [busy_set[pp].eq(go & emitter & ~st["cont"] & it_more),
+                             busy_clr[pp].eq(go & st["cont"] & ~it_more)]
+                busy_set_slot[pp] = busy_clr_slot[pp] = st["slot"]
                 m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
                              alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
 
@@ -940,12 +988,12 @@ class Pe(wiring.Component):
                 m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
                              pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
                              pt_w.en.eq(issue)]
-                m.d.comb += pool_link.eq(mux(list(alloc), pt_r.data)
+                m.d.comb += pool_link.eq(_bit(alloc, pt_r.data)
                                          & (last_info.data.slot == st["slot"])
                                          & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
                                                   for j in range(2)]).any())
                 m.d.comb += pool_link_to.eq(pt_r.data)
-                m.d.comb += ovf_mode.eq(pool_link & ~mux(list(resv), pt_r.data))
+                m.d.comb += ovf_mode.eq(pool_link & ~_bit(resv, pt_r.data))
                 m.d.comb += ovf_issue.eq(issue & ~issue_resv)
                 nxt_w = pool_nxt.write_port()
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
@@ -978,8 +1026,8 @@ class Pe(wiring.Component):
                              fpu.i_op.payload.tag.eq(tag),
                              fpu.i_op.valid.eq(st["valid"] & room)]
                 m.d.comb += go.eq(st["valid"] & room & fpu.i_op.ready)
-                with m.If(go & is_op[Op.FACC]):
-                    m.d.comb += [busy_set[1].eq(1), busy_set_slot[1].eq(st["slot"])]
+                m.d.comb += busy_set[1].eq(go & is_op[Op.FACC])
+                busy_set_slot[1] = st["slot"]
 
             fire = go & ~st["cont"]
             for k in range(K):
@@ -1042,7 +1090,8 @@ class Pe(wiring.Component):
             for k in range(K):
                 for w in (wp_w[k][0], rp_w[0][k], wa_w[f"res0_{k}"]):
                     m.d.comb += [w.addr.eq(fkey(k, cfg_slot)), w.en.eq(1), w.data.eq(0)]
-        m.d.comb += [busy_clr[1].eq(fdone), busy_clr_slot[1].eq(ftag.slot)]
+        m.d.comb += busy_clr[1].eq(fdone)
+        busy_clr_slot[1] = ftag.slot
 
         # ---- load/store replies: the reorder pool, retired in issue order ------------------
         rep = fin.reply
@@ -1071,7 +1120,7 @@ class Pe(wiring.Component):
             r1_ectx = Signal(32, name=f"r1_ectx{j}")
             r1_resv = Signal(name=f"r1_resv{j}")
             r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
-            in_r1 = _decode(m, r1_idx, P, f"pool_r1_{j}")
+            in_r1 = _onehot(m, r1_idx, P, f"pool_r1_{j}")
             mine = Signal(P, name=f"retire_mine{j}")
             m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
                                 & ~(in_r1 & r1_valid.replicate(P)))
@@ -1085,7 +1134,7 @@ class Pe(wiring.Component):
             m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
                          insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
             m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
-                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(mux(list(resv), ret_pick)),
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(_bit(resv, ret_pick)),
                          r1_zero.eq(ret_info.data.zero)]
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
@@ -1115,7 +1164,7 @@ class Pe(wiring.Component):
                              wa_l[j][i].data.eq(_inc(ptr_read("wa", lres_key[j][i]))),
                              wa_l[j][i].en.eq(lres[j][i])]
             nxt_r.append(nr.data)
-            nxt_live.append(mux(list(has_nxt), r1_idx))
+            nxt_live.append(_bit(has_nxt, r1_idx))
             ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
             r_store = op_of(rinsn.op, _STORES)
@@ -1135,24 +1184,30 @@ class Pe(wiring.Component):
         # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
         # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
         # different entries in a cycle (a retiring entry is first, its successor is not).
-        d_new = _decode(m, free_idx, P, "pool_new")
-        d_link = _decode(m, pool_link_to, P, "pool_lnk")
-        d_rep = _decode(m, rep_idx, P, "pool_rep")
-        d_ret = [_decode(m, ret_idx[j], P, f"pool_ret{j}") for j in range(2)]
-        d_nxt = [_decode(m, nxt_r[j], P, f"pool_nx{j}") for j in range(2)]
-        for e in range(P):
-            with m.If(pool_issue & d_new[e]):
-                m.d.sync += [alloc[e].eq(1), pvalid[e].eq(pool_skip), first[e].eq(~pool_link),
-                             has_nxt[e].eq(0), lane[e].eq(mem_lane), resv[e].eq(issue_resv)]
-            with m.If(is_rep & d_rep[e]):
-                m.d.sync += pvalid[e].eq(1)
-            with m.If(pool_issue & pool_link & d_link[e]):
-                m.d.sync += has_nxt[e].eq(1)
-            for j in range(2):
-                with m.If(ret_go[j] & d_ret[j][e]):
-                    m.d.sync += [alloc[e].eq(0), first[e].eq(0)]
-                with m.If(ret_go[j] & nxt_live[j] & d_nxt[j][e]):
-                    m.d.sync += first[e].eq(1)
+        # Each vector is updated as a whole (x = (x & ~clear) | set, in the order of the
+        # writes: the new entry, the reply, the link, then lane 0's and lane 1's retirement).
+        def rep_p(bit):
+            return bit.replicate(P)
+
+        new = _onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
+        lnk = _onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
+        got = _onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
+        ret = [_onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
+        nxt = [_onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
+               for j in range(2)]
+
+        def load(vec, bit):
+            return (vec & ~new) | (new & rep_p(bit))
+
+        first_nx = load(first, ~pool_link)
+        for j in range(2):
+            first_nx = (first_nx & ~ret[j]) | nxt[j]
+        m.d.sync += [alloc.eq((alloc | new) & ~ret[0] & ~ret[1]),
+                     pvalid.eq(load(pvalid, pool_skip) | got),
+                     first.eq(first_nx),
+                     has_nxt.eq((has_nxt & ~new) | lnk),
+                     lane.eq(load(lane, mem_lane)),
+                     resv.eq(load(resv, issue_resv))]
 
         # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
         m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
@@ -1161,17 +1216,15 @@ class Pe(wiring.Component):
         wiring.connect(m, rep_port.o_rep, wiring.flipped(self.o_rep))
 
         # ---- non-empty bits (the ready vector's view of the operand FIFOs) ----------------
-        for s in range(S):
-            for k in range(K):
-                set_ = wr_en[k][s % NB] & slot_is(wr_slot[k][s % NB], s)
-                clr = Cat(*[consume[pp][k] & cons_last[pp][k] & slot_is(cons_slot[pp], s)
-                            for pp in range(NP)]).any()
-                with m.If(clear & slot_is(cfg_slot, s)):
-                    m.d.sync += nonempty[s][k].eq(0)
-                with m.Elif(set_):                  # a write wins over the last token's firing
-                    m.d.sync += nonempty[s][k].eq(1)
-                with m.Elif(clr):
-                    m.d.sync += nonempty[s][k].eq(0)
+        # A write wins over the last token's firing; configuring the slot over both.
+        for k in range(K):
+            set_ = _tree([hot(wr_slot[k][b]) & wr_en[k][b].replicate(S)
+                           & Const(sum(1 << s for s in range(b, S, NB)), S)
+                           for b in range(NB)], "|")
+            clr = _tree([hot(cons_slot[pp]) & (consume[pp][k] & cons_last[pp][k]).replicate(S)
+                          for pp in range(NP)], "|")
+            m.d.sync += nonempty[k].eq(((nonempty[k] & ~clr) | set_)
+                                       & ~(cfg_hot & clear.replicate(S)))
         for pp in range(NP):
             # A memory op that did not go, for whatever reason (no room, no pool entry, the
             # overflow cap), goes last too: one that kept failing while staying "fresh" starved
@@ -1182,18 +1235,16 @@ class Pe(wiring.Component):
             st["last"] = Signal(name=f"goes_last{pp}")
             fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
             m.d.comb += st["last"].eq(fail & ~st["go"])
-        for s in range(S):
-            for pp in range(NP):
-                st = s1[pp]
-                with m.If(st["valid"] & slot_is(st["slot"], s)):
-                    m.d.sync += noroom[s].eq(st["last"])
-        for s in range(S):
-            for pp in range(NP):
-                with m.If(busy_set[pp] & slot_is(busy_set_slot[pp], s)):
-                    m.d.sync += busy[s].eq(1)
-            for pp in range(NP):
-                with m.If(busy_clr[pp] & slot_is(busy_clr_slot[pp], s)):
-                    m.d.sync += busy[s].eq(0)
+        nr = noroom
+        for pp in range(NP):                      # (a slot is in one pipe's S1 at a time)
+            sel = hot(s1[pp]["slot"]) & s1[pp]["valid"].replicate(S)
+            nr = (nr & ~sel) | (sel & s1[pp]["last"].replicate(S))
+        m.d.sync += noroom.eq(nr)
+        bset = _tree([hot(busy_set_slot[pp]) & busy_set[pp].replicate(S) for pp in range(NP)],
+                     "|")
+        bclr = _tree([hot(busy_clr_slot[pp]) & busy_clr[pp].replicate(S) for pp in range(NP)],
+                     "|")
+        m.d.sync += busy.eq((busy | bset) & ~bclr)
 
         # ---- sticky errors ---------------------------------------------------------------------
         first = Const(0, 1)
