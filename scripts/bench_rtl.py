@@ -13,7 +13,7 @@ Usage::
 
     python scripts/bench_rtl.py speed                 # 8x8 on Verilator + 1x1 on Icarus
     python scripts/bench_rtl.py fc8 --batch 1 4 64    # alexnet-fc8, dense and sparse, 8x8 Verilator
-    python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph gather \
+    python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph gather \\
         --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the branch-free graph
     python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
         --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25

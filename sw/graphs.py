@@ -419,7 +419,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="swi
     * a Dbuf serves one access per cycle to the engines homed on it;
     * sparse: a mesh link carries one flit per cycle for every engine routed through it; with
       the ``switch`` graph pipe 2 (the SWITCH loops' firings) reaches only
-      :data:`SPARSE_INT_UTIL` of its cycles and each weight row's SWITCH loop takes
+      :data:`SPARSE_INT_UTIL` of its cycles, pipe 0 :data:`SPARSE_P0_UTIL` where engines
+      share a Dbuf, and each weight row's SWITCH loop takes
       :data:`SPARSE_LOOP_CYCLES` per column (the ``gather`` graph has no loop: its weight
       stream is feed-forward like the dense engine's).
     """
