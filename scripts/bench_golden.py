@@ -9,14 +9,16 @@ Usage::
 
 The timed run is ``sw.golden.run_fc`` on the vectorized path (what ``fdpu run`` uses for
 full-size layers), plan and graph included, reference check excluded.  ``--table`` runs
-``alexnet-fc8`` (4096 -> 1000, 25 % dense) in both modes at batch 1, 4 and 64 and prints the
+``alexnet-fc8`` (4096 -> 1000, 25 % dense) with the dense graph and both sparse graphs (the
+default gather graph and the paper's SWITCH graph) at batch 1, 4 and 64 and prints the
 blocking, instructions per weight, the issues per column of one engine (from the graph's
 rates: every INT/MEM/CTRL issue, and split as the RTL PE's pipes with ``int_issue = 2``:
 pipe 2 the INT/CTRL issues with BSCAN tokens, pipe 0 loads, stores and ITER tokens; FP;
 memory accesses) and bytes read per weight.  ``--chooser K,C,N`` prints the blocking
 chooser's candidates for that layer in both modes (``sw.graphs.blocking_costs``: issues per
 column, the bounding term, estimated cycles), on the array of ``--rows/--cols/--slots/
---int-issue`` (``--table`` uses the same array).
+--int-issue`` (``--table`` uses the same array); ``--sparse-graph`` chooses the sparse graph of
+the timed run and of ``--chooser``.
 """
 
 import argparse
@@ -29,29 +31,31 @@ from sw import golden, graphs, layers  # noqa: E402
 from sw.arch import ArrayParams  # noqa: E402
 
 
-def timed_run(name, mode, batch, seed=0, params=None):
+def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Return ``(seconds, FcRun)`` of one vectorized golden run of zoo layer ``name``."""
     spec = layers.get_layer(name)
     w = layers.make_weights(spec, None, seed)
     x = layers.make_inputs(spec.in_features, batch, seed)
     start = time.perf_counter()
-    plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode, params)
+    plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode, params,
+                          sparse_graph=sparse_graph)
     res = golden.run_fc(plan, w, x)
     return time.perf_counter() - start, res
 
 
-def print_chooser(K, C, N, params, top=6):
+def print_chooser(K, C, N, params, top=6, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Print the blocking chooser's ``top`` candidates of a ``K x C`` layer at batch ``N``."""
     for mode in graphs.MODES:
         cw = C if mode == "dense" else -(-C // 16) * 16
-        plan = graphs.plan_fc(K, C, N, mode, params)
+        plan = graphs.plan_fc(K, C, N, mode, params, sparse_graph=sparse_graph)
         print(f"\n{mode} {K} x {C}, batch {N}, {params.rows}x{params.cols}, {params.slots} "
               f"slots, int_issue {params.int_issue}: plan_fc picks {plan.kb} x {plan.gb}"
-              + (f", wfan {plan.wfan}" if mode == "sparse" else ""))
+              + (f", wfan {plan.wfan} ({sparse_graph} graph)" if mode == "sparse" else ""))
         print(f"  {'kb x gb':>7} {'wfan':>4} {'slots':>5} {'pipe2/col':>9} {'pipe0/col':>9} "
               f"{'fp/col':>6} {'mem/col':>7} {'rounds':>6} {'cycles/ctx':>10} {'bound':>11} "
               f"{'cycles':>8}")
-        for d in graphs.blocking_costs(mode, K, -(-N // 4), cw, params)[:top]:
+        for d in graphs.blocking_costs(mode, K, -(-N // 4), cw, params,
+                                       sparse_graph=sparse_graph)[:top]:
             c = d["issues"]
             pipe2, pipe0 = c.pipes(2)
             print(f"  {d['kb']:>3} x {d['gb']:<2} {d['wfan']:4} {c.slots:5} {pipe2 / 64:9.2f} "
@@ -72,28 +76,35 @@ def main(argv=None):
     ap.add_argument("--cols", type=int, default=8)
     ap.add_argument("--slots", type=int, default=64)
     ap.add_argument("--int-issue", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
+                    choices=graphs.SPARSE_GRAPHS)
     args = ap.parse_args(argv)
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
     if args.chooser:
-        print_chooser(*(int(v) for v in args.chooser.split(",")), params)
+        print_chooser(*(int(v) for v in args.chooser.split(",")), params,
+                      sparse_graph=args.sparse_graph)
         return 0
-    seconds, res = timed_run(args.layer, args.mode, args.batch)
+    seconds, res = timed_run(args.layer, args.mode, args.batch, sparse_graph=args.sparse_graph)
     c = res.counters
-    print(f"golden model, {args.layer} {args.mode} batch {args.batch}: {seconds:.2f} s "
+    graph = f" ({args.sparse_graph} graph)" if args.mode == "sparse" else ""
+    print(f"golden model, {args.layer} {args.mode}{graph} batch {args.batch}: {seconds:.2f} s "
           f"({c.instructions:,} instructions, goal < 60 s)")
     if args.table:
-        print(f"\n{'mode':7} {'N':>3} {'kb x gb':>8} {'insn/weight':>12} {'FACC/weight':>12} "
+        print(f"\n{'graph':7} {'N':>3} {'kb x gb':>8} {'insn/weight':>12} {'FACC/weight':>12} "
               f"{'int/col':>8} {'pipe2/col':>9} {'pipe0/col':>9} {'fp/col':>7} {'mem/col':>8} "
               f"{'bytes read/weight':>18}")
-        for mode in graphs.MODES:
+        for mode, graph in (("dense", "dense"), ("sparse", "gather"), ("sparse", "switch")):
             for batch in (1, 4, 64):
-                _, r = timed_run("alexnet-fc8", mode, batch, params=params)
+                _, r = timed_run("alexnet-fc8", mode, batch, params=params,
+                                 sparse_graph=graph if mode == "sparse" else
+                                 graphs.DEFAULT_SPARSE_GRAPH)
                 p = r.plan
-                c = graphs.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan)
+                c = graphs.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan,
+                                         sparse_graph=p.sparse_graph)
                 pipe2, pipe0 = c.pipes(2)
                 weights = p.K * p.C
-                print(f"{mode:7} {batch:3d} {p.kb:>4} x {p.gb:<2} "
+                print(f"{graph:7} {batch:3d} {p.kb:>4} x {p.gb:<2} "
                       f"{r.counters.instructions / weights:12.2f} "
                       f"{r.counters.ops['FACC'] / weights:12.2f} {(pipe2 + pipe0) / 64:8.2f} "
                       f"{pipe2 / 64:9.2f} {pipe0 / 64:9.2f} {c.fp / 64:7.2f} {c.mem / 64:8.2f} "

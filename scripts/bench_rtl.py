@@ -13,8 +13,8 @@ Usage::
 
     python scripts/bench_rtl.py speed                 # 8x8 on Verilator + 1x1 on Icarus
     python scripts/bench_rtl.py fc8 --batch 1 4 64    # alexnet-fc8, dense and sparse, 8x8 Verilator
-    python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph gather \\
-        --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the branch-free graph
+    python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph switch \\
+        --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the paper's SWITCH graph
     python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
         --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25
 
@@ -39,7 +39,8 @@ from sw.commands.rtl import figures
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
-             dma_channels=1, config_ports=4, overlap=True, sparse_graph="switch"):
+             dma_channels=1, config_ports=4, overlap=True,
+             sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.graphs.SPARSE_GRAPHS``; sparse only).
@@ -52,7 +53,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
         w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(w.shape[1], N, seed)
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
-                          sparse_graph=sparse_graph if mode == "sparse" else "switch")
+                          sparse_graph=sparse_graph)
     t0 = time.perf_counter()
     ref = golden.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
@@ -137,9 +138,10 @@ def main(argv=None):
     ap.add_argument("--backdoor-in", action="store_true",
                     help="load the Dbufs/Cbufs by backdoor instead of simulating the DMA-in "
                          "(labeled; DMA-in reported as an estimate)")
-    ap.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS, default="switch",
-                    help="sparse engine graph: the paper's SWITCH graph (default) or the "
-                         "branch-free gather graph (docs/dataflow.md)")
+    ap.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS,
+                    default=graphs.DEFAULT_SPARSE_GRAPH,
+                    help="sparse engine graph: the branch-free gather graph (default) or the "
+                         "paper's SWITCH graph (docs/dataflow.md)")
     ap.add_argument("--json", metavar="PATH", help="append one JSON record per case")
     args = ap.parse_args(argv)
     modes = ("dense", "sparse") if args.mode == "both" else (args.mode,)

@@ -94,12 +94,13 @@ def main():
     ap.add_argument("--kb", type=int)
     ap.add_argument("--gb", type=int)
     ap.add_argument("--wfan", type=int, choices=[4, 16])
-    ap.add_argument("--sparse-graph", default="switch", choices=list(graphs.SPARSE_GRAPHS))
+    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
+                    choices=list(graphs.SPARSE_GRAPHS))
     ap.add_argument("--mem-delay", default="2,30", help="Dbuf latency lo,hi (default 2,30)")
     ap.add_argument("--json", help="write the firing trace and the summary here")
     args = ap.parse_args()
     k, c, n = (int(v) for v in args.layer.split(","))
-    if args.kb or args.gb or args.wfan or args.sparse_graph != "switch":
+    if args.kb or args.gb or args.wfan or args.sparse_graph != graphs.DEFAULT_SPARSE_GRAPH:
         plan_fc = graphs.plan_fc
         graphs.plan_fc = lambda *a, **kw: plan_fc(*a, **dict(kw, kb=args.kb, gb=args.gb,
                                                                wfan=args.wfan,

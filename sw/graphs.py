@@ -84,6 +84,12 @@ WFANS = (4, 16)
 #: same order, so the same bits (docs/dataflow.md, "The gather graph").
 SPARSE_GRAPHS = ("switch", "gather")
 
+#: The sparse graph of a plan when none is named: ``gather``, the faster of the two on the RTL
+#: with the same bits (alexnet-fc8 batch 64 on the 8 x 8: 97.7 % of peak against the SWITCH
+#: graph's 88.3 %, dense 98.1 %; docs/dataflow.md, "Which sparse graph is the default").
+#: ``switch`` reproduces the paper's graph and its order hazard (``feedback=False``).
+DEFAULT_SPARSE_GRAPH = "gather"
+
 
 def _chunks(gb, k=ArrayParams.MAX_DESTS):
     """Return the lane groups ``0 .. gb-1`` in runs of at most ``k``."""
@@ -110,7 +116,7 @@ class FcPlan:
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
-    sparse_graph: str = "switch"                   # sparse: one of SPARSE_GRAPHS
+    sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
 
     @property
     def groups(self):
@@ -342,7 +348,7 @@ class EngineIssues:
 
 
 def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
-                  sparse_graph="switch"):
+                  sparse_graph=DEFAULT_SPARSE_GRAPH):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
@@ -368,7 +374,8 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
                                         for k in ("other", "iter", "mem", "fp", "hinted")))
 
 
-def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4, sparse_graph="switch"):
+def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
+                 sparse_graph=DEFAULT_SPARSE_GRAPH):
     """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
 
     The int-pipe issues are every INT/MEM/CTRL issue (:func:`engine_issues` splits them by
@@ -403,7 +410,7 @@ def _link_engines(params, homes):
     return max(load.values(), default=1)
 
 
-def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph="switch"):
+def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFAULT_SPARSE_GRAPH):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
 
     One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
@@ -514,7 +521,7 @@ def _homes(params, count, cap=None):
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False, sparse_graph="switch"):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=DEFAULT_SPARSE_GRAPH):
     """Return the :class:`FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of :data:`WFANS`)
@@ -523,7 +530,8 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's ``pipe0``
     hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the blocking
     choice does not depend on it.  ``sparse_graph`` (sparse) is one of :data:`SPARSE_GRAPHS`:
-    the paper's ``switch`` graph (default) or the branch-free ``gather`` graph.
+    the branch-free ``gather`` graph (:data:`DEFAULT_SPARSE_GRAPH`) or the paper's ``switch``
+    graph (its feedback edges dropped with ``feedback=False``, for the order-hazard demo).
 
     Raises
     ------
@@ -550,6 +558,10 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                         f"got {sparse_graph!r}")
     if wfan is not None and wfan not in WFANS:
         raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
+    if not feedback and (mode != "sparse" or sparse_graph != "switch"):
+        raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
+                        "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
+                        "have no SWITCH)")
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf.
         for ckb, cgb, cwfan in _choose_blocking(mode, K, groups, cw, params, feedback,

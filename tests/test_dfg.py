@@ -169,16 +169,19 @@ def test_rate_mismatch_and_end_rate():
         g.validate()
 
 
-@pytest.mark.parametrize("mode", ["dense", "sparse"])
+@pytest.mark.parametrize("mode, graph", [("dense", None), ("sparse", "switch"),
+                                         ("sparse", "gather")])
 @pytest.mark.parametrize("kb, gb", [(1, 1), (2, 3), (3, 2)])
-def test_fc_engines_validate(mode, kb, gb):
-    plan = FcPlan(mode, kb, 40, gb * 4, ArrayParams(), kb, gb)
+def test_fc_engines_validate(mode, graph, kb, gb):
+    plan = FcPlan(mode, kb, 40, gb * 4, ArrayParams(), kb, gb,
+                  **({"sparse_graph": graph} if graph else {}))
     g = Graph()
     ids = build_engine(g, plan, 0)
     g.validate()
     assert len(ids["facc"]) == kb * gb and len(ids["st"]) == kb * gb
-    assert g.count(Op.SWITCH) == (kb if mode == "sparse" else 0)
-    assert sum(1 for e in g.edges if e.init) == (kb if mode == "sparse" else 0)
+    switches = kb if graph == "switch" else 0          # one SWITCH loop per weight row
+    assert g.count(Op.SWITCH) == switches
+    assert sum(1 for e in g.edges if e.init) == switches
 
 
 def test_dot_export():

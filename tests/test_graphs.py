@@ -135,7 +135,7 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
     # likewise (docs/dataflow.md).
     from sw.isa import Op
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
-    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, sparse_graph="switch")
     g = build_graph(plan)
     g.validate(params)
     out = g.out_edges()
@@ -165,7 +165,7 @@ def test_sparse_decode_is_one_bscan_per_row():
     from sw.graphs import engine_issues
     from sw.isa import Op
     plan = plan_fc(3, 64, 32, "sparse", ArrayParams(rows=1, cols=1, slots=128, int_issue=2),
-                   kb=3, gb=8, wfan=4)
+                   kb=3, gb=8, wfan=4, sparse_graph="switch")
     g = build_graph(plan)
     out, inn = g.out_edges(), g.in_edges()
     role = {n.id: n.meta.get("role") for n in g.nodes}
@@ -182,7 +182,7 @@ def test_sparse_decode_is_one_bscan_per_row():
     assert [role[n.id] for n in g.nodes if n.op in (Op.SHL, Op.ADD)] == ["desc"]
     assert {role[n.id] for n in g.nodes if n.op is Op.ITER} == {"itX", "itXi", "itC", "itR"}
     # The pipes per column (docs/dataflow.md): pipe 2 ~12.3, pipe 0 ~17, FP 24: FP bound.
-    c = engine_issues("sparse", 3, 8, 64, wfan=4)
+    c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="switch")
     other, pipe0 = c.pipes(2)
     assert (round(other / 64, 2), round(pipe0 / 64, 2), c.fp / 64) == (12.33, 16.98, 24)
     assert c.pipes(1) == (c.other + c.iter + c.mem,)
@@ -197,19 +197,19 @@ def test_value_loads_per_row_follow_the_mesh_links():
     from sw.graphs import WFANS, _link_engines
     from sw.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
-    plan = plan_fc(96, 256, 64, "sparse", p8)
+    plan = plan_fc(96, 256, 64, "sparse", p8, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
     assert _link_engines(p8, plan.homes) == 2
     g = build_graph(plan)
     assert sum(1 for n in g.nodes if n.op is Op.LDHBZ) == 64 * 3
-    plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4)
+    plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
     assert sum(1 for n in build_graph(plan).nodes if n.op is Op.LDHBZ) == 64 * 3 * 2
     p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
-    plan = plan_fc(6, 64, 32, "sparse", p1)
+    plan = plan_fc(6, 64, 32, "sparse", p1, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
     assert _link_engines(p1, plan.homes) == 1
-    assert plan_fc(6, 64, 32, "sparse", p1, wfan=16).wfan == 16
+    assert plan_fc(6, 64, 32, "sparse", p1, wfan=16, sparse_graph="switch").wfan == 16
     assert WFANS == (4, 16)
     with pytest.raises(FdpuError, match="wfan must be one of 4, 16, got 8"):
         plan_fc(6, 64, 32, "sparse", p1, wfan=8)
@@ -247,7 +247,8 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     from sw.graphs import blocking_costs, engine_issues
     from sw.isa import Op
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
-    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True)
+    plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True,
+                   sparse_graph="switch")
     assert plan.describe()["fan_pipe0"] is True
     g = build_graph(plan)
     g.validate(params)
@@ -259,18 +260,19 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
         src = g.nodes[inn[(n.id, 0)][0].src]
         assert src.meta["role"] == "ld" and src.op is Op.LDHBZ
     for kw in (dict(mode="sparse", wfan=16), dict(mode="sparse", wfan=4, fan_pipe0=True),
-               dict(mode="dense")):
+               dict(mode="sparse", wfan=16, sparse_graph="switch"), dict(mode="dense")):
         mode = kw.pop("mode")
         assert not any(n.pipe0 for n in build_graph(plan_fc(
             3, 64, 32, mode, params, kb=3, gb=8, **kw)).nodes), (mode, kw)
-    c = engine_issues("sparse", 3, 8, 64, wfan=16, fan_pipe0=True)
+    c = engine_issues("sparse", 3, 8, 64, wfan=16, fan_pipe0=True, sparse_graph="switch")
     assert c.hinted / 64 == 6 and c.fp / 64 == 24
     assert tuple(round(v / 64, 2) for v in c.pipes(2)) == (12.33, 19.98)
     assert c.pipes(1) == (c.other + c.iter + c.mem + c.hinted,)
-    c = engine_issues("sparse", 3, 8, 64, wfan=16)
+    c = engine_issues("sparse", 3, 8, 64, wfan=16, sparse_graph="switch")
     assert c.hinted == 0 and tuple(round(v / 64, 2) for v in c.pipes(2)) == (18.33, 13.98)
     # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
-    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2))[0]
+    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2),
+                          sparse_graph="switch")[0]
     assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)
 
 
@@ -323,8 +325,8 @@ def test_gather_graph_is_bscan_straight_into_the_value_loads():
         assert [ld.op for ld in loads] == [Op.LDHBZ, Op.LDHBZ]    # wfan 4: 8 lane groups
         assert all(role[ld.id] == "ld" for ld in loads)
     # No SWITCH loop: per column pipe 2 carries the BSCAN tokens and little else.
-    sw_c = engine_issues("sparse", 3, 8, 64, wfan=4)
-    ga_c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="gather")
+    sw_c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="switch")
+    ga_c = engine_issues("sparse", 3, 8, 64, wfan=4)                 # the default graph
     assert ga_c.other < sw_c.other - 2.5 * 3 * 64 and ga_c.mem == sw_c.mem
     assert ga_c.slots == sw_c.slots - 3 * 3                      # - SWITCH, IMM, join
 

@@ -123,7 +123,8 @@ def _golden_cases(root, p):
     graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
-        ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED)),
+        ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED, sparse_graph="switch")),
+        ("fc-gather", cases.fc_image("sparse", 2, 32, 4, p, SEED + 2, sparse_graph="gather")),
         ("fc-dense", cases.fc_image("dense", 3, 32, 8, p, SEED + 1)),
         ("fig7", cases.fig7_image(p, 16)),
         ("kernels", cases.kernels_image(p, 8)),
@@ -166,7 +167,8 @@ def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path, banks
     # carrying every ITER; with the default 4 operand banks and with 2 (docs/pe.md round 7).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
-    built = [("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED + 7))] + [
+    built = [("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED + 7,
+                                          sparse_graph="switch"))] + [
         (f"random-{SEED + 10 + i}", cases.random_image(p, 24, SEED + 10 + i)) for i in range(2)]
     folders = [str(cases.save_case(tmp_path / name, img, name)) for name, img in built]
     run_cocotb("pe", dict(cases.top_params(p), pool=4, banks=banks), "tb.pe.test_pe", "icarus",

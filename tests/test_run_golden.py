@@ -62,7 +62,8 @@ def test_zoo_layer_fast(capsys, tmp_path):
 def test_fig7_from_the_cli(capsys):
     assert_user_error(capsys, "run", "--in-features", 32, "--out-features", 2, "--batch", 4,
                       "--density", 0.5, "--rows", 1, "--cols", 1, "--engine", "exact",
-                      "--no-feedback", "--order-seed", 1, match="context-order error")
+                      "--sparse-graph", "switch", "--no-feedback", "--order-seed", 1,
+                      match="context-order error")
 
 
 @pytest.mark.parametrize("argv, match", [
@@ -87,7 +88,9 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--sparse-graph", "gather",
       "--wfan", 16), "--sparse-graph, --wfan apply to --mode sparse only"),
     (("--in-features", 10, "--out-features", 3, "--sparse-graph", "gather", "--no-feedback"),
-     "--no-feedback applies to --sparse-graph switch only"),
+     "--no-feedback drops the SWITCH graph's feedback edges: it needs --sparse-graph switch"),
+    (("--in-features", 10, "--out-features", 3, "--no-feedback"),
+     "needs --sparse-graph switch (the gather graph, the default, has no SWITCH)"),
     (("--in-features", 10, "--out-features", 3, "--kb", 0), "kb must be a positive integer"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
@@ -121,12 +124,18 @@ def test_bad_files(tmp_path, capsys):
 
 def test_asm_and_disasm(tmp_path, capsys):
     status, out, _ = run(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
-                         "-o", tmp_path / "i.npz", "--dot", tmp_path / "g.dot")
+                         "--sparse-graph", "switch", "-o", tmp_path / "i.npz",
+                         "--dot", tmp_path / "g.dot")
     assert status == 0 and "instructions per PE (2 x 2" in out
     assert (tmp_path / "g.dot").read_text().startswith("digraph")
     status, out, _ = run(capsys, "disasm", tmp_path / "i.npz")
     assert status == 0 and out.startswith("; FDPU image: 2x2 PEs")
     assert "SWITCH t0, t1, t2 -> true:" in out and "preload" in out
+    # The default sparse graph (gather): BSCAN's tokens straight into the value loads.
+    status, _, _ = run(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
+                       "-o", tmp_path / "g.npz")
+    status, out, _ = run(capsys, "disasm", tmp_path / "g.npz")
+    assert status == 0 and "BSCAN" in out and "LDHBZ" in out and "SWITCH" not in out
     (tmp_path / "bad.npz").write_bytes(b"junk")
     assert_user_error(capsys, "disasm", tmp_path / "bad.npz", match="not an FDPU image")
     assert_user_error(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,

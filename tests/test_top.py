@@ -76,18 +76,19 @@ def test_multipass_layer_through_the_dma_icarus():
     assert 0 < job.peak_bandwidth < 64
 
 
-def test_sparse_1x1_icarus():
-    _fc(1, 1, 2, 16, 1, "sparse", 0.5, "icarus", slots=32)
+def test_sparse_switch_graph_1x1_icarus():
+    # The paper's SWITCH graph (SWITCH per weight row, its feedback edge) through the system.
+    _fc(1, 1, 2, 16, 1, "sparse", 0.5, "icarus", slots=32, plan_kw=dict(sparse_graph="switch"))
 
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_sparse_gather_graph_1x1(sim):
-    # The branch-free sparse graph (BSCAN -> value loads, no SWITCH) on the RTL: bit-exact,
-    # stored and zero weights in every FD-CSR row, and its instruction counts are the golden
-    # model's (checked in _fc); the two INT pipes as in the 8 x 8 measurements.
-    job = _fc(1, 1, 3, 40, 8, "sparse", 0.3, sim, slots=64, int_issue=2,
-              plan_kw=dict(sparse_graph="gather"))
+    # The branch-free sparse graph (BSCAN -> value loads, no SWITCH; the default) on the RTL:
+    # bit-exact, stored and zero weights in every FD-CSR row, and its instruction counts are
+    # the golden model's (checked in _fc); the two INT pipes as in the 8 x 8 measurements.
+    job = _fc(1, 1, 3, 40, 8, "sparse", 0.3, sim, slots=64, int_issue=2)
     assert job.passes[0].status["o_retired"] > 0
+    assert graphs.DEFAULT_SPARSE_GRAPH == "gather"
 
 
 def test_unknown_opcode_is_reported():
@@ -145,16 +146,18 @@ def test_fc_cycle_bound_grows_with_the_work():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
-@pytest.mark.parametrize("rows, cols, K, C, N, mode, density", [
-    (1, 1, 3, 20, 4, "sparse", 0.5),
-    (1, 1, 1, 16, 3, "dense", 1.0),
-    (2, 2, 5, 40, 3, "dense", 1.0),
-    (2, 2, 5, 33, 8, "sparse", 0.25),
-    (2, 3, 1, 17, 1, "sparse", 0.05),
-    (2, 2, 4, 32, 4, "sparse", 0.0),
+@pytest.mark.parametrize("rows, cols, K, C, N, mode, density, graph", [
+    (1, 1, 3, 20, 4, "sparse", 0.5, "switch"),
+    (1, 1, 1, 16, 3, "dense", 1.0, None),
+    (2, 2, 5, 40, 3, "dense", 1.0, None),
+    (2, 2, 5, 33, 8, "sparse", 0.25, "gather"),
+    (2, 2, 5, 33, 8, "sparse", 0.25, "switch"),
+    (2, 3, 1, 17, 1, "sparse", 0.05, "switch"),
+    (2, 2, 4, 32, 4, "sparse", 0.0, "gather"),
 ])
-def test_fc_layers(sim, rows, cols, K, C, N, mode, density):
-    _fc(rows, cols, K, C, N, mode, density, sim, slots=32)
+def test_fc_layers(sim, rows, cols, K, C, N, mode, density, graph):
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=32,
+        plan_kw=dict(sparse_graph=graph) if graph else None)
 
 
 @pytest.mark.slow
@@ -166,15 +169,16 @@ def test_sparse_multipass_1x1(sim):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sim, rows, cols, slots, K, C, N, mode, density", [
-    ("icarus", 4, 4, 16, 16, 20, 4, "dense", 1.0),
-    ("verilator", 4, 4, 64, 24, 48, 8, "sparse", 0.25),
-    ("verilator", 4, 4, 64, 16, 64, 4, "dense", 1.0),
-    ("verilator", 8, 8, 64, 64, 64, 4, "sparse", 0.25),
-    ("verilator", 8, 8, 64, 64, 128, 8, "dense", 1.0),
+@pytest.mark.parametrize("sim, rows, cols, slots, K, C, N, mode, density, graph", [
+    ("icarus", 4, 4, 16, 16, 20, 4, "dense", 1.0, None),
+    ("verilator", 4, 4, 64, 24, 48, 8, "sparse", 0.25, "switch"),
+    ("verilator", 4, 4, 64, 16, 64, 4, "dense", 1.0, None),
+    ("verilator", 8, 8, 64, 64, 64, 4, "sparse", 0.25, "gather"),
+    ("verilator", 8, 8, 64, 64, 128, 8, "dense", 1.0, None),
 ])
-def test_fc_layers_big_arrays(sim, rows, cols, slots, K, C, N, mode, density):
-    _fc(rows, cols, K, C, N, mode, density, sim, slots=slots)
+def test_fc_layers_big_arrays(sim, rows, cols, slots, K, C, N, mode, density, graph):
+    _fc(rows, cols, K, C, N, mode, density, sim, slots=slots,
+        plan_kw=dict(sparse_graph=graph) if graph else None)
 
 
 def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):

@@ -51,9 +51,10 @@ def add_layer_args(parser):
     arr = parser.add_argument_group("graph and array")
     arr.add_argument("--mode", choices=graphs.MODES, default="sparse",
                      help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
-    arr.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS, default="switch",
-                     help="sparse: the paper's SWITCH graph (default) or the branch-free gather "
-                          "graph (BSCAN's token addresses the value load; the same bits)")
+    arr.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS,
+                     help="sparse: the branch-free gather graph (default: BSCAN's token "
+                          "addresses the value load) or the paper's SWITCH graph with its "
+                          "feedback edges; the same bits")
     arr.add_argument("--kb", type=int, metavar="K",
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
@@ -67,12 +68,13 @@ def add_layer_args(parser):
 def plan_options(args):
     """Return the :func:`sw.graphs.plan_fc` keywords of the graph options."""
     if args.mode != "sparse":
-        given = [flag for flag, v in (("--sparse-graph", args.sparse_graph != "switch"),
+        given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
                                       ("--wfan", args.wfan is not None)) if v]
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
-    return dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=args.sparse_graph)
+    return dict(kb=args.kb, gb=args.gb, wfan=args.wfan,
+                sparse_graph=args.sparse_graph or graphs.DEFAULT_SPARSE_GRAPH)
 
 
 def resolve(args):
@@ -169,8 +171,8 @@ def run_command(args):
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
-        raise FdpuError("--no-feedback applies to --sparse-graph switch only (the gather graph "
-                        "has no SWITCH)")
+        raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
+                        "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
                           feedback=not args.no_feedback, **plan_options(args))
     size = plan.K * plan.Cw * plan.groups

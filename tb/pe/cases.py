@@ -74,11 +74,12 @@ def read_case(folder):
     return load(folder / "image.npz"), json.loads((folder / "expected.json").read_text())
 
 
-def fc_image(mode, k, c, n, params, seed, feedback=True, window=None):
+def fc_image(mode, k, c, n, params, seed, feedback=True, window=None,
+             sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Return the image of pass 0 of an FC layer (``k x c`` weights, batch ``n``)."""
     w = layers.make_weights((k, c), 0.4, seed)
     x = layers.make_inputs(c, n, seed + 1)
-    plan = graphs.plan_fc(k, c, n, mode, params, feedback=feedback)
+    plan = graphs.plan_fc(k, c, n, mode, params, feedback=feedback, sparse_graph=sparse_graph)
     if plan.passes != 1:
         raise ValueError(f"the FC case needs one pass, the plan has {plan.passes}")
     g = graphs.build_graph(plan)
