@@ -67,7 +67,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from sw.arch import ArrayParams, bits_for
-from sw.isa import Op, Unit
+from sw.isa import PIPE0_OPS, Op, Unit
 from sw.packet import TAG_BITS, ConfigWhat, Kind, bias
 
 from .alu import IntAlu, IntOp
@@ -454,7 +454,7 @@ class Pe(wiring.Component):
         # order, and its ITER/SCAN state is read and written by one pipe.
         to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
         if NP == 3:
-            m.d.comb += to_p0.eq(mem_op | _eq(part0.op, int(Op.ITER)) | part0.pipe0)
+            m.d.comb += to_p0.eq(op_of(part0.op, PIPE0_OPS) | part0.pipe0)    # isa.issue_pipe
         cfg_hot = hot(cfg_slot)
         with m.If(cfg_part0):
             for vec, bit in ([(known, known_op), (isfp, fp_op)]

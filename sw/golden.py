@@ -41,7 +41,7 @@ import numpy as np
 from . import fp16, graphs
 from .asm import assemble
 from .errors import FdpuError
-from .isa import Op, Unit
+from .isa import Op, Unit, issue_pipe
 from .packet import TAG_BITS
 from .place import place
 
@@ -242,15 +242,13 @@ def bscan(mask, base, count):
     return out
 
 
+_PIPE_NAMES = {"fp": "fp", "p0": "mem", "p2": "int"}
+
+
 def _pipe(insn):
-    # The estimate's issue pipe of insn (docs/golden.md): with int_issue = 2 the RTL's pipe 0
-    # ("mem") takes loads, stores, ITER tokens and the INT/CTRL instructions with the pipe0
-    # hint, pipe 2 ("int") every other INT/CTRL issue, BSCAN tokens included; with
-    # int_issue = 1 "mem" folds into "int" (_Machine._issue).
-    op = insn.op
-    if op.unit is Unit.FP:
-        return "fp"
-    return "mem" if op is Op.ITER or op.unit is Unit.MEM or insn.pipe0 else "int"
+    # The estimate's issue pipe of insn (docs/golden.md): the RTL's (sw.isa.issue_pipe), pipe 0
+    # named "mem", pipe 2 "int"; with int_issue = 1 "mem" folds into "int" (_Machine._issue).
+    return _PIPE_NAMES[issue_pipe(insn.op, insn.pipe0)]
 
 
 def _fp_imm(imm):

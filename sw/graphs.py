@@ -34,7 +34,7 @@ from . import fdcsr, fp16
 from .arch import ArrayParams, Dir
 from .dfg import Graph
 from .errors import FdpuError
-from .isa import Op, Unit
+from .isa import Op, Unit, issue_pipe
 
 __all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph",
            "pass_memory", "gather_outputs", "engine_costs", "engine_issues", "EngineIssues",
@@ -367,8 +367,9 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
         op = node.op
         if op in (Op.ITER, Op.BSCAN):
             r = g._out_rate(nid, r)
-        role = ("iter" if op is Op.ITER else "mem" if op.unit is Unit.MEM
-                else "fp" if op.unit is Unit.FP else "hinted" if node.pipe0 else "other")
+        pipe = issue_pipe(op, node.pipe0)
+        role = ("fp" if pipe == "fp" else "other" if pipe == "p2" else "iter" if op is Op.ITER
+                else "mem" if op.unit is Unit.MEM else "hinted")
         cost[role] += r
     return EngineIssues(len(g.nodes), *(float(cost[k])
                                         for k in ("other", "iter", "mem", "fp", "hinted")))

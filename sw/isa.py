@@ -73,7 +73,7 @@ from .bitfields import Field, Layout
 from .errors import FdpuError
 
 __all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "encode", "decode",
-           "disassemble", "OPCODE_BITS"]
+           "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS"]
 
 #: Width of the opcode field.
 OPCODE_BITS = 6
@@ -186,6 +186,25 @@ _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, O
                                       Op.STD, Op.LDHBZ)})
 _ACCESS_BYTES = {Op.LDH: 2, Op.LDHB: 2, Op.LDW: 4, Op.LDD: 8, Op.STH: 2, Op.STW: 4, Op.STD: 8,
                  Op.LDHBZ: 2}
+
+
+def issue_pipe(op, pipe0=False):
+    """Return the RTL PE's issue pipe of ``op`` with two INT pipes: ``"fp"``, ``"p0"`` or ``"p2"``.
+
+    FP operations issue on the FP pipe; loads, stores, ``ITER`` and the INT/CTRL instructions
+    with the ``pipe0`` hint (``Instruction.pipe0``) on pipe 0, beside the loads; every other
+    INT/CTRL instruction (``BSCAN`` included) on pipe 2.  With ``int_issue = 1`` pipes 0 and 2
+    are one pipe.  The one statement of the rule: the PE fixes a slot's pipe by it when the
+    slot is configured (``hw.pe``), the golden model's cycle estimate and the blocking
+    chooser's issue counts follow it (docs/pe.md, "Second INT pipe").
+    """
+    if op.unit is Unit.FP:
+        return "fp"
+    return "p0" if op.unit is Unit.MEM or op is Op.ITER or pipe0 else "p2"
+
+
+#: The opcodes that issue on pipe 0 whatever the hint: loads, stores and ``ITER``.
+PIPE0_OPS = tuple(op for op in Op if op is not Op.INVALID and issue_pipe(op) == "p0")
 
 
 @dataclass(frozen=True)

@@ -224,3 +224,14 @@ def test_address_map():
         ArrayParams(slots=48)
     with pytest.raises(FdpuError, match="rows must be an integer in 1..16"):
         ArrayParams(rows=0)
+
+
+def test_issue_pipe_is_the_one_rule_of_the_pes_pipes():
+    # Loads, stores and ITER on pipe 0 (and any INT/CTRL op with the pipe0 hint), FP ops on
+    # the FP pipe whatever the hint, every other INT/CTRL op (BSCAN, SWITCH) on pipe 2; the
+    # PE decodes PIPE0_OPS at configuration, the golden estimate and the chooser call it.
+    from sw.isa import PIPE0_OPS, issue_pipe
+    assert set(PIPE0_OPS) == {op for op in Op if op.is_load or op.is_store} | {Op.ITER}
+    assert {issue_pipe(op) for op in (Op.BSCAN, Op.SWITCH, Op.MOV, Op.ADD, Op.CTX)} == {"p2"}
+    assert issue_pipe(Op.MOV, pipe0=True) == "p0" and issue_pipe(Op.LDD, pipe0=True) == "p0"
+    assert issue_pipe(Op.FACC) == issue_pipe(Op.FACC, pipe0=True) == "fp"
