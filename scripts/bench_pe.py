@@ -1,12 +1,14 @@
 """Print the PE microbenchmarks and the FC layers' cycles per FACC on one PE.
 
 Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-only]
-[--int-issue 1|2] [--slots N] [--layer K,C,N] [--seed N] [--diag] [--json FILE]``
+[--int-issue 1|2] [--slots N] [--layer K,C,N] [--sparse-graph gather|switch] [--seed N] [--diag]
+[--json FILE]``
 
 Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
 slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
 throughput, dependent-pair latencies.  Then runs two FC images of the golden-model
-toolchain (a ``4 x 32`` layer at batch 8, dense and sparse) through ``tb.pe.test_pe`` with
+toolchain (a ``4 x 32`` layer at batch 8, dense and sparse: the default gather graph or the
+paper's SWITCH graph) through ``tb.pe.test_pe`` with
 no idle or backpressure (Dbuf latency 2..30 cycles) and prints the cycles per FACC, where
 one FACC is one SIMD-4 multiply-add (8 flop).  Nothing is asserted.
 """
@@ -17,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from sw import graphs
 from tb.pe import cases
 from tb.pe.cases import PARAMS_1X1, top_params
 from tb.runner import run_cocotb
@@ -34,18 +37,21 @@ def micro(sim, tmp):
 
 
 def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=False,
-       depth=None, pool=32):
+       depth=None, pool=32, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``.
 
     ``slots`` overrides the PE's slots (default: the tests' 32), ``layer`` is ``(k, c, n)``;
     ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`; ``depth``
-    overrides the operand FIFO depth, ``pool`` sets the reorder pool entries.
+    overrides the operand FIFO depth, ``pool`` sets the reorder pool entries,
+    ``sparse_graph`` is the sparse image's graph (``sw.graphs.SPARSE_GRAPHS``).
     """
     k, c, n = layer
     p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue,
                             **({"slots": slots, "dbuf_bytes": 1 << 16} if slots else {}),
                             **({"operand_depth": depth} if depth else {}))
-    folders = [str(cases.save_case(Path(tmp) / mode, cases.fc_image(mode, k, c, n, p, seed),
+    folders = [str(cases.save_case(Path(tmp) / mode,
+                                   cases.fc_image(mode, k, c, n, p, seed,
+                                                  sparse_graph=sparse_graph),
                                    f"fc-{mode}"))
                for mode in ("dense", "sparse")]
     out = Path(tmp) / "fc.json"
@@ -82,13 +88,17 @@ def main():
                     help="count FP-pipe and memory-lane stall reasons per cycle (slow)")
     ap.add_argument("--seed", type=int, default=20261130,
                     help="seed of the FC layers' data and the Dbuf latencies (default %(default)s)")
+    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
+                    choices=graphs.SPARSE_GRAPHS,
+                    help="the sparse FC image's graph (default: the gather graph)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {} if args.fc_only else micro(args.sim, tmp)
         layer = tuple(int(v) for v in args.layer.split(","))
         res["fc"] = fc(args.sim, tmp, args.int_issue, seed=args.seed, slots=args.slots,
-                       layer=layer, probe=args.diag, depth=args.depth, pool=args.pool)
+                       layer=layer, probe=args.diag, depth=args.depth, pool=args.pool,
+                       sparse_graph=args.sparse_graph)
     print(f"\nPE microbenchmarks ({args.sim}, {PARAMS_1X1.slots} slots, operand depth "
           f"{PARAMS_1X1.operand_depth}); rates in instructions per cycle")
     if not args.fc_only:
@@ -108,7 +118,8 @@ def main():
                   f"{v['fire_to_flit_out']}, mesh 2, flit in -> fire {v['flit_in_to_fire']})")
     k, c, n = layer
     print(f"FC layer {k} x {c}, batch {n}, on one PE with int_issue {args.int_issue}, "
-          f"{args.slots or PARAMS_1X1.slots} slots (incl. configuration):")
+          f"{args.slots or PARAMS_1X1.slots} slots, sparse: the {args.sparse_graph} graph "
+          f"(incl. configuration):")
     for name, v in res["fc"].items():
         print(f"  {name:22s} {v['facc']} FACC in {v['cycles']} cycles = "
               f"{v['facc_per_cycle']:.3f} FACC/cycle ({v['int_fired']} INT/MEM firings)")
