@@ -49,7 +49,7 @@ from hw.verilog import VERILATOR_MAKEFLAGS, to_verilog, verilator_env
 __all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst",
            "verilator_config", "hier_blocks", "register_block_inputs", "HIER_EDGE_ENV",
            "hier_edge_enabled", "edge_block_check", "write_edge_wrapper",
-           "edge_wrap_hier_blocks", "HIER_SKIP_ENV", "hier_skip_enabled", "skip_block_check"]
+           "edge_wrap_hier_blocks", "edge_wrap_verify", "HIER_SKIP_ENV", "hier_skip_enabled", "skip_block_check"]
 
 #: Simulators the harness supports.
 SIMULATORS = ("icarus", "verilator")
@@ -647,8 +647,39 @@ def edge_wrap_hier_blocks(build_dir, prefix, log=None, skip=False):
         if log is not None:
             print(f"edge_wrap_hier_blocks: {name}: "
                   f"{done[name] if reason is None else reason}", file=log, flush=True)
+    # Verilator's --skip-identical keeps the top's C++ when its inputs' recorded times are
+    # unchanged; it records seconds, so a wrapper rewritten within the second its first
+    # version was written in (small designs) would go unnoticed and the top would keep
+    # calling Verilator's wrapper.  Its records are a cache ("Delete at will"): delete them.
+    if any(value.startswith("edge") for value in done.values()):
+        for stale in (build_dir / f"{prefix}__verFiles.dat",
+                      build_dir / f"{prefix}__hier.dir" / f"{prefix}__verFiles.dat"):
+            stale.unlink(missing_ok=True)
     (build_dir / "hier_edge.json").write_text(json.dumps(done, indent=1) + "\n")
     return done
+
+
+def edge_wrap_verify(build_dir, prefix):
+    """Raise ``ValueError`` unless the top's C++ calls each block's wrapper as recorded.
+
+    Call after the top is verilated (after ``make -f <prefix>.mk``): every block that
+    ``hier_edge.json`` marks ``edge`` must be called through ``<block>_fdpu_tick``, and through
+    ``<block>_fdpu_skip_new`` too where it says ``edge+skip``; no-op without the file.
+    """
+    build_dir = Path(build_dir)
+    record = build_dir / "hier_edge.json"
+    if not record.is_file():
+        return
+    done = json.loads(record.read_text())
+    code = "".join(path.read_text() for path in sorted(build_dir.glob(f"{prefix}*.cpp")))
+    for name, value in done.items():
+        needed = ([f"{name}_fdpu_tick"] if value.startswith("edge") else []) + \
+                 ([f"{name}_fdpu_skip_new"] if value == "edge+skip" else [])
+        missing = [function for function in needed if function not in code]
+        if missing:
+            raise ValueError(f"the top's C++ in {build_dir} does not call {missing} "
+                             f"(hier_edge.json: {name}: {value}): the top was not verilated "
+                             f"against the new wrapper")
 
 
 @dataclass(frozen=True)
@@ -761,7 +792,12 @@ def _bounded_runner(sim, timeout_s, edge=False, skip=False):
                     raise RuntimeError(f"rising-edge wrappers of the hierarchical blocks: "
                                        f"{exc} ({HIER_EDGE_ENV}=0 builds without them, "
                                        f"{HIER_SKIP_ENV}=0 without the skip)") from exc
-            return super()._execute_cmds(cmds[make[0]:], cwd, stdout)
+            super()._execute_cmds(cmds[make[0]:], cwd, stdout)
+            try:
+                edge_wrap_verify(self.build_dir, "Vtop")
+            except ValueError as exc:
+                raise RuntimeError(str(exc)) from exc
+            return None
 
     return Bounded()
 

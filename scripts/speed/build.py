@@ -145,6 +145,8 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
             proc = subprocess.run(["make", "-j", str(jobs), "-C", str(out / "obj"), "-f",
                                    "Vfdpu_system.mk"], env=env, stdout=log,
                                   stderr=subprocess.STDOUT, check=False)
+            if not proc.returncode:
+                runner.edge_wrap_verify(out / "obj", "Vfdpu_system")
     build_s = time.monotonic() - t0
     if proc.returncode:
         tail = "\n".join((out / "build.log").read_text().splitlines()[-30:])
