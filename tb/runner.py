@@ -49,7 +49,8 @@ from hw.verilog import VERILATOR_MAKEFLAGS, to_verilog, verilator_env
 __all__ = ["SIMULATORS", "BUILD_ROOT", "CocotbRun", "run_cocotb", "verilator_can_fst",
            "verilator_config", "hier_blocks", "register_block_inputs", "HIER_EDGE_ENV",
            "hier_edge_enabled", "edge_block_check", "write_edge_wrapper",
-           "edge_wrap_hier_blocks", "edge_wrap_verify", "HIER_SKIP_ENV", "hier_skip_enabled", "skip_block_check"]
+           "edge_wrap_hier_blocks", "edge_wrap_verify", "HIER_SKIP_ENV", "hier_skip_enabled",
+           "skip_block_check"]
 
 #: Simulators the harness supports.
 SIMULATORS = ("icarus", "verilator")
@@ -506,9 +507,12 @@ def _skip_glue(name, prefix, arguments, combo_body, cpp_path):
         raise ValueError(f"unexpected inputs {inputs} in the protectlib combo_update of {cpp_path}")
     root, state, stats = f"{prefix}___024root", f"{name}_fdpu_skip_t", f"{name}_fdpu_skip_stats"
     container = f"{prefix}_container"
-    members = "".join(f"    std::remove_reference<decltype(static_cast<{container}*>(nullptr)->{m})>"
-                      f"::type in_{m};\n" for m in inputs)
+    members = "".join(f"    std::remove_reference<decltype(static_cast<{container}*>"
+                      f"(nullptr)->{m})>::type in_{m};\n" for m in inputs)
     compare = "".join(f"        FDPU_SKIP_INPUT({m});\n" for m in inputs)
+    tick_arguments = arguments.replace("void* vhandlep__V", "void* vhandlep__V, void* vskip__V", 1)
+    if tick_arguments == arguments:
+        raise ValueError(f"no model handle argument in the protectlib combo_update of {cpp_path}")
     return f"""
 // tb.runner.write_edge_wrapper (skip): set the inputs, one rising-edge evaluation unless the
 // block is quiescent (a fixed point of its root struct, same inputs), read the outputs.
@@ -565,7 +569,7 @@ extern "C" {{
         }}
     }}
 
-    long long {name}_fdpu_tick({arguments.replace("void* vhandlep__V", "void* vhandlep__V, void* vskip__V", 1)}) {{
+    long long {name}_fdpu_tick({tick_arguments}) {{
 {set_inputs.rstrip()}
         {state}* const skip__V = static_cast<{state}*>(vskip__V);
         {root}* const rootp__V = handlep__V->rootp;
