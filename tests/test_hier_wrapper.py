@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,6 +94,12 @@ def test_edge_check_accepts_registered_outputs_only(tmp_path, monkeypatch):
     glue = (tmp_path / "obj" / "Vregout" / "regout.cpp").read_text()
     assert re.search(r"regout_fdpu_tick\(\s*void\* vhandlep__V, void\* vskip__V", glue)
     assert "FDPU_SKIP_INPUT(i)" in glue and "FDPU_SKIP_INPUT(rst)" in glue
+    include = Path(os.environ["VERILATOR_ROOT"]) / "include"
+    compiled = subprocess.run(["c++", "-std=c++17", "-fsyntax-only", f"-I{include}",
+                               f"-I{include / 'vltstd'}", "regout.cpp"],
+                              cwd=tmp_path / "obj" / "Vregout", capture_output=True, text=True)
+    assert compiled.returncode == 0, f"the skipping tick's C++ does not compile:\n" \
+                                     f"{compiled.stderr[-3000:]}"
     assert "fdpu_skip" not in (tmp_path / "obj" / "Vrandout" / "randout.sv").read_text()
     assert "always @(clk)" in (tmp_path / "obj" / "Vcombout" / "combout.sv").read_text()
 
