@@ -361,7 +361,7 @@ def skip_block_check(block_dir, name):
         line = line.strip()
         if not line or line in ("public:", "struct {", "};"):
             continue
-        if (re.fullmatch(r"VL_(IN|OUT)(8|16|32|64|W)\(\w+(,\d+){2,3}\);", line)
+        if (re.fullmatch(r"VL_(IN|OUT)(8|16|64|W)?\(\w+(,\d+){2,3}\);", line)
                 or re.fullmatch(rf"{_POD_TYPES} \w+;", line)
                 or re.fullmatch(rf"(VlUnpacked<)+{_POD_TYPES}(, \d+>)+ \w+;", line)
                 or line in (f"{prefix}__Syms* vlSymsp;", "const char* vlNamep;")

@@ -32,8 +32,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 #: output computed from an input, logic on the falling edge (both keep Verilator's wrapper),
 #: registered outputs with random numbers or a public signal (the wrapper, no skip).
 BLOCKS_V = """
-module regout(input clk, input rst, input [7:0] i, output reg [7:0] o);
+module regout(input clk, input rst, input [7:0] i, output reg [7:0] o, output reg [20:0] w);
   always @(posedge clk) o <= rst ? 8'h0 : o + i;
+  always @(posedge clk) w <= w + {13'h0, i};      // a 32-bit port: VL_OUT, no width suffix
 endmodule
 module combout(input clk, input [7:0] i, output [7:0] o);
   reg [7:0] q = 8'h0;
@@ -52,8 +53,8 @@ module pubout(input clk, input [7:0] i, output reg [7:0] o);
 endmodule
 module blocks(input clk, input rst, input [7:0] i, output [7:0] o);
   wire [7:0] a, b, c, d, e, f, g, h, k;
-  regout r0(.clk(clk), .rst(rst), .i(i), .o(a));
-  regout r1(.clk(clk), .rst(rst), .i(a), .o(b));
+  regout r0(.clk(clk), .rst(rst), .i(i), .o(a), .w());
+  regout r1(.clk(clk), .rst(rst), .i(a), .o(b), .w());
   combout c0(.clk(clk), .i(b), .o(c));
   combout c1(.clk(clk), .i(c), .o(d));
   negout n0(.clk(clk), .i(d), .o(e));
