@@ -105,6 +105,20 @@ def test_edge_check_accepts_registered_outputs_only(tmp_path, monkeypatch):
     assert "always @(clk)" in (tmp_path / "obj" / "Vcombout" / "combout.sv").read_text()
 
 
+def test_skip_refused_for_a_traced_block(tmp_path, monkeypatch):
+    """A waves build (``--trace``) keeps the plain tick: a trace dump reads the model too."""
+    for name, value in verilator_env().items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "blocks.v").write_text(BLOCKS_V)
+    (tmp_path / "blocks.vlt").write_text('`verilator_config\nhier_block -module "regout"\n')
+    subprocess.run(["verilator", "--cc", "--trace", "--hierarchical", "-Wno-fatal", "-Wno-lint",
+                    "-Wno-style", "-Mdir", str(tmp_path / "obj"), "--prefix", "Vblocks",
+                    "--top-module", "blocks", str(tmp_path / "blocks.vlt"),
+                    str(tmp_path / "blocks.v")], cwd=tmp_path, check=True, capture_output=True)
+    done = runner.edge_wrap_hier_blocks(tmp_path / "obj", "Vblocks", skip=True)
+    assert done == {"regout": "edge (no skip: traced model (waves))"}
+
+
 def test_edge_check_reports_unexpected_generated_code(tmp_path):
     """A block folder whose C++ is not what Verilator 5.048 writes is refused, not patched."""
     block = tmp_path / "Vthing"
