@@ -235,3 +235,34 @@ def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     counts = _skip_counts(runs[-1].log)
     (ticks, evals, quiet), = counts.values()
     assert evals < ticks and quiet > 0, counts
+
+
+@pytest.mark.slow          # two 4 x 4 system builds, ~3-4 min
+def test_skip_with_backdoor_writes_between_passes(monkeypatch):
+    """``--backdoor-in`` on a 4 x 4 top (16 PEs: hierarchical by default) over several passes:
+    the Dbufs are written by VPI while the blocks sit quiet between passes.  With and
+    without the skip: bit for bit with the golden model, the same cycles per pass."""
+    monkeypatch.setenv("FDPU_HIER_SKIP_STATS", "1")
+    p = ArrayParams(rows=4, cols=4, slots=16, dbuf_bytes=1024)
+    w = layers.make_weights((128, 64), 1.0, 7)      # 4 passes through 1-kB Dbufs
+    x = layers.make_inputs(64, 4, 7)
+    plan = graphs.plan_fc(128, 64, 4, "dense", p)
+    ref = golden.run_fc(plan, w, x, exact=True)
+    jobs = {}
+    for skip in ("0", "1"):
+        monkeypatch.setenv(runner.HIER_SKIP_ENV, skip)
+        runs = _recording(monkeypatch)
+        y, jobs[skip] = runtime.run_fc_rtl(plan, w, x, "verilator", max_cycles=200_000,
+                                           backdoor_in=True)
+        assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
+            f"FDPU_HIER_SKIP={skip}: RTL result differs from the golden model"
+        (run,) = runs
+        edges = json.loads((run.build_dir / "hier_edge.json").read_text())
+        assert set(edges.values()) == {"edge+skip" if skip == "1" else "edge"}, edges
+    off, on = jobs["0"], jobs["1"]
+    assert len(on.passes) == len(off.passes) > 1
+    assert [r.compute_cycles for r in on.passes] == [r.compute_cycles for r in off.passes]
+    assert [r.status for r in on.passes] == [r.status for r in off.passes]
+    assert on.final == off.final
+    counts = _skip_counts(run.log)
+    assert len(counts) == 2 and all(evals < ticks for ticks, evals, _ in counts.values()), counts
