@@ -444,9 +444,34 @@ def write_edge_wrapper(block_dir, name, skip=False):
                                                    for d, p in ports])
     seq_args = ",\n            ".join(["handle__V", "1'b0"] + [f"{p}_tmp__V" for p in outputs])
     tick_decl = decl.group(0).replace(combo, tick).rstrip("\n")
+    call = [f"        last_seq_seqnum__V <= {tick}(",
+            f"            {args});",
+            *[f"        {p} <= {p}_tmp__V;" for p in outputs]]
+    state = []
     if skip:
         tick_decl = tick_decl.replace("chandle handle__V", "chandle handle__V, chandle skip__V", 1)
         args = args.replace("handle__V", "handle__V, skip__V", 1)
+        # The wrapper keeps the last inputs and the tick's "quiet" bit: a skipped tick is
+        # then not even called (no DPI marshalling of the ports).
+        declared = dict((n, w or "") for _, w, n in re.findall(
+            r"\b(input|output) logic (\[[^\]]*\])?\s*(\w+)", head[:head.index(");")]))
+        inputs = [p for d, p in ports if d == "input"]
+        if not inputs or any(p not in declared for p in inputs):
+            raise ValueError(f"unexpected ports of the hierarchical wrapper {sv_path}")
+        state = ["    logic quiet__V = 1'b0;   // the tick's last answer: a fixed point",
+                 "    longint skipped__V = 0;",
+                 *[f"    logic {declared[p]} {p}_last__V;".replace("logic  ", "logic ")
+                   for p in inputs]]
+        same = " && ".join(f"{p} == {p}_last__V" for p in inputs)
+        call = [f"        if (quiet__V && {same})",
+                "            skipped__V <= skipped__V + 1;",
+                "        else begin",
+                f"            last_seq_seqnum__V = {tick}(",
+                f"                {args.replace(chr(10) + '            ', chr(10) + '                ')});",
+                "            quiet__V <= last_seq_seqnum__V[0];",
+                *[f"            {p} <= {p}_tmp__V;" for p in outputs],
+                "        end",
+                *[f"        {p}_last__V <= {p};" for p in inputs]]
     body = [
         "    // tb.runner.write_edge_wrapper: one evaluation per rising edge (the outputs",
         "    // depend on the block's state only, tb.runner.edge_block_check)"
@@ -454,8 +479,9 @@ def write_edge_wrapper(block_dir, name, skip=False):
            "(tb.runner.skip_block_check)." if skip else "."),
         tick_decl,
         *([f'    import "DPI-C" function chandle {name}_fdpu_skip_new(chandle handle__V);',
-           f'    import "DPI-C" function void {name}_fdpu_skip_final(chandle skip__V);',
-           "    chandle skip__V;"] if skip else []),
+           f'    import "DPI-C" function void {name}_fdpu_skip_final(chandle skip__V, '
+           "longint skipped__V);",
+           "    chandle skip__V;", *state] if skip else []),
         "",
         "    initial begin",
         f"        {name}_protectlib_check_hash(protectlib_hash__V);",
@@ -467,12 +493,10 @@ def write_edge_wrapper(block_dir, name, skip=False):
         "    end",
         "",
         "    always @(posedge clk) begin",
-        f"        last_seq_seqnum__V <= {tick}(",
-        f"            {args});",
-        *[f"        {p} <= {p}_tmp__V;" for p in outputs],
+        *call,
         "    end",
         "",
-        *([f"    final {name}_fdpu_skip_final(skip__V);"] if skip else []),
+        *([f"    final {name}_fdpu_skip_final(skip__V, skipped__V);"] if skip else []),
         f"    final {name}_protectlib_final(handle__V);",
         "",
     ]
@@ -511,6 +535,12 @@ def _skip_glue(name, prefix, arguments, combo_body, cpp_path):
                       f"(nullptr)->{m})>::type in_{m};\n" for m in inputs)
     compare = "".join(f"        FDPU_SKIP_INPUT({m});\n" for m in inputs)
     tick_arguments = arguments.replace("void* vhandlep__V", "void* vhandlep__V, void* vskip__V", 1)
+    # The wrapper reads bit 0 of the answer: whether the block is now at a fixed point.
+    returned = get_outputs.rstrip().replace(
+        "return handlep__V->m_seqnum++;",
+        "++handlep__V->m_seqnum;\n        return skip__V->quiet ? 1 : 0;")
+    if returned == get_outputs.rstrip():
+        raise ValueError(f"unexpected protectlib combo_update end in {cpp_path}")
     if tick_arguments == arguments:
         raise ValueError(f"no model handle argument in the protectlib combo_update of {cpp_path}")
     return f"""
@@ -555,8 +585,9 @@ extern "C" {{
         return skip__V;
     }}
 
-    void {name}_fdpu_skip_final(void* vskip__V) {{
+    void {name}_fdpu_skip_final(void* vskip__V, long long skipped__V) {{
         {state}* const skip__V = static_cast<{state}*>(vskip__V);
+        {stats}.ticks += static_cast<unsigned long long>(skipped__V);
         delete[] skip__V->snap;
         delete skip__V;
         const char* env = std::getenv("FDPU_HIER_SKIP_STATS");
@@ -594,7 +625,7 @@ extern "C" {{
                 else skip__V->wait = skip__V->backoff;
             }}
         }}
-{get_outputs.rstrip()}
+{returned}
     }}
 }}
 #undef FDPU_SKIP_INPUT
