@@ -424,7 +424,11 @@ def write_edge_wrapper(block_dir, name, skip=False):
       holds exactly the struct the last evaluation started from and ended in (same state,
       same inputs, clock 1, previous-clock trigger 1), and an evaluation is a function of that
       struct, so it would leave it as it is; the outputs are read from the model as usual.
-      Any input change ends it (that tick evaluates).
+      Any input change ends it (that tick evaluates);
+    * the tick returns ``quiet`` (bit 0), and the wrapper keeps it with the inputs of the last
+      edge: while quiet and the inputs are unchanged it does not call the tick at all (the
+      same decision, without the DPI call and the conversion of the ports); its count of
+      such edges goes to ``<name>_fdpu_skip_final``.
 
     ``FDPU_HIER_SKIP_STATS=1`` in the simulator's environment prints, per block, ticks,
     evaluations, snapshots and the fixed points found, when the last instance ends.
