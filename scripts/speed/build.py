@@ -9,6 +9,7 @@ Usage::
     .venv/bin/python scripts/speed/build.py build/speed/job8 base --rate       # recipe 2
     .venv/bin/python scripts/speed/build.py build/speed/job8 regin --reg-in --rate --run
     .venv/bin/python scripts/speed/build.py build/speed/job8 edge --reg-in --edge --rate --run
+    .venv/bin/python scripts/speed/build.py build/speed/job8 skip --reg-in --edge --skip --run
     .venv/bin/python scripts/speed/build.py build/speed/job8 o3 --make OPT_FAST=-O3 --rate
     .venv/bin/python scripts/speed/build.py build/speed/job8 flat --hier 0 --make OPT_FAST=-O1
     .venv/bin/python scripts/speed/build.py build/speed/job8 t2 --vopt "--threads 2" --rate
@@ -17,7 +18,9 @@ Usage::
 Without options a variant is the harness's recipe 2 build (its ``verilator_config``);
 ``--reg-in`` adds what recipe 3 does (``tb.runner.register_block_inputs``), ``--edge`` what
 recipe 4 does (``tb.runner.edge_wrap_hier_blocks``: Verilator without ``--build``, the blocks'
-wrappers checked and rewritten, then make).  ``--hier N``:
+wrappers checked and rewritten, then make), ``--skip`` with it what recipe 5 does (the ticks
+skip quiescent evaluations; ``FDPU_HIER_SKIP_STATS=1`` and ``FDPU_HIER_SKIP_BACKOFF=N`` in the
+environment of the binary print the ticks' counts and set the back-off).  ``--hier N``:
 shared modules with N or more instances are hierarchical blocks (0: none, a flat model;
 default the harness's threshold).  ``--vopt``: more Verilator options; ``--make``: make
 variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``); ``--vlt``: more configuration lines;
@@ -90,7 +93,7 @@ def registered_reset(verilog):
 
 
 def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu_system.v",
-          reg_rst=False, reg_in=False, vlt=(), edge=False):
+          reg_rst=False, reg_in=False, vlt=(), edge=False, skip=False):
     """Build the variant; return its folder."""
     job_dir = Path(job_dir)
     out = job_dir / variant
@@ -132,7 +135,8 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
             saved_env = dict(os.environ)
             os.environ.update(env)
             try:
-                edges = runner.edge_wrap_hier_blocks(out / "obj", "Vfdpu_system", log)
+                edges = runner.edge_wrap_hier_blocks(out / "obj", "Vfdpu_system", log,
+                                                     skip=skip)
             finally:
                 os.environ.clear()
                 os.environ.update(saved_env)
@@ -141,13 +145,15 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
             proc = subprocess.run(["make", "-j", str(jobs), "-C", str(out / "obj"), "-f",
                                    "Vfdpu_system.mk"], env=env, stdout=log,
                                   stderr=subprocess.STDOUT, check=False)
+            if not proc.returncode:
+                runner.edge_wrap_verify(out / "obj", "Vfdpu_system")
     build_s = time.monotonic() - t0
     if proc.returncode:
         tail = "\n".join((out / "build.log").read_text().splitlines()[-30:])
         raise SystemExit(f"build of {variant} failed after {build_s:.0f} s:\n{tail}")
     size = (out / "obj" / "Vfdpu_system").stat().st_size
     (out / "build.json").write_text(json.dumps(dict(
-        variant=variant, source=source, reg_rst=reg_rst, reg_in=reg_in, edge=edge,
+        variant=variant, source=source, reg_rst=reg_rst, reg_in=reg_in, edge=edge, skip=skip,
         vlt=list(vlt), hier=hier,
         vopt=list(vopt),
         make=list(make), options=options, build_s=round(build_s, 1), binary_bytes=size)) + "\n")
@@ -210,6 +216,9 @@ def main(argv=None):
     ap.add_argument("--edge", action="store_true",
                     help="hierarchical blocks evaluated once per rising edge, as tb.runner "
                          "does since recipe 4 (edge_wrap_hier_blocks)")
+    ap.add_argument("--skip", action="store_true",
+                    help="with --edge: the ticks skip the evaluation of quiescent blocks, as "
+                         "tb.runner does since recipe 5 (skip_block_check)")
     ap.add_argument("--vlt", nargs="*", default=[],
                     help="more lines for the Verilator configuration file")
     ap.add_argument("--vopt", default="", help="more Verilator options (one string)")
@@ -222,7 +231,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     build(args.job, args.variant, hier=args.hier, vopt=shlex.split(args.vopt), make=args.make,
           source=args.source, reg_rst=args.reg_rst,
-          reg_in=args.reg_in, vlt=args.vlt, edge=args.edge)
+          reg_in=args.reg_in, vlt=args.vlt, edge=args.edge, skip=args.skip)
     if args.rate:
         rate = idle_rate(args.job, args.variant)
         print(f"{args.job} {args.variant}: {rate:,.0f} idle cycles per CPU second", flush=True)
