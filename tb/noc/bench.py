@@ -245,7 +245,10 @@ class NocBench(wiring.Component):
             wiring.connect(m, mesh.o_local[n], node.i_flit)
             m.d.comb += [
                 node.i_node.eq(n), node.i_x.eq(x), node.i_y.eq(y), node.i_seed.eq(_seed(n)),
-                node.load.eq(cycle == 0), node.pattern.eq(self.pattern),
+                # Seeds load over two cycles: a hierarchical node (16+ instances in
+                # Verilator builds) leaves reset one cycle after the bench (its rst is
+                # registered inside it, docs/harness.md recipe 3) and would miss cycle 0.
+                node.load.eq(cycle < 2), node.pattern.eq(self.pattern),
                 node.rate.eq(self.rate), node.gen_en.eq(cycle < self.stop),
                 node.measuring.eq(measuring), node.stamp.eq(cycle[:_STAMP]),
                 self.generated[n].eq(node.generated), self.ejected[n].eq(node.ejected),
