@@ -467,11 +467,12 @@ def write_edge_wrapper(block_dir, name, skip=False):
                  *[f"    logic {declared[p]} {p}_last__V;".replace("logic  ", "logic ")
                    for p in inputs]]
         same = " && ".join(f"{p} == {p}_last__V" for p in inputs)
+        nl = "\n" + " " * 12                      # the tick's arguments, one level deeper
         call = [f"        if (quiet__V && {same})",
                 "            skipped__V <= skipped__V + 1;",
                 "        else begin",
                 f"            last_seq_seqnum__V = {tick}(",
-                f"                {args.replace(chr(10) + '            ', chr(10) + '                ')});",
+                f"                {args.replace(nl, nl + '    ')});",
                 "            quiet__V <= last_seq_seqnum__V[0];",
                 *[f"            {p} <= {p}_tmp__V;" for p in outputs],
                 "        end",
