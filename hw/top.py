@@ -19,16 +19,16 @@ Contract
   separate injection ports, so a PE's replies never wait behind its requests), reply mesh
   LOCAL -> ``i_flit`` (always ready).  A request reaching a PE (request mesh LOCAL) is a
   program error: sunk and flagged (``STRAY_REQUEST``).
-* Every PE is the same Verilog module (:class:`hw.shared.Shared`): its coordinate is the
+* Every PE is the same Verilog module (:class:`hw.lib.shared.Shared`): its coordinate is the
   constant driven on its ``i_coord`` port, so the Verilog grows with the routers' and PEs'
   wiring, not with copies of the PE.
-* Dbuf ``k`` sits at edge port ``k`` of both meshes (``sw.arch.ArrayParams.dbuf_coord``).
+* Dbuf ``k`` sits at edge port ``k`` of both meshes (``sw.spec.arch.ArrayParams.dbuf_coord``).
   Reply-mesh flits leaving an edge port other than the MicC's are sunk and flagged
   (``STRAY_EDGE``); the request mesh's edge inputs are idle except the MicC's port, where the
-  DMA (:mod:`hw.dma`) injects its STOREs and LOADs; at that port the reply mesh's REPLY flits
+  DMA (:mod:`hw.ctrl.dma`) injects its STOREs and LOADs; at that port the reply mesh's REPLY flits
   go to the DMA and all others (CTX_END) to the MicC.
 * Configuration ports: ``config_ports = P`` (1 .. 4, dividing ``cbufs``) gives the MicC ``P``
-  outputs at the edge ports of :func:`sw.image.config_ports` (port 0 at ``(-1, 0)``, then one
+  outputs at the edge ports of :func:`sw.spec.ports.config_ports` (port 0 at ``(-1, 0)``, then one
   per edge: the first DMA channels' ports), each merged (2:1 round robin) with the replies of
   the Dbuf there into the reply mesh, each reading its own Cbuf banks; host registers
   ``i_n_config_<p>`` for ``p >= 1``.  The top counts the CONFIG flits ejected into PEs
@@ -44,7 +44,7 @@ Contract
 * DMA: ``i_dma_start`` with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
   ``o_dma_halt``, ``o_dma_error``, ``o_dma_state``, ``o_dma_desc``, ``o_dma_cycles``,
   ``o_ext_rd_bytes``, ``o_ext_wr_bytes``; the external memory port ``o_ext_rd``,
-  ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`hw.extmem.ExtMem` in simulation).
+  ``i_ext_rdata``, ``o_ext_wr`` (64-bit words; :class:`tb.host.extmem.ExtMem` in simulation).
   ``dma_channels = W > 1`` adds DMA engines at the edge ports of :func:`dma_ports` (one per
   edge first, then the other ports), each with its external port (``o_ext_rd_<c>``,
   ``i_ext_rdata_<c>``, ``o_ext_wr_<c>``) and list registers (``i_dma_list_<c>``,
@@ -55,7 +55,7 @@ Contract
   ``o_clock`` counts cycles since reset.
 * Host registers are ports: ``i_start`` (one-cycle pulse; the MicC starts on the next
   cycle) with ``i_n_config``, ``i_n_ctx``,
-  ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.micc`); ``o_done``; ``o_halt``
+  ``i_contexts``, ``i_window``, ``i_ends`` (see :mod:`hw.ctrl.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,
   ``o_config_cycles`` (the part of ``o_cycles`` spent configuring the PEs),
@@ -70,22 +70,23 @@ Contract
   ``cbuf.bank<i>.bank.storage``), as ``tb.top.test_run`` does.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from sw.arch import ArrayParams
-from sw.image import config_ports as _config_ports
-
-from .cbuf import Cbuf, _eq, _inc
-from .dbuf import Dbuf
-from .dma import Dma, DmaError, ext_write_layout
-from .mesh import Mesh
-from .noc_types import Bits, FlitKind, body_layout
-from .micc import Micc, MiccError, MiccState
-from .pe import Pe
-from .pe_types import PeError, _popcount
-from .shared import Shared
+from hw.ctrl.cbuf import Cbuf
+from hw.ctrl.dma import Dma, DmaError, ext_write_layout
+from hw.ctrl.micc import Micc, MiccError, MiccState
+from hw.lib.logic import any_of, equals, increment, popcount, sum_of
+from hw.lib.shared import Shared
+from hw.noc.dbuf import Dbuf
+from hw.noc.flit import Bits, FlitKind, body_layout
+from hw.noc.mesh import Mesh
+from hw.pe.layouts import PeError
+from hw.pe.pe import Pe
+from sw.spec.arch import ArrayParams
+from sw.spec.ports import config_ports as _config_ports
+from sw.spec.ports import dma_ports
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
 
@@ -118,52 +119,12 @@ def _merge(m, a, b, out, name):
         m.d.sync += [locked.eq(0), last.eq(cur)]
 
 
-def dma_ports(params):
-    """Return the edge ports (Dbuf numbers) of the DMA channels, channel 0 first.
-
-    Channel 0 shares the MicC's port, west of row 0; channels 1, 2, 3 sit at the east port of
-    the last row, the north port of the last column and the south port of column 0, so that
-    each edge has a channel and a channel writing the Dbufs of its own edge uses links no
-    other such channel uses (west: column 0 southwards, east: column C-1 northwards, north:
-    row 0 westwards, south: row R-1 eastwards; ``sw.runtime`` assigns Dbufs that way).  More
-    channels take the remaining west, east, north and south ports.
-    """
-    p = params
-    first = [p.dbuf_at(-1, 0), p.dbuf_at(p.cols, p.rows - 1), p.dbuf_at(p.cols - 1, -1),
-             p.dbuf_at(0, p.rows)]
-    rest = [p.dbuf_at(-1, y) for y in range(p.rows)] + [p.dbuf_at(p.cols, y)
-                                                        for y in range(p.rows)]
-    rest += [p.dbuf_at(x, -1) for x in range(p.cols)] + [p.dbuf_at(x, p.rows)
-                                                        for x in range(p.cols)]
-    out = []
-    for k in first + rest:
-        if k not in out:
-            out.append(k)
-    return out
-
-
-def _or(values):
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out
-
-
-def _sum(values, width):
-    """Return the sum of ``values`` in ``width`` bits (a balanced tree)."""
-    values = list(values)
-    while len(values) > 1:
-        values = [(values[i] + values[i + 1])[:width] if i + 1 < len(values) else values[i]
-                  for i in range(0, len(values), 2)]
-    return values[0]
-
-
 class FDPU(wiring.Component):
     """Build the whole accelerator for ``params`` (see the module doc).
 
     Parameters
     ----------
-    params : sw.arch.ArrayParams
+    params : sw.spec.arch.ArrayParams
         The array (paper defaults: 8 x 8, 32 Dbufs of 2 MiB, 8 Cbufs of 64 KiB).
     depth : int
         Router input FIFO depth.
@@ -175,7 +136,7 @@ class FDPU(wiring.Component):
     def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1,
                  config_ports=1):
         if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
+            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
             raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
         ports = dma_ports(params)
@@ -213,7 +174,7 @@ class FDPU(wiring.Component):
             "o_pe_error": Out(len(PeError)).array(n),
             "o_dbuf_reqs": Out(40), "o_mesh_flits": Out(40),
             "o_clock": Out(48),
-            # DMA (hw.dma): host registers and the external memory port.
+            # DMA (hw.ctrl.dma): host registers and the external memory port.
             "i_dma_start": In(1), "i_dma_list": In(32), "i_dma_count": In(16),
             "o_dma_state": Out(3), "o_dma_busy": Out(1), "o_dma_done": Out(1),
             "o_dma_halt": Out(1), "o_dma_error": Out(len(DmaError)), "o_dma_desc": Out(16),
@@ -257,7 +218,7 @@ class FDPU(wiring.Component):
         with m.If(self.i_dma_start):
             m.d.sync += written.eq(0)
         with m.Elif(dma.cbuf_wr_en):
-            m.d.sync += written.eq(_inc(written))
+            m.d.sync += written.eq(increment(written))
         with m.If(self.i_start):
             m.d.sync += [armed.eq(1), need.eq(self.i_cbuf_words)]
         with m.Elif(start):
@@ -278,18 +239,18 @@ class FDPU(wiring.Component):
         with m.If(self.i_dma_start):
             m.d.sync += dma_cycles.eq(0)
         with m.Elif(dma_busy):
-            m.d.sync += dma_cycles.eq(_inc(dma_cycles))
+            m.d.sync += dma_cycles.eq(increment(dma_cycles))
         m.d.comb += [
             self.o_dma_state.eq(dma.o_state), self.o_dma_busy.eq(dma_busy),
             self.o_dma_done.eq(Cat(*[d.o_done for d in dmas]).all()),
             self.o_dma_halt.eq(Cat(*[d.o_halt for d in dmas]).all()),
-            self.o_dma_error.eq(_or([d.o_error for d in dmas])),
+            self.o_dma_error.eq(any_of([d.o_error for d in dmas])),
             self.o_dma_desc.eq(dma.o_desc),
             self.o_dma_cycles.eq(dma_cycles if len(dmas) > 1 else dma.o_cycles),
-            self.o_ext_rd_bytes.eq(_sum([d.o_rd_bytes for d in dmas], 40)),
-            self.o_ext_wr_bytes.eq(_sum([d.o_wr_bytes for d in dmas], 40)),
+            self.o_ext_rd_bytes.eq(sum_of([d.o_rd_bytes for d in dmas], 40)),
+            self.o_ext_wr_bytes.eq(sum_of([d.o_wr_bytes for d in dmas], 40)),
         ]
-        m.d.sync += self.o_clock.eq(_inc(self.o_clock))
+        m.d.sync += self.o_clock.eq(increment(self.o_clock))
 
         pe_err_any = Signal(len(PeError))
         ejected_config = []
@@ -297,7 +258,7 @@ class FDPU(wiring.Component):
         fires_int, fires_fp, injected = [], [], []
         for (x, y) in p.pe_coords():
             n = y * p.cols + x
-            # The coordinate is an input: every PE is the same Verilog module (hw.shared).
+            # The coordinate is an input: every PE is the same Verilog module (hw.lib.shared).
             inner = Pe(p, micc=(-1, 0))
             pe = Shared(inner, key=("fdpu_pe", p), name="fdpu_pe")
             m.submodules[f"pe_{x}_{y}"] = pe
@@ -321,13 +282,13 @@ class FDPU(wiring.Component):
                 count = self.o_int_fires[n]
                 if p.int_issue == 2:
                     # Both INT pipes may fire in one cycle (ArrayParams.int_issue == 2).
-                    fired = _popcount([pe.o_fire.int_valid, pe.o_fire.int2_valid], len(count))
+                    fired = popcount([pe.o_fire.int_valid, pe.o_fire.int2_valid], len(count))
                     m.d.sync += count.eq((count + fired)[:len(count)])
                 else:
                     with m.If(pe.o_fire.int_valid):
-                        m.d.sync += count.eq(_inc(count))
+                        m.d.sync += count.eq(increment(count))
                 with m.If(pe.o_fire.fp_valid):
-                    m.d.sync += self.o_fp_fires[n].eq(_inc(self.o_fp_fires[n]))
+                    m.d.sync += self.o_fp_fires[n].eq(increment(self.o_fp_fires[n]))
         m.d.comb += pe_err_any.eq(Cat(*[
             Cat(*[self.o_pe_error[n][b] for n in range(p.num_pes)]).any()
             for b in range(len(PeError))]))
@@ -341,8 +302,8 @@ class FDPU(wiring.Component):
             # overlap the MicC's run when configuration hides behind the DMA-in); a PE's
             # reply-to coordinate is inside the array (biased 1..cols, 1..rows).
             src = data.View(body_layout(FlitKind.LOAD, p), req.o_edge[k].payload.body)
-            from_pe = (src.src_x.any() & ~_eq(src.src_x, p.cols + 1)
-                       & src.src_y.any() & ~_eq(src.src_y, p.rows + 1))
+            from_pe = (src.src_x.any() & ~equals(src.src_x, p.cols + 1)
+                       & src.src_y.any() & ~equals(src.src_y, p.rows + 1))
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready & from_pe)
             # The reply mesh's input here: the Dbuf's replies, merged with a MicC output at a
             # configuration port.
@@ -387,20 +348,20 @@ class FDPU(wiring.Component):
         with m.If(start):
             m.d.sync += delivered.eq(0)
         with m.Else():
-            m.d.sync += delivered.eq((delivered + _popcount(ejected_config, 32))[:32])
+            m.d.sync += delivered.eq((delivered + popcount(ejected_config, 32))[:32])
         with m.If(start):
             m.d.sync += [stray_req.eq(0), stray_edge.eq(0), self.o_dbuf_reqs.eq(0),
                          self.o_mesh_flits.eq(0)]
         with m.Else():
-            m.d.sync += [self.o_dbuf_reqs.eq((self.o_dbuf_reqs + _popcount(accepted, 40))[:40]),
-                         self.o_mesh_flits.eq((self.o_mesh_flits + _popcount(injected, 40))[:40])]
+            m.d.sync += [self.o_dbuf_reqs.eq((self.o_dbuf_reqs + popcount(accepted, 40))[:40]),
+                         self.o_mesh_flits.eq((self.o_mesh_flits + popcount(injected, 40))[:40])]
 
         error = Signal(len(ERROR_BITS))
         m.d.comb += error.eq(Cat(micc.o_error, pe_err_any, stray_req, stray_edge))
         m.d.comb += [
             self.o_error.eq(error),
             self.o_done.eq(micc.o_done & ~error.any() & ~armed),
-            self.o_halt.eq((micc.o_done | error.any() | _eq(micc.o_state, MiccState.DONE))
+            self.o_halt.eq((micc.o_done | error.any() | equals(micc.o_state, MiccState.DONE))
                            & ~armed),
             self.o_state.eq(micc.o_state), self.o_issued.eq(micc.o_issued),
             self.o_retired.eq(micc.o_retired), self.o_ends.eq(micc.o_ends),

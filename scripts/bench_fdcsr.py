@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from sw import fdcsr, layers, prune
+from sw.compiler import fdcsr, layers, prune
 
 
 def best_of(repeat, fn):

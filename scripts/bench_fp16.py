@@ -1,4 +1,4 @@
-"""Time the bit-exact binary16 operations of ``sw.fp16`` on random operands.
+"""Time the bit-exact binary16 operations of ``sw.spec.fp16`` on random operands.
 
 Usage::
 
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from sw import fp16
+from sw.spec import fp16
 
 GOAL_FMA_MOPS = 1.0
 
@@ -55,7 +55,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     a, b, c = (rng.integers(0, 1 << 16, args.n, dtype=np.uint16) for _ in range(3))
     words = [fp16.pack4(x[: args.n // 4 * 4].reshape(-1, 4)) for x in (a, b, c)]
-    print(f"sw.fp16 on {args.n:,} random operands, chunks of {args.chunk:,}, "
+    print(f"sw.spec.fp16 on {args.n:,} random operands, chunks of {args.chunk:,}, "
           f"best of {args.repeat}, numpy {np.__version__}")
     rates = {}
     for name, op, operands, per_item in (

@@ -7,7 +7,7 @@ Usage::
     .venv/bin/python scripts/bench_golden.py --exact-small   # + interpreter events/second
     .venv/bin/python scripts/bench_golden.py --chooser 96,256,64 --slots 128 --int-issue 2
 
-The timed run is ``sw.golden.run_fc`` on the vectorized path (what ``fdpu run`` uses for
+The timed run is ``sw.models.golden.run_fc`` on the vectorized path (what ``fdpu run`` uses for
 full-size layers), plan and graph included, reference check excluded.  ``--table`` runs
 ``alexnet-fc8`` (4096 -> 1000, 25 % dense) with the dense graph and both sparse graphs (the
 default gather graph and the paper's SWITCH graph) at batch 1, 4 and 64 and prints the
@@ -15,7 +15,7 @@ blocking, instructions per weight, the issues per column of one engine (from the
 rates: every INT/MEM/CTRL issue, and split as the RTL PE's pipes with ``int_issue = 2``:
 pipe 2 the INT/CTRL issues with BSCAN tokens, pipe 0 loads, stores and ITER tokens; FP;
 memory accesses) and bytes read per weight.  ``--chooser K,C,N`` prints the blocking
-chooser's candidates for that layer in both modes (``sw.graphs.blocking_costs``: issues per
+chooser's candidates for that layer in both modes (``sw.compiler.graphs.blocking_costs``: issues per
 column, the bounding term, estimated cycles), on the array of ``--rows/--cols/--slots/
 --int-issue`` (``--table`` uses the same array); ``--sparse-graph`` chooses the sparse graph of
 the timed run and of ``--chooser``.
@@ -27,8 +27,9 @@ import time
 
 sys.path.insert(0, __file__.rsplit("/scripts/", 1)[0])
 
-from sw import golden, graphs, layers  # noqa: E402
-from sw.arch import ArrayParams  # noqa: E402
+from sw.compiler import graphs, layers
+from sw.models import golden  # noqa: E402
+from sw.spec.arch import ArrayParams  # noqa: E402
 
 
 def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):

@@ -19,10 +19,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from sw import graphs
+from sw.compiler import graphs
+from tb.host.runner import run_cocotb
 from tb.pe import cases
 from tb.pe.cases import PARAMS_1X1, top_params
-from tb.runner import run_cocotb
 
 #: The FC layer of the benchmark: ``k x c`` weights, batch ``n``.
 FC_LAYER = (4, 32, 8)
@@ -43,7 +43,7 @@ def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=F
     ``slots`` overrides the PE's slots (default: the tests' 32), ``layer`` is ``(k, c, n)``;
     ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`; ``depth``
     overrides the operand FIFO depth, ``pool`` sets the reorder pool entries,
-    ``sparse_graph`` is the sparse image's graph (``sw.graphs.SPARSE_GRAPHS``).
+    ``sparse_graph`` is the sparse image's graph (``sw.compiler.graphs.SPARSE_GRAPHS``).
     """
     k, c, n = layer
     p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue,

@@ -1,6 +1,6 @@
 """Benchmark the RTL system: simulated cycles per second and the FC figures of the paper.
 
-Each case runs an FC layer through ``sw.runtime.run_fc_rtl`` (one simulation: every pass DMA
+Each case runs an FC layer through ``tb.host.runtime.run_fc_rtl`` (one simulation: every pass DMA
 in, compute, DMA out), checks it bit for bit against the golden model and prints one line:
 simulator, array, layer, cycles (total / compute / DMA), simulated cycles per wall and per CPU
 second of the simulator (the ``--backdoor-in`` writes excluded), utilization and
@@ -32,9 +32,11 @@ import time
 
 import numpy as np
 
-from sw import golden, graphs, layers, runtime
-from sw.arch import ArrayParams
-from sw.commands.rtl import figures
+from sw.cli.rtl import figures
+from sw.compiler import graphs, layers
+from sw.models import golden
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
 
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
@@ -43,7 +45,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
              sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
     """Run one case; return its record (see the module doc).
 
-    ``sparse_graph`` is the sparse engine's graph (``sw.graphs.SPARSE_GRAPHS``; sparse only).
+    ``sparse_graph`` is the sparse engine's graph (``sw.compiler.graphs.SPARSE_GRAPHS``; sparse
+    only).
     """
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue)

@@ -17,9 +17,11 @@ import time
 
 import numpy as np
 
-from sw import golden, graphs, layers, runtime
-from sw.arch import ArrayParams
-from sw.commands.rtl import figures
+from sw.cli.rtl import figures
+from sw.compiler import graphs, layers
+from sw.models import golden
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
 
 
 def main(argv=None):

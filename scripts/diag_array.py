@@ -4,15 +4,15 @@ Usage: ``.venv/bin/python scripts/diag_array.py [--rows R] [--cols C] [--mode de
 [--homes current|straight] [--run icarus|verilator] [--in-features C --out-features K
 --batch N --density D --slots S --int-issue 1|2 --dma-channels D] [--json FILE]``
 
-Static part (no simulation, instant): the plan of the layer (``sw.graphs.plan_fc``), each
+Static part (no simulation, instant): the plan of the layer (``sw.compiler.graphs.plan_fc``), each
 engine's PE and home Dbuf, the routers each load crosses (request + reply), and the load of
 every mesh link when every engine runs at 1 FACC/cycle (``loads per FACC`` of the engine:
 dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps the engines
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.graphs._homes`` as it is (since
-commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs._homes`` as it is
+(since commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
 nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
 it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
 on its own row or column (the XY route is then a straight line, so a link only ever carries
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sw import graphs
-from sw.arch import ArrayParams, Dir
+from sw.compiler import graphs
+from sw.spec.arch import ArrayParams, Dir
 
 #: Step of each mesh direction, ``(dx, dy)``.
 STEP = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.NORTH: (0, -1), Dir.SOUTH: (0, 1)}
@@ -49,7 +49,7 @@ CURRENT_HOMES = graphs._homes
 def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
-    The policy of :func:`sw.graphs._homes` (since d587c9f; before the monkeypatch of this
+    The policy of :func:`sw.compiler.graphs._homes` (since d587c9f; before the monkeypatch of this
     process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
     engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
@@ -87,7 +87,8 @@ def homes_transposed(params, count):
 
 
 def homes_nearest(params, count):
-    """Return ``[(pe, dbuf)]`` as ``sw.graphs._homes`` did before commit d587c9f (the greedy).
+    """Return ``[(pe, dbuf)]`` as ``sw.compiler.graphs._homes`` did before commit d587c9f (the
+    greedy).
 
     Each PE, edge PEs first, takes the nearest Dbuf with room (``ceil(P / D)`` engines each);
     the interior PEs of the 8 x 8 get Dbufs 4-7 routers away whose routes cross (kept here to
@@ -189,16 +190,16 @@ def static_report(params, plan, policy):
 
 
 def end_join():
-    """Monkeypatch ``sw.graphs.build_engine``: one END per engine instead of one per store.
+    """Monkeypatch ``sw.compiler.graphs.build_engine``: one END per engine instead of one per store.
 
     Every store of an item ends its context (``kb * gb`` CTX_END messages per engine and
     context, all through the MicC's one port at one flit per cycle: 1,536 on the 8 x 8's
     6 x 4 engines).  Here the stores lose their END and send their acknowledgement (a 0 token)
     into a binary tree of ``ADD``s (``kb * gb - 1`` of them; an operand takes one producer),
     whose root carries the END: the context still ends only after every store is written.
-    An experiment of this script (the graphs are ``sw/graphs.py``'s).
+    An experiment of this script (the graphs are ``sw/compiler/graphs.py``'s).
     """
-    from sw.isa import Op
+    from sw.spec.isa import Op
     plain = graphs.build_engine
 
     def build_engine(g, plan, e, pe=None, dbuf=None):
@@ -227,8 +228,8 @@ def end_join():
 
 def _probe_runner(out, period, watch=None):
     """Make the runtime run ``tb.pe.test_array_probe`` (samples to ``out``) instead of the job."""
-    import tb.runner
-    plain = tb.runner.run_cocotb
+    import tb.host.runner
+    plain = tb.host.runner.run_cocotb
 
     def run_cocotb(top, params, test_module, sim, **kwargs):
         if test_module == "tb.top.test_run":
@@ -240,7 +241,7 @@ def _probe_runner(out, period, watch=None):
             kwargs["extra_env"] = env
         return plain(top, params, test_module, sim, **kwargs)
 
-    tb.runner.run_cocotb = run_cocotb
+    tb.host.runner.run_cocotb = run_cocotb
 
 
 def breakdown(probe, run, params):
@@ -334,13 +335,13 @@ def main(argv=None):
                          "cycle (tb.pe.test_array_probe, FDPU_PROBE_WATCH)")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
-    import tb.runner
-    saved = (graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb)
+    import tb.host.runner
+    saved = (graphs._homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb)
     try:
         return _main(args)
     finally:
         # The experiments monkeypatch these for this process; callers (tests) get them back.
-        graphs._homes, graphs.plan_fc, graphs.build_engine, tb.runner.run_cocotb = saved
+        graphs._homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb = saved
 
 
 def _main(args):

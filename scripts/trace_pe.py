@@ -9,12 +9,12 @@ through ``tb.pe.test_pe``'s ``golden_images`` with a probe that records, every c
 slot each issue pipe fired (``go<p>``, ``s1_slot<p>``) or picked without firing
 (``s1_valid<p>`` without ``go<p>``: no room downstream, unit busy); a diagnosis of internals,
 not an interface.  Prints per pipe the firings and the picks without firing, per role of the
-engine graph (``sw.graphs`` node meta) the firings, the mean interval between consecutive
+engine graph (``sw.compiler.graphs`` node meta) the firings, the mean interval between consecutive
 firings of one slot and the picks without firing, the SWITCH loop's trip times (SWITCH firing
 -> next firing of the same SWITCH, split by the branch taken: zero when its ``IMM`` fired in
 between), the same-PE latency SWITCH -> join, and the golden model's cycle estimate of the
-same image.  ``--kb/--gb/--wfan`` force a blocking (``sw.graphs.plan_fc``'s arguments; wfan:
-lane groups per sparse value load, 4 or 16) in this process, for experiments.
+same image.  ``--kb/--gb/--wfan`` force a blocking (``sw.compiler.graphs.plan_fc``'s arguments;
+wfan: lane groups per sparse value load, 4 or 16) in this process, for experiments.
 
 When imported by cocotb (``FDPU_TRACE_OUT`` set) the module is the test module itself.
 """
@@ -76,13 +76,13 @@ def main():
     import tempfile
     from pathlib import Path
 
-    from sw import graphs
-    from sw.golden import run_image
-    from sw.isa import Op
-    from sw.place import place
+    from sw.compiler import graphs
+    from sw.compiler.place import place
+    from sw.models.golden import run_image
+    from sw.spec.isa import Op
+    from tb.host.runner import run_cocotb
     from tb.pe import cases
     from tb.pe.cases import PARAMS_1X1, top_params
-    from tb.runner import run_cocotb
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])

@@ -1,4 +1,4 @@
-"""Helpers for tests that drive the ``fdpu`` command line through :func:`sw.cli.main`."""
+"""Helpers for tests that drive the ``fdpu`` command line through :func:`sw.cli`."""
 
 import sw.cli
 

@@ -1,4 +1,4 @@
-"""Tests of the 32-bit integer unit :mod:`hw.alu` (amaranth.sim; cocotb in :mod:`tb.alu`)."""
+"""Tests of the 32-bit integer unit :mod:`hw.pe.alu` (amaranth.sim; cocotb in :mod:`tb.alu`)."""
 
 import os
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw.alu import LATENCY, IntAlu, IntOp
-from hw.verilog import lint, to_verilog
+from hw.pe.alu import LATENCY, IntAlu, IntOp
+from hw.tooling.verilog import lint, to_verilog
 from tb.alu import model
 from tb.fpu.simdrive import run_pipeline
-from tb.runner import run_cocotb
+from tb.host.runner import run_cocotb
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
 

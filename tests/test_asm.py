@@ -1,17 +1,18 @@
-"""Tests of the assembler and the image (:mod:`sw.asm`, :mod:`sw.image`): encoding into the
-placed slots, SWITCH branch order, preloads, file round trip, every malformed-image error and
-the listing."""
+"""Tests of the assembler and the image (:mod:`sw.compiler.asm`, :mod:`sw.compiler.image`): encoding
+into the placed slots, SWITCH branch order, preloads, file round trip, every malformed-image error
+and the listing."""
 
 import numpy as np
 import pytest
 
-from sw import isa, layers
-from sw.arch import ArrayParams
-from sw.asm import assemble, listing
-from sw.errors import FdpuError
-from sw.graphs import build_graph, pass_memory, plan_fc
-from sw.image import Image, load
-from sw.place import place
+from sw.compiler import layers
+from sw.compiler.asm import assemble, listing
+from sw.compiler.graphs import build_graph, pass_memory, plan_fc
+from sw.compiler.image import Image, load
+from sw.compiler.place import place
+from sw.spec import isa
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
 
 PARAMS = ArrayParams(rows=1, cols=2)
 

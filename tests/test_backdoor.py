@@ -1,4 +1,4 @@
-"""The VPI backdoor of the system bench (``tb/top/backdoor.py``) and the runs that use it.
+"""The VPI backdoor of the system bench (``tb/host/backdoor.py``) and the runs that use it.
 
 * the cocotb bench ``tb.top.test_backdoor`` on an external memory model, both simulators:
   ranges written and read in both modes, and (Verilator) no memory kept per word written;
@@ -10,11 +10,13 @@
 import numpy as np
 import pytest
 
-from hw.extmem import ExtMem
-from sw import golden, graphs, layers, runtime
-from sw.arch import ArrayParams
-from tb.runner import run_cocotb
-from tb.top.backdoor import BACKDOOR_ENV, Backdoor
+from sw.compiler import graphs, layers
+from sw.models import golden
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
+from tb.host.backdoor import BACKDOOR_ENV, Backdoor
+from tb.host.extmem import ExtMem
+from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

@@ -1,15 +1,14 @@
-"""Tests of ``fdpu fdcsr`` and ``fdpu layers`` through :func:`sw.cli.main`: outputs, files,
+"""Tests of ``fdpu fdcsr`` and ``fdpu layers`` through :func:`sw.cli`: outputs, files,
 JSON, and one-line errors with exit status 2 for bad input."""
 
 import json
 
 import numpy as np
 import pytest
+from cliutil import assert_user_error, run
 
 import sw.cli
-from sw import fdcsr
-
-from cliutil import assert_user_error, run
+from sw.compiler import fdcsr
 
 
 def test_encode_decode_round_trip(tmp_path, capsys):

@@ -1,16 +1,16 @@
-"""Tests of hw.dbuf and hw.sram: parameters, the behavioural SRAM model's lint, throughput in
-amaranth.sim, and the generated Verilog on Icarus and Verilator against sw.noc_model."""
+"""Tests of hw.noc.dbuf and hw.lib.sram: parameters, the behavioural SRAM model's lint, throughput
+in amaranth.sim, and the generated Verilog on Icarus and Verilator against sw.models.noc."""
 
 import pytest
 from amaranth.sim import Simulator
 
-from hw.dbuf import Dbuf
-from hw.sram import SRAM_MODULE, Sram, attach_models
-from hw.verilog import lint, to_verilog
-from sw.arch import ArrayParams
-from sw.noc_model import DbufModel, pack_flit
-from sw.packet import Kind, body_layout
-from tb.runner import run_cocotb
+from hw.lib.sram import SRAM_MODULE, Sram, attach_models
+from hw.noc.dbuf import Dbuf
+from hw.tooling.verilog import lint, to_verilog
+from sw.models.noc import DbufModel, pack_flit
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind, body_layout
+from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

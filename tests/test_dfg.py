@@ -1,12 +1,12 @@
-"""Tests of the dataflow-graph IR (:mod:`sw.dfg`): every validation error, rates, the rate
+"""Tests of the dataflow-graph IR (:mod:`sw.compiler.dfg`): every validation error, rates, the rate
 rule, MOV fan-out trees and DOT export."""
 
 import pytest
 
-from sw.arch import ArrayParams
-from sw.dfg import DfgError, Graph
-from sw.graphs import FcPlan, build_engine
-from sw.isa import Op
+from sw.compiler.dfg import DfgError, Graph
+from sw.compiler.graphs import FcPlan, build_engine
+from sw.spec.arch import ArrayParams
+from sw.spec.isa import Op
 
 
 def chain():

@@ -1,4 +1,4 @@
-"""The DMA (hw.dma) and the external memory model (hw.extmem): parameters, lint, and the
+"""The DMA (hw.ctrl.dma) and the external memory model (tb.host.extmem): parameters, lint, and the
 cocotb bench of tb.dma on both simulators (random descriptor lists, latencies, bandwidths,
 memory stalls and mesh backpressure against a Python model; bad descriptors end in BAD_DESC).
 """
@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from hw.dma import Dma, DmaError, build_dma
-from hw.extmem import ExtMem
-from hw.verilog import lint, to_verilog
-from sw.arch import ArrayParams
+from hw.ctrl.dma import Dma, DmaError, build_dma
+from hw.tooling.verilog import lint, to_verilog
+from sw.spec.arch import ArrayParams
 from tb.dma.rig import make_dma_rig
-from tb.runner import run_cocotb
+from tb.host.extmem import ExtMem
+from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -26,7 +26,7 @@ RIG = dict(rows=1, cols=1, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1
      r"coord must be an edge port coordinate of the array, not \(0, 0\)"),
     (lambda: Dma(ArrayParams(rows=1, cols=1), outstanding=3), TypeError,
      "outstanding must be a power of two >= 2, not 3"),
-    (lambda: Dma("p"), TypeError, "params must be an sw.arch.ArrayParams, not 'p'"),
+    (lambda: Dma("p"), TypeError, "params must be an sw.spec.arch.ArrayParams, not 'p'"),
     (lambda: ExtMem(1000), TypeError, "nbytes must be a power of two >= 16, not 1000"),
     (lambda: ExtMem(1 << 12, depth=1), TypeError, "depth must be a power of two >= 2, not 1"),
 ])

@@ -1,4 +1,4 @@
-"""Tests of CTX_END coalescing (ISA v1.2): :class:`hw.pe_dispatch.ReplyPort` in amaranth.sim
+"""Tests of CTX_END coalescing (ISA v1.2): :class:`hw.pe.dispatch.ReplyPort` in amaranth.sim
 (random CTX_END and OPERAND flits from several dispatchers, random backpressure on ``o_rep``)
 and the whole PE under backpressure on Icarus and Verilator (``tb.pe.test_end_coalesce``:
 fewer CTX_END flits, counts summing to the golden model's END messages).  Random parts print
@@ -13,11 +13,11 @@ from collections import Counter
 import pytest
 from amaranth.sim import Simulator
 
-from hw.pe_dispatch import ReplyPort
-from sw.arch import ArrayParams
-from sw.packet import Kind, body_layout, flit_layout
+from hw.pe.dispatch import ReplyPort
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind, body_layout, flit_layout
+from tb.host.runner import run_cocotb
 from tb.pe import cases
-from tb.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

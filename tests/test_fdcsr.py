@@ -1,13 +1,14 @@
-"""Tests of the FD-CSR format (sw/fdcsr.py): round trips, the paper's example, the offset and
-padding rules, every corruption class, byte accounting, SciPy and .npz files."""
+"""Tests of the FD-CSR format (sw/compiler/fdcsr.py): round trips, the paper's example, the offset
+and padding rules, every corruption class, byte accounting, SciPy and .npz files."""
 
 import numpy as np
 import pytest
 import scipy.sparse
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sw import fdcsr
-from sw.errors import FdpuError
+from sw.compiler import fdcsr
+from sw.spec.errors import FdpuError
 
 
 def bits(a):

@@ -1,5 +1,5 @@
-"""Tests of hw.fifo.StreamFIFO: parameters, amaranth.sim, and the generated Verilog on Icarus
-and Verilator through the cocotb harness (tb/runner.py), including a test that the harness
+"""Tests of hw.lib.fifo.StreamFIFO: parameters, amaranth.sim, and the generated Verilog on Icarus
+and Verilator through the cocotb harness (tb/host/runner.py), including a test that the harness
 fails a pytest test when a cocotb test fails."""
 
 import random
@@ -8,9 +8,8 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from hw.fifo import StreamFIFO
-from tb.runner import run_cocotb
-
+from hw.lib.fifo import StreamFIFO
+from tb.host.runner import run_cocotb
 
 # Components whose constructor raised are never elaborated; Amaranth warns when they are
 # garbage-collected, which may happen during a later test of this module.

@@ -1,4 +1,4 @@
-"""Prove ``sw.fp16`` bit-exact: against Berkeley SoftFloat and an exact rational reference.
+"""Prove ``sw.spec.fp16`` bit-exact: against Berkeley SoftFloat and an exact rational reference.
 
 Two independent references:
 
@@ -22,8 +22,8 @@ import softfloatpy as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sw import fp16
-from sw.errors import FdpuError
+from sw.spec import fp16
+from sw.spec.errors import FdpuError
 
 SEED = int(os.environ.get("FDPU_SEED", "20250516"))
 QNAN = fp16.QNAN

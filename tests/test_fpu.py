@@ -1,6 +1,6 @@
-"""Tests of the SIMD-4 binary16 unit :mod:`hw.fpu`.
+"""Tests of the SIMD-4 binary16 unit :mod:`hw.pe.fpu`.
 
-amaranth.sim checks (fast) of every op against :mod:`sw.fp16` with random idle cycles and
+amaranth.sim checks (fast) of every op against :mod:`sw.spec.fp16` with random idle cycles and
 backpressure, of latency and throughput, and of the parameter checks; the cocotb layer runs
 the generated Verilog on Icarus and Verilator (:mod:`tb.fpu`); the slow mode drives 10^6 fma
 vectors through Verilator.
@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw.fpu import LATENCY, FpOp, SimdFpu
-from hw.verilog import lint, to_verilog
-from sw import fp16
+from hw.pe.fpu import LATENCY, FpOp, SimdFpu
+from hw.tooling.verilog import lint, to_verilog
 from sw.cli import main
-from sw.errors import FdpuError
-from sw.testfloat import read_vectors
+from sw.models.testfloat import read_vectors
+from sw.spec import fp16
+from sw.spec.errors import FdpuError
 from tb.fpu import model
 from tb.fpu.check import mismatches, run_vectors
-from tb.runner import run_cocotb
 from tb.fpu.simdrive import run_pipeline
+from tb.host.runner import run_cocotb
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
 
@@ -115,15 +115,15 @@ def test_tag_width_checked(bad):
 
 @pytest.mark.parametrize("op", ["fma", "mul", "add", "sub"])
 def test_reference_agrees_with_softfloat(op):
-    # The RTL is checked against sw.fp16; sw.fp16 itself against Berkeley SoftFloat here.
+    # The RTL is checked against sw.spec.fp16; sw.spec.fp16 itself against Berkeley SoftFloat here.
     rng = np.random.default_rng([SEED, 99, len(op)])
     lanes = model.random_operands(op, 3000, rng)
     expected = model.softfloat_reference(op, *lanes)
     got = model.reference(op, *lanes)
     bad = np.nonzero(got != expected)[0]
-    assert not len(bad), (f"sw.fp16 differs from SoftFloat in {len(bad)} of 3000 {op} cases, "
+    assert not len(bad), (f"sw.spec.fp16 differs from SoftFloat in {len(bad)} of 3000 {op} cases, "
                           f"first {[hex(x[bad[0]]) for x in lanes]}: softfloat "
-                          f"{hex(expected[bad[0]])}, sw.fp16 {hex(got[bad[0]])} (seed {SEED})")
+                          f"{hex(expected[bad[0]])}, sw.spec.fp16 {hex(got[bad[0]])} (seed {SEED})")
 
 
 @pytest.mark.parametrize("tag_width", [1, 8])

@@ -1,7 +1,8 @@
-"""Tests of the golden model (:mod:`sw.golden`) and the reference (:mod:`sw.reference`):
-instruction semantics on hand-built graphs, the exact interpreter against the vectorized path
-(bits and counters), delivery-order randomization, PAPER.md Fig. 7, detected faults
-(context order, operand overflow, deadlock, memory, timeout) and results against numpy.
+"""Tests of the golden model (:mod:`sw.models.golden`) and the reference
+(:mod:`sw.models.reference`): instruction semantics on hand-built graphs, the exact interpreter
+against the vectorized path (bits and counters), delivery-order randomization, PAPER.md Fig. 7,
+detected faults (context order, operand overflow, deadlock, memory, timeout) and results against
+numpy.
 
 Random tests print their seed; set ``FDPU_SEED`` to replay another one."""
 
@@ -11,17 +12,19 @@ import random
 import numpy as np
 import pytest
 
-from sw import fp16, layers, reference
-from sw.arch import ArrayParams
-from sw.errors import FdpuError
-from sw.asm import assemble
-from sw.dfg import Graph
-from sw.dfg import DfgError
-from sw.golden import (ContextOrderError, DeadlockError, GoldenTimeout, MemoryFault,
-                       OperandOverflowError, bscan, program_counters, run_fc, run_image)
-from sw.graphs import plan_fc
-from sw.isa import Op
-from sw.place import place
+from sw.compiler import layers
+from sw.compiler.asm import assemble
+from sw.compiler.dfg import DfgError, Graph
+from sw.compiler.graphs import plan_fc
+from sw.compiler.place import place
+from sw.models import reference
+from sw.models.golden import (ContextOrderError, DeadlockError, GoldenTimeout,
+                              MemoryFault, OperandOverflowError, bscan,
+                              program_counters, run_fc, run_image)
+from sw.spec import fp16
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
@@ -475,7 +478,7 @@ def test_context_window(window):
     w = layers.make_weights((8, 16), 1.0, SEED)
     x = layers.make_inputs(16, 4, SEED)
     plan = plan_fc(8, 16, 4, "dense", ArrayParams(rows=1, cols=1), kb=1, gb=1)
-    from sw import graphs
+    from sw.compiler import graphs
     g = graphs.build_graph(plan)
     segments, outputs = graphs.pass_memory(plan, w, x, 0)
     img = assemble(g, place(g, plan.params), segments, plan.pass_contexts(0), window=window)

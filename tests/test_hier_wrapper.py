@@ -1,4 +1,5 @@
-"""The rising-edge wrapper of Verilator's hierarchical blocks (``tb.runner.edge_wrap_hier_blocks``).
+"""The rising-edge wrapper of Verilator's hierarchical blocks
+(``tb.host.runner.edge_wrap_hier_blocks``).
 
 Verilator's own wrapper evaluates a hierarchical block 6 times per clock cycle; the harness
 replaces it by one evaluation per rising edge where the block's outputs depend on its state
@@ -20,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tb.runner as runner
-from hw.shared import shared_modules
-from hw.verilog import verilator_env
-from sw import golden, graphs, layers, runtime
-from sw.arch import ArrayParams
+import tb.host.runner as runner
+from hw.lib.shared import shared_modules
+from hw.tooling.verilog import verilator_env
+from sw.compiler import graphs, layers
+from sw.models import golden
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -149,7 +152,7 @@ WRAPPERS = {"verilator": {runner.HIER_EDGE_ENV: "0", runner.HIER_SKIP_ENV: "0"},
 
 
 def _recording(monkeypatch):
-    """Record every :func:`tb.runner.run_cocotb` call's result in the returned list."""
+    """Record every :func:`tb.host.runner.run_cocotb` call's result in the returned list."""
     runs = []
     plain = runner.run_cocotb
 
@@ -214,7 +217,7 @@ def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     Only the routers are hierarchical: a hierarchical traffic node leaves reset a cycle late
     (``register_block_inputs``) and misses the seed load of cycle 0 (``tb.noc.bench``), so it
     offers a flit every cycle whatever the rate."""
-    from sw.commands.noc_bench import measure
+    from sw.cli.noc_bench import measure
 
     monkeypatch.setattr(runner, "hier_blocks", lambda verilog: [
         name for name in shared_modules(verilog) if name.startswith("router")])

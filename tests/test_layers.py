@@ -1,13 +1,13 @@
-"""Tests of the layer zoo (sw/layers.py): shapes and densities, synthetic weights and inputs,
-seed determinism, and validation of the user's .npy files."""
+"""Tests of the layer zoo (sw/compiler/layers.py): shapes and densities, synthetic weights and
+inputs, seed determinism, and validation of the user's .npy files."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from sw import layers
-from sw.errors import FdpuError
+from sw.compiler import layers
+from sw.spec.errors import FdpuError
 
 PAPER = {
     "alexnet-fc6": ("AlexNet", 9216, 4096, 0.09),

@@ -1,4 +1,4 @@
-"""Tests of hw.mesh: wiring, routes against sw.arch.route, and the generated Verilog on
+"""Tests of hw.noc.mesh: wiring, routes against sw.spec.arch.route, and the generated Verilog on
 Icarus and Verilator with every traffic pattern, edge traffic and random backpressure."""
 
 import collections
@@ -7,11 +7,11 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hw.mesh import Mesh, Noc
-from sw.arch import ArrayParams, Dir
-from sw.noc_model import pack_flit, unpack_flit
-from sw.packet import Kind
-from tb.runner import run_cocotb
+from hw.noc.mesh import Mesh, Noc
+from sw.models.noc import pack_flit, unpack_flit
+from sw.spec.arch import ArrayParams, Dir
+from sw.spec.packet import Kind
+from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -167,7 +167,7 @@ def test_noc_bench_patterns_share_one_build():
     """The HDL bench on Icarus 2x2: pattern and rate are inputs, so two patterns reuse one
     build; below saturation everything offered is accepted, and neighbor traffic (one link,
     two routers) has latency exactly 3 (routers + 1)."""
-    from sw.commands.noc_bench import measure
+    from sw.cli.noc_bench import measure
     uniform = measure(2, 2, "uniform", 0.3, 600, 100, sim="icarus")
     neighbor = measure(2, 2, "neighbor", 0.3, 600, 100, sim="icarus")
     for r in (uniform, neighbor):
@@ -178,7 +178,7 @@ def test_noc_bench_patterns_share_one_build():
 
 @pytest.mark.slow
 def test_noc_bench_2x2(tmp_path):
-    from sw.commands.noc_bench import measure
+    from sw.cli.noc_bench import measure
     r = measure(2, 2, "uniform", 0.2, 2000, 200)
     assert r["bad_flits"] == 0 and abs(r["accepted"] - r["offered"]) < 0.02
 
@@ -195,14 +195,14 @@ def test_cycle_model_voq_beats_fifo():
 
 
 def test_voq_buffer_order_per_output():
-    """hw.router.VoqBuffer alone (amaranth.sim): random flits to random outputs, random
+    """hw.noc.router.VoqBuffer alone (amaranth.sim): random flits to random outputs, random
     readies: every flit leaves once, unchanged, through its output, in arrival order per
     output; a flit for a stalled output does not hold back the others (head-of-line)."""
     import os
 
     from amaranth.lib import data
 
-    from hw.router import VoqBuffer
+    from hw.noc.router import VoqBuffer
     seed = int(os.environ.get("FDPU_SEED", random.randrange(1 << 30)))
     print(f"seed={seed}")
     rng = random.Random(seed)

@@ -1,7 +1,8 @@
-"""Tests of hw.micc and hw.cbuf in amaranth.sim: the compact Cbuf records expanded into
-CONFIG flits exactly as sw.image.expand_cbuf does, context window, end counting, done, and
+"""Tests of hw.ctrl.micc and hw.ctrl.cbuf in amaranth.sim: the compact Cbuf records expanded into
+CONFIG flits exactly as sw.compiler.image.expand_cbuf does, context window, end counting, done, and
 the error bits (configuration too big, bad registers, stray ends); and the Cbuf encoding of
-real images (sw.image.Image.cbuf_words) against the flits of sw.runtime.image_flits."""
+real images (sw.compiler.image.Image.cbuf_words) against the flits of
+tb.host.runtime.image_flits."""
 
 import os
 import random
@@ -11,12 +12,13 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from hw.cbuf import Cbuf, cbuf_words
-from hw.micc import Micc, MiccError, MiccState
-from sw.arch import ArrayParams
-from sw.image import cbuf_header_layout, cbuf_template_layout, expand_cbuf
-from sw.noc_model import pack_flit, unpack_flit
-from sw.packet import ConfigWhat, Kind, body_layout
+from hw.ctrl.cbuf import Cbuf
+from hw.ctrl.micc import Micc, MiccError, MiccState
+from sw.compiler.image import expand_cbuf
+from sw.models.noc import pack_flit, unpack_flit
+from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import cbuf_header_layout, cbuf_template_layout, cbuf_words
+from sw.spec.packet import ConfigWhat, Kind, body_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -229,11 +231,11 @@ def test_counted_ends_overshooting_is_bad_end(counts):
 
 
 def test_bad_parameters():
-    with pytest.raises(TypeError, match="params must be an sw.arch.ArrayParams, not 3"):
+    with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams, not 3"):
         Micc(3)
     with pytest.raises(TypeError, match="drain must be a positive integer, not 0"):
         Micc(P, drain=0)
-    with pytest.raises(TypeError, match="params must be an sw.arch.ArrayParams"):
+    with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
         Cbuf(None)
 
 
@@ -241,8 +243,8 @@ def test_bad_parameters():
     ArrayParams(rows=2, cols=2, slots=16), ArrayParams(), ArrayParams(slots=128)])
 def test_cbuf_word_is_64_bits(params):
     # One DMA beat, one record word, whatever the flit width (129 bits at 8 x 8, 128 slots).
-    from hw.cbuf import word_bits
-    from sw.runtime import cbuf_word_bits
+    from sw.spec.cbuf import word_bits
+    from tb.host.runtime import cbuf_word_bits
     assert word_bits(params) == cbuf_word_bits(params) == 64
 
 
@@ -250,9 +252,10 @@ def test_cbuf_word_is_64_bits(params):
     (1, 32, 2, 16, 1, "sparse", 0.5), (2, 32, 5, 33, 8, "sparse", 0.25),
     (8, 64, 64, 64, 4, "sparse", 0.25), (8, 128, 96, 256, 4, "dense", 1.0)])
 def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
-    from sw import graphs, layers, runtime
-    from sw.asm import assemble
-    from sw.golden import _program
+    from sw.compiler import graphs, layers
+    from sw.compiler.asm import assemble
+    from sw.models.golden import _program
+    from tb.host import runtime
     p = ArrayParams(rows=rows, cols=rows, slots=slots)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
@@ -269,13 +272,14 @@ def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, densit
 
 
 def test_expand_cbuf_refuses_a_record_past_the_end():
-    from sw.errors import FdpuError
+    from sw.spec.errors import FdpuError
     hdr = cbuf_header_layout(P)
     with pytest.raises(FdpuError, match="Cbuf record at word 0 announces 3 data words; only 1"):
         expand_cbuf(P, [hdr.pack(what=0, dst_x=1, dst_y=1, slot=0, index=0, count=3), 5], [])
 
 
-# Several configuration ports, HOLD, CBUF_BUSY (hw.micc.Micc(ports=...), hw.cbuf.Cbuf(ports=...)).
+# Several configuration ports, HOLD, CBUF_BUSY (hw.ctrl.micc.Micc(ports=...),
+# hw.ctrl.cbuf.Cbuf(ports=...)).
 
 Q = ArrayParams(rows=2, cols=2, cbufs=4, cbuf_bytes=256, operand_depth=4)
 
@@ -424,11 +428,11 @@ def test_bad_port_parameters():
 def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
     from collections import defaultdict
 
-    from sw import graphs, layers
-    from sw.asm import assemble
-    from sw.golden import _program
-    from sw.image import config_port_of, config_ports
-    from sw.noc_model import unpack_flit as unpack
+    from sw.compiler import graphs, layers
+    from sw.compiler.asm import assemble
+    from sw.models.golden import _program
+    from sw.models.noc import unpack_flit as unpack
+    from sw.spec.ports import config_port_of, config_ports
     p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
     K, C = (96, 256) if rows == 8 else (5, 40)
     plan = graphs.plan_fc(K, C, 4, "dense", p)

@@ -15,8 +15,9 @@ unreachable states), so the sequential properties are bounded.
 
 import pytest
 
-from sw.arch import ArrayParams
-from tb.noc.formal import DbufCreditHarness, RouteHarness, RouterOccupancyHarness, prove
+from sw.spec.arch import ArrayParams
+from tb.noc.formal import (DbufCreditHarness, RouteHarness,
+                           RouterOccupancyHarness, prove)
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

@@ -1,4 +1,4 @@
-"""Tests of the processing element (:mod:`hw.pe`): parameters, lint, and the cocotb bench
+"""Tests of the processing element (:mod:`hw.pe.pe`): parameters, lint, and the cocotb bench
 (:mod:`tb.pe`) on the generated Verilog with Icarus and Verilator.
 
 The cocotb cases are images built by the golden-model toolchain (graph, placement, assembler)
@@ -13,14 +13,14 @@ import os
 
 import pytest
 
-from hw.pe import Pe, make_pe
-from hw.verilog import lint, to_verilog
-from sw.arch import ArrayParams
-from sw.errors import FdpuError
-from sw.golden import ContextOrderError, run_image
-from sw.isa import Op
+from hw.pe.pe import Pe, make_pe
+from hw.tooling.verilog import lint, to_verilog
+from sw.models.golden import ContextOrderError, run_image
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
+from tb.host.runner import run_cocotb
 from tb.pe import cases
-from tb.runner import run_cocotb
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 SIMS = ["icarus", "verilator"]
@@ -249,7 +249,7 @@ def _array_cases(root):
 
 
 def _run_array(sim, root):
-    from hw.pe_array import make_pe_array
+    from hw.array import make_pe_array
     cfg = cases.array_params(cases.PARAMS_2X2)
     run_cocotb(make_pe_array(**cfg), {}, "tb.pe.test_array", sim, name="pe_array", seed=SEED,
                extra_env={"FDPU_PE_CASES": json.dumps(_array_cases(root)),
@@ -278,7 +278,7 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     import json
     from pathlib import Path
 
-    from sw import graphs
+    from sw.compiler import graphs
     path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
     spec = importlib.util.spec_from_file_location("diag_array", path)
     diag = importlib.util.module_from_spec(spec)
@@ -300,8 +300,8 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
 
 def _with_pipe0(image, ops):
     """Return a copy of ``image`` whose slots of opcodes ``ops`` carry the pipe0 hint."""
-    from sw.isa import encode
-    from sw.image import word_parts
+    from sw.spec.cbuf import word_parts
+    from sw.spec.isa import encode
     img = dataclasses.replace(image, program=image.program.copy())
     parts = word_parts(img.params)
     for (x, y, s), insn in image.instructions().items():
@@ -319,7 +319,7 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
     # firings per opcode the bench compares.  Verilator is slow-marked: its build of the
     # int_issue 2 PE takes ~4 min here (shared with the two-int-issue Verilator test).
-    from sw.isa import Op
+    from sw.spec.isa import Op
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     plain = cases.kernels_image(p, 6)
     hinted_ops = (Op.MOV, Op.SHL, Op.SCAN)

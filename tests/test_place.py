@@ -1,14 +1,14 @@
-"""Tests of the mapper (:mod:`sw.place`): pinned groups, spreading, locality, slot budgets,
+"""Tests of the mapper (:mod:`sw.compiler.place`): pinned groups, spreading, locality, slot budgets,
 determinism and the per-PE report."""
 
 import pytest
 
-from sw.arch import ArrayParams
-from sw.dfg import Graph
-from sw.errors import FdpuError
-from sw.graphs import build_graph, plan_fc
-from sw.isa import Op
-from sw.place import place
+from sw.compiler.dfg import Graph
+from sw.compiler.graphs import build_graph, plan_fc
+from sw.compiler.place import place
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
 
 P2 = ArrayParams(rows=2, cols=2, slots=8)
 

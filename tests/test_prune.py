@@ -1,12 +1,13 @@
-"""Tests of magnitude pruning (sw/prune.py): exact kept count, largest magnitudes kept,
+"""Tests of magnitude pruning (sw/compiler/prune.py): exact kept count, largest magnitudes kept,
 deterministic ties, dtype and bit preservation, and input validation."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sw.errors import FdpuError
-from sw.prune import keep_count, prune
+from sw.compiler.prune import keep_count, prune
+from sw.spec.errors import FdpuError
 
 
 @settings(max_examples=60, deadline=None)

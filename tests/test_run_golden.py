@@ -1,17 +1,16 @@
 """Tests of ``fdpu run --sim golden``, ``fdpu asm`` and ``fdpu disasm`` through
-:func:`sw.cli.main`: results, files, JSON, engines, Fig. 7, and one-line errors (exit 2)."""
+:func:`sw.cli`: results, files, JSON, engines, Fig. 7, and one-line errors (exit 2)."""
 
 import json
 
 import numpy as np
 import pytest
-
-import sw.cli
-from sw import graphs, layers, reference
-from sw.arch import ArrayParams
-
 from cliutil import assert_user_error, run
 
+import sw.cli
+from sw.compiler import graphs, layers
+from sw.models import reference
+from sw.spec.arch import ArrayParams
 
 SMALL = ("--rows", 2, "--cols", 2)
 
@@ -102,7 +101,7 @@ def test_bad_input(capsys, argv, match):
 def test_rtl_simulators_delegate_to_fdpu_rtl(monkeypatch):
     # `fdpu run --sim icarus|verilator` is the same run as `fdpu rtl` (tests/test_top.py runs
     # that on the RTL); here only the hand-over is checked, without building the top.
-    from sw.commands import rtl
+    from sw.cli import rtl
     seen = []
     monkeypatch.setattr(rtl, "run_rtl_command", lambda args: seen.append(args) or 0)
     assert sw.cli.main(["run", "--sim", "icarus", "--in-features", "16", "--out-features", "2",
@@ -158,7 +157,7 @@ def test_int_issue_two_speeds_up_the_sparse_estimate(tmp_path, capsys):
 
 
 def test_golden_auto_picks_exact_for_small_layers_only():
-    from sw.commands.rtl import EXACT_LIMIT, golden_exact
+    from sw.cli.rtl import EXACT_LIMIT, golden_exact
     small = graphs.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
     big = graphs.plan_fc(96, 256, 64, "dense", ArrayParams())
     assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups

@@ -1,4 +1,4 @@
-"""hw.shared.Shared: one Verilog module for many identical instances, plain elsewhere."""
+"""hw.lib.shared.Shared: one Verilog module for many identical instances, plain elsewhere."""
 
 import random
 import re
@@ -9,9 +9,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hw.fifo import StreamFIFO
-from hw.shared import Shared
-from hw.verilog import lint, to_verilog
+from hw.lib.fifo import StreamFIFO
+from hw.lib.shared import Shared
+from hw.tooling.verilog import lint, to_verilog
 
 
 class Chain(wiring.Component):
@@ -109,10 +109,11 @@ def test_bad_arguments(kwargs, error):
 
 
 def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
-    # tb.runner: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
+    # tb.host.runner: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
     # hier_block, and its rst (and constant coordinates) are registered inside it
     # (docs/harness.md, "Simulation speed").
-    from tb.runner import HIER_MIN_INSTANCES, hier_blocks, register_block_inputs
+    from tb.host.runner import (HIER_MIN_INSTANCES, hier_blocks,
+                                register_block_inputs)
     few = to_verilog(Chain(n=3), "chain")
     assert hier_blocks(few) == []
     assert register_block_inputs(few, []) == few
@@ -127,13 +128,13 @@ def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
 
 
 def test_router_coordinates_are_registered(monkeypatch):
-    import tb.runner
-    from hw.tops import build
-    monkeypatch.setattr(tb.runner, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
+    import tb.host.runner
+    from tb.host.tops import build
+    monkeypatch.setattr(tb.host.runner, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
     mesh, _ = build("mesh", {"rows": 1, "cols": 2, "width": 64, "depth": 2})
     text = to_verilog(mesh, "mesh")
-    [router] = tb.runner.hier_blocks(text)
-    out = tb.runner.register_block_inputs(text, [router])
+    [router] = tb.host.runner.hier_blocks(text)
+    out = tb.host.runner.register_block_inputs(text, [router])
     for port in ("rst", "i_x", "i_y"):
         assert f"always @(posedge clk) {port} <= {port}__in;" in out
         assert out.count(f".{port}__in(") == 2

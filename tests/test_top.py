@@ -8,21 +8,22 @@ DMA, the CLI's dense layer, four kinds of bad input); everything else is ``slow`
 """
 
 import dataclasses
-
 import json
 
 import numpy as np
 import pytest
 
 import sw.cli
-
-from sw import golden, graphs, isa, layers, runtime
-from sw.arch import ArrayParams
-from sw.asm import assemble
-from sw.errors import FdpuError
-from sw.golden import _program
-from sw.image import cbuf_template_layout
-from sw.runtime import RtlError
+from sw.compiler import graphs, layers
+from sw.compiler.asm import assemble
+from sw.models import golden
+from sw.models.golden import _program
+from sw.spec import isa
+from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import cbuf_template_layout
+from sw.spec.errors import FdpuError
+from tb.host import runtime
+from tb.host.runtime import RtlError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hw import tops
-from hw.fifo import StreamFIFO
-from hw.verilog import LINT_WAIVERS, VERILATOR_MAKEFLAGS, lint, to_verilog, verilator_env
+from hw.lib.fifo import StreamFIFO
+from hw.tooling.verilog import (LINT_WAIVERS, VERILATOR_MAKEFLAGS, lint,
+                                to_verilog, verilator_env)
 from sw.cli import main
-from sw.errors import FdpuError
+from sw.spec.errors import FdpuError
+from tb.host import tops
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,7 +39,8 @@ def test_verilog_has_expected_ports():
 
 def test_verilog_is_deterministic_across_processes(tmp_path):
     # Another interpreter, another hash seed, another working directory: same bytes.
-    script = ("import sys; from hw.tops import build; from hw.verilog import to_verilog; "
+    script = ("import sys; from tb.host.tops import build; "
+              "from hw.tooling.verilog import to_verilog; "
               "sys.stdout.write(to_verilog(build('fifo', {'width': 33, 'depth': 16})[0], "
               "'fifo'))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -99,7 +101,8 @@ def test_lint_reports_what_is_not_waived(tmp_path):
 
 
 def test_waiver_file_holds_only_the_documented_rules():
-    # Adding a waiver needs a reason in hw/lint.vlt and in docs/harness.md; update this list.
+    # Adding a waiver needs a reason in hw/tooling/lint.vlt and in docs/harness.md; update this
+    # list.
     rules = re.findall(r"^lint_off\s+-rule\s+(\w+)\s*$", LINT_WAIVERS.read_text(), re.M)
     assert sorted(rules) == ["DECLFILENAME", "PROCASSINIT", "UNUSEDSIGNAL"]
     active = [line for line in LINT_WAIVERS.read_text().splitlines()
@@ -189,8 +192,9 @@ def test_cli_lint(capsys, monkeypatch):
     monkeypatch.setattr(tops, "TOPS", small)
     assert main(["lint", "--all"]) == 0
     assert capsys.readouterr().out.count("lint clean") == len(small)
-    import hw.verilog
-    monkeypatch.setattr(hw.verilog, "lint", lambda text, top: ["%Warning-WIDTH: x.v:1:1: bad"])
+    import hw.tooling.verilog
+    monkeypatch.setattr(hw.tooling.verilog, "lint",
+                        lambda text, top: ["%Warning-WIDTH: x.v:1:1: bad"])
     assert main(["lint", "--top", "fifo"]) == 1
     out = capsys.readouterr().out
     assert "1 lint warning(s)" in out and "%Warning-WIDTH" in out

@@ -16,8 +16,8 @@ Usage::
     .venv/bin/python scripts/speed/build.py build/speed/job8 base --idle 20000
 
 Without options a variant is the harness's recipe 2 build (its ``verilator_config``);
-``--reg-in`` adds what recipe 3 does (``tb.runner.register_block_inputs``), ``--edge`` what
-recipe 4 does (``tb.runner.edge_wrap_hier_blocks``: Verilator without ``--build``, the blocks'
+``--reg-in`` adds what recipe 3 does (``tb.host.runner.register_block_inputs``), ``--edge`` what
+recipe 4 does (``tb.host.runner.edge_wrap_hier_blocks``: Verilator without ``--build``, the blocks'
 wrappers checked and rewritten, then make), ``--skip`` with it what recipe 5 does (the ticks
 skip quiescent evaluations; ``FDPU_HIER_SKIP_STATS=1`` and ``FDPU_HIER_SKIP_BACKOFF=N`` in the
 environment of the binary print the ticks' counts and set the back-off).  ``--hier N``:
@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-import tb.runner as runner
-from hw.shared import shared_modules
-from hw.verilog import VERILATOR_MAKEFLAGS, verilator_env
+import tb.host.runner as runner
+from hw.lib.shared import shared_modules
+from hw.tooling.verilog import VERILATOR_MAKEFLAGS, verilator_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -130,7 +130,7 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
     with open(out / "build.log", "w") as log:
         proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
         if edge and not proc.returncode:
-            # What tb.runner does for cocotb builds: verilate the blocks, give each block
+            # What tb.host.runner does for cocotb builds: verilate the blocks, give each block
             # the rising-edge wrapper where it is correct, then verilate the top and compile.
             saved_env = dict(os.environ)
             os.environ.update(env)
@@ -212,13 +212,13 @@ def main(argv=None):
                     help="reset shared module instances from a flop of rst (experiment)")
     ap.add_argument("--reg-in", action="store_true",
                     help="register rst and the coordinates inside hierarchical blocks, as "
-                         "tb.runner does since recipe 3 (register_block_inputs)")
+                         "tb.host.runner does since recipe 3 (register_block_inputs)")
     ap.add_argument("--edge", action="store_true",
-                    help="hierarchical blocks evaluated once per rising edge, as tb.runner "
+                    help="hierarchical blocks evaluated once per rising edge, as tb.host.runner "
                          "does since recipe 4 (edge_wrap_hier_blocks)")
     ap.add_argument("--skip", action="store_true",
                     help="with --edge: the ticks skip the evaluation of quiescent blocks, as "
-                         "tb.runner does since recipe 5 (skip_block_check)")
+                         "tb.host.runner does since recipe 5 (skip_block_check)")
     ap.add_argument("--vlt", nargs="*", default=[],
                     help="more lines for the Verilator configuration file")
     ap.add_argument("--vopt", default="", help="more Verilator options (one string)")

@@ -1,6 +1,6 @@
 """Capture one FC job of the runtime as files a standalone Verilator driver can replay.
 
-``sw.runtime.run_fc_rtl`` is run with the simulation step replaced: instead of building and
+``tb.host.runtime.run_fc_rtl`` is run with the simulation step replaced: instead of building and
 running the cocotb bench, the generated Verilog of the system top, the run spec and the
 external memory image are written to ``OUT``:
 
@@ -30,14 +30,14 @@ from pathlib import Path
 import numpy as np
 from amaranth import ClockDomain
 from amaranth.back import verilog as amaranth_verilog
-from amaranth.hdl import Fragment, ValueCastable
-from amaranth.hdl import _ir
+from amaranth.hdl import Fragment, ValueCastable, _ir
 from amaranth.lib import wiring
 
-import hw.verilog
-from hw.verilog import to_verilog
-from sw import graphs, layers, runtime
-from sw.arch import ArrayParams
+import hw.lib.shared
+from hw.tooling.verilog import to_verilog
+from sw.compiler import graphs, layers
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
 
 
 class _Captured(Exception):
@@ -45,7 +45,7 @@ class _Captured(Exception):
 
 
 def _convert_async(component, name):
-    """Convert like ``hw.verilog.convert_plain``, with an asynchronous ``sync`` reset."""
+    """Convert like ``hw.lib.shared.convert_plain``, with an asynchronous ``sync`` reset."""
     ports = {}
     for path, member, value in component.signature.flatten(component):
         if isinstance(value, ValueCastable):
@@ -68,17 +68,17 @@ def async_verilog(component, name):
     the next-state logic of every register, so a Verilator model no longer re-evaluates all
     of it whenever a top-level input (``rst``) may have changed.
     """
-    saved = hw.verilog.convert_plain
-    hw.verilog.convert_plain = _convert_async
+    saved = hw.lib.shared.convert_plain
+    hw.lib.shared.convert_plain = _convert_async
     try:
         return to_verilog(component, name)
     finally:
-        hw.verilog.convert_plain = saved
+        hw.lib.shared.convert_plain = saved
 
 
 def capture(out, p, w, x, mode):
     """Write the job of ``w`` (K x C) and ``x`` (N x C) on ``p`` to folder ``out``."""
-    import tb.runner
+    import tb.host.runner
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,14 +94,14 @@ def capture(out, p, w, x, mode):
         write_job(out / "job.txt", spec)
         raise _Captured
 
-    saved = tb.runner.run_cocotb
-    tb.runner.run_cocotb = fake_run
+    saved = tb.host.runner.run_cocotb
+    tb.host.runner.run_cocotb = fake_run
     try:
         runtime.run_fc_rtl(plan, w, x, "verilator")
     except _Captured:
         pass
     finally:
-        tb.runner.run_cocotb = saved
+        tb.host.runner.run_cocotb = saved
     return plan
 
 

@@ -1,8 +1,8 @@
-"""Write a captured job's Verilog with its router module replaced by the current hw/router.py.
+"""Write a captured job's Verilog with its router module replaced by the current hw/noc/router.py.
 
 A job (``make_job.py``) holds the whole system top; re-capturing it after a router change would
 also pick up every other change made meanwhile (the PE, the DMA...).  This script keeps the
-job's Verilog and swaps only the shared router module (``// hw.shared module: router_*``) for
+job's Verilog and swaps only the shared router module (``// hw.lib.shared module: router_*``) for
 the router the working tree generates now, under the job's module name, so that two variants
 differ in the router alone.
 
@@ -19,10 +19,10 @@ import re
 import sys
 from pathlib import Path
 
-from hw.mesh import Mesh
-from hw.shared import MARKER
-from hw.verilog import to_verilog
-from sw.arch import ArrayParams
+from hw.lib.shared import MARKER
+from hw.noc.mesh import Mesh
+from hw.tooling.verilog import to_verilog
+from sw.spec.arch import ArrayParams
 
 
 def shared_text(verilog, prefix):
@@ -61,7 +61,7 @@ def main(argv=None):
     if width.search(text).group(1) != width.search(verilog[start:end]).group(1):
         raise SystemExit("flit width of the job and of the current router differ")
     (job / args.out).write_text(verilog[:start] + text + verilog[end:])
-    print(f"{job / args.out}: {old_name} <- current hw/router.py ({new_name})")
+    print(f"{job / args.out}: {old_name} <- current hw/noc/router.py ({new_name})")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Reference model and operand generator for the 32-bit integer unit (:mod:`hw.alu`).
+"""Reference model and operand generator for the 32-bit integer unit (:mod:`hw.pe.alu`).
 
 Plain Python integers, vectorized with numpy (``uint64`` holding 32-bit values, so products
 and sums do not overflow before the final wrap).
@@ -8,7 +8,7 @@ import numpy as np
 
 __all__ = ["OPS", "reference", "random_operands"]
 
-#: ``hw.alu.IntOp`` names, in the order the tests sweep them.
+#: ``hw.pe.alu.IntOp`` names, in the order the tests sweep them.
 OPS = ("ADD", "SUB", "MUL", "MADD", "AND", "OR", "XOR", "SHL", "SHR", "SRA", "EQ", "LT", "LTU",
        "MOV")
 

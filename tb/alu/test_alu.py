@@ -1,6 +1,6 @@
-"""cocotb tests of the generated Verilog of :class:`hw.alu.IntAlu` (top ``alu``).
+"""cocotb tests of the generated Verilog of :class:`hw.pe.alu.IntAlu` (top ``alu``).
 
-Run through :func:`tb.runner.run_cocotb` (``tests/test_alu.py``), which passes ``tag_width``
+Run through :func:`tb.host.runner.run_cocotb` (``tests/test_alu.py``), which passes ``tag_width``
 in ``FDPU_PARAMS``.  Expected results come from the integer model :mod:`tb.alu.model`; tags
 number the operations so loss, duplication and reordering are caught.
 
@@ -16,11 +16,11 @@ import random
 import cocotb
 import numpy as np
 
-from hw.alu import IntOp, alu_op_layout, alu_res_layout
+from hw.pe.alu import IntOp, alu_op_layout, alu_res_layout
 from tb.alu import model
-from tb.clock import reset, start_clock
+from tb.common.clock import reset, start_clock
+from tb.common.stream import Scoreboard, StreamSink, StreamSource
 from tb.fpu.bulk import drive_bulk, payload_ints
-from tb.stream import Scoreboard, StreamSink, StreamSource
 
 
 class TB:

@@ -1,5 +1,5 @@
-"""cocotb bench of ``hw.dbuf.Dbuf``: random LOAD/STORE flits (good, misaligned, foreign,
-out-of-range, bad size, bad broadcast) against ``sw.noc_model.DbufModel``, with idle cycles
+"""cocotb bench of ``hw.noc.dbuf.Dbuf``: random LOAD/STORE flits (good, misaligned, foreign,
+out-of-range, bad size, bad broadcast) against ``sw.models.noc.DbufModel``, with idle cycles
 on the requests and backpressure on the replies; replies must come back in request order."""
 
 import json
@@ -8,12 +8,11 @@ import random
 
 import cocotb
 
-from sw.arch import ArrayParams
-from sw.noc_model import DbufModel, pack_flit
-from sw.packet import Kind, body_layout
-from tb.clock import reset, start_clock
-from tb.stream import Scoreboard, StreamSink, StreamSource
-
+from sw.models.noc import DbufModel, pack_flit
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind, body_layout
+from tb.common.clock import reset, start_clock
+from tb.common.stream import Scoreboard, StreamSink, StreamSource
 
 _MODELS = {}
 

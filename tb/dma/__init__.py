@@ -1,1 +1,1 @@
-"""cocotb bench of the DMA (hw.dma) with the external memory model and Dbufs/Cbufs."""
+"""cocotb bench of the DMA (hw.ctrl.dma) with the external memory model and Dbufs/Cbufs."""

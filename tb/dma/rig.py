@@ -1,4 +1,4 @@
-"""The DMA's test world: :class:`hw.dma.Dma` with the external memory model, a request and a
+"""The DMA's test world: :class:`hw.ctrl.dma.Dma` with the external memory model, a request and a
 reply mesh, every Dbuf and the Cbufs, and no PEs or MicC.
 
 The DMA sits where the top puts it (the west edge port of row 0); ``i_req_stall`` (0..255)
@@ -11,12 +11,12 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.cbuf import Cbuf
-from hw.dbuf import Dbuf
-from hw.dma import Dma, DmaError
-from hw.extmem import ExtMem
-from hw.mesh import Mesh
-from sw.arch import ArrayParams
+from hw.ctrl.cbuf import Cbuf
+from hw.ctrl.dma import Dma, DmaError
+from hw.noc.dbuf import Dbuf
+from hw.noc.mesh import Mesh
+from sw.spec.arch import ArrayParams
+from tb.host.extmem import ExtMem
 
 __all__ = ["DmaRig", "make_dma_rig"]
 

@@ -14,9 +14,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from hw.cbuf import cbuf_words, word_bits
-from sw.arch import ArrayParams
-from tb.clock import reset, start_clock
+from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import cbuf_words, word_bits
+from tb.common.clock import reset, start_clock
 
 OUT, CBUF = 1 << 32, 1 << 33
 SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)

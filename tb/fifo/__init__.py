@@ -1,1 +1,1 @@
-"""cocotb benches of :class:`hw.fifo.StreamFIFO` (and the harness self-test)."""
+"""cocotb benches of :class:`hw.lib.fifo.StreamFIFO` (and the harness self-test)."""

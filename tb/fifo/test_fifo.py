@@ -1,6 +1,6 @@
-"""cocotb tests of the generated Verilog of :class:`hw.fifo.StreamFIFO`.
+"""cocotb tests of the generated Verilog of :class:`hw.lib.fifo.StreamFIFO`.
 
-Run through :func:`tb.runner.run_cocotb` (``tests/test_fifo.py``), which provides the width
+Run through :func:`tb.host.runner.run_cocotb` (``tests/test_fifo.py``), which provides the width
 and depth in ``FDPU_PARAMS``. Every test checks, each cycle, ``level`` against a model fed by
 the observed transfers, ``i_data.ready == (level != depth)`` and the stream rules on
 ``o_data``; the scoreboard checks every word arrives once, in order.
@@ -14,8 +14,9 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from tb.clock import reset, start_clock
-from tb.stream import Scoreboard, StreamMonitor, StreamSink, StreamSource, wait_cycles
+from tb.common.clock import reset, start_clock
+from tb.common.stream import (Scoreboard, StreamMonitor, StreamSink,
+                              StreamSource, wait_cycles)
 
 
 class TB:
@@ -125,7 +126,7 @@ async def fill_then_drain(dut):
 async def full_rate(dut):
     """With no idle cycles and no backpressure the FIFO streams one word per cycle.
 
-    Depth 1 moves a word every other cycle, depth 2 two in three (see hw/fifo.py).
+    Depth 1 moves a word every other cycle, depth 2 two in three (see hw/lib/fifo.py).
     """
     tb = TB(dut)
     await tb.start()

@@ -1,13 +1,13 @@
 """Harness self-test: one cocotb test passes, one fails on purpose.
 
-``tests/test_fifo.py`` runs this module through :func:`tb.runner.run_cocotb` and expects an
+``tests/test_fifo.py`` runs this module through :func:`tb.host.runner.run_cocotb` and expects an
 ``AssertionError`` that names ``deliberate_failure`` (and not ``passes``) and the seed.
 """
 
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from tb.clock import reset, start_clock
+from tb.common.clock import reset, start_clock
 
 
 @cocotb.test()

@@ -3,7 +3,7 @@
 :func:`drive_bulk` is one coroutine doing, per clock cycle, the least Python possible: after
 the rising edge it offers the next prepared payload (an ``int``) on ``i_op`` and sets
 ``o_res.ready``; in ``ReadOnly()`` it samples both handshakes (the values the next edge acts
-on, as in :mod:`tb.stream`) and appends each result payload to a list.  Payloads are built
+on, as in :mod:`tb.common.stream`) and appends each result payload to a list.  Payloads are built
 and results compared in bulk, with numpy, before and after the run.
 
 Idle and backpressure cycles come from pre-drawn boolean arrays (random with the given

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sw import fp16
+from sw.spec import fp16
+from tb.host import runner
 
 __all__ = ["VectorRun", "run_vectors", "mismatches"]
 
@@ -56,11 +57,10 @@ def run_vectors(op, lanes, sim, *, idle=0.0, stall=0.0, seed=None, timeout_s=360
     idle, stall : float
         Probabilities of idle source cycles and of backpressure.
     seed : int, optional
-        cocotb seed (pacing pattern); default as :func:`tb.runner.run_cocotb`.
+        cocotb seed (pacing pattern); default as :func:`tb.host.runner.run_cocotb`.
     timeout_s : float
         Wall-clock bound of the simulation.
     """
-    from tb.runner import run_cocotb
 
     started = time.monotonic()
     lanes = [np.asarray(x, dtype=np.uint16).ravel() for x in lanes]
@@ -76,7 +76,7 @@ def run_vectors(op, lanes, sim, *, idle=0.0, stall=0.0, seed=None, timeout_s=360
         vectors = Path(tmp) / "vectors.npz"
         results = Path(tmp) / "results.npz"
         np.savez(vectors, op=np.array(op), **arrays)
-        run = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim, testcase="vectors",
+        run = runner.run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim, testcase="vectors",
                          seed=seed, timeout_s=timeout_s,
                          extra_env={"FDPU_FPU_VECTORS": str(vectors),
                                     "FDPU_FPU_RESULTS": str(results),

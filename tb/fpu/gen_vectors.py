@@ -1,7 +1,7 @@
 """Write the checked-in TestFloat-format binary16 vectors (``tests/data/f16_*.txt``).
 
 The expected results and exception flags come from Berkeley SoftFloat (``softfloatpy``,
-round-to-nearest-even), independent of :mod:`sw.fp16`; the operands are edge classes, exact
+round-to-nearest-even), independent of :mod:`sw.spec.fp16`; the operands are edge classes, exact
 cancellations and random bits from :func:`tb.fpu.model.random_operands`.  Run it again only
 to change the files::
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sw.testfloat import write_vectors
+from sw.models.testfloat import write_vectors
 from tb.fpu import model
 
 #: TestFloat function name, our op name and case count of each file.

@@ -1,19 +1,19 @@
-"""Reference model and vector generator for the SIMD-4 binary16 unit (:mod:`hw.fpu`).
+"""Reference model and vector generator for the SIMD-4 binary16 unit (:mod:`hw.pe.fpu`).
 
-The reference is :mod:`sw.fp16`, the project's bit-exact binary16 arithmetic; this module only
-maps :class:`hw.fpu.FpOp` names onto it and generates operands that hit the interesting
+The reference is :mod:`sw.spec.fp16`, the project's bit-exact binary16 arithmetic; this module only
+maps :class:`hw.pe.fpu.FpOp` names onto it and generates operands that hit the interesting
 classes (zeros, subnormals, boundaries, infinities, NaNs, near-overflow, exact cancellation),
 not only uniform random bits.  Everything works on numpy ``uint16`` arrays of lanes.
 """
 
 import numpy as np
 
-from sw import fp16
+from sw.spec import fp16
 
 __all__ = ["OPS", "ARITY", "reference", "softfloat_reference", "edge_values",
            "random_operands"]
 
-#: Operation names accepted here and by ``fdpu fpu-check``, mapped to ``hw.fpu.FpOp`` names.
+#: Operation names accepted here and by ``fdpu fpu-check``, mapped to ``hw.pe.fpu.FpOp`` names.
 OPS = {"fma": "FMADD", "mul": "FMUL", "add": "FADD", "sub": "FSUB", "mov": "MOV"}
 
 #: Number of source operands of each operation (TestFloat files list this many).
@@ -64,7 +64,7 @@ def reference(op, a, b=None, c=None):
 def softfloat_reference(op, a, b=None, c=None):
     """Return what Berkeley SoftFloat (``softfloatpy``) computes, NaNs mapped to ``0x7E00``.
 
-    An independent cross-check of :mod:`sw.fp16` and the generator of the checked-in
+    An independent cross-check of :mod:`sw.spec.fp16` and the generator of the checked-in
     TestFloat-format vectors; one Python call per lane, so for thousands of cases, not
     millions.  Parameters and result as for :func:`reference`.
     """

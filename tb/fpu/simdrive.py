@@ -3,7 +3,7 @@
 :func:`run_pipeline` sends payloads into ``i_op`` with random idle cycles, takes results from
 ``o_res`` with random backpressure, bounds the run in cycles and returns the results in
 arrival order.  It is for the small ``amaranth.sim`` checks; the generated Verilog is tested
-with cocotb (:mod:`tb.runner`).
+with cocotb (:mod:`tb.host.runner`).
 """
 
 import random

@@ -1,11 +1,11 @@
-"""cocotb tests of the generated Verilog of :class:`hw.fpu.SimdFpu` (top ``fpu``).
+"""cocotb tests of the generated Verilog of :class:`hw.pe.fpu.SimdFpu` (top ``fpu``).
 
-Run through :func:`tb.runner.run_cocotb` (``tests/test_fpu.py``, ``fdpu fpu-check``), which
-passes ``tag_width`` in ``FDPU_PARAMS``.  Expected results come from :mod:`sw.fp16` through
+Run through :func:`tb.host.runner.run_cocotb` (``tests/test_fpu.py``, ``fdpu fpu-check``), which
+passes ``tag_width`` in ``FDPU_PARAMS``.  Expected results come from :mod:`sw.spec.fp16` through
 :mod:`tb.fpu.model`; tags number the operations, so a lost, duplicated or reordered result is
 caught as well as a wrong one.
 
-* ``stream_traffic``: all ops mixed, through the :mod:`tb.stream` source/sink/scoreboard,
+* ``stream_traffic``: all ops mixed, through the :mod:`tb.common.stream` source/sink/scoreboard,
   with idle and backpressure patterns changed each phase.
 * ``edge_classes``: every pair of edge-class values as ``a`` and ``b`` (``c`` sweeps them as
   well), fma, random idle and backpressure, driven by :func:`tb.fpu.bulk.drive_bulk`.
@@ -24,12 +24,12 @@ import time
 import cocotb
 import numpy as np
 
-from hw.fpu import FpOp, fpu_op_layout, fpu_res_layout
-from sw import fp16
-from tb.clock import reset, start_clock
+from hw.pe.fpu import FpOp, fpu_op_layout, fpu_res_layout
+from sw.spec import fp16
+from tb.common.clock import reset, start_clock
+from tb.common.stream import Scoreboard, StreamSink, StreamSource
 from tb.fpu import model
 from tb.fpu.bulk import drive_bulk, payload_ints
-from tb.stream import Scoreboard, StreamSink, StreamSource
 
 _MASK64 = (1 << 64) - 1
 
@@ -69,7 +69,7 @@ class TB:
         return fp16.unpack4(words).reshape(-1, 4), tags
 
     def check(self, op, lanes, results, tags):
-        """Compare results with :mod:`sw.fp16`; raise with the first mismatches."""
+        """Compare results with :mod:`sw.spec.fp16`; raise with the first mismatches."""
         got, got_tags = self.split(results)
         assert len(got) == len(tags), f"{len(got)} results for {len(tags)} operations"
         assert np.array_equal(got_tags, tags), (

@@ -1,4 +1,4 @@
-"""A bench-only Amaranth wrapper around :class:`hw.mesh.Mesh`: traffic generators, ejectors
+"""A bench-only Amaranth wrapper around :class:`hw.noc.mesh.Mesh`: traffic generators, ejectors
 and counters in HDL, so a Verilator run of tens of thousands of cycles costs Python nothing
 per cycle.
 
@@ -6,7 +6,7 @@ Per PE (a :class:`BenchNode`): a xorshift generator draws, each cycle before ``s
 flit with probability ``rate / 65536`` (Bernoulli injection); generated flits wait in an
 unbounded source queue (a counter) and enter the mesh at its LOCAL port, stamped with the
 injection cycle; the destination follows ``pattern`` (:data:`PATTERN_CODES`, the rules of
-:data:`sw.noc_model.PATTERNS`).  The LOCAL output is always ready.  Counters, per PE, over
+:data:`sw.models.noc.PATTERNS`).  The LOCAL output is always ready.  Counters, per PE, over
 the measurement window ``[warmup, stop)``: flits generated, flits ejected, the sum and the
 maximum of their network latencies (ejection cycle - injection cycle + 1).  One shared
 histogram of ``BINS`` bins of ``2**BIN_SHIFT`` cycles (the last bin holds everything longer)
@@ -19,20 +19,21 @@ rises when the cycle counter reaches ``total``.
 
 Everything a sweep varies is an input (``pattern``, ``rate``, ``warmup``, ``stop``,
 ``total``): one build serves every point and pattern.  The nodes, like the routers, take
-their coordinate as inputs and are :class:`hw.shared.Shared`, so the generated Verilog has one
+their coordinate as inputs and are :class:`hw.lib.shared.Shared`, so the generated Verilog has one
 node module and one router module whatever the mesh size (the 8 x 8 bench was 8 MB of Verilog
 with 64 router copies and per-node logic inlined).
 """
 
-from amaranth import C, Cat, Module, Mux, Signal
+from amaranth import C, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.mesh import Mesh
-from hw.noc_types import FlitKind, flit_layout
-from hw.shared import Shared
-from sw.arch import ArrayParams
-from sw.noc_model import PATTERNS
+from hw.lib.logic import sum_of
+from hw.lib.shared import Shared
+from hw.noc.flit import FlitKind, flit_layout
+from hw.noc.mesh import Mesh
+from sw.models.noc import PATTERNS
+from sw.spec.arch import ArrayParams
 
 __all__ = ["BenchNode", "NocBench", "BINS", "BIN_SHIFT", "PATTERN_CODES", "build_bench"]
 
@@ -41,10 +42,10 @@ BIN_SHIFT = 1
 _STAMP = 16
 _CHECK = 8
 
-#: Value of the ``pattern`` input for each pattern of :data:`sw.noc_model.PATTERNS`.
+#: Value of the ``pattern`` input for each pattern of :data:`sw.models.noc.PATTERNS`.
 PATTERN_CODES = {"uniform": 0, "transpose": 1, "bitcomp": 2, "neighbor": 3, "hotspot": 4}
 if set(PATTERN_CODES) != set(PATTERNS):
-    raise ImportError("tb.noc.bench.PATTERN_CODES is out of step with sw.noc_model.PATTERNS")
+    raise ImportError("tb.noc.bench.PATTERN_CODES is out of step with sw.models.noc.PATTERNS")
 
 
 def _xorshift(m, seed, load, name):
@@ -66,7 +67,7 @@ class BenchNode(wiring.Component):
 
     Parameters
     ----------
-    params : sw.arch.ArrayParams
+    params : sw.spec.arch.ArrayParams
         Array shape (the patterns need ``rows`` and ``cols``).
     width : int
         Flit width of the bench's mesh.
@@ -116,7 +117,7 @@ class BenchNode(wiring.Component):
 
     @property
     def key(self):
-        """Return what makes two nodes the same Verilog module (:class:`hw.shared.Shared`)."""
+        """Return what makes two nodes the same Verilog module (:class:`hw.lib.shared.Shared`)."""
         return ("noc_bench_node", self.params.rows, self.params.cols, self.width)
 
     def elaborate(self, platform):
@@ -196,7 +197,7 @@ class NocBench(wiring.Component):
 
     Parameters
     ----------
-    params : sw.arch.ArrayParams
+    params : sw.spec.arch.ArrayParams
         Mesh shape.
     depth : int
         Router input buffer depth.
@@ -278,16 +279,8 @@ class NocBench(wiring.Component):
         m.d.comb += [wr.addr.eq(bin_), wr.data.eq(rd.data + 1), wr.en.eq(pending)]
         out = hist.read_port(domain="comb")
         m.d.comb += [out.addr.eq(self.hist_addr), self.hist_data.eq(out.data)]
-        m.d.sync += self.bad.eq(self.bad + _balanced_sum([node.wrong for node in nodes]))
+        m.d.sync += self.bad.eq(self.bad + sum_of([node.wrong for node in nodes]))
         return m
-
-
-def _balanced_sum(values):
-    """Return the sum of ``values`` as a balanced tree (a left-nested chain is slow to simulate)."""
-    while len(values) > 1:
-        values = [a + b for a, b in zip(values[::2], values[1::2])] + \
-            ([values[-1]] if len(values) % 2 else [])
-    return values[0]
 
 
 def build_bench(rows=8, cols=8, depth=4):

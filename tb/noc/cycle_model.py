@@ -11,7 +11,7 @@ organisations:
 * ``window=k``: the arbiters see the ``k`` oldest flits of an input; a flit is eligible if no
   older flit in the window goes to the same output (order per output kept);
 * ``multi``: several outputs may take a flit of the same input in one cycle;
-* ``window=depth, multi=True``: the virtual output queues of :class:`hw.router.VoqBuffer`.
+* ``window=depth, multi=True``: the virtual output queues of :class:`hw.noc.router.VoqBuffer`.
 
 On 8 x 8, uniform, single-flit packets, offered 0.5 (saturation throughput, flits/node/cycle):
 FIFO depth 4: 0.356 (the RTL measured 0.36), depth 8: 0.391, depth 16: 0.404; window 2 of 4:
@@ -22,7 +22,7 @@ prints that table (about a minute).
 import random
 from collections import deque
 
-from sw.arch import ArrayParams, Dir
+from sw.spec.arch import ArrayParams, Dir
 
 __all__ = ["simulate"]
 

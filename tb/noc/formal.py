@@ -28,10 +28,10 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume
 from amaranth.lib import data
 
-from hw.dbuf import Dbuf
-from hw.router import PORTS, Router, biased_coordinate, route_onehot
-from hw.synth import find_yosys
-from sw.arch import ArrayParams
+from hw.noc.dbuf import Dbuf
+from hw.noc.router import PORTS, Router, biased_coordinate, route_onehot
+from hw.tooling.synth import find_yosys
+from sw.spec.arch import ArrayParams
 
 __all__ = ["RouteHarness", "RouterOccupancyHarness", "DbufCreditHarness", "prove"]
 

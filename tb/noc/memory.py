@@ -1,4 +1,4 @@
-"""A bench-only top: :class:`hw.mesh.Noc` with a :class:`hw.dbuf.Dbuf` on every edge port.
+"""A bench-only top: :class:`hw.noc.mesh.Noc` with a :class:`hw.noc.dbuf.Dbuf` on every edge port.
 
 Ports (the PE side of the ``Noc``): ``i_local[n]``, ``o_local[n]``, ``o_stray[n]`` per PE and
 ``o_reply[k]`` per edge port (reply-mesh flits addressed to an edge coordinate; a well-formed
@@ -10,9 +10,9 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import flipped
 
-from hw.dbuf import Dbuf
-from hw.mesh import Noc
-from sw.arch import ArrayParams
+from hw.noc.dbuf import Dbuf
+from hw.noc.mesh import Noc
+from sw.spec.arch import ArrayParams
 
 __all__ = ["NocMemory"]
 
@@ -20,13 +20,13 @@ __all__ = ["NocMemory"]
 class NocMemory(wiring.Component):
     """Build the request/reply ``Noc`` of ``params`` with its Dbufs (see the module doc)."""
 
-    #: The members of :class:`hw.mesh.Noc`'s signature this top exposes.
+    #: The members of :class:`hw.noc.mesh.Noc`'s signature this top exposes.
     PORTS = ("i_local", "o_local", "o_stray", "o_reply")
 
     def __init__(self, params=ArrayParams(rows=2, cols=2, dbuf_bytes=128), *, depth=2,
                  reply_depth=2):
         if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.arch.ArrayParams, not {params!r}")
+            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
         self.params, self.depth, self.reply_depth = params, depth, reply_depth
         self.noc = Noc(params, depth=depth)
         self.dbufs = [Dbuf(params, k, reply_depth=reply_depth) for k in range(params.num_dbufs)]

@@ -11,7 +11,7 @@ import os
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
-from tb.clock import reset, start_clock
+from tb.common.clock import reset, start_clock
 from tb.noc.bench import PATTERN_CODES
 
 

@@ -4,7 +4,7 @@ and its Dbufs, mixed with PE-to-PE operands.
 Every PE sends, in random order, LOADs and STOREs to every Dbuf (a few with foreign or
 out-of-range addresses, which must come back with ``err``) and OPERANDs to every PE.  Each PE
 owns a private slice of every Dbuf, so a reply depends only on that PE's own earlier requests
-to that Dbuf, which arrive in order (XY routing): one :class:`sw.noc_model.DbufModel` per Dbuf
+to that Dbuf, which arrive in order (XY routing): one :class:`sw.models.noc.DbufModel` per Dbuf
 computes every reply when the request is sent.  A reply carries the Dbuf number in ``slot`` and
 a sequence number in ``tag``; the scoreboard keeps one queue per (PE, Dbuf) for replies (in
 order per requester for one Dbuf) and one per (source, destination) for operands (in order, no
@@ -19,11 +19,12 @@ from collections import deque
 
 import cocotb
 
-from sw.arch import ArrayParams
-from sw.noc_model import DbufModel, pack_flit, unpack_flit
-from sw.packet import Kind, body_layout
-from tb.clock import reset, start_clock
-from tb.stream import StreamMonitor, StreamSink, StreamSource, wait_cycles
+from sw.models.noc import DbufModel, pack_flit, unpack_flit
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind, body_layout
+from tb.common.clock import reset, start_clock
+from tb.common.stream import (StreamMonitor, StreamSink, StreamSource,
+                              wait_cycles)
 
 _MODELS = []
 

@@ -1,4 +1,4 @@
-"""cocotb bench of ``hw.mesh.Mesh``: every PE and every edge port injects and ejects.
+"""cocotb bench of ``hw.noc.mesh.Mesh``: every PE and every edge port injects and ejects.
 
 Each flit carries (source port, sequence number, random bits) in its body.  The scoreboard
 keeps one queue per (source, destination): a flit must come out of the port of its
@@ -15,11 +15,11 @@ from collections import deque
 
 import cocotb
 
-from sw.arch import ArrayParams
-from sw.noc_model import pack_flit, pattern_dest, unpack_flit
-from sw.packet import Kind
-from tb.clock import reset, start_clock
-from tb.stream import StreamSink, StreamSource, wait_cycles
+from sw.models.noc import pack_flit, pattern_dest, unpack_flit
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind
+from tb.common.clock import reset, start_clock
+from tb.common.stream import StreamSink, StreamSource, wait_cycles
 
 
 class TB:

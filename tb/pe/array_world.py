@@ -1,7 +1,7 @@
-"""The world around a :class:`hw.pe_array.PeArray`: MicC and Dbufs at the mesh edge ports.
+"""The world around a :class:`hw.array.PeArray`: MicC and Dbufs at the mesh edge ports.
 
 * **Dbufs**: every edge port ``k`` sinks ``o_req[k]`` (random backpressure), executes the
-  access on a :class:`sw.golden.Memory` (checking the request reached the Dbuf that owns the
+  access on a :class:`sw.models.golden.Memory` (checking the request reached the Dbuf that owns the
   address) and answers on ``i_reply[k]`` after a random latency, replies in any order.
 * **MicC** at its edge port: configuration flits of the image, then context IDs to every CTX
   slot (window-limited), injected on ``i_reply[micc]`` in order; CTX_END flits on
@@ -14,12 +14,11 @@ from collections import Counter, deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.golden import Memory
-from sw.isa import Op
-from sw.packet import Kind, end_count
-
-from . import flits
-from .harness import wait_until_retired
+from sw.models.golden import Memory
+from sw.spec.isa import Op
+from sw.spec.packet import Kind, end_count
+from tb.pe import flits
+from tb.pe.harness import wait_until_retired
 
 __all__ = ["ArrayWorld"]
 

@@ -1,10 +1,11 @@
 """Test programs for the PE benches, built with the golden-model toolchain.
 
-Each case is a graph (:mod:`sw.dfg`), placed (:func:`sw.place.place`), assembled into a binary
-image (:func:`sw.asm.assemble`) and run on the golden interpreter (:func:`sw.golden.run_image`).
-:func:`save_case` writes ``image.npz`` plus ``expected.json`` (memory after the run, firings per
-opcode, context ends, LOAD/STORE requests) into a folder; the cocotb bench (``tb.pe.test_pe``)
-runs the image on the generated Verilog and compares everything bit for bit.
+Each case is a graph (:mod:`sw.compiler.dfg`), placed (:func:`sw.compiler.place.place`), assembled
+into a binary image (:func:`sw.compiler.asm.assemble`) and run on the golden interpreter
+(:func:`sw.models.golden.run_image`). :func:`save_case` writes ``image.npz`` plus ``expected.json``
+(memory after the run, firings per opcode, context ends, LOAD/STORE requests) into a folder; the
+cocotb bench (``tb.pe.test_pe``) runs the image on the generated Verilog and compares everything bit
+for bit.
 
 Plain Python: the pytest layer builds the cases, the bench only reads them.
 """
@@ -15,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from sw import graphs, layers
-from sw.arch import ArrayParams
-from sw.asm import assemble
-from sw.dfg import Graph
-from sw.golden import run_image
-from sw.image import load
-from sw.isa import Op
-from sw.place import place
+from sw.compiler import graphs, layers
+from sw.compiler.asm import assemble
+from sw.compiler.dfg import Graph
+from sw.compiler.image import load
+from sw.compiler.place import place
+from sw.models.golden import run_image
+from sw.spec.arch import ArrayParams
+from sw.spec.isa import Op
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
            "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
@@ -35,7 +36,7 @@ PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=16, dbuf_bytes=1024)
 
 
 def top_params(params, x=-1, y=-1, micc=(-1, 0)):
-    """Return the ``pe`` top parameters (``hw.tops``) of a PE of ``params``.
+    """Return the ``pe`` top parameters (``tb.host.tops``) of a PE of ``params``.
 
     ``x = y = -1`` (default): the PE takes its coordinate on ``i_coord`` (the bench drives
     ``(0, 0)``, or ``FDPU_PE_COORD``); otherwise it is built with the constant ``(x, y)``.
@@ -475,7 +476,7 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
             # BSCAN emits `count` tokens per context; a FACC of as many steps folds them
             # back to one (the tokens' bits as binary16 lanes: any pattern is exact), and a
             # MOV forwards it (a node firing more than once per context keeps its edges on
-            # its PE: sw.dfg's rate rule).
+            # its PE: sw.compiler.dfg's rate rule).
             count = rng.choice([1, 3, 16, 32])
             bs = add(Op.BSCAN, imm=count)
             link(pick(), bs, 0)

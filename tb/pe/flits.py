@@ -1,9 +1,9 @@
-"""Flits of the PE bench as integers, packed with the layouts of :mod:`sw.packet`.
+"""Flits of the PE bench as integers, packed with the layouts of :mod:`sw.spec.packet`.
 
 Everything here is plain Python (no cocotb), so the pytest layer can use it too.
 """
 
-from sw.packet import ConfigWhat, Kind, bias, flit_layout, unbias
+from sw.spec.packet import ConfigWhat, Kind, bias, flit_layout, unbias
 
 __all__ = ["pack", "unpack", "kind_of", "operand", "config_flits", "reply"]
 
@@ -16,7 +16,7 @@ def pack(kind, params, **fields):
 
 
 def kind_of(word):
-    """Return the :class:`~sw.packet.Kind` of a flit."""
+    """Return the :class:`~sw.spec.packet.Kind` of a flit."""
     return Kind(word & 0b111)
 
 

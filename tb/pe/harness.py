@@ -1,11 +1,11 @@
 """The single-PE cocotb bench: the PE's world played in Python.
 
-:class:`PeWorld` drives ``i_flit`` and sinks ``o_rep``/``o_req`` of one :class:`hw.pe.Pe`:
+:class:`PeWorld` drives ``i_flit`` and sinks ``o_rep``/``o_req`` of one :class:`hw.pe.pe.Pe`:
 
 * **mesh loopback**: OPERAND flits the PE sends to itself come back, in order (one mesh path
   keeps order), after a random delay; flits to another PE are collected in ``remote``;
-* **Dbufs**: LOAD/STORE requests are executed on a :class:`sw.golden.Memory` and answered after
-  a random latency, in *any* order (replies from different banks overtake each other); the
+* **Dbufs**: LOAD/STORE requests are executed on a :class:`sw.models.golden.Memory` and answered
+  after a random latency, in *any* order (replies from different banks overtake each other); the
   bench checks the request went to the Dbuf that owns its address;
 * **MicC**: CONFIG flits of an image first, then context IDs to every CTX slot with at most
   ``window`` contexts in flight, counting CTX_END messages per context ID;
@@ -22,14 +22,13 @@ from collections import Counter, deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.arch import ArrayParams
-from sw.golden import Memory
-from sw.isa import Op
-from sw.packet import Kind, bias, end_count
-from tb.clock import reset
-from tb.stream import StreamSink, pause_pattern
-
-from . import flits
+from sw.models.golden import Memory
+from sw.spec.arch import ArrayParams
+from sw.spec.isa import Op
+from sw.spec.packet import Kind, bias, end_count
+from tb.common.clock import reset
+from tb.common.stream import StreamSink, pause_pattern
+from tb.pe import flits
 
 __all__ = ["PeWorld", "params_from_env", "reset_pe"]
 
@@ -104,7 +103,7 @@ class PeWorld:
                               callback=self._on_req)
         dut.i_flit__valid.value = 0
         coord = getattr(dut, "i_coord", None)
-        if coord is not None:          # x in the low bits (hw.pe_types.coord_layout)
+        if coord is not None:          # x in the low bits (hw.pe.layouts.coord_layout)
             coord.value = x | y << max(1, (params.cols - 1).bit_length())
         self._task = cocotb.start_soon(self._run())
 

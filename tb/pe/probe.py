@@ -1,7 +1,7 @@
 """Per-cycle stall accounting of one PE (``scripts/bench_pe.py --diag``), read from internals.
 
 :class:`StallProbe` samples, every cycle after ``ReadOnly``, the named signals of the
-generated Verilog (``hw.pe``: ``go<pipe>``, ``s1_valid<pipe>``, ``room<pipe>``, ``busy<slot>``,
+generated Verilog (``hw.pe.pe``: ``go<pipe>``, ``s1_valid<pipe>``, ``room<pipe>``, ``busy<slot>``,
 ``ne<slot>``, ``pool_alloc``, the memory dispatchers ``disp_mem<lane>``) and counts why the FP
 pipe did not fire:
 
@@ -15,11 +15,12 @@ pipe did not fire:
   picked).
 
 and for the memory side: per LD/ST slot and cycle, ``ldslot_no_addr`` (operand 0 missing),
-``ldslot_no_room`` (its last pick found a destination full), ``ldslot_other``; LD/ST picks that did not fire (``ld_no_room``: FIFO room of a
-destination, reserved at issue; ``ld_no_entry``: pool full or request queue full), pool
-occupancy, and per memory lane the cycles its dispatcher was busy, the local deliveries
-(and the cycles with at least one), the cycles it only waited for operand write ports.  Only for diagnosis: it costs Python time per cycle, and
-internal names are not an interface (it fails loudly if a name is gone).
+``ldslot_no_room`` (its last pick found a destination full), ``ldslot_other``; LD/ST picks that did
+not fire (``ld_no_room``: FIFO room of a destination, reserved at issue; ``ld_no_entry``: pool full
+or request queue full), pool occupancy, and per memory lane the cycles its dispatcher was busy, the
+local deliveries (and the cycles with at least one), the cycles it only waited for operand write
+ports.  Only for diagnosis: it costs Python time per cycle, and internal names are not an interface
+(it fails loudly if a name is gone).
 """
 
 import cocotb

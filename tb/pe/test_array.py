@@ -1,4 +1,4 @@
-"""cocotb test of a PE array on the mesh (``hw.pe_array.PeArray``), on the generated Verilog.
+"""cocotb test of a PE array on the mesh (``hw.array.PeArray``), on the generated Verilog.
 
 ``FDPU_PE_ARRAY``: JSON of the array parameters (``make_pe_array`` keywords);
 ``FDPU_PE_CASES``: case folders (:mod:`tb.pe.cases`) of images for that array.  Each image is
@@ -13,12 +13,11 @@ import os
 
 import cocotb
 
-from sw.arch import ArrayParams
-from tb.clock import reset, start_clock
-
-from .array_world import ArrayWorld
-from .cases import read_case
-from .harness import make_rng
+from sw.spec.arch import ArrayParams
+from tb.common.clock import reset, start_clock
+from tb.pe.array_world import ArrayWorld
+from tb.pe.cases import read_case
+from tb.pe.harness import make_rng
 
 CFG = json.loads(os.environ.get("FDPU_PE_ARRAY", "{}"))
 

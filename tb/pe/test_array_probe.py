@@ -19,7 +19,7 @@ import os
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from tb.clock import CLOCK_PERIOD_NS
+from tb.common.clock import CLOCK_PERIOD_NS
 from tb.top import test_run
 
 

@@ -7,7 +7,7 @@ Measured, not asserted (the figures go to ``docs/pe.md``):
   operand 0 on the same PE), and FACC throughput with ``k`` accumulating slots;
 * latency of a dependent pair on the same PE (INT and FP), and the pieces of a pair one hop
   apart: fire -> flit leaves the PE, flit enters the PE -> fire (plus the mesh's
-  ``hops + 1`` cycles, :mod:`hw.mesh`).
+  ``hops + 1`` cycles, :mod:`hw.noc.mesh`).
 
 Results are written as JSON to ``FDPU_PE_BENCH_OUT``.
 """
@@ -18,13 +18,12 @@ import os
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.image import word_parts
-from sw.isa import Dest, Instruction, Op, encode
-from sw.packet import ConfigWhat, Kind, bias
-from tb.clock import start_clock
-
-from . import flits
-from .harness import PeWorld, make_rng, params_from_env, reset_pe
+from sw.spec.cbuf import word_parts
+from sw.spec.isa import Dest, Instruction, Op, encode
+from sw.spec.packet import ConfigWhat, Kind, bias
+from tb.common.clock import start_clock
+from tb.pe import flits
+from tb.pe.harness import PeWorld, make_rng, params_from_env, reset_pe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 ONE, TWO = 0x3C00, 0x4000

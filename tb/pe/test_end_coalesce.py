@@ -20,12 +20,11 @@ from collections import Counter
 
 import cocotb
 
-from sw.packet import Kind, end_count
-from tb.clock import start_clock
-
-from . import flits
-from .cases import read_case
-from .harness import PeWorld, make_rng, params_from_env, reset_pe
+from sw.spec.packet import Kind, end_count
+from tb.common.clock import start_clock
+from tb.pe import flits
+from tb.pe.cases import read_case
+from tb.pe.harness import PeWorld, make_rng, params_from_env, reset_pe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 

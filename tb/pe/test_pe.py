@@ -16,7 +16,7 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
 * ``FDPU_PE_EXPECT_INT0=1`` (``int_issue == 2``): fail unless INT pipe 0 fired every ITER and
   no other INT/CTRL instruction (BSCAN included) but loads and stores (the pipe split of
-  ``hw.pe``).
+  ``hw.pe.pe``).
 """
 
 import json
@@ -25,15 +25,14 @@ import os
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.image import word_parts
-from sw.isa import Dest, Instruction, Op, Unit, encode
-from sw.packet import ConfigWhat, Kind, bias
-from tb.clock import start_clock
-
-from . import flits
-from .cases import read_case
-from .harness import PeWorld, make_rng, params_from_env, reset_pe
-from .probe import StallProbe
+from sw.spec.cbuf import word_parts
+from sw.spec.isa import Dest, Instruction, Op, Unit, encode
+from sw.spec.packet import ConfigWhat, Kind, bias
+from tb.common.clock import start_clock
+from tb.pe import flits
+from tb.pe.cases import read_case
+from tb.pe.harness import PeWorld, make_rng, params_from_env, reset_pe
+from tb.pe.probe import StallProbe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 

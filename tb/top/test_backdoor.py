@@ -1,4 +1,5 @@
-"""Bench of :class:`tb.top.backdoor.Backdoor` on an external memory model (``hw.extmem.ExtMem``).
+"""Bench of :class:`tb.host.backdoor.Backdoor` on an external memory model
+(``tb.host.extmem.ExtMem``).
 
 Writes and reads ranges of its SRAM storage in both modes and checks that the modes see each
 other's words; on Verilator, that writing 40,000 words through the VPI leaves the simulator's
@@ -12,9 +13,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from tb.clock import start_clock
-from tb.top.backdoor import Backdoor
-from tb.top.test_run import _rss_mb
+from tb.common.clock import start_clock
+from tb.host.backdoor import Backdoor
+from tb.top.test_run import peak_rss_mb
 
 
 def _random_words(n):
@@ -68,10 +69,10 @@ async def vpi_writes_keep_no_memory(dut):
     st = dut.sram.bank.storage
     bd = Backdoor("vpi")
     words = _random_words(40_000)
-    before = _rss_mb()
+    before = peak_rss_mb()
     for _ in range(3):
         bd.write(st, 0, words)
         assert np.array_equal(bd.read(st, 0, len(words)), words)
-    grown = _rss_mb() - before
+    grown = peak_rss_mb() - before
     # cocotb handles: ~90 MB for these words; the data itself is 0.3 MB.
     assert grown < 20, f"the simulator grew {grown} MiB writing 40,000 words 3 times"

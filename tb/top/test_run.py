@@ -1,6 +1,6 @@
 """Run a job on the FDPU system (top + external memory): every pass DMA in, compute, DMA out.
 
-Driven by ``sw.runtime.run_job`` through the environment: ``FDPU_RUN_SPEC`` names a JSON file
+Driven by ``tb.host.runtime.run_job`` through the environment: ``FDPU_RUN_SPEC`` names a JSON file
 with the memory model's registers, the passes (per pass: the DMA descriptor list that loads
 it, the MicC registers, the list that stores its results), the cycle bound of each phase, the
 external memory image (``.npz``: non-zero word indices and values) and where to write the
@@ -9,18 +9,18 @@ is written by backdoor once before the first pass, and per phase the bench pulse
 and awaits one ``halt`` edge (in chunks, writing a progress file for the runtime), or the
 bound, whose expiry is reported as "timeout ... deadlock" with the state of the stuck block.
 After the last pass the result ranges are read from the external memory by backdoor.  Every
-backdoor access goes through :class:`tb.top.backdoor.Backdoor` (the VPI, no cocotb handle per
+backdoor access goes through :class:`tb.host.backdoor.Backdoor` (the VPI, no cocotb handle per
 word: those kept ~2.3 kB each, 14 GB for alexnet-fc8).  The result also holds the run's
 simulator CPU seconds, its peak resident memory and, per progress chunk, a timeline of
 cycles, seconds and resident memory.
 
-With ``overlap`` in the spec (``sw.runtime.run_job(overlap=True)``) a pass runs the DMA-in and
+With ``overlap`` in the spec (``tb.host.runtime.run_job(overlap=True)``) a pass runs the DMA-in and
 the MicC together: ``i_dma_start`` then ``i_start`` armed with ``i_cbuf_words`` (the MicC
 starts once the DMA wrote the pass's Cbuf words, configures behind the rest of the DMA-in and
 holds its first context until the DMA is done), awaited as the DMA's halt then the MicC's;
 then the DMA-out.
 
-With ``backdoor_in`` in the spec (``sw.runtime.run_job(backdoor_in=True)``, a measurement aid
+With ``backdoor_in`` in the spec (``tb.host.runtime.run_job(backdoor_in=True)``, a measurement aid
 for layers whose DMA-in would take too long to simulate, never the default) the DMA-in of each
 pass is not simulated: the bench copies what its descriptors would move from the external
 memory image straight into the Dbuf and Cbuf storage, and the pass reports 0 DMA-in cycles.
@@ -35,8 +35,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
-from tb.clock import CLOCK_PERIOD_NS, reset, start_clock
-from tb.top.backdoor import Backdoor
+from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
+from tb.host.backdoor import Backdoor
 
 _COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
              "o_cycles", "o_config_cycles", "o_hold_cycles", "o_config_hidden", "o_dbuf_reqs",
@@ -61,7 +61,7 @@ def _snapshot(dut, npes):
     return status
 
 
-def _rss_mb():
+def peak_rss_mb():
     """Return this process's resident memory in MiB (the simulator's: cocotb runs in it)."""
     try:
         with open("/proc/self/status") as f:
@@ -125,7 +125,7 @@ class Job:
                 step = min(chunk, bound - waited)
                 if step > 0:
                     timer = Timer(step * self.period, unit="ns")
-                rss = _rss_mb()
+                rss = peak_rss_mb()
                 self.timeline.append((what, self.done_cycles + waited,
                                       round(time.monotonic() - self.t0, 2),
                                       round(time.process_time() - self.c0, 2), rss))

@@ -1,0 +1,389 @@
+"""The MicC: configures the PE array from the Cbufs, then streams contexts and counts their ends.
+
+::
+
+    host regs --start--> IDLE -> CONFIG -> DRAIN -> HOLD -> CTX <-> (window) -> WAIT -> DONE
+
+    port p (0 .. ports-1), each with its own Cbuf region and its own edge port:
+    Cbuf word (1 cycle) -> record header? latch : make flit -> [out FIFO, 4] -> o_flit[_p]
+    (CONFIG data word -> CONFIG flit; port 0 after configuring: CTX template -> OPERAND flit
+    with the context ID)
+    i_flit (CTX_END, always ready) -> end counter of that context -> retire in order
+
+Contract
+--------
+Host registers (ports, sampled on ``i_start``): ``i_n_config`` (port 0) and ``i_n_config_<p>``
+(port ``p >= 1``) words of configuration records at the start of each port's Cbuf region;
+``i_n_ctx`` CTX template words (one per CTX slot) after port 0's records; ``i_contexts``;
+``i_window`` (``1 .. operand_depth``); ``i_ends`` (END messages per context).  With
+``ports = P`` the Cbufs are cut into ``P`` regions of ``words / P`` words (whole banks,
+:class:`hw.ctrl.cbuf.Cbuf`); port ``p`` reads only region ``p`` (its ``rd_addr_<p>`` is an offset
+in it), so the ports never compete for a bank.  The Cbuf words are 64 bits; the record and
+template formats are :func:`sw.spec.cbuf.cbuf_header_layout` and
+:func:`sw.spec.cbuf.cbuf_template_layout`, and :func:`sw.compiler.image.expand_cbuf` is one port's
+expansion in Python.
+
+1. CONFIG: every port reads one Cbuf word per cycle; a record header is latched (no flit),
+   each of its ``count`` data words leaves as one CONFIG flit with the header's ``what`` and
+   destination and the running ``(slot, index)``, one per cycle per port when the mesh
+   accepts.  The ports run in parallel and independently.
+2. DRAIN: until every port's last flit left and ``drain`` cycles passed; with
+   ``delivered=True`` (the top) also until ``i_delivered`` (CONFIG flits ejected into PEs
+   since the start, counted by the top) equals the CONFIG flits sent, so no context token
+   can overtake a CONFIG flit whatever the traffic on the mesh (``docs/system.md``).
+3. HOLD: while ``i_hold`` (the top: a DMA channel is busy, the DMA-in that overlaps the
+   configuration), no context starts.
+4. CTX: context ``c`` (0, 1, ...) is started only while ``issued - retired < window``; its
+   start is one OPERAND flit per template word with ``data = c``, in Cbuf order, on port 0.
+   With ``window = 1`` every context waits for the previous one to end: the dependence
+   control for contexts that depend on each other (the image's ``window`` chooses it).
+5. Each CTX_END flit carries its context ID (ISA v1.1) and a ``count`` of END messages (ISA
+   v1.2, 0 counts as 1); the end counter of that context (a table indexed by the ID's low
+   bits) adds the count; the oldest context retires when its counter reaches ``i_ends``.
+   ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
+   ``retired == contexts``; ``o_done`` stays high until the next start.
+
+Errors (sticky until the next start, bits of ``o_error`` = :class:`MiccError`) end the run in
+DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad registers, a
+flit other than CTX_END, an end for a context not in flight, more ends than ``i_ends`` for a
+context, a Cbuf write (``i_cbuf_write``) while the MicC runs.  ``o_cycles`` counts the cycles
+from start to DONE, ``o_config_cycles`` those spent configuring (CONFIG and DRAIN),
+``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array),
+``o_config_hidden`` the configuring cycles during which ``i_hold`` was high (configuration
+that ran behind the DMA).
+"""
+
+import enum
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.lib.logic import equals, increment, popcount, zero_extend
+from hw.noc.flit import Bits, FlitKind, body_layout, flit_layout
+from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
+                          word_bits, word_parts)
+from sw.spec.packet import ConfigWhat, Kind
+
+__all__ = ["Micc", "MiccError", "MiccState", "build_micc"]
+
+
+class MiccState(enum.IntEnum):
+    """The MicC's state (``o_state``)."""
+    IDLE = 0
+    CONFIG = 1
+    DRAIN = 2
+    CTX = 3
+    WAIT = 4
+    DONE = 5
+    HOLD = 6
+
+
+class MiccError(enum.IntEnum):
+    """Bit positions of ``o_error``."""
+    #: ``n_config + n_ctx`` (port 0) or ``n_config_<p>`` exceeds a port's Cbuf region.
+    CONFIG_TOO_BIG = 0
+    #: ``window`` outside ``1 .. operand_depth``, or contexts without CTX slots or ENDs.
+    BAD_REGS = 1
+    #: A flit other than CTX_END reached the MicC.
+    BAD_FLIT = 2
+    #: A CTX_END for a context that is not in flight, or more ends than ``i_ends``.
+    BAD_END = 3
+    #: The Cbufs were written (DMA) while the MicC was running.
+    CBUF_BUSY = 4
+
+
+def _sfx(port):
+    """Return the suffix of port ``port``'s signal names ("" for port 0)."""
+    return f"_{port}" if port else ""
+
+
+class Micc(wiring.Component):
+    """Build the micro-controller (see the module doc).
+
+    Parameters
+    ----------
+    params : sw.spec.arch.ArrayParams
+        Flit format, ``operand_depth`` (the largest window), Cbuf size.
+    drain : int, optional
+        Least cycles between the last CONFIG flit and the first context; default
+        ``2 * (rows + cols) + 8`` (the furthest PE from a single source), 2 with
+        ``delivered``.
+    ports : int
+        Configuration ports (1 .. 4), each with its own output stream and Cbuf region; must
+        divide ``params.cbufs``.
+    delivered : bool
+        DRAIN also waits for ``i_delivered`` to reach the CONFIG flits sent (the top counts
+        CONFIG flits ejected into PEs).
+    """
+
+    def __init__(self, params=ArrayParams(), *, drain=None, ports=1, delivered=False):
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        if not isinstance(ports, int) or isinstance(ports, bool) or not 1 <= ports <= 4 \
+                or params.cbufs % ports:
+            raise TypeError(f"ports must be an integer in 1..4 dividing cbufs "
+                            f"({params.cbufs}), not {ports!r}")
+        if drain is None:
+            drain = 2 if delivered else 2 * (params.rows + params.cols) + 8
+        if not isinstance(drain, int) or isinstance(drain, bool) or drain < 1:
+            raise TypeError(f"drain must be a positive integer, not {drain!r}")
+        self.params, self.drain, self.ports = params, drain, ports
+        self.delivered = bool(delivered)
+        self.words = cbuf_words(params) * params.cbufs
+        self.region = self.words // ports
+        flit = stream.Signature(flit_layout(params))
+        abits = max(1, (self.region - 1).bit_length())
+        members = {}
+        for q in range(ports):
+            s = _sfx(q)
+            members.update({
+                f"o_flit{s}": Out(flit), f"rd_en{s}": Out(1), f"rd_addr{s}": Out(abits),
+                f"rd_data{s}": In(word_bits(params)), f"i_n_config{s}": In(32)})
+        super().__init__({
+            **members,
+            "i_flit": In(flit),
+            "i_start": In(1),
+            "i_n_ctx": In(16), "i_contexts": In(32),
+            "i_window": In(8), "i_ends": In(16),
+            "i_hold": In(1), "i_cbuf_write": In(1), "i_delivered": In(32),
+            "o_state": Out(3), "o_done": Out(1), "o_error": Out(len(MiccError)),
+            "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
+            "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_config_hidden": Out(48),
+            "o_flits": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        lay = flit_layout(p)
+        table = 1 << max(1, (p.operand_depth - 1).bit_length())
+        tbits = (table - 1).bit_length()
+
+        def zx(value, width=32):
+            return zero_extend(value.as_value() if hasattr(value, "as_value") else value, width)
+
+        def is_state(s):
+            return equals(state, s)
+
+        state = Signal(3)
+        err = Signal(len(MiccError))
+        issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
+        cycles, config_cycles, hold_cycles, flits = Signal(48), Signal(48), Signal(48), \
+            Signal(32)
+        hidden = Signal(48)
+        n_ctx, contexts = Signal(32), Signal(32)
+        window, ends = Signal(32), Signal(16)
+        running = ~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)
+        m.d.comb += [
+            self.o_state.eq(state), self.o_error.eq(err),
+            self.o_done.eq(is_state(MiccState.DONE) & ~err.any()),
+            self.o_issued.eq(issued), self.o_retired.eq(retired), self.o_ends.eq(ends_seen),
+            self.o_cycles.eq(cycles), self.o_config_cycles.eq(config_cycles),
+            self.o_hold_cycles.eq(hold_cycles), self.o_flits.eq(flits),
+            self.o_config_hidden.eq(hidden),
+        ]
+        hdr_lay = data.StructLayout(cbuf_header_layout(p).struct_fields())
+        tpl_lay = data.StructLayout(cbuf_template_layout(p).struct_fields())
+        parts = word_parts(p)
+
+        # One reader per configuration port: a Cbuf read (one cycle) into a small FIFO; a read
+        # is issued only when the FIFO has room for it counting the read in flight, so nothing
+        # is ever dropped.  Port 0 also reads the CTX templates once configured.
+        ports = []
+        for q in range(self.ports):
+            s = _sfx(q)
+            rd_en, rd_addr, rd_data = (getattr(self, f"{n}{s}")
+                                       for n in ("rd_en", "rd_addr", "rd_data"))
+            o_flit = getattr(self, f"o_flit{s}")
+            out = fifo.SyncFIFO(width=lay.size, depth=4)
+            m.submodules[f"out{s}"] = out
+            pend = Signal(name=f"pend{s}")
+            can_read = Signal(name=f"can_read{s}")
+            level = Bits(out.w_level)
+            m.d.comb += can_read.eq((level < 3) | ((level == 3) & ~pend))
+            m.d.sync += pend.eq(rd_en)
+            hdr = data.View(hdr_lay, rd_data)
+            r_what, r_x, r_y = Signal(2, name=f"r_what{s}"), Signal(p.x_bits, name=f"r_x{s}"), \
+                Signal(p.y_bits, name=f"r_y{s}")
+            r_slot = Signal(p.slot_bits, name=f"r_slot{s}")
+            r_index = Signal(len(hdr.index), name=f"r_index{s}")
+            r_left = Signal(16, name=f"r_left{s}")
+            is_data = r_left.any()
+            cfg_flit = Signal(lay, name=f"cfg_flit{s}")
+            cview = data.View(body_layout(FlitKind.CONFIG, p), cfg_flit.body)
+            m.d.comb += [
+                cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x),
+                cfg_flit.dst_y.eq(r_y), cview.what.eq(r_what), cview.index.eq(r_index),
+                cview.slot.eq(r_slot), cview.data.eq(rd_data),
+            ]
+            pend_cfg = pend
+            if q == 0:
+                pend_is_ctx, pend_ctx = Signal(), Signal(32)
+                pend_cfg = pend & ~pend_is_ctx
+            with m.If(pend_cfg):
+                with m.If(is_data):
+                    # INSN: index counts the instruction word's parts, then the slot moves on.
+                    wrap = equals(r_what, ConfigWhat.INSN) & equals(r_index, parts - 1)
+                    m.d.sync += [r_left.eq(r_left - 1),
+                                 r_index.eq(Mux(wrap, 0, increment(r_index))),
+                                 r_slot.eq(Mux(wrap, increment(r_slot), r_slot))]
+                with m.Else():
+                    m.d.sync += [r_what.eq(hdr.what), r_x.eq(hdr.dst_x), r_y.eq(hdr.dst_y),
+                                 r_slot.eq(hdr.slot), r_index.eq(hdr.index),
+                                 r_left.eq(hdr.count)]
+            if q == 0:
+                tpl = data.View(tpl_lay, rd_data)
+                ctx_flit = Signal(lay)
+                oview = data.View(body_layout(FlitKind.OPERAND, p), ctx_flit.body)
+                m.d.comb += [
+                    ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
+                    ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
+                    oview.operand.eq(tpl.operand), oview.data.eq(zx(pend_ctx, 64)),
+                    out.w_en.eq(pend & (pend_is_ctx | is_data)),
+                    out.w_data.eq(Mux(pend_is_ctx, ctx_flit.as_value(), cfg_flit.as_value())),
+                ]
+            else:
+                m.d.comb += [out.w_en.eq(pend & is_data), out.w_data.eq(cfg_flit.as_value())]
+            m.d.comb += [o_flit.valid.eq(out.r_rdy), o_flit.payload.eq(out.r_data),
+                         out.r_en.eq(o_flit.ready)]
+            rptr = Signal(32, name=f"rptr{s}")
+            left = Signal(32, name=f"left{s}")
+            ports.append(dict(rd_en=rd_en, rd_addr=rd_addr, can_read=can_read, pend=pend,
+                              out=out, o_flit=o_flit, rptr=rptr, left=left, r_left=r_left,
+                              n_config=getattr(self, f"i_n_config{s}")))
+        sent = [q["o_flit"].valid & q["o_flit"].ready for q in ports]
+        m.d.sync += flits.eq((flits + popcount(sent, 32))[:32])
+
+        # End counters: one per context in flight, indexed by the ID's low bits (the window is
+        # at most operand_depth <= table, so two contexts in flight never share an entry).
+        counts = [Signal(16, name=f"ends{i}") for i in range(table)]
+        inc = Signal(table)
+        fl = self.i_flit.payload
+        end_body = data.View(body_layout(FlitKind.CTX_END, p), fl.body)
+        end_id, age, outstanding = Signal(32), Signal(32), Signal(32)
+        m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
+                     age.eq(end_id - retired), outstanding.eq(issued - retired)]
+        got = self.i_flit.valid
+        is_end = Bits(fl.kind.as_value()) == Kind.CTX_END.value
+        # In flight: retired <= id <= issued (the context being started counts) and inside
+        # the table.
+        in_flight = (age <= outstanding) & ~age[tbits:].any()
+        good_end = got & is_end & in_flight & (end_id < contexts)
+        # ISA v1.2: a CTX_END flit stands for ``count`` END messages (0 counts as 1).
+        n_end = Signal(16)
+        m.d.comb += n_end.eq(Mux(end_body.count.any(), end_body.count, 1))
+        with m.If(got):
+            m.d.sync += ends_seen.eq((ends_seen + Mux(is_end, zx(n_end), Const(1, 32)))[:32])
+        with m.If(got & ~is_end):
+            m.d.sync += err[MiccError.BAD_FLIT].eq(1)
+        with m.If(got & is_end & ~good_end):
+            m.d.sync += err[MiccError.BAD_END].eq(1)
+        # The Cbufs are single-ported: a write while the MicC reads them corrupts its reads.
+        with m.If(self.i_cbuf_write & running):
+            m.d.sync += err[MiccError.CBUF_BUSY].eq(1)
+        for i in range(table):
+            m.d.comb += inc[i].eq(good_end & equals(end_id[:tbits], i))
+        head = Signal(16)
+        m.d.comb += head.eq(counts[0])
+        for i in range(1, table):
+            with m.If(equals(retired[:tbits], i)):
+                m.d.comb += head.eq(counts[i])
+        retire = Signal()
+        m.d.comb += retire.eq((retired < issued) & (head == ends) & ends.any())
+        for i in range(table):
+            mine = equals(retired[:tbits], i)
+            with m.If(retire & mine):
+                m.d.sync += counts[i].eq(Mux(inc[i], n_end, 0))
+                with m.If(inc[i]):
+                    m.d.sync += err[MiccError.BAD_END].eq(1)
+            with m.Elif(inc[i]):
+                m.d.sync += counts[i].eq((counts[i] + n_end)[:16])
+                with m.If(n_end > (ends - counts[i])[:16]):     # (counts[i] <= ends holds)
+                    m.d.sync += err[MiccError.BAD_END].eq(1)
+        with m.If(retire):
+            m.d.sync += retired.eq(increment(retired))
+
+        # Sequencer.
+        k, k_next = Signal(32), Signal(32)
+        in_ctx = Signal()
+        wait = Signal(16)
+        m.d.comb += k_next.eq(increment(k))
+        with m.If(running):
+            m.d.sync += cycles.eq(increment(cycles))
+        with m.If(is_state(MiccState.CONFIG) | is_state(MiccState.DRAIN)):
+            m.d.sync += config_cycles.eq(increment(config_cycles))
+            with m.If(self.i_hold):
+                m.d.sync += hidden.eq(increment(hidden))
+        with m.If(is_state(MiccState.HOLD)):
+            m.d.sync += hold_cycles.eq(increment(hold_cycles))
+        with m.If(err.any() & ~is_state(MiccState.IDLE)):
+            m.d.sync += state.eq(MiccState.DONE)
+        # A port's words > its region, with truncated (lint-clean) adds that cannot overflow.
+        nb = self.region.bit_length() + 1
+        total = Signal(nb)
+        m.d.comb += total.eq((self.i_n_config[:nb - 1] + self.i_n_ctx[:nb - 1])[:nb])
+        too_big = (self.i_n_config[nb - 1:].any() | self.i_n_ctx[nb - 1:].any()
+                   | (Bits(total) > self.region))
+        for q in ports[1:]:
+            too_big = too_big | (Bits(q["n_config"]) > self.region)
+        bad = (~self.i_window.any() | (Bits(self.i_window) > p.operand_depth)
+               | (self.i_contexts.any() & (~self.i_n_ctx.any() | ~self.i_ends.any())))
+        idle_out = Cat(*[~q["left"].any() & ~q["pend"] & ~q["out"].r_rdy for q in ports]).all()
+        with m.If(self.i_start & ~running):
+            m.d.sync += [
+                state.eq(MiccState.CONFIG),
+                err.eq(Cat(too_big, bad, Const(0, 2), self.i_cbuf_write)),
+                n_ctx.eq(zx(self.i_n_ctx)),
+                contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
+                ends.eq(self.i_ends),
+                issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0),
+                config_cycles.eq(0), hold_cycles.eq(0), flits.eq(0), in_ctx.eq(0), hidden.eq(0),
+                wait.eq(self.drain),
+            ] + [c.eq(0) for c in counts]
+            for q in ports:
+                m.d.sync += [q["rptr"].eq(0), q["left"].eq(q["n_config"]), q["r_left"].eq(0)]
+            m.d.sync += pend_is_ctx.eq(0)
+        with m.Elif(~err.any()):
+            with m.If(is_state(MiccState.CONFIG)):
+                for q in ports:
+                    with m.If(q["left"].any() & q["can_read"]):
+                        m.d.comb += [q["rd_en"].eq(1), q["rd_addr"].eq(q["rptr"])]
+                        m.d.sync += [q["rptr"].eq(increment(q["rptr"])),
+                                     q["left"].eq(q["left"] - 1)]
+                with m.If(idle_out):
+                    m.d.sync += [state.eq(MiccState.DRAIN), wait.eq(self.drain)]
+            with m.Elif(is_state(MiccState.DRAIN)):
+                with m.If(wait.any()):
+                    m.d.sync += wait.eq(wait - 1)
+                delivered = (self.i_delivered == flits) if self.delivered else Const(1, 1)
+                with m.If(~wait.any() & delivered):
+                    m.d.sync += state.eq(MiccState.HOLD)
+            with m.Elif(is_state(MiccState.HOLD)):
+                with m.If(~self.i_hold):
+                    m.d.sync += state.eq(MiccState.CTX)
+            with m.Elif(is_state(MiccState.CTX)):
+                q0 = ports[0]
+                with m.If(~in_ctx):
+                    with m.If(issued == contexts):
+                        m.d.sync += state.eq(MiccState.WAIT)
+                    with m.Elif(outstanding < window):
+                        m.d.sync += [in_ctx.eq(1), k.eq(0)]
+                with m.Elif(q0["can_read"]):
+                    addr = Signal(32)
+                    m.d.comb += [addr.eq(q0["rptr"] + k), q0["rd_en"].eq(1),
+                                 q0["rd_addr"].eq(addr)]
+                    m.d.sync += [k.eq(k_next), pend_is_ctx.eq(1), pend_ctx.eq(issued)]
+                    with m.If(k_next == n_ctx):
+                        m.d.sync += [in_ctx.eq(0), issued.eq(increment(issued))]
+            with m.Elif(is_state(MiccState.WAIT)):
+                with m.If(retired == contexts):
+                    m.d.sync += state.eq(MiccState.DONE)
+        return m
+
+
+def build_micc(rows=2, cols=2, cbufs=2, cbuf_bytes=1024, operand_depth=4, ports=1):
+    """Return a :class:`Micc` for ``fdpu verilog --top micc``."""
+    return Micc(ArrayParams(rows=rows, cols=cols, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
+                            operand_depth=operand_depth), ports=ports)

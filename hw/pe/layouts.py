@@ -1,0 +1,75 @@
+"""Amaranth payload layouts of the processing element, derived from
+:mod:`sw.spec.isa`/:mod:`sw.spec.packet`.
+
+Every layout here is built from the one source of truth (:func:`sw.spec.isa.insn_layout`,
+:func:`sw.spec.packet.flit_layout`) through :meth:`sw.spec.bitfields.Layout.struct_fields`, so the
+bit positions the PE decodes are the ones the assembler encodes.
+
+* :func:`flit_union` -- a flit as a ``data.UnionLayout`` with one ``StructLayout`` view per
+  :class:`sw.spec.packet.Kind` (``payload.operand.slot``, ``payload.load.addr``, ...); every view
+  starts with the same header (``kind``, ``dst_x``, ``dst_y``).
+* :func:`insn_struct` -- the instruction word.
+* :func:`coord_layout` -- a PE coordinate (the ``i_coord`` port).
+* :func:`local_layout` -- a token written into this PE's operand buffer.
+* :func:`dispatch_layout` -- a result with the destinations it still has to reach.
+* :class:`PeError` -- the sticky error bits.
+"""
+
+from amaranth.lib import data, enum
+
+from sw.spec.arch import bits_for
+from sw.spec.isa import insn_layout
+from sw.spec.packet import Kind, flit_layout
+
+__all__ = ["flit_union", "insn_struct", "coord_layout", "dest_layout", "local_layout",
+           "dispatch_layout", "PeError", "error_layout"]
+
+def flit_union(params):
+    """Return the flit of ``params`` as a union of one struct view per packet kind."""
+    return data.UnionLayout({
+        kind.name.lower(): data.StructLayout(flit_layout(kind, params).struct_fields())
+        for kind in Kind})
+
+def insn_struct(params):
+    """Return the instruction word of ``params`` as a ``data.StructLayout``."""
+    return data.StructLayout(insn_layout(params).struct_fields())
+
+def coord_layout(params):
+    """Return a PE coordinate as the PE's ``i_coord`` port takes it: ``x``, ``y``, not biased."""
+    return data.StructLayout({"x": bits_for(params.cols), "y": bits_for(params.rows)})
+
+def dest_layout(params):
+    """Return one destination: PE ``x``, ``y`` (not biased), ``slot``, ``operand``."""
+    return data.StructLayout({"x": bits_for(params.cols), "y": bits_for(params.rows),
+                              "slot": params.slot_bits, "operand": 2})
+
+def local_layout(params):
+    """Return a token for operand ``operand`` of ``slot`` of this PE."""
+    return data.StructLayout({"slot": params.slot_bits, "operand": 2,
+                              "data": params.TOKEN_BITS})
+
+def dispatch_layout(params):
+    """Return a result to dispatch: ``data``, ``dests``, ``dmask`` (to serve), ``end`` and
+    ``ectx`` (the context ID its CTX_END message carries)."""
+    return data.StructLayout({
+        "data": params.TOKEN_BITS,
+        "dests": data.ArrayLayout(dest_layout(params), params.MAX_DESTS),
+        "dmask": params.MAX_DESTS,
+        "end": 1,
+        "ectx": 32,
+    })
+
+class PeError(enum.IntEnum):
+    """Bit positions of the PE's sticky error flags."""
+    #: A token reached a slot whose opcode is INVALID or unknown (it is dropped).
+    UNKNOWN_OPCODE = 0
+    #: A token from the mesh found its operand FIFO full (it is dropped).
+    OVERFLOW = 1
+    #: A load or store address is outside every Dbuf (no request is sent).
+    BAD_ADDRESS = 2
+    #: A Dbuf answered with its error bit (misaligned or out-of-range access).
+    DBUF_ERROR = 3
+
+def error_layout(params):
+    """Return the error status: ``flags`` (one bit per :class:`PeError`) and ``slot``."""
+    return data.StructLayout({"flags": len(PeError), "slot": params.slot_bits})

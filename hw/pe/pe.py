@@ -1,0 +1,1272 @@
+r"""The FDPU processing element: instruction and operand buffers, dataflow issue, 2-3 pipes.
+
+Execution model: ISA v1 (the :mod:`sw.spec.isa` and :mod:`sw.spec.packet` docstrings); design notes,
+figures and reasoning in ``docs/pe.md``.
+
+Structure::
+
+                 i_flit (reply network: OPERAND, REPLY, CONFIG), always ready
+                   |
+              [in reg]--CONFIG-->  insn mem (slots x 64-bit parts), regs, PRELOAD
+                   |--REPLY---->  reorder pool (pool entries, per-slot issue order)
+                   |                 --> retire lane 0 --> dispatch M0
+                   |                 --> retire lane 1 --> dispatch M1
+                   |--OPERAND--+
+                               v
+   dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
+                               v
+        operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
+                               |
+      ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
+                   |                                                   \--> LD/ST --> o_req |
+                   |-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
+                   \-> pick INT2 (int_issue 2) -> S1: read insn + operands --> IntAlu (2) ->|
+                     dispatch I, F, I2 (unit results) <--------------------------------------+
+                       local destinations -> operand write arbiters; others -> o_rep
+
+Contract
+--------
+* ``i_coord`` (unless built with a constant ``x, y``): this PE's column and row, not biased
+  (:func:`hw.pe.layouts.coord_layout`); a run-time input, so every PE is the same module.
+* ``i_flit``: reply-network flits addressed to this PE; ``ready`` is constantly high (DESIGN.md
+  invariant 2: ejection never waits on firing).  A registered input stage sinks one flit per
+  cycle: OPERAND tokens win the write port of their operand memory over local results;
+  CONFIG writes the instruction part / register or pushes a PRELOAD token (configuring part
+  0 of a slot clears its FIFO pointers, END count, SCAN/ITER and FACC state: configuration
+  precedes the run); REPLY fills its reorder pool entry, allocated at issue.
+* ``o_req``: LOAD/STORE flits (request network); the ``tag`` and ``slot`` fields carry the
+  pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
+  flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.  END
+  messages of one context that follow each other within 16 cycles, or wait while ``o_rep``
+  is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
+  :class:`hw.pe.dispatch.ReplyPort`).
+* Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
+  and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
+  is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
+  per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
+  with ``params.int_issue == 2`` LD/ST and ITER slots and those whose instruction has the
+  ``pipe0`` hint (ISA v1.3) pipe 0, the others, BSCAN included, pipe 2, fixed when the slot
+  is configured); one cycle later (S1) the instruction fires if
+  each *local* destination FIFO has room (occupancy counts tokens present plus results
+  reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
+  a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
+  firing order; each slot's load/store results in issue order (not across slots).
+* ``LDHBZ`` (ISA v1.4) of an address token whose low 32 bits are 0 sends no request (needs no
+  request FIFO room, checks no address): it takes its pool entry like any load and retires
+  the token 0 in its slot's issue order; other addresses load as ``LDHB``.
+* Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
+  the sticky OVERFLOW flag.  Errors (:class:`hw.pe.layouts.PeError`) are sticky in
+  ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
+* ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting):
+  ``int_*``, ``fp_*`` and, with ``int_issue == 2``, ``int2_*``.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.lib.fifo import StreamFIFO
+from hw.lib.logic import all_of, any_of, equals, increment
+from hw.pe.alu import IntAlu, IntOp
+from hw.pe.dispatch import Dispatcher, ReplyPort
+from hw.pe.fpu import FpOp, SimdFpu
+from hw.pe.layouts import (PeError, coord_layout, dispatch_layout,
+                           error_layout, flit_union, insn_struct, local_layout)
+from sw.spec.arch import ArrayParams, bits_for
+from sw.spec.isa import PIPE0_OPS, Op, Unit
+from sw.spec.packet import TAG_BITS, ConfigWhat, Kind, bias
+
+__all__ = ["Pe", "make_pe", "NEG_ZERO4"]
+
+#: Four binary16 -0.0 lanes: the start value of a FACC accumulator.
+NEG_ZERO4 = 0x8000_8000_8000_8000
+
+_INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: IntOp.AND,
+            Op.OR: IntOp.OR, Op.XOR: IntOp.XOR, Op.SHL: IntOp.SHL, Op.SHR: IntOp.SHR,
+            Op.SRA: IntOp.SRA, Op.EQ: IntOp.EQ, Op.LT: IntOp.LT, Op.LTU: IntOp.LTU}
+_FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
+           Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
+_SIZE = {2: 1, 4: 2, 8: 3}
+# The memory operations by the ISA's own classification (LDHBZ, ISA v1.4, is opcode 39, past
+# the stores: no opcode range holds exactly the loads).
+_LOADS = tuple(op for op in Op if op.is_load)
+_STORES = tuple(op for op in Op if op.is_store)
+BANKS = 4
+"""Default operand memory banks per operand index (``Pe(banks=...)``; docs/pe.md Round 7)."""
+
+
+def _biased(v, width):
+    """Return ``v + 1`` in ``width`` bits (a coordinate as flits carry it:
+    ``sw.spec.packet.bias``)."""
+    return (v + 1)[:width]
+
+
+def _onehot(m, x, n, name):
+    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (one right shift).
+
+    ``Const(1 << (2**w - 1)) >> ~x`` for a ``w``-bit ``x``: a right shift keeps the width of
+    the shifted value, so Verilator compiles it to a word shift (a left shift of a
+    variable amount widens the result, a case statement becomes a table or a chain).
+    """
+    w = len(x)
+    out = Signal(n, name=name)
+    if w == 0:
+        m.d.comb += out.eq(1)
+    else:
+        hot = Const(1 << ((1 << w) - 1), 1 << w) >> ~x
+        m.d.comb += out.eq(hot[:n] if n < 1 << w else hot)
+    return out
+
+
+def _bit(vec, idx):
+    """Return bit ``idx`` of ``vec`` (a run-time index) as one right shift."""
+    return (vec >> idx)[0]
+
+
+def _mux(m, values, idx, name):
+    """Return ``values[idx]`` as one wide shift (0 when ``idx`` is out of range).
+
+    Each value is padded to a power-of-two width and the concatenation shifted right by
+    ``idx`` times that width: Verilator compiles this to a few word operations, where a
+    multiplexer tree or a case statement is inlined into every use as a ternary chain.
+    """
+    values = [v.as_value() if hasattr(v, "as_value") else v for v in values]
+    width = max(len(v) for v in values)
+    lg = (width - 1).bit_length()
+    vec = Signal((1 << lg) * len(values), name=f"{name}_vec")
+    # Pad with copies of the top bit, not zeros: Yosys drops leading constant zeros of the
+    # concatenation, and the shift would then draw a WIDTH warning.
+    m.d.comb += vec.eq(Cat(*[Cat(v, v[-1].replicate((1 << lg) - len(v))) if len(v) < 1 << lg
+                             else v for v in values]))
+    shifted = Signal(len(vec), name=f"{name}_shr")
+    m.d.comb += shifted.eq(vec >> (Cat(Const(0, lg), idx) if lg else idx))
+    return shifted[:width]
+
+
+def _first(m, vec, name):
+    """Return ``(any, index)`` of the lowest set bit of ``vec`` (all ones when none is set).
+
+    A binary search on whole words, most significant index bit first: is the lower half
+    empty? then search the upper half, else the lower one (a few word operations, where a
+    tree of one multiplexer per bit costs one test per bit in Verilator).  Continuous
+    assignments, not a process: Icarus does not run an ``always @*`` block at time 0, so a
+    process whose inputs never change (a pool that stays empty) would leave its output X.
+    """
+    lg = max(1, (len(vec) - 1).bit_length())
+    cur = Signal(1 << lg, name=f"{name}_v{lg}")
+    m.d.comb += cur.eq(vec)
+    bits = []
+    for level in reversed(range(lg)):
+        half = 1 << level
+        empty = ~cur[:half].any()
+        bits.append(empty)
+        nxt = Signal(half, name=f"{name}_v{level}")
+        m.d.comb += nxt.eq(Mux(empty, cur[half:], cur[:half]))
+        cur = nxt
+    idx = Signal(range(1 << lg), name=f"{name}_idx")
+    m.d.comb += idx.eq(Cat(*reversed(bits)))
+    return vec.any(), idx
+
+
+def _round_robin(m, vec, name):
+    """Pick a set bit of ``vec``, starting after the previous pick; return ``(any, index, last)``.
+
+    ``last`` is the register of the previous pick; the caller updates it.
+    """
+    n = len(vec)
+    last = Signal(range(max(2, n)), name=f"{name}_last")
+    above = Signal(n, name=f"{name}_above")
+    # above[i] = i > last: the mask of bits 0..last is all ones shifted right by ~last (a
+    # right shift keeps the width: one word operation).
+    w = 1 << len(last)
+    upto = Const((1 << w) - 1, w) >> ~last
+    m.d.comb += above.eq(vec & ~upto[:n])
+    any_hi, idx_hi = _first(m, above, f"{name}_hi")
+    any_all, idx_all = _first(m, vec, f"{name}_all")
+    idx = Signal.like(idx_all, name=f"{name}_pick")
+    m.d.comb += idx.eq(Mux(any_hi, idx_hi, idx_all))
+    return any_all, idx, last
+
+
+class Pe(wiring.Component):
+    """One processing element (see the module docstring).
+
+    Parameters
+    ----------
+    params : ArrayParams
+        Array configuration (slots, operand depth, registers, address map, ...).
+    x, y : int or None
+        This PE's coordinate as constants, or ``None`` (default): the coordinate is the input
+        port ``i_coord``, so that every PE of an array is the same Verilog module.
+    micc : tuple of int
+        Coordinate of the MicC (CTX_END destination), default ``(-1, 0)`` (west edge); the
+        same for every PE.
+    pool : int
+        Entries of the load/store reorder pool (power of two, default 32): the loads and
+        stores the PE keeps in flight, shared by all slots.
+    banks : int
+        Operand memories (banks) per operand index, 2 (bank = ``slot[0]``) or 4 (bank =
+        ``slot[1:0]``); default :data:`BANKS`.  Each bank has its own write port, so local
+        deliveries to one operand index of slots in different banks go in the same cycle.
+
+    Attributes
+    ----------
+    i_coord : In(coord_layout(params))
+        Only when ``x``, ``y`` are ``None``: this PE's column ``x`` and row ``y`` (not biased);
+        drive it with constants.
+    i_flit : In(stream.Signature(flit_union(params)))
+    o_req, o_rep : Out(stream.Signature(flit_union(params)))
+    o_error : Out(error_layout(params))
+    o_fire : Out(...)
+        ``int_valid``/``int_op`` and ``fp_valid``/``fp_op`` (and ``int2_valid``/``int2_op``
+        when ``params.int_issue == 2``): the instructions fired this cycle.
+    """
+
+    def __init__(self, params=None, x=None, y=None, micc=(-1, 0), pool=32, banks=BANKS):
+        # A rejected PE is never elaborated: no "created but never used" warning for it.
+        self._MustUse__silence = True
+        params = ArrayParams() if params is None else params
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        if (x is None) != (y is None):
+            raise ValueError(f"give both x and y (a fixed coordinate) or neither (the "
+                             f"i_coord port), not x={x!r}, y={y!r}")
+        if x is not None and not (isinstance(x, int) and 0 <= x < params.cols
+                                  and isinstance(y, int) and 0 <= y < params.rows):
+            raise ValueError(f"PE coordinate ({x!r}, {y!r}) is outside the "
+                             f"{params.rows}x{params.cols} array")
+        if (not isinstance(micc, tuple) or len(micc) != 2
+                or not (-1 <= micc[0] <= params.cols and -1 <= micc[1] <= params.rows)):
+            raise ValueError(f"micc must be an (x, y) coordinate in -1..cols, -1..rows, "
+                             f"not {micc!r}")
+        most = 1 << (TAG_BITS + params.slot_bits)
+        if not (isinstance(pool, int) and 2 <= pool <= most and pool & (pool - 1) == 0):
+            raise ValueError(f"pool must be a power of two from 2 to {most} (the request's "
+                             f"tag and slot fields number the entries), not {pool!r}")
+        if banks not in (2, 4) or banks > params.slots:
+            raise ValueError(f"banks must be 2 or 4 (operand memories per operand index, by "
+                             f"the slot number's low bits) and at most slots "
+                             f"({params.slots}), not {banks!r}")
+        self._params, self._x, self._y, self._micc = params, x, y, micc
+        self._pool, self._banks = pool, banks
+        flit = flit_union(params)
+        ports = {
+            "i_flit": In(stream.Signature(flit)),
+            "o_req": Out(stream.Signature(flit)),
+            "o_rep": Out(stream.Signature(flit)),
+            "o_error": Out(error_layout(params)),
+            "o_fire": Out(data.StructLayout({"int_valid": 1, "int_op": 6,
+                                             "fp_valid": 1, "fp_op": 6}
+                                            | ({"int2_valid": 1, "int2_op": 6}
+                                               if params.int_issue == 2 else {}))),
+        }
+        if x is None:
+            ports["i_coord"] = In(coord_layout(params))
+        self._MustUse__silence = False
+        super().__init__(ports)
+
+    @property
+    def banks(self):
+        """The operand memory banks per operand index (2 or 4)."""
+        return self._banks
+
+    @property
+    def params(self):
+        """The :class:`~sw.spec.arch.ArrayParams` of the PE."""
+        return self._params
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        S, D, K, ND = p.slots, p.operand_depth, p.MAX_OPERANDS, p.MAX_DESTS
+        sb = p.slot_bits
+        lgd = D.bit_length() - 1                 # FIFO entry index bits (0 when D == 1)
+        pb = lgd + 1                             # FIFO pointer bits: modulo 2 * D
+        P = self._pool                           # load/store reorder pool entries
+        lgp = P.bit_length() - 1
+        insn_l = insn_struct(p)
+        parts = insn_l.size // 64
+        # Pipes: 0 INT/MEM/CTRL, 1 FP, 2 a second INT/CTRL pipe (no loads/stores) when
+        # params.int_issue == 2.  A slot is never in two pipes' S1 at once.
+        NP = 3 if p.int_issue == 2 else 2
+        INT_PIPES = (0, 2) if NP == 3 else (0,)
+
+        NB = self._banks
+        lgb = NB.bit_length() - 1                # bank = slot[:lgb]
+
+        def fifo_addr(slot, ptr):
+            # Address in a bank: the slot's row (its number without the bank bits) and entry.
+            return Cat(ptr[:lgd], slot[lgb:]) if lgd else slot[lgb:]
+
+        decoders = {}
+        nsel = [0]
+
+        def mux(values, idx):
+            nsel[0] += 1
+            return _mux(m, values, idx, f"mux{nsel[0]}")
+
+        def hot(sig, n=S):
+            # One shared one-hot decode per slot signal: the per-slot flip-flops below are
+            # updated as whole vectors, `x = (x & ~clear) | set`, with masks built from these.
+            key = (id(sig), n)
+            if key not in decoders:
+                decoders[key] = (sig, _onehot(m, sig, n, f"dec{len(decoders)}"))
+            return decoders[key][1]
+
+        def dest_of(insn, i):
+            return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
+                       getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
+
+        def op_of(op, ops):
+            return Cat(*[equals(op, int(o)) for o in ops]).any()
+
+        # The coordinate: a run-time input (one module for all PEs) or constants.
+        coord = Signal(coord_layout(p), name="coord")
+        if self._x is None:
+            m.d.comb += coord.eq(self.i_coord)
+        else:
+            m.d.comb += [coord.x.eq(self._x), coord.y.eq(self._y)]
+
+        # ---- storage ---------------------------------------------------------------------
+        m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
+        insn_w = insn_mem.write_port(granularity=64)
+        # Operand memories: one per operand index and bank (the slot number's low bits), each
+        # with its own write port, so local deliveries to the same operand index of slots in
+        # different banks go in the same cycle.
+        opmem = [[Memory(shape=p.TOKEN_BITS, depth=S // NB * D, init=[]) for b in range(NB)]
+                 for k in range(K)]
+        for k in range(K):
+            for b in range(NB):
+                m.submodules[f"opmem{k}_{b}"] = opmem[k][b]
+        opw = [[mem.write_port() for mem in row] for row in opmem]
+        regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
+
+        # What the ready vector sees in parallel stays in flip-flops, one S-bit vector per
+        # property (bit s: slot s), so that each is updated and read by word-wide operations
+        # (Verilator turns a per-bit update into one test per bit: docs/harness.md,
+        # "Simulation speed"): its opcode is known, its pipe, which operands are tokens, busy;
+        # per operand index "non-empty".
+        known = Signal(S, name="known_v")         # opcode valid, not INVALID
+        isfp = Signal(S, name="isfp_v")
+        onp0 = Signal(S, name="onp0_v")           # INT pipe 0 (int_issue 2)
+        tmask = [Signal(S, name=f"tmask_op{k}") for k in range(K)]  # operand k is a token
+        busy = Signal(S, name="busy_v")
+        noroom = Signal(S, name="noroom_v")       # last pick: destination full
+        nonempty = [Signal(S, name=f"ne_op{k}") for k in range(K)]
+        # Per-slot views under the names diagnosis benches read (tb/pe/probe.py: ne<slot>,
+        # noroom<slot>, busy<slot>); Verilator drops them, nothing in the PE reads them.
+        for s in range(S):
+            m.d.comb += [Signal(K, name=f"ne{s}").eq(Cat(*[nonempty[k][s] for k in range(K)])),
+                         Signal(name=f"noroom{s}").eq(noroom[s]),
+                         Signal(name=f"busy{s}").eq(busy[s])]
+        # The FIFO pointers of every (slot, operand) live in memories addressed by the key
+        # Cat(operand, slot), each pointer modulo 2 * depth with a single kind of writer:
+        # WP (write pointer: the operand write ports), RP (read pointer: the firings),
+        # WA (allocation pointer: mesh tokens on arrival, local results when their producer
+        # fires).  Tokens present = WP - RP (> 0 is `nonempty`), occupancy = WA - RP.
+        # Every write port writes a different key in a cycle (the room check defers a
+        # reservation that races a mesh token or the other pipe for the same FIFO).
+        ptr_mems = {}
+        for name in ("wp", "rp", "wa"):
+            ptr_mems[name] = Memory(shape=pb, depth=4 * S, init=[])
+            m.submodules[f"{name}_mem"] = ptr_mems[name]
+
+        def ptr_read(name, key):
+            rp_ = ptr_mems[name].read_port(domain="comb")
+            m.d.comb += rp_.addr.eq(key)
+            return rp_.data
+
+        def fkey(k, slot):
+            return Cat(Const(k, 2), slot) if isinstance(k, int) else Cat(k, slot)
+
+        err_flags = Signal(len(PeError))
+        err_slot = Signal(sb)
+        m.d.comb += [self.o_error.flags.eq(err_flags), self.o_error.slot.eq(err_slot)]
+        raise_err = []                            # (condition, flag, slot), in priority order
+
+        # ---- input stage: the mesh never waits ------------------------------------------
+        fin = Signal(flit_union(p), name="fin")
+        fin_valid = Signal()
+        m.d.comb += self.i_flit.ready.eq(1)
+        m.d.sync += [fin_valid.eq(self.i_flit.valid), fin.eq(self.i_flit.payload)]
+        kind = fin.operand.kind
+
+        kinds = {}
+
+        def is_kind(k):
+            # One named signal per kind: an expression used per slot would be copied per use.
+            if k not in kinds:
+                kinds[k] = Signal(name=f"is_{k.name.lower()}")
+                m.d.comb += kinds[k].eq(fin_valid & equals(kind, int(k)))
+            return kinds[k]
+
+        # CONFIG
+        cfg = fin.config
+        is_cfg = is_kind(Kind.CONFIG)
+        cfg_insn = Signal()
+        cfg_part0 = Signal()                      # part 0 makes the slot live, clears its state
+        m.d.comb += [cfg_insn.eq(is_cfg & equals(cfg.what, ConfigWhat.INSN)),
+                     cfg_part0.eq(cfg_insn & equals(cfg.index, 0))]
+        m.d.comb += [insn_w.addr.eq(cfg.slot), insn_w.data.eq(cfg.data.replicate(parts))]
+        for j in range(parts):
+            m.d.comb += insn_w.en[j].eq(cfg_insn & equals(cfg.index, j))
+        for r in range(p.regs):
+            with m.If(is_cfg & equals(cfg.what, ConfigWhat.REG) & equals(cfg.index, r)):
+                m.d.sync += regs[r].eq(cfg.data)
+        cfg_slot = Signal(sb)
+        m.d.comb += cfg_slot.eq(cfg.slot)
+        part0 = Signal(insn_l)
+        m.d.comb += part0.eq(cfg.data)
+        known_op = Signal()
+        fp_op = Signal()
+        with m.Switch(part0.op):
+            for op in Op:
+                if op is not Op.INVALID:
+                    with m.Case(int(op)):
+                        m.d.comb += [known_op.eq(1), fp_op.eq(op.unit is Unit.FP)]
+            with m.Default():
+                m.d.comb += [known_op.eq(0), fp_op.eq(0)]
+        mem_op = Signal()
+        m.d.comb += mem_op.eq(op_of(part0.op, _LOADS + _STORES))
+        given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
+        tm = Signal(K, name="cfg_tmask")         # (named: an expression is copied per use)
+        m.d.comb += tm.eq(Cat(*[given[i] & ~part0.regmask[i] for i in range(K)]))
+        # With a second INT pipe each INT/MEM/CTRL slot is given its pipe when configured:
+        # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
+        # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
+        # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
+        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
+        # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
+        # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
+        # the pipe0 hint (ISA v1.3; in part 0) goes to pipe 0 too, for a graph builder to
+        # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
+        # is fixed for the slot's life: its results leave through one dispatcher in firing
+        # order, and its ITER/SCAN state is read and written by one pipe.
+        to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
+        if NP == 3:
+            m.d.comb += to_p0.eq(op_of(part0.op, PIPE0_OPS) | part0.pipe0)    # isa.issue_pipe
+        cfg_hot = hot(cfg_slot)
+        with m.If(cfg_part0):
+            for vec, bit in ([(known, known_op), (isfp, fp_op)]
+                             + [(tmask[k], tm[k]) for k in range(K)]
+                             + ([(onp0, to_p0)] if NP == 3 else [])):
+                m.d.sync += vec.eq((vec & ~cfg_hot) | (cfg_hot & bit.replicate(S)))
+
+        # Mesh tokens: OPERAND and PRELOAD.
+        net_tok = Signal(local_layout(p))
+        net_valid = Signal()
+        m.d.comb += net_valid.eq(is_kind(Kind.OPERAND)
+                                 | is_cfg & equals(cfg.what, ConfigWhat.PRELOAD))
+        with m.If(is_kind(Kind.OPERAND)):
+            m.d.comb += [net_tok.slot.eq(fin.operand.slot),
+                         net_tok.operand.eq(fin.operand.operand),
+                         net_tok.data.eq(fin.operand.data)]
+        with m.If(is_cfg & equals(cfg.what, ConfigWhat.PRELOAD)):
+            m.d.comb += [net_tok.slot.eq(cfg.slot),
+                         net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
+
+        # ---- dispatchers ------------------------------------------------------------------
+        disp = []
+        for name in ("int", "fp", "mem0", "mem1") + (("int2",) if NP == 3 else ()):
+            # All but the FP dispatcher (its FACC results have one destination) offer every
+            # local destination of a result at once: a load fanned out to 4 FACCs of
+            # consecutive slots is written in 1 cycle (4 banks) or 2 (2 banks) instead of 4.
+            d = Dispatcher(p, self._micc, local_ports=1 if name == "fp" else ND)
+            m.submodules[f"disp_{name}"] = d
+            m.d.comb += d.i_coord.eq(coord)
+            disp.append(d)
+
+        # ---- operand write arbiters, one per operand memory -------------------------------
+        def known_of(slot):
+            return _bit(known, slot)
+
+        def full_of(key):
+            # Occupancy WA - RP never exceeds D (= 2 ** lgd): its top bit means "full".
+            return (ptr_read("wa", key) - ptr_read("rp", key))[lgd]
+
+        wa_w = {name: ptr_mems["wa"].write_port() for name in ["net"] + [
+            f"res{pp}_{i}" for pp in range(NP) for i in range(ND)]}
+        wp_w = [[ptr_mems["wp"].write_port() for b in range(NB)] for k in range(K)]
+        rp_w = [[ptr_mems["rp"].write_port() for k in range(K)] for pp in range(NP)]
+        cons_last = [[Signal(name=f"cons_last{pp}_{k}") for k in range(K)] for pp in range(NP)]
+        wr_en = [[Signal(name=f"wr_en{k}_{b}") for b in range(NB)] for k in range(K)]
+        wr_slot = [[Signal(sb, name=f"wr_slot{k}_{b}") for b in range(NB)] for k in range(K)]
+        net_ok = Signal()
+        net_slot_known = known_of(net_tok.slot)
+        net_key = Cat(net_tok.operand, net_tok.slot)
+        net_full = full_of(net_key) | net_tok.operand.all()     # (operand 3 does not exist)
+        m.d.comb += net_ok.eq(net_valid & net_slot_known & ~net_full)
+        wa_net = ptr_read("wa", net_key)
+        m.d.comb += [wa_w["net"].addr.eq(net_key), wa_w["net"].data.eq(increment(wa_net)),
+                     wa_w["net"].en.eq(net_ok)]
+        raise_err.append((net_valid & ~net_slot_known, PeError.UNKNOWN_OPCODE, net_tok.slot))
+        raise_err.append((net_valid & net_slot_known & net_full, PeError.OVERFLOW,
+                          net_tok.slot))
+        # Write priority after the mesh token: the unit dispatchers (a blocked one stalls its
+        # unit and so its pipe; the second INT pipe's MOV fan-out trees first), then the
+        # memory lanes (a blocked lane only delays its retirements).  Measured on the 6 x 4
+        # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
+        order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
+        ports = [port for j in order for port in disp[j].o_local]
+        srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
+
+        def targets(tok, k, b):
+            if NB == 2:
+                return equals(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
+            return equals(tok.operand, k) & equals(tok.slot[:lgb], b)
+
+        # Priority per operand memory port: the mesh token, then the dispatchers' local ports
+        # in order.  before[j][k][b]: a source ahead of source j wants port (k, b).
+        before = [[[Const(0, 1)] * NB for k in range(K)]]
+        for j, (valid, tok) in enumerate(srcs[:-1]):
+            row = []
+            for k in range(K):
+                row.append([])
+                for b in range(NB):
+                    t = Signal(name=f"wr_taken{j}_{k}_{b}")
+                    m.d.comb += t.eq(before[j][k][b] | (valid & targets(tok, k, b)))
+                    row[k].append(t)
+            before.append(row)
+        for k in range(K):
+            for b in range(NB):
+                sel = Signal(local_layout(p), name=f"wr_sel{k}_{b}")
+                sel_valid = Signal(name=f"wr_sel_valid{k}_{b}")
+                sel_net = Signal(name=f"wr_sel_net{k}_{b}")
+                for j, (valid, tok) in enumerate(srcs):
+                    with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
+                        m.d.comb += sel.eq(tok)
+                # (The enables as continuous assignments: see busy_set.)
+                m.d.comb += [sel_valid.eq(before[-1][k][b]
+                                          | (srcs[-1][0] & targets(srcs[-1][1], k, b))),
+                             sel_net.eq(net_valid & targets(net_tok, k, b))]
+                # A local token goes to a known slot; the reservation made at issue gives room.
+                local_known = known_of(sel.slot)
+                ok = sel_valid & Mux(sel_net, net_ok, local_known)
+                m.d.comb += [wr_en[k][b].eq(ok), wr_slot[k][b].eq(sel.slot)]
+                tail = ptr_read("wp", fkey(k, sel.slot))
+                w = wp_w[k][b]
+                m.d.comb += [opw[k][b].addr.eq(fifo_addr(sel.slot, tail)),
+                             opw[k][b].data.eq(sel.data), opw[k][b].en.eq(ok),
+                             w.addr.eq(fkey(k, sel.slot)), w.data.eq(increment(tail)), w.en.eq(ok)]
+                raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
+                                  sel.slot))
+        # A dispatcher's local port is ready when its operand memory port granted it this cycle.
+        for j, port in enumerate(ports, start=1):
+            tok = port.payload
+            m.d.comb += port.ready.eq(Cat(*[targets(tok, k, b) & ~before[j][k][b]
+                                           for k in range(K) for b in range(NB)]).any())
+
+        # ---- issue pipes --------------------------------------------------------------------
+        alus = {}
+        for pp in INT_PIPES:
+            alus[pp] = IntAlu(tag_width=self._int_tag(p).size)
+            m.submodules[f"alu{pp}" if pp else "alu"] = alus[pp]
+        fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
+        m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
+        m.d.comb += [
+            self.o_req.valid.eq(req_q.o_data.valid),
+            self.o_req.payload.eq(req_q.o_data.payload),
+            req_q.o_data.ready.eq(self.o_req.ready),
+        ]
+
+        consume = [[Signal(name=f"consume{pp}_{k}") for k in range(K)] for pp in range(NP)]
+        cons_slot = [Signal(sb, name=f"cons_slot{pp}") for pp in range(NP)]
+        reserve = [[Signal(name=f"reserve{pp}_{i}") for i in range(ND)] for pp in range(NP)]
+        res_dest = [[Signal(sb + 2, name=f"res_dest{pp}_{i}") for i in range(ND)]
+                    for pp in range(NP)]
+        busy_set = [Signal(name=f"busy_set{pp}") for pp in range(NP)]
+        busy_set_slot = [None] * NP               # (each pipe's S1 slot; FACC: the FPU's tag)
+        busy_clr = [Signal(name=f"busy_clr{pp}") for pp in range(NP)]
+        busy_clr_slot = [None] * NP
+
+
+        # END messages sent per slot: the context ID an END carries (ISA v1.1).  One memory
+        # per pipe, read and incremented in S1 when an instruction with END fires (a store's
+        # count rides in its reorder pool entry to the acknowledgement, which sends it).
+        ends_w, ends_cur, end_inc = [], [], []
+        ends_mem = [Memory(shape=32, depth=S, init=[]) for _ in range(2)]   # INT, FP
+        m.submodules.ends_mem0, m.submodules.ends_mem1 = ends_mem
+        for pp in range(NP):
+            mem = ends_mem[1 if pp == 1 else 0]
+            ends_w.append(mem.write_port())
+            ends_cur.append(mem.read_port(domain="comb"))
+            end_inc.append(Signal(name=f"end_inc{pp}"))
+
+        # Per-slot INT state, 32 + 16 + 32 bits: SCAN's accumulator and firing count; an
+        # emitting ITER's next value and tokens left; an emitting BSCAN's running address,
+        # tokens left and the mask bits not yet scanned (ITER and BSCAN slots are busy
+        # meanwhile, and are picked as *continuations*: no operands consumed, the next token
+        # emitted).  One memory read at the pick and written in S1 by the slot's own pipe.
+        m.submodules.scan_mem = scan_mem = Memory(
+            shape=data.StructLayout({"acc": 32, "count": 16, "mask": 32}), depth=S, init=[])
+        scan_ws = {pp: scan_mem.write_port() for pp in INT_PIPES}
+        scan_rs = {}
+
+        # FACC accumulators: 64-bit acc + 16-bit firing count per slot.
+        m.submodules.facc_mem = facc_mem = Memory(
+            shape=data.StructLayout({"acc": 64, "count": 16}), depth=S, init=[])
+        facc_w = facc_mem.write_port()
+
+        # The load/store reorder pool: P entries shared by all slots.  A LD/ST takes a free
+        # entry when it is sent; the request's `tag` and `slot` fields carry the entry number
+        # (low bits in `tag`), the Dbuf echoes them, the REPLY writes the entry (pool_data)
+        # and sets `pvalid` (a LDHBZ of address 0 sets `pvalid` and pool_info's `zero` at
+        # issue, and sends nothing).  Each slot's entries form a list in issue order (`nxt`, the
+        # slot's last entry in `ptail`); `first` marks the oldest entry of its slot.  An entry
+        # retires when it is first and its reply is in: in issue order within a slot, in any
+        # order between slots (a slow Dbuf holds up only its own slot).
+        alloc = Signal(P, name="pool_alloc")          # entry in use
+        pvalid = Signal(P, name="pvalid")             # ... and its reply has arrived
+        first = Signal(P, name="pool_first")          # ... and it is its slot's oldest
+        has_nxt = Signal(P, name="pool_has_nxt")      # ... and a younger one follows
+        m.submodules.pool_data = pool_data = Memory(
+            shape=data.StructLayout({"data": 64, "err": 1}), depth=P, init=[])
+        m.submodules.pool_info = pool_info = Memory(
+            shape=data.StructLayout({"slot": sb, "ectx": 32, "zero": 1}), depth=P, init=[])
+        pool_info_w = pool_info.write_port()
+        m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
+        m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
+        lane = Signal(P, name="pool_lane")            # ... and retires on memory lane 1
+        resv = Signal(P, name="pool_resv")            # ... its destinations reserved at issue
+        # Loads issued without room (overflow entries, `resv` clear) reserve their destination
+        # entries when they retire; at most P/2 of them, so that loads with room always find
+        # an entry (docs/pe.md, "Why it cannot deadlock").
+        novf = Signal(lgp + 1, name="pool_novf")
+        ovf_free = Signal(name="pool_ovf_free")
+        m.d.comb += ovf_free.eq(~novf[lgp - 1:].any())                # novf < P / 2
+        ovf_issue = Signal(name="pool_ovf_issue")    # an overflow load is sent this cycle
+        issue_resv = Signal(name="pool_issue_resv")  # the load/store sent reserved its room
+        # Destination entries reserved by the retire lanes this cycle (overflow entries).
+        lres = [[Signal(name=f"lres{j}_{i}") for i in range(ND)] for j in range(2)]
+        lres_key = [[Signal(sb + 2, name=f"lres_key{j}_{i}") for i in range(ND)]
+                    for j in range(2)]
+        wa_l = [[ptr_mems["wa"].write_port() for i in range(ND)] for j in range(2)]
+        ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # entry `ret_idx[j]`
+        ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
+        free_any, free_idx = _first(m, ~alloc, "pool_free")
+        pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
+        pool_skip = Signal(name="pool_skip")         # ... a LDHBZ of address 0: no request
+        pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
+        pool_link_to = Signal(lgp, name="pool_link_to")
+
+        # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
+        tok_ok = Signal(S, name="tok_ok")         # every token operand has one
+        m.d.comb += tok_ok.eq(all_of([~tmask[k] | nonempty[k] for k in range(K)]))
+        s1 = []
+        for pp in range(NP):
+            s1_valid = Signal(name=f"s1_valid{pp}")
+            s1_slot = Signal(sb, name=f"s1_slot{pp}")
+            s1_cont = Signal(name=f"s1_cont{pp}")
+            ready = Signal(S, name=f"ready{pp}")
+            # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next token.
+            go_on = busy if pp != 1 else Const(0, S)
+            # Each slot has one pipe, so its results leave in firing order: FP slots pipe 1;
+            # with a second INT pipe, LD/ST and ITER slots pipe 0 and the other INT/CTRL
+            # slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
+            unit = (isfp if pp == 1 else ~isfp if NP == 2
+                    else ~isfp & (onp0 if pp == 0 else ~onp0))
+            m.d.comb += ready.eq(known & unit & ((tok_ok & ~busy) | go_on)
+                                 & ~(hot(s1_slot) & s1_valid.replicate(S)))
+            # Slots whose last pick found a local destination full go last: they are
+            # picked only when no other slot of the pipe is ready (a full consumer FIFO
+            # otherwise costs the pipe one issue cycle per retry, e.g. input loads running
+            # ahead of their FACCs crowd out the loads those FACCs wait for).
+            fresh = Signal(S, name=f"fresh{pp}")
+            m.d.comb += fresh.eq(ready & ~noroom)
+            cand = Signal(S, name=f"cand{pp}")
+            m.d.comb += cand.eq(Mux(fresh.any(), fresh, ready))
+            any_rdy, pick, last = _round_robin(m, cand, f"pick{pp}")
+            cont = Signal(name=f"cont{pp}")
+            if pp != 1:
+                m.d.comb += cont.eq(_bit(busy, pick))
+            slot0 = Signal(sb, name=f"slot0_{pp}")
+            m.d.comb += slot0.eq(pick)
+            with m.If(any_rdy):
+                m.d.sync += last.eq(pick)
+            m.d.sync += [s1_valid.eq(any_rdy), s1_slot.eq(slot0), s1_cont.eq(cont)]
+            insn_r = insn_mem.read_port()
+            m.d.comb += insn_r.addr.eq(slot0)
+            op_r = []
+            for k in range(K):
+                head = fifo_addr(slot0, ptr_read("rp", fkey(k, slot0)))
+                op_r.append([opmem[k][b].read_port() for b in range(NB)])
+                m.d.comb += [rp.addr.eq(head) for rp in op_r[-1]]
+            facc_r = None
+            if pp != 1:
+                scan_rs[pp] = scan_mem.read_port()
+                m.d.comb += scan_rs[pp].addr.eq(slot0)
+            if pp == 1:
+                facc_r = facc_mem.read_port()
+                m.d.comb += facc_r.addr.eq(slot0)
+            s1.append(dict(valid=s1_valid, slot=s1_slot, cont=s1_cont, insn=insn_r, op_r=op_r,
+                           facc_r=facc_r, local=[]))
+
+        # ---- S1 of each pipe: operands, room check, fire ----------------------------------
+        for pp in range(NP):
+            st = s1[pp]
+            insn = Signal(insn_l, name=f"insn{pp}")
+            m.d.comb += insn.eq(st["insn"].data)
+            opv = []
+            for k in range(K):
+                v = Signal(64, name=f"opv{pp}_{k}")
+                if NB == 2:
+                    token = Mux(st["slot"][0], st["op_r"][k][1].data, st["op_r"][k][0].data)
+                else:
+                    token = Signal(p.TOKEN_BITS, name=f"tok{pp}_{k}")
+                    with m.Switch(st["slot"][:lgb]):
+                        for b in range(NB):
+                            with m.Case(b):
+                                m.d.comb += token.eq(st["op_r"][k][b].data)
+                # A register operand by a case statement (Verilator: a few branches), not a
+                # shift of the 16 concatenated registers (a 1,024-bit word operation).
+                regv = Signal(p.TOKEN_BITS, name=f"regv{pp}_{k}")
+                with m.Switch(getattr(insn, f"reg{k}")):
+                    for r in range(p.regs):
+                        with m.Case(r):
+                            m.d.comb += regv.eq(regs[r])
+                m.d.comb += v.eq(Mux(insn.regmask[k], regv,
+                                     token))
+                opv.append(v)
+            imm32 = Signal(32, name=f"imm{pp}")
+            m.d.comb += imm32.eq(insn.imm)
+            fimm = Signal(64, name=f"fimm{pp}")
+            m.d.comb += fimm.eq(imm32[:16].replicate(4))
+            has = [Signal(name=f"has{pp}_{i}") for i in range(K)]   # operand i given
+            m.d.comb += [has[0].eq(insn.nsrc.any()), has[1].eq(insn.nsrc[1]),
+                         has[2].eq(insn.nsrc.all())]
+            is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
+                     for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
+                                Op.LDHBZ, Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
+            for op, sig in is_op.items():
+                m.d.comb += sig.eq(equals(insn.op, int(op)))
+
+            # Destinations to serve; SWITCH keeps one branch.
+            dmask = Signal(ND, name=f"dmask{pp}")
+            valid_d = Cat(*[getattr(insn, f"d{i}_valid") for i in range(ND)])
+            cond = opv[1][:32].any()
+            first_n = Signal(ND, name=f"first_n{pp}")     # bit i: i < ntrue
+            with m.Switch(insn.ntrue):
+                for j in range(ND + 1):
+                    with m.Case(j):
+                        m.d.comb += first_n.eq((1 << j) - 1)
+                with m.Default():
+                    m.d.comb += first_n.eq((1 << ND) - 1)
+            taken = Mux(cond, first_n, ~first_n)
+            m.d.comb += dmask.eq(Mux(is_op[Op.SWITCH], valid_d & taken, valid_d))
+
+            # FACC state of this slot (FP pipe only).
+            emits = Signal(name=f"emits{pp}")
+            acc = Signal(64, name=f"acc{pp}")
+            newcount = Signal(16, name=f"newcount{pp}")
+            if pp == 1:
+                fr = st["facc_r"].data
+                m.d.comb += [
+                    acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
+                    newcount.eq(increment(fr.count)),
+                    emits.eq(~is_op[Op.FACC] | (newcount == imm32[:16])),
+                ]
+            else:
+                m.d.comb += emits.eq(1)
+
+            # Room in local destinations (counting tokens in flight), and no same-cycle race
+            # with a mesh token or the other pipe for the last free entry.
+            room = Signal(name=f"room{pp}")
+            room_terms = []
+            for i in range(ND):
+                dx, dy = getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y")
+                dslot, dop = getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand")
+                is_local = Signal(name=f"is_local{pp}_{i}")
+                m.d.comb += is_local.eq(dmask[i] & (dx == coord.x) & (dy == coord.y) & emits)
+                key = Cat(dop, dslot)
+                m.d.comb += res_dest[pp][i].eq(key)
+                clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
+                for j in range(2):                 # so do the retire lanes' reservations
+                    for i2 in range(ND):
+                        clash = clash | (lres[j][i2] & (lres_key[j][i2] == key))
+                for q in range(pp):                # pipes before this one go first
+                    for j in range(ND):
+                        clash = clash | (reserve[q][j] & (res_dest[q][j] == key))
+                room_terms.append(~is_local | (~full_of(key) & ~clash))
+                st["local"].append(is_local)
+                w = wa_w[f"res{pp}_{i}"]
+                m.d.comb += [w.addr.eq(key), w.data.eq(increment(ptr_read("wa", key))),
+                             w.en.eq(reserve[pp][i])]
+            m.d.comb += room.eq(Cat(*room_terms).all())
+            st["room"] = room
+
+            go = Signal(name=f"go{pp}")            # fires (or emits, for a continuation)
+            no_resv = Signal(name=f"no_resv{pp}")  # an overflow load: reserves at retire
+            st["go"] = go
+            if pp != 1:
+                alu, scan_r, scan_w = alus[pp], scan_rs[pp], scan_ws[pp]
+                is_mem = Signal(name=f"is_mem{pp}")
+                st["is_mem"] = is_mem
+                if pp == 0:
+                    m.d.comb += is_mem.eq(~st["cont"] & op_of(insn.op, _LOADS + _STORES))
+                tag = Signal(self._int_tag(p), name="int_tag")
+                a = Signal(32, name="alu_a")
+                b = Signal(32, name="alu_b")
+                iop = Signal(IntOp, name="alu_op")
+                # SCAN: acc += operand 1, result operand 0 + acc (the ALU's ADD).
+                sr = scan_r.data
+                scan_acc = Signal(32, name="scan_acc")
+                scan_count = Signal(16, name="scan_count")
+                scan_wrap = Signal(name="scan_wrap")
+                m.d.comb += [scan_acc.eq((sr.acc + opv[1][:32])[:32]),
+                             scan_count.eq(increment(sr.count)),
+                             scan_wrap.eq(scan_count == imm32[:16])]
+                m.d.comb += b.eq(Mux(is_op[Op.SCAN], scan_acc,
+                                     Mux(has[1], opv[1][:32], imm32)))
+                with m.Switch(insn.op):
+                    for op, code in _INT_OPS.items():
+                        with m.Case(int(op)):
+                            m.d.comb += [iop.eq(code), a.eq(opv[0][:32])]
+                    with m.Case(int(Op.IMM)):
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(imm32)]
+                    with m.Case(int(Op.SCAN)):
+                        m.d.comb += [iop.eq(IntOp.ADD), a.eq(opv[0][:32])]
+                    with m.Case(int(Op.CTX), int(Op.SWITCH)):
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
+                    with m.Default():
+                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
+                # BSCAN (ISA v1.3): token j is the running address plus 2 when bit j of the
+                # mask is set, else 0; the first firing takes mask (operand 0) and base
+                # (operand 1), each continuation the state.  The address is kept
+                # incrementally (acc += 2 * bit), so no popcount is needed.
+                bs_mask = Signal(32, name=f"bscan_mask{pp}")
+                bs_acc = Signal(32, name=f"bscan_acc{pp}")
+                m.d.comb += [bs_mask.eq(Mux(st["cont"], sr.mask, opv[0][:32])),
+                             bs_acc.eq((Mux(st["cont"], sr.acc, opv[1][:32])
+                                        + Mux(bs_mask[0], Const(2, 32), Const(0, 32)))[:32])]
+                with m.If(is_op[Op.BSCAN]):
+                    m.d.comb += a.eq(Mux(bs_mask[0], bs_acc, Const(0, 32)))
+                with m.Elif(st["cont"]):
+                    m.d.comb += a.eq(sr.acc)
+                # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
+                m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH])
+                                         & ~st["cont"]),
+                             tag.hi.eq(opv[0][32:])]
+                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
+                # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
+                # counted here and sent on its acknowledgement with the count kept in its pool
+                # entry.
+                is_store = op_of(insn.op, _STORES)
+                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
+                             tag.ectx.eq(ends_cur[pp].data)]
+                m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
+                # ITER: the first token is the start value; the state holds the next one.
+                # ITER and BSCAN count their tokens alike.
+                count = imm32[:16]
+                step = Cat(imm32[16:], imm32[31].replicate(16))
+                it_from = Mux(st["cont"], sr.acc, opv[0][:32])
+                it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
+                it_more = it_left[1:].any()                        # it_left > 1
+                emitter = Signal(name=f"emitter{pp}")          # ITER or BSCAN
+                m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN])
+                m.d.comb += [scan_w.addr.eq(st["slot"]),
+                             scan_w.en.eq(go & (is_op[Op.SCAN] | emitter))]
+                with m.If(is_op[Op.ITER]):
+                    m.d.comb += [scan_w.data.acc.eq((it_from + step)[:32]),
+                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16])]
+                with m.Elif(is_op[Op.BSCAN]):
+                    m.d.comb += [scan_w.data.acc.eq(bs_acc),
+                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16]),
+                                 scan_w.data.mask.eq(bs_mask[1:])]
+                with m.Else():
+                    m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
+                                 scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
+                # (Continuous assignments, not processes: an enable of a vector update must
+                # not start X on Icarus, which runs no `always @*` block at time 0.)
+                m.d.comb += [busy_set[pp].eq(go & emitter & ~st["cont"] & it_more),
+                             busy_clr[pp].eq(go & st["cont"] & ~it_more)]
+                busy_set_slot[pp] = busy_clr_slot[pp] = st["slot"]
+                m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
+                             alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
+
+            if pp == 2:
+                m.d.comb += [go.eq(st["valid"] & room & alu.i_op.ready),
+                             alu.i_op.valid.eq(st["valid"] & room)]
+            if pp == 0:
+                # LD/ST: address, Dbuf, reorder window.
+                addr = Signal(32, name="ls_addr")
+                m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
+                # LDHBZ (ISA v1.4) of an address token 0: +0.0 without a request (and without
+                # an address check).  It still takes a pool entry, so that its slot's results
+                # leave in issue order, entered as replied at once with the `zero` bit of
+                # pool_info set: its retire lane sends 0, and pool_data keeps one write port,
+                # the REPLY's.
+                skip = pool_skip
+                m.d.comb += skip.eq(is_op[Op.LDHBZ] & ~opv[0][:32].any())
+                mem_ok = (req_q.i_data.ready | skip) & free_any
+                # The memory lane (dispatcher) of the replies: lane 1 when some destination
+                # is an operand 1 or 2, so the two operands of a FACC/FMADD fed by loads
+                # arrive in the same cycle (weight loads feed operand 0 only, input loads
+                # operand 1, also when a MOV of their fan-out tree comes first); one slot
+                # always uses the same lane (its order holds).
+                mem_lane = Signal(name="mem_lane")
+                m.d.comb += mem_lane.eq(Cat(*[getattr(insn, f"d{i}_valid")
+                                              & getattr(insn, f"d{i}_operand").any()
+                                              for i in range(ND)]).any())
+                # A load/store with room in its local destinations reserves them now, unless
+                # its slot has overflow entries in the pool (a slot's reserved entries must
+                # precede its overflow ones: an overflow head waiting for room must not wait
+                # on a younger load that holds the room).  A load without room may still go
+                # as an overflow entry while fewer than P/2 are in the pool.
+                ovf_mode = Signal(name="ovf_mode")
+                is_load = Signal(name="is_load")
+                m.d.comb += is_load.eq(op_of(insn.op, _LOADS))
+                m.d.comb += issue_resv.eq(room & ~ovf_mode)
+                mem_go = Signal(name="mem_go")
+                m.d.comb += mem_go.eq(mem_ok & (issue_resv | (is_load & ovf_free)))
+                m.d.comb += go.eq(st["valid"] & Mux(is_mem, mem_go, room & alu.i_op.ready))
+                m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
+                m.d.comb += no_resv.eq(is_mem & ~issue_resv)
+
+                req = Signal(flit_union(p), name="req")
+                nb = bits_for(p.num_dbufs)
+                dbuf = Signal(nb, name="ls_dbuf")
+                m.d.comb += dbuf.eq(addr[p.dbuf_addr_bits:][:nb])
+                dxy = Signal(p.x_bits + p.y_bits, name="ls_dbuf_xy")
+                dbuf_bad = Signal(name="ls_dbuf_bad")
+                in_range = ~dbuf_bad & ~addr[p.dbuf_addr_bits + nb:].any()
+                with m.Switch(dbuf):
+                    for i in range(p.num_dbufs):
+                        cx, cy = p.dbuf_coord(i)
+                        with m.Case(i):
+                            m.d.comb += dxy.eq(Cat(Const(bias(cx), p.x_bits),
+                                                   Const(bias(cy), p.y_bits)))
+                    if p.num_dbufs < 1 << nb:
+                        with m.Default():
+                            m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
+                size = Signal(2, name="ls_size")
+                with m.Switch(insn.op):
+                    for op in _LOADS + _STORES:
+                        with m.Case(int(op)):
+                            m.d.comb += size.eq(_SIZE[op.access_bytes])
+                    with m.Default():
+                        m.d.comb += size.eq(0)
+                m.d.comb += [
+                    req.store.kind.eq(Mux(is_store, Const(int(Kind.STORE), 3),
+                                          Const(int(Kind.LOAD), 3))),
+                    req.store.dst_x.eq(dxy[:p.x_bits]),
+                    req.store.dst_y.eq(dxy[p.x_bits:]),
+                    req.store.addr.eq(addr),
+                    req.store.size.eq(size),
+                    req.store.bcast.eq(is_op[Op.LDHB] | is_op[Op.LDHBZ]),
+                    req.store.src_x.eq(_biased(coord.x, p.x_bits)),
+                    req.store.src_y.eq(_biased(coord.y, p.y_bits)),
+                    req.store.slot.eq(free_idx[TAG_BITS:]),
+                    req.store.tag.eq(free_idx[:TAG_BITS]),
+                    req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
+                    req_q.i_data.payload.eq(req),
+                    req_q.i_data.valid.eq(go & is_mem & in_range & ~skip),
+                ]
+                raise_err.append((go & is_mem & ~in_range & ~skip, PeError.BAD_ADDRESS,
+                                  st["slot"]))
+                issue = pool_issue
+                m.d.comb += issue.eq(go & is_mem & (in_range | skip))
+                m.d.comb += [pool_info_w.addr.eq(free_idx), pool_info_w.en.eq(issue),
+                             pool_info_w.data.slot.eq(st["slot"]),
+                             pool_info_w.data.ectx.eq(ends_cur[0].data),
+                             pool_info_w.data.zero.eq(skip)]
+                # Link the new entry behind the slot's last one, if that one is still in the
+                # pool (and not retiring right now); otherwise it is the slot's oldest.
+                pt_r = pool_ptail.read_port(domain="comb")
+                pt_w = pool_ptail.write_port()
+                last_info = pool_info.read_port(domain="comb")
+                m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
+                             pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
+                             pt_w.en.eq(issue)]
+                m.d.comb += pool_link.eq(_bit(alloc, pt_r.data)
+                                         & (last_info.data.slot == st["slot"])
+                                         & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
+                                                  for j in range(2)]).any())
+                m.d.comb += pool_link_to.eq(pt_r.data)
+                m.d.comb += ovf_mode.eq(pool_link & ~_bit(resv, pt_r.data))
+                m.d.comb += ovf_issue.eq(issue & ~issue_resv)
+                nxt_w = pool_nxt.write_port()
+                m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
+                             nxt_w.en.eq(issue & pool_link)]
+
+            if pp == 1:
+                tag = Signal(self._fp_tag(p), name="fp_tag")
+                fop = Signal(FpOp, name="fpu_op")
+                fa, fb, fc = (Signal(64, name=f"fpu_{n}") for n in "abc")
+                m.d.comb += [fb.eq(Mux(has[1], opv[1], fimm))]
+                with m.Switch(insn.op):
+                    for op, code in _FP_OPS.items():
+                        with m.Case(int(op)):
+                            m.d.comb += fop.eq(code)
+                    with m.Default():
+                        m.d.comb += fop.eq(FpOp.MOV)
+                m.d.comb += [
+                    fa.eq(Mux(is_op[Op.FIMM], fimm, opv[0])),
+                    fc.eq(Mux(is_op[Op.FACC], acc, Mux(has[2], opv[2], fimm))),
+                ]
+                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
+                end1 = insn.end & emits
+                m.d.comb += [end_inc[1].eq(go & end1), tag.ectx.eq(ends_cur[1].data)]
+                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end1),
+                             tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
+                             tag.slot.eq(st["slot"]),
+                             tag.count.eq(Mux(emits, Const(0, 16), newcount))]
+                m.d.comb += [fpu.i_op.payload.op.eq(fop), fpu.i_op.payload.a.eq(fa),
+                             fpu.i_op.payload.b.eq(fb), fpu.i_op.payload.c.eq(fc),
+                             fpu.i_op.payload.tag.eq(tag),
+                             fpu.i_op.valid.eq(st["valid"] & room)]
+                m.d.comb += go.eq(st["valid"] & room & fpu.i_op.ready)
+                m.d.comb += busy_set[1].eq(go & is_op[Op.FACC])
+                busy_set_slot[1] = st["slot"]
+
+            fire = go & ~st["cont"]
+            for k in range(K):
+                m.d.comb += consume[pp][k].eq(fire & has[k] & ~insn.regmask[k])
+                key = fkey(k, st["slot"])
+                rpv = ptr_read("rp", key)
+                w = rp_w[pp][k]
+                m.d.comb += [w.addr.eq(key), w.data.eq(increment(rpv)), w.en.eq(consume[pp][k]),
+                             cons_last[pp][k].eq(equals((ptr_read("wp", key) - rpv)[:pb], 1))]
+            m.d.comb += cons_slot[pp].eq(st["slot"])
+            m.d.comb += [ends_cur[pp].addr.eq(st["slot"]), ends_w[pp].addr.eq(st["slot"]),
+                         ends_w[pp].data.eq(increment(ends_cur[pp].data)),
+                         ends_w[pp].en.eq(end_inc[pp])]
+            for i in range(ND):
+                m.d.comb += reserve[pp][i].eq(go & st["local"][i] & ~no_resv)
+            name = ("int", "fp", "int2")[pp]
+            m.d.comb += [getattr(self.o_fire, f"{name}_valid").eq(fire),
+                         getattr(self.o_fire, f"{name}_op").eq(insn.op)]
+
+        # ---- unit results to the dispatchers -----------------------------------------------
+        for pp, alu in alus.items():
+            itag = Signal(self._int_tag(p), name=f"itag{pp}")
+            di = disp[0 if pp == 0 else 4]
+            m.d.comb += itag.eq(alu.o_res.payload.tag)
+            dpi = di.i_res.payload
+            m.d.comb += [
+                di.i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(di.i_res.ready),
+                dpi.data.eq(Cat(alu.o_res.payload.result,
+                                Mux(itag.wide, itag.hi, Const(0, 32)))),
+                dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
+                dpi.ectx.eq(itag.ectx),
+            ]
+        ftag = Signal(self._fp_tag(p))
+        m.d.comb += ftag.eq(fpu.o_res.payload.tag)
+        dpf = disp[1].i_res.payload
+        to_disp = ~ftag.facc | ftag.emit
+        m.d.comb += [
+            disp[1].i_res.valid.eq(fpu.o_res.valid & to_disp),
+            fpu.o_res.ready.eq(Mux(to_disp, disp[1].i_res.ready, 1)),
+            dpf.data.eq(fpu.o_res.payload.result), dpf.dests.eq(ftag.dests),
+            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end), dpf.ectx.eq(ftag.ectx),
+        ]
+        fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
+        m.d.comb += [facc_w.addr.eq(ftag.slot), facc_w.en.eq(fdone),
+                     facc_w.data.acc.eq(fpu.o_res.payload.result),
+                     facc_w.data.count.eq(ftag.count)]
+        # Configuring a slot (part 0 of its word) clears its state in memories: FIFO pointers,
+        # END counts, SCAN/ITER and FACC state.  Memories keep their contents over a reset,
+        # and a slot's previous program may have left tokens, an ITER value or a partial sum
+        # behind.  The clear borrows ports of pipe 0 and the operand writes: configuration
+        # precedes the run, so nothing else writes them in that cycle.
+        clear = cfg_part0
+        with m.If(clear):
+            m.d.comb += [facc_w.addr.eq(cfg_slot), facc_w.en.eq(1), facc_w.data.eq(0),
+                         scan_ws[0].addr.eq(cfg_slot), scan_ws[0].en.eq(1),
+                         scan_ws[0].data.eq(0)]
+            for pp in range(2):
+                m.d.comb += [ends_w[pp].addr.eq(cfg_slot), ends_w[pp].en.eq(1),
+                             ends_w[pp].data.eq(0)]
+            for k in range(K):
+                for w in (wp_w[k][0], rp_w[0][k], wa_w[f"res0_{k}"]):
+                    m.d.comb += [w.addr.eq(fkey(k, cfg_slot)), w.en.eq(1), w.data.eq(0)]
+        m.d.comb += busy_clr[1].eq(fdone)
+        busy_clr_slot[1] = ftag.slot
+
+        # ---- load/store replies: the reorder pool, retired in issue order ------------------
+        rep = fin.reply
+        is_rep = is_kind(Kind.REPLY)
+        rep_idx = Signal(lgp, name="rep_idx")
+        pool_dw = pool_data.write_port()
+        rep_info = pool_info.read_port(domain="comb")
+        m.d.comb += rep_idx.eq(Cat(rep.tag, rep.slot)[:lgp])
+        m.d.comb += [pool_dw.addr.eq(rep_idx), rep_info.addr.eq(rep_idx)]
+        m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
+                     pool_dw.en.eq(is_rep)]
+        raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
+        # Two retire lanes, one per memory dispatcher: each picks (R0, round robin) a
+        # retirable entry of its lane, reads the reply and the instruction, and in R1 hands
+        # the result to its dispatcher, which retires the entry; an overflow entry also needs
+        # room in its local destinations then (reserved in that cycle, before the pipes'
+        # reservations).  An R1 that cannot go is dropped: the entry stays and is picked
+        # again (it is not picked while in R1).
+        ready_e = Signal(P, name="pool_ready")      # retirable entries
+        m.d.comb += ready_e.eq(alloc & pvalid & first)
+        nxt_r, nxt_live, ovf_ret = [], [], []
+        for j in range(2):
+            dj = disp[2 + j]
+            r1_valid = Signal(name=f"r1_valid{j}")
+            r1_idx = Signal(lgp, name=f"r1_idx{j}")
+            r1_ectx = Signal(32, name=f"r1_ectx{j}")
+            r1_resv = Signal(name=f"r1_resv{j}")
+            r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
+            in_r1 = _onehot(m, r1_idx, P, f"pool_r1_{j}")
+            mine = Signal(P, name=f"retire_mine{j}")
+            m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
+                                & ~(in_r1 & r1_valid.replicate(P)))
+            any_ret, ret_pick, ret_last = _round_robin(m, mine, f"retire{j}")
+            with m.If(any_ret):
+                m.d.sync += ret_last.eq(ret_pick)
+            ret_info = pool_info.read_port(domain="comb")
+            nr = pool_nxt.read_port(domain="comb")
+            insn_r2 = insn_mem.read_port()
+            pool_r = pool_data.read_port()
+            m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
+                         insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
+            m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(_bit(resv, ret_pick)),
+                         r1_zero.eq(ret_info.data.zero)]
+            rinsn = Signal(insn_l, name=f"rinsn{j}")
+            m.d.comb += rinsn.eq(insn_r2.data)
+            # Room for an overflow entry: every local destination below depth, and no mesh
+            # token or earlier lane reserving the same FIFO in this cycle.
+            r_terms = []
+            r_local = []
+            for i in range(ND):
+                dx, dy = getattr(rinsn, f"d{i}_x"), getattr(rinsn, f"d{i}_y")
+                key = Cat(getattr(rinsn, f"d{i}_operand"), getattr(rinsn, f"d{i}_slot"))
+                loc = Signal(name=f"r_local{j}_{i}")
+                m.d.comb += [loc.eq(getattr(rinsn, f"d{i}_valid") & (dx == coord.x)
+                                    & (dy == coord.y)),
+                             lres_key[j][i].eq(key)]
+                clash = net_valid & (Cat(net_tok.operand, net_tok.slot) == key)
+                for q in range(j):
+                    for i2 in range(ND):
+                        clash = clash | (lres[q][i2] & (lres_key[q][i2] == key))
+                r_terms.append(~loc | (~full_of(key) & ~clash))
+                r_local.append(loc)
+            r_room = Signal(name=f"r_room{j}")
+            m.d.comb += r_room.eq(Cat(*r_terms).all())
+            m.d.comb += [ret_go[j].eq(dj.i_res.valid & dj.i_res.ready), ret_idx[j].eq(r1_idx)]
+            for i in range(ND):
+                m.d.comb += [lres[j][i].eq(ret_go[j] & ~r1_resv & r_local[i]),
+                             wa_l[j][i].addr.eq(lres_key[j][i]),
+                             wa_l[j][i].data.eq(increment(ptr_read("wa", lres_key[j][i]))),
+                             wa_l[j][i].en.eq(lres[j][i])]
+            nxt_r.append(nr.data)
+            nxt_live.append(_bit(has_nxt, r1_idx))
+            ovf_ret.append(ret_go[j] & ~r1_resv)
+            dpm = dj.i_res.payload
+            r_store = op_of(rinsn.op, _STORES)
+            m.d.comb += [
+                dj.i_res.valid.eq(r1_valid & (r1_resv | r_room)),
+                dpm.data.eq(Mux(r_store | r1_zero, Const(0, 64), pool_r.data.data)),
+                dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
+                dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
+                dpm.ectx.eq(r1_ectx),
+            ]
+            m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
+        # (Two counters modulo 2P, sent and retired, so no narrow operand is subtracted.)
+        n_sent = Signal(lgp + 1, name="pool_ovf_sent")
+        n_done = Signal(lgp + 1, name="pool_ovf_done")
+        m.d.sync += [n_sent.eq(n_sent + ovf_issue), n_done.eq(n_done + ovf_ret[0] + ovf_ret[1])]
+        m.d.comb += novf.eq(n_sent - n_done)
+        # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
+        # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
+        # different entries in a cycle (a retiring entry is first, its successor is not).
+        # Each vector is updated as a whole (x = (x & ~clear) | set, in the order of the
+        # writes: the new entry, the reply, the link, then lane 0's and lane 1's retirement).
+        def rep_p(bit):
+            return bit.replicate(P)
+
+        new = _onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
+        lnk = _onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
+        got = _onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
+        ret = [_onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
+        nxt = [_onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
+               for j in range(2)]
+
+        def load(vec, bit):
+            return (vec & ~new) | (new & rep_p(bit))
+
+        first_nx = load(first, ~pool_link)
+        for j in range(2):
+            first_nx = (first_nx & ~ret[j]) | nxt[j]
+        m.d.sync += [alloc.eq((alloc | new) & ~ret[0] & ~ret[1]),
+                     pvalid.eq(load(pvalid, pool_skip) | got),
+                     first.eq(first_nx),
+                     has_nxt.eq((has_nxt & ~new) | lnk),
+                     lane.eq(load(lane, mem_lane)),
+                     resv.eq(load(resv, issue_resv))]
+
+        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
+        m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
+        for j, d in enumerate(disp):
+            wiring.connect(m, d.o_flit, rep_port.i_flit[j])
+        wiring.connect(m, rep_port.o_rep, wiring.flipped(self.o_rep))
+
+        # ---- non-empty bits (the ready vector's view of the operand FIFOs) ----------------
+        # A write wins over the last token's firing; configuring the slot over both.
+        for k in range(K):
+            set_ = any_of([hot(wr_slot[k][b]) & wr_en[k][b].replicate(S)
+                           & Const(sum(1 << s for s in range(b, S, NB)), S)
+                           for b in range(NB)])
+            clr = any_of([hot(cons_slot[pp]) & (consume[pp][k] & cons_last[pp][k]).replicate(S)
+                          for pp in range(NP)])
+            m.d.sync += nonempty[k].eq(((nonempty[k] & ~clr) | set_)
+                                       & ~(cfg_hot & clear.replicate(S)))
+        for pp in range(NP):
+            # A memory op that did not go, for whatever reason (no room, no pool entry, the
+            # overflow cap), goes last too: one that kept failing while staying "fresh" starved
+            # a slot whose stale flag said "no room" although its consumers were waiting for it
+            # (a load's flag is only refreshed when it is picked: the 8 x 8's ~1,000-cycle
+            # tails, docs/pe.md "Round 4").
+            st = s1[pp]
+            st["last"] = Signal(name=f"goes_last{pp}")
+            fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
+            m.d.comb += st["last"].eq(fail & ~st["go"])
+        nr = noroom
+        for pp in range(NP):                      # (a slot is in one pipe's S1 at a time)
+            sel = hot(s1[pp]["slot"]) & s1[pp]["valid"].replicate(S)
+            nr = (nr & ~sel) | (sel & s1[pp]["last"].replicate(S))
+        m.d.sync += noroom.eq(nr)
+        bset = any_of([hot(busy_set_slot[pp]) & busy_set[pp].replicate(S) for pp in range(NP)])
+        bclr = any_of([hot(busy_clr_slot[pp]) & busy_clr[pp].replicate(S) for pp in range(NP)])
+        m.d.sync += busy.eq((busy | bset) & ~bclr)
+
+        # ---- sticky errors ---------------------------------------------------------------------
+        first = Const(0, 1)
+        for cond_, flag, slot in raise_err:
+            with m.If(cond_):
+                m.d.sync += err_flags[flag].eq(1)
+                with m.If(~err_flags.any() & ~first):
+                    m.d.sync += err_slot.eq(slot)
+            first = first | cond_
+        return m
+
+    def _int_tag(self, p):
+        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
+                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
+                                  "hi": 32})
+
+    def _fp_tag(self, p):
+        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
+                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
+                                  "emit": 1,
+                                  "slot": p.slot_bits, "count": 16})
+
+
+def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
+            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=1, banks=None):
+    """Return a :class:`Pe` built from plain integers (for ``tb.host.tops`` and the benches).
+
+    ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it
+    with a constant coordinate.
+    """
+    params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
+                         regs=regs, dbuf_bytes=dbuf_bytes, int_issue=int_issue)
+    banks = BANKS if banks is None else banks
+    if x == -1 and y == -1:
+        return Pe(params, micc=(micc_x, micc_y), pool=pool, banks=banks)
+    return Pe(params, x, y, (micc_x, micc_y), pool, banks)

@@ -1,0 +1,48 @@
+"""The ``fdpu`` command line: one entry point, one subcommand per capability.
+
+Each subcommand lives in a module of :mod:`sw.cli` that exposes ``register(subparsers)``;
+``register`` adds its parser and sets ``func`` to a callable taking the parsed arguments and
+returning an exit status.  User mistakes raise :class:`sw.spec.errors.FdpuError` (or ``OSError`` for
+files); they are printed on one line as ``fdpu: error: ...`` with exit status 2.
+"""
+
+import argparse
+import importlib
+import sys
+
+from sw.spec.errors import FdpuError
+
+#: Subcommand modules in the order ``fdpu --help`` lists them.
+COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench",
+            "rtl")
+
+
+def build_parser():
+    """Build the top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="fdpu",
+        description="FDPU: a fine-grained dataflow accelerator for sparse FC layers.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f"sw.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv=None):
+    """Run the ``fdpu`` command line and return its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except FdpuError as exc:
+        print(f"fdpu: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else ""
+        print(f"fdpu: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

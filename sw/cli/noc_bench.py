@@ -1,0 +1,208 @@
+"""``fdpu noc-bench``: offered vs accepted load and latency of the RTL mesh (Verilator).
+
+Traffic generation, injection queues and counters run in HDL (:mod:`tb.noc.bench`); Python
+only configures a run and reads the counters back.  Rates are flits/node/cycle; latency is
+network latency, ejection cycle - injection cycle + 1 (routers crossed + 1 at zero load; source
+queueing excluded), measured on flits ejected in the measurement window; the 99th percentile
+from a 1-in-num_pes sample of them (:mod:`tb.noc.bench`).
+The goal figures and measured values are in ``docs/noc.md``.
+"""
+
+import json
+import struct
+import tempfile
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from sw.models.noc import PATTERNS
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+from tb.host import runner
+from tb.noc.bench import BIN_SHIFT, BINS, NocBench
+
+
+def register(subparsers):
+    """Add the ``noc-bench`` parser."""
+    parser = subparsers.add_parser(
+        "noc-bench", help="measure throughput and latency of the RTL mesh",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--cols", type=int, default=8)
+    parser.add_argument("--pattern", default="uniform", choices=sorted(PATTERNS))
+    parser.add_argument("--rate", type=float, default=0.1,
+                        help="offered load, flits/node/cycle in (0, 1]")
+    parser.add_argument("--cycles", type=int, default=20000, help="measured cycles")
+    parser.add_argument("--warmup", type=int, default=2000, help="cycles before measuring")
+    parser.add_argument("--depth", type=int, default=4, help="router input FIFO depth")
+    parser.add_argument("--sim", default="verilator", choices=["verilator", "icarus"])
+    parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    parser.add_argument("--sweep", metavar="PNG",
+                        help="sweep the offered load and draw latency vs offered load")
+    parser.add_argument("--points", type=int, default=10, help="sweep points")
+    parser.set_defaults(func=run)
+
+
+def mean_routers(params, pattern):
+    """Return the mean number of routers a flit of ``pattern`` crosses (``len(route)``).
+
+    The destinations are weighted as the HDL generator draws them (:mod:`tb.noc.bench`):
+    uniform coordinates are ``(v * cols) >> 8`` for a uniform byte ``v``; hotspot sends 1/4 of
+    the flits to the centre.  At zero load the latency is this plus one (docs/noc.md).
+    """
+    xs = Counter((v * params.cols) >> 8 for v in range(256))
+    ys = Counter((v * params.rows) >> 8 for v in range(256))
+    uniform = [((tx, ty), xs[tx] * ys[ty] / 65536) for tx in xs for ty in ys]
+    total = 0.0
+    for (x, y) in params.pe_coords():
+        if pattern == "uniform":
+            dests = uniform
+        elif pattern == "hotspot":
+            dests = [(d, w * 0.75) for d, w in uniform] + \
+                [((params.cols // 2, params.rows // 2), 0.25)]
+        elif pattern == "transpose":
+            dests = [((y, x), 1.0)]
+        elif pattern == "bitcomp":
+            dests = [((params.cols - 1 - x, params.rows - 1 - y), 1.0)]
+        else:
+            dests = [(((x + 1) % params.cols, y), 1.0)]
+        total += sum(w * len(params.route((x, y), d)) for d, w in dests)
+    return total / params.num_pes
+
+
+def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verilator"):
+    """Run one load point on the RTL; return a dict of rates and latencies."""
+
+    params = ArrayParams(rows=rows, cols=cols)
+    if pattern == "transpose" and rows != cols:
+        raise FdpuError(f"pattern transpose needs a square array, not {rows}x{cols}")
+    if not 0 < rate <= 1:
+        raise FdpuError(f"--rate must be in (0, 1] flits/node/cycle, not {rate}")
+    if cycles < 100 or warmup < 0:
+        raise FdpuError(f"--cycles must be >= 100 and --warmup >= 0, not {cycles}/{warmup}")
+    nodes = params.num_pes
+    with tempfile.TemporaryDirectory(prefix="fdpu-noc-") as tmp:
+        out = Path(tmp) / "counters.json"
+        cfg = {"pattern": pattern, "rate": rate, "warmup": warmup, "measure": cycles,
+               "out": str(out), "nodes": nodes, "bins": BINS}
+        # Pattern and rate are inputs of the bench: every point of every sweep reuses one
+        # build per (shape, depth, simulator).
+        runner.run_cocotb(NocBench(params, depth), {}, "tb.noc.run_bench", sim,
+                   name=f"noc_bench_{rows}x{cols}_d{depth}",
+                   extra_env={"FDPU_BENCH": json.dumps(cfg)}, timeout_s=3600)
+        counters = json.loads(out.read_text())
+    ejected = sum(counters["ejected"])
+    routers = mean_routers(params, pattern)
+    hist = counters["hist"]
+    sampled = sum(hist)
+    p99 = None
+    if sampled:
+        need, seen = 0.99 * sampled, 0
+        for b, count in enumerate(hist):
+            seen += count
+            if seen >= need:
+                p99 = (b + 1) << BIN_SHIFT if b < BINS - 1 else None
+                break
+    return {
+        "rows": rows, "cols": cols, "pattern": pattern, "depth": depth, "cycles": cycles,
+        "offered": sum(counters["generated"]) / (nodes * cycles),
+        "accepted": ejected / (nodes * cycles),
+        # The slowest node's ejection rate: under transpose (a permutation) the slowest
+        # source's throughput, which the XY bound (1/7 on 8 x 8) limits.
+        "min_node_accepted": min(counters["ejected"]) / cycles,
+        "avg_latency": sum(counters["latency"]) / ejected if ejected else None,
+        "p99_latency": p99,
+        "max_latency": max(counters["max_latency"]),
+        # Zero-load latency is routers + 1: at low load this is 1.00 cycle per router.
+        "mean_routers": routers,
+        "cycles_per_router": (sum(counters["latency"]) / ejected - 1) / routers
+        if ejected else None,
+        "p99_samples": sampled,
+        "p99_note": None if p99 is not None or not sampled else
+        f"above {(BINS - 1) << BIN_SHIFT} cycles (histogram overflow)",
+        "bad_flits": counters["bad"],
+    }
+
+
+def _png(path, curves, width=640, height=480):
+    """Draw ``[(xs, ys)]`` as polylines on white with axes; write a PNG (no dependencies)."""
+    img = np.full((height, width, 3), 255, np.uint8)
+    left, bottom, margin = 50, 40, 20
+    xs_all = [x for xs, _ in curves for x in xs] or [1]
+    ys_all = [y for _, ys in curves for y in ys if y is not None] or [1]
+    xmax, ymax = max(xs_all) * 1.05, max(ys_all) * 1.1
+
+    def to_px(x, y):
+        return (left + x / xmax * (width - left - margin),
+                height - bottom - y / ymax * (height - bottom - margin))
+
+    img[height - bottom, left:width - margin] = 0
+    img[margin:height - bottom, left] = 0
+    for t in range(1, 11):                                     # ticks every tenth
+        px, _ = to_px(xmax * t / 11, 0)
+        img[height - bottom:height - bottom + 5, int(px)] = 0
+        _, py = to_px(0, ymax * t / 11)
+        img[int(py), left - 5:left] = 0
+    colours = [(200, 30, 30), (30, 30, 200), (30, 150, 30)]
+    for (xs, ys), colour in zip(curves, colours):
+        points = [to_px(x, y) for x, y in zip(xs, ys) if y is not None]
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            steps = int(max(abs(x1 - x0), abs(y1 - y0))) + 1
+            for s in range(steps + 1):
+                x = int(x0 + (x1 - x0) * s / steps)
+                y = int(y0 + (y1 - y0) * s / steps)
+                img[max(0, y - 1):y + 2, max(0, x - 1):x + 2] = colour
+        for x, y in points:
+            img[max(0, int(y) - 3):int(y) + 4, max(0, int(x) - 3):int(x) + 4] = colour
+    raw = b"".join(b"\0" + img[row].tobytes() for row in range(height))
+
+    def chunk(tag, body):
+        return struct.pack(">I", len(body)) + tag + body + \
+            struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
+
+    Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" +
+                           chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                           + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+def _line(r):
+    p99 = r["p99_latency"] if r["p99_latency"] is not None else (r["p99_note"] or "-")
+    avg = f"{r['avg_latency']:.2f}" if r["avg_latency"] is not None else "-"
+    per = f"{r['cycles_per_router']:.2f}" if r["cycles_per_router"] is not None else "-"
+    return (f"{r['rows']}x{r['cols']} {r['pattern']:9s} offered {r['offered']:.4f} "
+            f"accepted {r['accepted']:.4f} (slowest node {r['min_node_accepted']:.4f}) "
+            f"flits/node/cycle  latency avg {avg} "
+            f"p99 {p99} cycles  ({per} per router of {r['mean_routers']:.2f})  "
+            f"bad {r['bad_flits']}")
+
+
+def run(args):
+    """Run ``fdpu noc-bench``."""
+    if args.sweep:
+        rates = [round(args.rate * (k + 1) / args.points, 4) for k in range(args.points)] \
+            if args.rate < 1 else [round((k + 1) / args.points * 0.6, 4)
+                                   for k in range(args.points)]
+        results = []
+        for rate in rates:
+            r = measure(args.rows, args.cols, args.pattern, rate, args.cycles, args.warmup,
+                        args.depth, args.sim)
+            print(_line(r), flush=True)
+            results.append(r)
+        _png(args.sweep, [([r["offered"] for r in results],
+                           [r["avg_latency"] for r in results]),
+                          ([r["offered"] for r in results],
+                           [r["p99_latency"] for r in results])])
+        print(f"latency (red: average, blue: p99) vs offered load: {args.sweep}")
+        saturation = max(r["accepted"] for r in results)
+        print(f"saturation (max accepted): {saturation:.4f} flits/node/cycle")
+        payload = {"points": results, "saturation": saturation}
+    else:
+        payload = measure(args.rows, args.cols, args.pattern, args.rate, args.cycles,
+                          args.warmup, args.depth, args.sim)
+        print(_line(payload))
+    if args.json:
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    bad = payload["bad_flits"] if not args.sweep else sum(r["bad_flits"] for r in results)
+    return 1 if bad else 0

@@ -1,0 +1,139 @@
+"""The options that ``fdpu run``, ``fdpu rtl`` and ``fdpu asm`` share: which layer and data,
+the graph and array (:func:`add_layer_args`, :func:`plan_options`, :func:`resolve`), and the
+RTL simulation's hardware options (:func:`add_hw_args`)."""
+
+import argparse
+
+from sw.compiler import graphs, layers
+from sw.compiler.prune import check_density, prune
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+
+__all__ = ["EXACT_LIMIT", "add_layer_args", "plan_options", "resolve", "add_hw_args"]
+
+def add_layer_args(parser):
+    """Add the options that choose a layer, its data, the mode and the array."""
+    src = parser.add_argument_group("layer and data")
+    src.add_argument("--layer", metavar="NAME",
+                     help=f"a zoo layer: {', '.join(layers.layer_names())}")
+    src.add_argument("--in-features", type=int, metavar="C", help="C of a synthetic layer")
+    src.add_argument("--out-features", type=int, metavar="K", help="K of a synthetic layer")
+    src.add_argument("--weights", metavar="W.npy", help="the K x C weight matrix (.npy)")
+    src.add_argument("--inputs", metavar="X.npy", help="the N x C inputs (.npy)")
+    src.add_argument("--density", type=float, metavar="D",
+                     help="prune the weights to this fraction in [0, 1] (default: the layer's "
+                          "density; 1.0 for --in/--out-features; user weights as they are)")
+    src.add_argument("--batch", type=int, metavar="N",
+                     help="batch size of synthetic inputs (default 1)")
+    src.add_argument("--seed", type=int, default=0, metavar="S",
+                     help="seed of the synthetic weights and inputs (default 0)")
+    arr = parser.add_argument_group("graph and array")
+    arr.add_argument("--mode", choices=graphs.MODES, default="sparse",
+                     help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
+    arr.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS,
+                     help="sparse: the branch-free gather graph (default: BSCAN's token "
+                          "addresses the value load) or the paper's SWITCH graph with its "
+                          "feedback edges; the same bits")
+    arr.add_argument("--kb", type=int, metavar="K",
+                     help="output rows per engine (default: the blocking chooser's)")
+    arr.add_argument("--gb", type=int, metavar="G",
+                     help="lane groups (4 batch elements) per engine (default: the chooser's)")
+    arr.add_argument("--wfan", type=int, choices=graphs.WFANS,
+                     help="sparse: lane groups per value load (default: the chooser's)")
+    arr.add_argument("--rows", type=int, default=8, metavar="R", help="PE rows (default 8)")
+    arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
+
+
+def plan_options(args):
+    """Return the :func:`sw.compiler.graphs.plan_fc` keywords of the graph options."""
+    if args.mode != "sparse":
+        given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
+                                      ("--wfan", args.wfan is not None)) if v]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
+    return dict(kb=args.kb, gb=args.gb, wfan=args.wfan,
+                sparse_graph=args.sparse_graph or graphs.DEFAULT_SPARSE_GRAPH)
+
+
+def resolve(args):
+    """Return ``(description, weights, inputs, params)`` from the parsed options."""
+    params = ArrayParams(rows=args.rows, cols=args.cols)
+    if args.seed < 0:
+        raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.batch is not None and args.batch < 1:
+        raise FdpuError(f"--batch must be at least 1, got {args.batch}")
+    if args.density is not None:
+        check_density(args.density, "--density")
+    chosen = [n for n, v in (("--layer", args.layer), ("--weights", args.weights),
+                             ("--in-features/--out-features",
+                              args.in_features is not None or args.out_features is not None))
+              if v]
+    if len(chosen) != 1:
+        raise FdpuError("give exactly one of --layer NAME, --in-features C --out-features K, "
+                        f"or --weights W.npy (got {', '.join(chosen) or 'none'})")
+    if args.weights:
+        w = layers.load_weights(args.weights)
+        if args.density is not None:
+            w = prune(w, args.density)
+        name = args.weights
+    elif args.layer:
+        spec = layers.get_layer(args.layer)
+        w = layers.make_weights(spec, args.density, args.seed)
+        name = spec.name
+    else:
+        if args.in_features is None or args.out_features is None:
+            raise FdpuError("--in-features and --out-features go together")
+        for opt, v in (("--in-features", args.in_features),
+                       ("--out-features", args.out_features)):
+            if v < 1:
+                raise FdpuError(f"{opt} must be a positive integer, got {v}")
+        w = layers.make_weights((args.out_features, args.in_features),
+                                1.0 if args.density is None else args.density, args.seed)
+        name = f"{args.out_features}x{args.in_features}"
+    if args.inputs:
+        x = layers.load_inputs(args.inputs, w.shape[1])
+        if args.batch is not None and args.batch != x.shape[0]:
+            raise FdpuError(f"--batch {args.batch} disagrees with {args.inputs}, which holds "
+                            f"{x.shape[0]} input rows")
+    else:
+        x = layers.make_inputs(w.shape[1], args.batch or 1, args.seed)
+    return name, w, x, params
+
+
+#: ``--golden auto`` runs the exact interpreter up to this many FACC firings (~1 minute).
+EXACT_LIMIT = 150_000
+
+
+def add_hw_args(parser):
+    """Add the RTL options (``--slots``, ``--dbuf-bytes``, ``--max-cycles``, ``--waves``)."""
+    hw = parser.add_argument_group("hardware (RTL simulators)")
+    hw.add_argument("--slots", type=int, default=64, help="instruction slots per PE (default 64)")
+    hw.add_argument("--int-issue", type=int, choices=(1, 2), default=1,
+                    help="INT/MEM/CTRL issues per PE and cycle: 1 (default) or 2, the paper's "
+                         "two integer units (a second INT pipe in the PE; docs/mapping.md)")
+    hw.add_argument("--dbuf-bytes", type=int, default=1 << 21,
+                    help="bytes per Dbuf (default 2 MiB)")
+    hw.add_argument("--max-cycles", type=int, metavar="N",
+                    help="cycle bound per pass (default 200k + 2k per context + 8 per "
+                         "instruction an engine issues in the pass)")
+    hw.add_argument("--waves", action="store_true", help="record a waveform (FST)")
+    hw.add_argument("--mem-latency", type=int, default=20, metavar="CYCLES",
+                    help="external memory read latency in cycles (default 20)")
+    hw.add_argument("--mem-bandwidth", type=float, default=8.0, metavar="B",
+                    help="external memory bytes per cycle, 1/8 .. 8 (default 8), per channel")
+    hw.add_argument("--golden", choices=("auto", "exact", "fast"), default="auto",
+                    help="the golden run to compare with: exact (the token-by-token interpreter "
+                         "on the same images), fast (the vectorized path: the same bits and "
+                         "instruction counts, seconds instead of minutes) or auto (default: exact "
+                         f"up to {EXACT_LIMIT:,} FACC firings, else fast)")
+    hw.add_argument("--dma-channels", type=int, default=1, metavar="W",
+                    help="DMA channels, each with its own external memory and mesh edge port "
+                         "(default 1): W x the bandwidth")
+    hw.add_argument("--config-ports", type=int, default=4, metavar="P",
+                    help="MicC configuration ports, one per array edge, each sending the CONFIG "
+                         "flits of the PEs nearest to it (1..4, dividing the 8 Cbufs; default "
+                         "4)")
+    hw.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
+                    help="configure the PEs while the DMA-in fills the Dbufs (default on; "
+                         "--no-overlap: DMA-in, then configuration and contexts)")

@@ -1,0 +1,193 @@
+"""``fdpu rtl``: run an FC layer on the generated RTL and check it bit for bit against the golden
+model.
+
+``fdpu rtl --sim icarus|verilator`` takes the layer options of ``fdpu run`` (``--layer``,
+``--in-features/--out-features``, ``--weights``, ``--inputs``, ``--density``, ``--batch``,
+``--mode``, ``--rows``, ``--cols``, ``--seed``) plus ``--slots``, ``--dbuf-bytes``,
+``--max-cycles``, ``--mem-latency``, ``--mem-bandwidth``, ``--dma-channels``,
+``--config-ports``, ``--[no-]overlap``, ``--waves`` and ``--json``.  It plans
+and assembles the layer as the golden model does, runs every pass in ONE simulation of the top
+with its external memory (:func:`tb.host.runtime.run_fc_rtl`: per pass DMA in, compute, DMA out;
+a progress bar per pass), runs the same images on the golden model's exact interpreter, and
+prints: match (bit for bit); cycles (end to end; compute = configuration + contexts; DMA
+in + out; with ``--overlap``, the default, the configuration runs behind the DMA-in, so the
+end-to-end cycles are less than their sum: the table shows how much configuration the DMA-in
+hid and how long the configured array waited for it); utilization (floating-point
+operations executed / (peak per cycle x compute cycles)), the dense-equivalent utilization
+(2 K C N / (peak x compute cycles)) and the end-to-end one (all cycles); external bytes the
+DMA read and wrote, the peak bandwidth requirement (:attr:`tb.host.runtime.JobRun.peak_bandwidth`)
+and the DMA's achieved bandwidth; a per-PE busy map.  Exit status 0 on a bit-exact match, 1 on
+a mismatch, 2 for bad input or an RTL error/timeout.
+"""
+
+import sys
+import time
+
+import numpy as np
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
+                            plan_options, resolve)
+from sw.cli.output import console, write_json
+from sw.compiler import graphs
+from sw.models import golden
+from sw.spec.arch import ArrayParams
+from tb.host import runtime
+
+#: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
+FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4}
+
+
+def register(subparsers):
+    """Add the ``rtl`` command."""
+    parser = subparsers.add_parser(
+        "rtl", help="run an FC layer on the RTL (Icarus/Verilator), check it against the golden "
+                    "model",
+        description="Build, map and assemble an FC layer, run it on the generated Verilog of the "
+                    "FDPU top and compare the result bit for bit with the golden model.")
+    parser.add_argument("--sim", choices=("icarus", "verilator"), default="verilator",
+                        help="HDL simulator (default verilator)")
+    add_layer_args(parser)
+    add_hw_args(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
+    out.add_argument("--json", metavar="PATH", help="write every figure as JSON")
+    parser.set_defaults(func=run_rtl_command)
+
+
+def golden_exact(choice, plan):
+    """Return whether ``--golden choice`` runs the exact interpreter for ``plan``."""
+    if choice == "auto":
+        return plan.K * plan.Cw * plan.groups <= EXACT_LIMIT
+    return choice == "exact"
+
+
+def run_rtl_command(args):
+    """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
+    name, w, x, base = resolve(args)
+    params = ArrayParams(rows=base.rows, cols=base.cols, slots=args.slots,
+                         int_issue=args.int_issue,
+                         dbuf_bytes=args.dbuf_bytes)
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                          **plan_options(args))
+    t0 = time.perf_counter()
+    exact = golden_exact(args.golden, plan)
+    ref = golden.run_fc(plan, w, x, exact=exact)
+    golden_s = time.perf_counter() - t0
+    mem = runtime.MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
+    mem.registers()                                   # bad values fail before building
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        task = bar.add_task(f"RTL on {args.sim}: building", total=plan.passes, info="")
+
+        def show(note):
+            now = min(note["pass_index"] + 1, plan.passes)
+            bar.update(task, completed=note["pass_index"],
+                       description=f"RTL on {args.sim}: pass {now}/{plan.passes}",
+                       info=f"{note['phase']}, {note['cycles']:,} cycles")
+        y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
+                                    waves=args.waves, mem=mem, progress=show,
+                                    dma_channels=args.dma_channels,
+                                    config_ports=args.config_ports, overlap=args.overlap)
+    rtl_s = time.perf_counter() - t0
+    rec = figures(plan, w, x, ref, y, job)
+    rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
+               golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
+               mem_latency=mem.latency, mem_bandwidth=mem.bandwidth,
+               dma_channels=args.dma_channels, config_ports=args.config_ports,
+               overlap=args.overlap,
+               build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
+               cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]))
+    table = Table(title=f"fdpu rtl --sim {args.sim}: {name} ({plan.mode}, batch {plan.N}, "
+                        f"{params.rows}x{params.cols} PEs)", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("match (bit for bit with the golden model)",
+                  "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
+    table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}")
+    table.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
+                  f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
+    table.add_row("instructions fired (RTL / golden)",
+                  f"{rec['rtl_instructions']:,} / {rec['golden_instructions']:,}")
+    table.add_row("FP utilization (ops / peak, compute cycles)", f"{rec['utilization']:.2%}")
+    table.add_row("  of which configuring the PEs / running contexts",
+                  f"{rec['config_cycles']:,} / {rec['context_cycles']:,} cycles")
+    table.add_row(f"configuration hidden behind the DMA-in / exposed ({rec['config_ports']} "
+                  f"port{'s' if rec['config_ports'] > 1 else ''})",
+                  f"{rec['config_hidden_cycles']:,} / {rec['config_exposed_cycles']:,} cycles")
+    if rec["overlap"]:
+        table.add_row("configured array waiting for the DMA-in (not compute)",
+                      f"{rec['hold_cycles']:,} cycles")
+    table.add_row("FP utilization of the contexts (after configuration)",
+                  f"{rec['utilization_contexts']:.2%}")
+    table.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
+    table.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    table.add_row("external bytes read / written (DMA)",
+                  f"{rec['ext_read_bytes']:,} / {rec['ext_write_bytes']:,}")
+    table.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")
+    table.add_row("DMA bandwidth achieved", f"{rec['dma_bandwidth']:.2f} B/cycle")
+    table.add_row("simulation speed", f"{rec['cycles_per_s']:,.0f} cycles/s "
+                                      f"(build {rec['build_s']:.0f} s)")
+    table.add_row("Dbuf requests / mesh flits", f"{rec['dbuf_requests']:,} / "
+                                                f"{rec['mesh_flits']:,}")
+    table.add_row(f"wall: golden ({rec['golden']}) / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
+    console().print(table)
+    console().print("per-PE busy (instructions fired / cycles), row by row:")
+    for row in rec["busy_map"]:
+        console().print("  " + " ".join(f"{b:5.1%}" for b in row))
+    if args.out:
+        with open(args.out, "wb") as f:
+            np.save(f, y)
+    if args.json:
+        write_json(args.json, rec)
+    if not rec["match"]:
+        print(f"fdpu rtl: the RTL result differs from the golden model in "
+              f"{rec['mismatches']} outputs", file=sys.stderr)
+        return 1
+    return 0
+
+
+def figures(plan, w, x, ref, y, job):
+    """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
+    p = plan.params
+    runs = job.passes
+    compute = job.compute_cycles
+    cycles = job.cycles
+    diff = y.view(np.uint16) != ref.result.view(np.uint16)
+    flops = sum(FLOPS.get(op, 0) * n for op, n in ref.counters.ops.items())
+    peak = p.num_pes * p.LANES * 2
+    busy = np.zeros(p.num_pes)
+    rtl_insns = 0
+    for r in runs:
+        fires = np.array(r.status["int_fires"]) + np.array(r.status["fp_fires"])
+        busy += fires
+        rtl_insns += int(fires.sum())
+    dma = job.dma_cycles
+    ctx_cycles = job.context_cycles
+    rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
+    return dict(
+        match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
+        mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, passes=plan.passes,
+        contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
+        pass_cycles=[dict(dma_in=r.in_cycles, compute=r.compute_cycles, config=r.config_cycles,
+                          config_hidden=r.config_hidden_cycles, hold=r.hold_cycles,
+                          contexts=r.context_cycles, span=r.span_cycles,
+                          dma_out=r.out_cycles) for r in runs],
+        config_cycles=job.config_cycles, context_cycles=ctx_cycles,
+        config_hidden_cycles=job.config_hidden_cycles,
+        config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,
+        hold_cycles=job.hold_cycles,
+        flops=flops, utilization=flops / max(1, peak * compute),
+        utilization_contexts=flops / max(1, peak * ctx_cycles),
+        dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
+        utilization_end_to_end=flops / max(1, peak * cycles),
+        rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
+        ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,
+        peak_bandwidth=job.peak_bandwidth, dma_bandwidth=(rd + wr) / max(1, dma),
+        dbuf_requests=sum(r.status["o_dbuf_reqs"] for r in runs),
+        mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),
+        busy_map=(busy / max(1, compute)).reshape(p.rows, p.cols).tolist(),
+        golden_counters=ref.counters.as_dict(), dma_in_backdoor=job.backdoor_in,
+        dma_descriptors=job.descriptors)

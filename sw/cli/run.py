@@ -1,0 +1,142 @@
+"""``fdpu run``: run an FC layer on a simulator and check it against the float64 reference.
+
+``fdpu run [--sim golden] (--layer NAME | --in-features C --out-features K | --weights W.npy)
+[--inputs X.npy] [--density D] [--batch N] [--mode dense|sparse] [--rows R --cols C]
+[--seed S] [--engine auto|exact|fast] [--order-seed S] [--out Y.npy] [--json PATH]``
+
+Weights come from ``--weights`` (``K x C``) or are the seeded synthetic weights of the zoo
+layer or shape, pruned to ``--density`` (default: the layer's; 1.0 for a shape; user weights
+are pruned only when ``--density`` is given).  Inputs come from ``--inputs`` (``N x C``) or are
+seeded synthetic post-ReLU activations of ``--batch`` rows.  ``--engine exact`` runs the
+assembled images token by token (:func:`sw.models.golden.run_image`), ``fast`` the vectorized path,
+``auto`` the exact one for small layers.  The result is compared with the float64 reference
+within the bound of :mod:`sw.models.reference`; the exit status is 0 when it holds, 1 when not, 2
+for bad input.  ``--sim icarus|verilator`` runs the same layer on the generated RTL and compares
+it bit for bit with the golden model (:mod:`sw.cli.rtl`).
+"""
+
+import dataclasses
+import sys
+import time
+
+import numpy as np
+from rich.table import Table
+
+from sw.cli.options import add_hw_args, add_layer_args, plan_options, resolve
+from sw.cli.output import console, write_json
+from sw.cli import rtl
+from sw.compiler import graphs
+from sw.models import golden, reference
+from sw.spec.errors import FdpuError
+
+#: Layers up to this many weight-lane-group products run exactly under ``--engine auto``.
+AUTO_EXACT_LIMIT = 50_000
+
+
+def register(subparsers):
+    """Add the ``run`` command."""
+    parser = subparsers.add_parser(
+        "run", help="run an FC layer on the golden model or the RTL and check it",
+        description="Build the dense or sparse FC graph of a layer, map and assemble it, run "
+                    "it on a simulator and check the binary16 result against a float64 "
+                    "reference within a documented error bound (docs/golden.md).")
+    parser.add_argument("--sim", choices=("golden", "icarus", "verilator"), default="golden",
+                        help="golden: the golden model (default); icarus, verilator: the "
+                             "generated RTL of the FDPU top, checked bit for bit against the "
+                             "golden model (the same run as 'fdpu rtl')")
+    add_layer_args(parser)
+    add_hw_args(parser)
+    run = parser.add_argument_group("golden model")
+    run.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
+                     help="exact: token-by-token interpreter of the image; fast: vectorized, "
+                          "same bits and counts; auto: exact for small layers (default)")
+    run.add_argument("--order-seed", type=int, metavar="S",
+                     help="seed of the exact engine's delivery-order randomizer")
+    run.add_argument("--no-feedback", action="store_true",
+                     help="drop the SWITCH feedback edges (sparse, exact engine): shows the "
+                          "context-order error of PAPER.md Fig. 7")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
+    out.add_argument("--json", metavar="PATH",
+                     help="write match, instruction counts, bytes and tokens as JSON")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args):
+    """Run the layer; return 0 if the result is within the bound, 1 if not."""
+    if args.sim != "golden":
+        golden_only = [flag for flag, given in (
+            ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
+            ("--no-feedback", args.no_feedback)) if given]
+        if golden_only:
+            raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
+                            f"--sim {args.sim}")
+        return rtl.run_rtl_command(args)
+    if args.golden != "auto":
+        raise FdpuError("--golden chooses the reference of an RTL run (--sim icarus|verilator); "
+                        "with --sim golden use --engine")
+    name, w, x, params = resolve(args)
+    params = dataclasses.replace(params, slots=args.slots, int_issue=args.int_issue)
+    if args.no_feedback and args.mode != "sparse":
+        raise FdpuError("--no-feedback applies to --mode sparse only")
+    if args.no_feedback and args.sparse_graph != "switch":
+        raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
+                        "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
+    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                          feedback=not args.no_feedback, **plan_options(args))
+    size = plan.K * plan.Cw * plan.groups
+    exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
+    if args.no_feedback and not exact:
+        raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
+    start = time.perf_counter()
+    res = golden.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
+                        validate=not args.no_feedback)
+    seconds = time.perf_counter() - start
+    chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
+    c = res.counters
+    weights = plan.K * plan.C
+    record = dict(sim="golden", engine="exact" if exact else "fast", layer=name,
+                  K=plan.K, C=plan.C, N=plan.N, mode=plan.mode, rows=params.rows,
+                  cols=params.cols, slots=params.slots, int_issue=params.int_issue,
+                  nnz=int(np.count_nonzero(w.view(np.uint16))),
+                  plan=plan.describe(), match=chk.holds, check=chk.as_dict(),
+                  counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
+                  seconds=seconds)
+    if exact:
+        util = c.ops["FACC"] / max(1, res.cycles * params.num_pes)
+        record.update(cycles_estimate=res.cycles, fp_utilization_estimate=util)
+    table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
+                        f"{params.rows}x{params.cols} PEs)", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("engine", record["engine"])
+    table.add_row("weights K x C", f"{plan.K} x {plan.C} ({record['nnz']:,} non-zero)")
+    table.add_row("blocking kb x gb", f"{plan.kb} rows x {plan.gb} lane groups")
+    table.add_row("engines / contexts / passes",
+                  f"{plan.engines} / {plan.contexts} / {plan.passes}")
+    table.add_row("match (error bound holds)", "yes" if chk.holds else
+                  f"NO ({chk.failures} outputs)")
+    table.add_row("max |error| / max bound", f"{chk.max_error:.3g} / {chk.max_bound:.3g}")
+    table.add_row("instructions", f"{c.instructions:,}")
+    table.add_row("instructions per weight", f"{record['instructions_per_weight']:.2f}")
+    for op, n in sorted(c.ops.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  {op}", f"{n:,}")
+    table.add_row("tokens PE-local / mesh", f"{c.tokens_local:,} / {c.tokens_mesh:,}")
+    table.add_row("memory packets / hops", f"{c.mem_packets:,} / {c.mem_hops:,}")
+    table.add_row("bytes read / written", f"{c.bytes_read:,} / {c.bytes_written:,}")
+    if exact:
+        table.add_row("cycles (estimate, docs/golden.md)", f"{res.cycles:,}")
+        table.add_row("FACC issue utilization (estimate)",
+                      f"{record['fp_utilization_estimate']:.1%}")
+    table.add_row("golden model time", f"{seconds:.2f} s")
+    console().print(table)
+    if args.out:
+        with open(args.out, "wb") as f:
+            np.save(f, res.result)
+    if args.json:
+        write_json(args.json, record)
+    if not chk.holds:
+        print(f"fdpu run: result is NOT within the error bound ({chk.failures} outputs)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,94 @@
+"""The assembler: a placed graph plus memory contents -> a binary :class:`~sw.compiler.image.Image`.
+
+Contract
+--------
+:func:`assemble` encodes every node with :func:`sw.spec.isa.encode` into the slot the mapper gave
+it, its ``pipe0`` hint included.  A node's destinations are its out-edges in graph order,
+except that a SWITCH lists its ``True`` branch first (``ntrue`` of them) and then its
+``False`` branch.  Every initial token of a feedback edge becomes a preload of the destination
+operand.  ``ends_per_context`` is the number of END nodes (each fires once per context: the
+DFG rate rule).  The image is checked
+(:meth:`~sw.compiler.image.Image.check`) before it is returned.  :func:`listing` prints an image as
+text, one slot per line, with :func:`sw.spec.isa.disassemble`.
+"""
+
+import numpy as np
+
+from sw.compiler.image import Image
+from sw.spec import isa
+from sw.spec.cbuf import word_parts
+from sw.spec.errors import FdpuError
+
+__all__ = ["assemble", "listing"]
+
+
+def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None):
+    """Return the :class:`Image` of ``graph`` placed by ``placement``.
+
+    Parameters
+    ----------
+    graph : sw.compiler.dfg.Graph
+        A validated graph.
+    placement : sw.compiler.place.Placement
+        Where every node goes; its ``params`` size the image.
+    segments : dict, optional
+        ``{global address: bytes}`` of the Dbufs before the run.
+    contexts : int
+        Contexts to run.
+    window : int, optional
+        Contexts in flight (default ``operand_depth``).
+    meta : dict, optional
+        Notes stored with the image.
+    """
+    params = placement.params
+    parts = word_parts(params)
+    program = np.zeros((params.rows, params.cols, params.slots, parts), dtype=np.uint64)
+    out = graph.out_edges()
+    preloads = []
+    where = placement.where
+    for node in graph.nodes:
+        edges = out[node.id]
+        if node.op is isa.Op.SWITCH:
+            edges = [e for e in edges if e.branch] + [e for e in edges if not e.branch]
+        dests = tuple(isa.Dest(*where[e.dst][:2], where[e.dst][2], e.operand) for e in edges)
+        regmask = sum(1 << i for i in node.regs)
+        regs = tuple(node.regs.get(i, 0) for i in range(params.MAX_OPERANDS))
+        ntrue = sum(1 for e in edges if e.branch) if node.op is isa.Op.SWITCH else 0
+        insn = isa.Instruction(node.op, node.nsrc, regmask, regs, node.end, ntrue, node.imm,
+                               dests, node.pipe0)
+        try:
+            word = isa.encode(insn, params)
+        except FdpuError as exc:
+            raise FdpuError(f"node {node.label()}: {exc}") from None
+        x, y, s = where[node.id]
+        for i in range(parts):
+            program[y, x, s, i] = (word >> (64 * i)) & ((1 << 64) - 1)
+    for e in graph.edges:
+        for _ in range(e.init):
+            x, y, s = where[e.dst]
+            preloads.append((x, y, s, e.operand, e.init_value))
+    img = Image(params, program, np.zeros((params.rows, params.cols, params.regs),
+                                          dtype=np.uint64),
+                preloads, dict(segments or {}), int(contexts),
+                params.operand_depth if window is None else int(window),
+                len(graph.end_nodes()), dict(meta or {}))
+    img.check()
+    return img
+
+
+def listing(image):
+    """Return the text listing of ``image``: header, then one line per configured slot."""
+    p = image.params
+    lines = [f"; FDPU image: {p.rows}x{p.cols} PEs, {p.slots} slots, "
+             f"{isa.insn_layout(p).width}-bit instruction words",
+             f"; contexts {image.contexts}, window {image.window}, "
+             f"ends per context {image.ends_per_context}, "
+             f"{len(image.preloads)} preloads, {len(image.segments)} memory segments "
+             f"({sum(len(v) for v in image.segments.values())} bytes)"]
+    insns = image.instructions()
+    for (x, y, s) in sorted(insns, key=lambda k: (k[1], k[0], k[2])):
+        lines.append(f"({x},{y}).{s:<3d} {image.word(x, y, s):#0{2 + 2 * 8 * word_parts(p)}x}"
+                     f"  {isa.disassemble(insns[(x, y, s)])}")
+    for x, y, s, o, v in image.preloads:
+        lines.append(f"preload ({x},{y}).{s}.{o} = {v:#x}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,274 @@
+"""The layer zoo, seeded synthetic weights and inputs, and loading the user's own ``.npy`` files.
+
+Contract
+--------
+* :data:`LAYERS` holds the six FC layers of the paper (PAPER.md sections 1 and 7) with their
+  shapes and Deep Compression densities.  A weight matrix is ``K x C`` (``out_features x
+  in_features``); an input batch is ``N x C``; the layer computes
+  ``O[n][k] = sum_c F[k][c] * I[n][c]``.
+* :func:`make_weights` builds a layer's weights without downloading anything: He-normal float32
+  (standard deviation ``sqrt(2 / C)``), cast to float16 (RNE), then magnitude-pruned
+  (:func:`sw.compiler.prune.prune`) to exactly ``round(density * K * C)`` kept elements.
+  :func:`make_inputs` builds ``N x C`` float16 activations like a ReLU's output: ``max(0, z)``
+  with ``z`` standard normal, so about half of them are zero.  Both are pure functions of their
+  arguments: the same seed gives the same bits on every machine with the same numpy version
+  (PCG64; numpy does not promise identical streams across versions); weights and inputs draw
+  from different streams of the seed.
+* :func:`load_weights` and :func:`load_inputs` read the user's ``.npy`` files (never pickles)
+  and check dimension, dtype, finiteness and shape agreement; each failure is an
+  :class:`~sw.spec.errors.FdpuError` naming the file and what is allowed.  Both return float16
+  (RNE).
+"""
+
+import math
+import numbers
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.compiler.prune import check_density, prune
+from sw.spec.errors import FdpuError
+
+__all__ = ["LayerSpec", "LAYERS", "layer_names", "get_layer", "make_weights", "make_inputs",
+           "load_npy", "load_weights", "load_inputs"]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One fully-connected layer of the zoo.
+
+    Attributes
+    ----------
+    name : str
+        Zoo name, e.g. ``"vgg16-fc6"``.
+    network : str
+        The network it comes from, e.g. ``"VGG-16"``.
+    in_features : int
+        ``C``, the input length (columns of the weight matrix).
+    out_features : int
+        ``K``, the output length (rows of the weight matrix).
+    density : float
+        Fraction of weights kept by Deep Compression pruning, as the paper reports it.
+    """
+
+    name: str
+    network: str
+    in_features: int
+    out_features: int
+    density: float
+
+    @property
+    def shape(self):
+        """The weight matrix shape ``(K, C)``."""
+        return (self.out_features, self.in_features)
+
+    @property
+    def weights(self):
+        """Number of weights ``K * C``."""
+        return self.out_features * self.in_features
+
+    @property
+    def dense_bytes(self):
+        """Bytes of the dense binary16 weight matrix."""
+        return 2 * self.weights
+
+    @property
+    def nnz(self):
+        """Number of weights kept after pruning to :attr:`density`."""
+        return int(round(self.density * self.weights))
+
+
+#: The paper's layers, by name (C -> K at the paper's density).
+LAYERS = {spec.name: spec for spec in (
+    LayerSpec("alexnet-fc6", "AlexNet", 9216, 4096, 0.09),
+    LayerSpec("alexnet-fc7", "AlexNet", 4096, 4096, 0.09),
+    LayerSpec("alexnet-fc8", "AlexNet", 4096, 1000, 0.25),
+    LayerSpec("vgg16-fc6", "VGG-16", 25088, 4096, 0.04),
+    LayerSpec("vgg16-fc7", "VGG-16", 4096, 4096, 0.04),
+    LayerSpec("vgg16-fc8", "VGG-16", 4096, 1000, 0.23),
+)}
+
+
+def layer_names():
+    """Return the zoo's layer names in table order."""
+    return tuple(LAYERS)
+
+
+def get_layer(name):
+    """Return the :class:`LayerSpec` called ``name`` (case-insensitive, ``_`` = ``-``).
+
+    Raises
+    ------
+    FdpuError
+        For an unknown name; the message lists the known ones.
+    """
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in LAYERS:
+        raise FdpuError(f"unknown layer {name!r}; known layers: {', '.join(LAYERS)}")
+    return LAYERS[key]
+
+
+def _check_seed(seed):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise FdpuError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_positive(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise FdpuError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def make_weights(spec_or_shape, density=None, seed=0):
+    """Return seeded synthetic pruned weights, a ``K x C`` float16 matrix.
+
+    Parameters
+    ----------
+    spec_or_shape : LayerSpec or str or tuple of int
+        A zoo layer (object or name) or a shape ``(K, C)``.
+    density : float, optional
+        Fraction of weights kept, in [0, 1]; defaults to the layer's density (required with a
+        shape).
+    seed : int
+        Non-negative seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        He-normal weights (std ``sqrt(2 / C)``), cast to float16, magnitude-pruned to
+        ``round(density * K * C)`` kept elements.
+    """
+    if isinstance(spec_or_shape, str):
+        spec_or_shape = get_layer(spec_or_shape)
+    if isinstance(spec_or_shape, LayerSpec):
+        shape = spec_or_shape.shape
+        if density is None:
+            density = spec_or_shape.density
+    else:
+        try:
+            k, c = spec_or_shape
+        except (TypeError, ValueError):
+            raise FdpuError(f"weights shape must be a LayerSpec, a layer name or (K, C), "
+                            f"got {spec_or_shape!r}") from None
+        shape = (_check_positive(k, "K (out_features)"), _check_positive(c, "C (in_features)"))
+        if density is None:
+            raise FdpuError("density is required when make_weights is given a shape")
+    density = check_density(density)
+    rng = np.random.default_rng([_check_seed(seed), 0x3E16])
+    w = rng.standard_normal(shape, dtype=np.float32)
+    w *= np.float32(math.sqrt(2.0 / shape[1]))
+    return prune(w.astype(np.float16), density)
+
+
+def make_inputs(c, batch=1, seed=0):
+    """Return seeded synthetic post-ReLU inputs, an ``N x C`` float16 matrix.
+
+    Parameters
+    ----------
+    c : int
+        Input length ``C``.
+    batch : int
+        Batch size ``N``.
+    seed : int
+        Non-negative seed.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``max(0, z)`` with ``z`` standard normal, in float16: non-negative, about half zeros.
+    """
+    c = _check_positive(c, "C (in_features)")
+    batch = _check_positive(batch, "batch")
+    rng = np.random.default_rng([_check_seed(seed), 0x1A1A])
+    z = rng.standard_normal((batch, c), dtype=np.float32)
+    np.maximum(z, np.float32(0), out=z)
+    return z.astype(np.float16)
+
+
+def load_npy(path, what="array"):
+    """Read one array from the ``.npy`` file ``path`` without unpickling anything.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str
+        What the file should hold, for error messages (e.g. ``"weights"``).
+
+    Raises
+    ------
+    FdpuError
+        If the file is not a ``.npy`` array (an ``.npz`` archive, a pickle, text...).
+    OSError
+        If it cannot be read.
+    """
+    path = os.fspath(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError) as exc:
+        reason = "it holds pickled Python objects" if "pickle" in str(exc) else str(exc)
+        raise FdpuError(f"{path}: not a .npy array file ({reason}); {what} must be saved with "
+                        f"numpy.save") from None
+    if not isinstance(data, np.ndarray):
+        data.close()
+        raise FdpuError(f"{path}: is an .npz archive; {what} must be a single .npy array")
+    return data
+
+
+def _check_float(arr, path, what):
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise FdpuError(f"{path}: {what} dtype is {arr.dtype}; allowed: float16, float32, "
+                        f"float64")
+    if arr.size == 0:
+        raise FdpuError(f"{path}: {what} array is empty (shape {arr.shape})")
+    if not np.isfinite(arr).all():
+        raise FdpuError(f"{path}: {what} contain NaN or infinity; all values must be finite")
+    with np.errstate(over="ignore", under="ignore"):
+        half = arr.astype(np.float16)
+    if not np.isfinite(half).all():
+        raise FdpuError(f"{path}: {what} exceed the float16 range (|x| <= 65504)")
+    return half
+
+
+def load_weights(path):
+    """Read a user's ``K x C`` weight matrix from a ``.npy`` file, as float16.
+
+    Raises
+    ------
+    FdpuError
+        If the file is not a 2-D finite floating-point ``.npy`` array within float16 range.
+    """
+    arr = load_npy(path, "weights")
+    if arr.ndim != 2:
+        raise FdpuError(f"{os.fspath(path)}: weights must be 2-D (K x C), got {arr.ndim}-D "
+                        f"of shape {arr.shape}")
+    return _check_float(arr, os.fspath(path), "weights")
+
+
+def load_inputs(path, c):
+    """Read a user's inputs (``N x C``, or one vector of length ``C``) as ``N x C`` float16.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.npy`` file.
+    c : int
+        The layer's input length ``C`` (columns of its weights), which the inputs must match.
+
+    Raises
+    ------
+    FdpuError
+        If the file is not a 1-D or 2-D finite floating-point ``.npy`` array within float16
+        range with ``C`` columns.
+    """
+    arr = load_npy(path, "inputs")
+    p = os.fspath(path)
+    if arr.ndim not in (1, 2):
+        raise FdpuError(f"{p}: inputs must be 1-D (C) or 2-D (N x C), got {arr.ndim}-D of "
+                        f"shape {arr.shape}")
+    if arr.shape[-1] != c:
+        raise FdpuError(f"{p}: inputs have {arr.shape[-1]} columns but the weights have "
+                        f"C = {c}; inputs must be N x {c}")
+    return _check_float(arr.reshape(-1, c), p, "inputs")

@@ -1,0 +1,800 @@
+"""The golden model: run an assembled image token by token, or an FC plan vectorized.
+
+Contract (``docs/golden.md``)
+-----------------------------
+:func:`run_image` executes the *binary* image (every word decoded with :func:`sw.spec.isa.decode`)
+under the execution model of ``docs/isa.md``: per-operand FIFOs of ``operand_depth`` matched
+in arrival order; an instruction fires when every token operand is present and its PE-local
+destinations have room (remote ones are not checked; a remote token that finds its FIFO full
+is an :class:`OperandOverflowError`); ``ITER`` and ``BSCAN`` emit one token per step, the first
+with the firing; loads and stores keep up to ``2**TAG_BITS`` accesses in flight per slot and
+forward their replies in issue order; the MicC delivers context IDs to every ``CTX`` slot with
+at most ``window`` contexts in flight and retires a context when ``ends_per_context`` END
+messages carrying its ID have arrived.
+
+Timing is an event order, not a cycle count: every delivery gets a latency (unit latency, one
+step per mesh hop, a Dbuf round trip) plus, when ``seed`` is given, a random extra delay; a
+mesh link and a PE-local path stay in order, loads may come back out of order.  Each token
+carries a *shadow tag* (context ID and loop indices; not a hardware field): an instruction
+whose operands carry different tags raises :class:`ContextOrderError` (PAPER.md Fig. 7).  A run
+that stops with contexts unfinished raises :class:`DeadlockError` with what is waiting where;
+``max_events`` bounds a run (:class:`GoldenTimeout`).  All these are
+:class:`~sw.spec.errors.FdpuError` s.
+
+Counters (:class:`Counters`): firings per opcode, operand tokens delivered PE-locally and over
+the mesh (with hops from :meth:`~sw.spec.arch.ArrayParams.route`), memory packets (requests and
+replies) with their hops, bytes read and written, context starts and ends.
+
+:func:`run_fc` runs an FC plan either exactly (``exact=True``: every pass's image through
+:func:`run_image`) or vectorized (:func:`sw.compiler.graphs.fc_result` for the numbers, and the same
+counters derived from the decoded program by propagating token counts); the two agree bit for
+bit and count for count (``tests/test_golden.py``).
+"""
+
+import heapq
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sw.compiler import graphs
+from sw.compiler.asm import assemble
+from sw.compiler.program import empty_result, gather_pass, pass_images, program
+from sw.spec import fp16
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op, Unit, issue_pipe
+from sw.spec.packet import TAG_BITS
+
+__all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
+           "GoldenTimeout", "MemoryFault", "Counters", "Memory", "RunResult", "run_image",
+           "FcRun", "run_fc", "program_counters", "bscan"]
+
+M32 = 0xFFFF_FFFF
+M64 = (1 << 64) - 1
+_LAT = {Unit.INT: 2, Unit.FP: 4, Unit.CTRL: 1, Unit.MEM: 1, Unit.NONE: 1}
+# What the RTL PE adds to a unit's latency before a consumer can fire (docs/pe.md, measured
+# by scripts/bench_pe.py): dispatch, operand write and the consumer's pick, 3 cycles on the
+# same PE (INT -> INT 5 cycles fire to fire); 7 + hops to another PE (one hop: 10).
+_LOCAL = 3
+_REMOTE = 7
+_BCAST = 0x0001_0001_0001_0001
+_FACC_INIT = 0x8000_8000_8000_8000
+
+
+class GoldenError(FdpuError):
+    """A run of the golden model detected a fault (what the hardware flags as an error)."""
+
+
+class ContextOrderError(GoldenError):
+    """An instruction consumed operands of different contexts or iterations."""
+
+
+class OperandOverflowError(GoldenError):
+    """A token arrived at a full operand FIFO."""
+
+
+class DeadlockError(GoldenError):
+    """The run stopped with contexts unfinished, or left tokens behind."""
+
+
+class GoldenTimeout(GoldenError):
+    """The run exceeded its event bound."""
+
+
+class MemoryFault(GoldenError):
+    """A load or store outside every Dbuf, or misaligned."""
+
+
+@dataclass
+class Counters:
+    """What a run did (see the module doc)."""
+    ops: Counter = field(default_factory=Counter)
+    tokens_local: int = 0
+    tokens_mesh: int = 0
+    token_hops: int = 0
+    mem_packets: int = 0
+    mem_hops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    ctx_starts: int = 0
+    ctx_ends: int = 0
+
+    def __iadd__(self, other):
+        self.ops.update(other.ops)
+        for name in ("tokens_local", "tokens_mesh", "token_hops", "mem_packets", "mem_hops",
+                     "bytes_read", "bytes_written", "ctx_starts", "ctx_ends"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    @property
+    def instructions(self):
+        """Return the total firings."""
+        return sum(self.ops.values())
+
+    def as_dict(self):
+        """Return the counters as a JSON-friendly dict (opcodes by name, sorted)."""
+        d = {k: getattr(self, k) for k in ("tokens_local", "tokens_mesh", "token_hops",
+                                           "mem_packets", "mem_hops", "bytes_read",
+                                           "bytes_written", "ctx_starts", "ctx_ends")}
+        d["instructions"] = self.instructions
+        d["ops"] = {k: int(v) for k, v in sorted(self.ops.items()) if v}
+        return d
+
+
+class Memory:
+    """The Dbufs: a flat byte space, allocated per Dbuf on first touch."""
+
+    def __init__(self, params, segments=()):
+        self.params = params
+        self.bufs = {}
+        for addr, data in dict(segments).items():
+            self.write(addr, data)
+
+    def _buf(self, d):
+        if d not in self.bufs:
+            self.bufs[d] = bytearray(self.params.dbuf_bytes)
+        return self.bufs[d]
+
+    def check(self, addr, n, what):
+        """Raise :class:`MemoryFault` unless ``n`` bytes at ``addr`` are a legal access."""
+        if not 0 <= addr <= self.params.memory_bytes - n:
+            raise MemoryFault(f"{what}: address {addr:#x} is outside every Dbuf "
+                              f"(0..{self.params.memory_bytes - 1:#x})")
+        if n in (2, 4, 8) and addr % n:
+            raise MemoryFault(f"{what}: address {addr:#x} is not aligned to {n} bytes")
+
+    def read(self, addr, n):
+        """Return ``n`` bytes at global address ``addr``."""
+        d, off = divmod(addr, self.params.dbuf_bytes)
+        return bytes(self._buf(d)[off:off + n])
+
+    def write(self, addr, data):
+        """Write ``data`` at global address ``addr`` (within one Dbuf)."""
+        d, off = divmod(addr, self.params.dbuf_bytes)
+        self._buf(d)[off:off + len(data)] = data
+
+
+@dataclass
+class RunResult:
+    """The memory after a run, the counters, the last event time and the events handled.
+
+    ``time`` is an *estimate* of cycles (issue width, unit latencies, hops and Dbuf ports
+    modelled; mesh link contention not): see ``docs/golden.md``.
+    """
+    memory: Memory
+    counters: Counters
+    time: int
+    events: int
+
+
+class _Slot:
+    __slots__ = ("key", "insn", "ops", "fifos", "reserved", "local", "hops", "iter", "acc",
+                 "count", "memq", "ends", "producers", "last", "retry")
+
+    def __init__(self, key, insn):
+        self.key = key
+        self.insn = insn
+        self.ops = insn.token_operands
+        self.fifos = [deque(), deque(), deque()]
+        self.reserved = [0, 0, 0]
+        self.iter = None
+        self.acc = None
+        self.count = 0
+        self.memq = deque()
+        self.ends = 0
+        self.producers = set()
+        self.last = {}
+        self.retry = -1
+
+
+def _s32(v):
+    v &= M32
+    return v - (1 << 32) if v >> 31 else v
+
+
+def _int_op(op, a, b):
+    a &= M32
+    b &= M32
+    if op is Op.ADD:
+        return (a + b) & M32
+    if op is Op.SUB:
+        return (a - b) & M32
+    if op is Op.MUL:
+        return (a * b) & M32
+    if op is Op.AND:
+        return a & b
+    if op is Op.OR:
+        return a | b
+    if op is Op.XOR:
+        return a ^ b
+    if op is Op.SHL:
+        return (a << (b & 31)) & M32
+    if op is Op.SHR:
+        return a >> (b & 31)
+    if op is Op.SRA:
+        return (_s32(a) >> (b & 31)) & M32
+    if op is Op.EQ:
+        return int(a == b)
+    if op is Op.LT:
+        return int(_s32(a) < _s32(b))
+    if op is Op.LTU:
+        return int(a < b)
+    raise AssertionError(op)
+
+
+def bscan(mask, base, count):
+    """Return the ``count`` tokens of one ``BSCAN mask, base`` firing (``docs/isa.md``).
+
+    Token ``j`` is ``base + 2 * popcount(mask & ((2 << j) - 1))`` (32-bit wrap) when bit ``j``
+    of ``mask`` (low 32 bits) is set, else 0.  With an FD-CSR row's ``colidx`` as ``mask`` and
+    ``base`` = item base + 2 x ``rowoff``, a stored weight's token is its value's address
+    minus the value load's offset, plus 2 (never 0), and a zero weight's is 0.
+    """
+    mask &= M32
+    out = []
+    seen = 0
+    for j in range(count):
+        if mask >> j & 1:
+            seen += 1
+            out.append((base + 2 * seen) & M32)
+        else:
+            out.append(0)
+    return out
+
+
+_PIPE_NAMES = {"fp": "fp", "p0": "mem", "p2": "int"}
+
+
+def _pipe(insn):
+    # The estimate's issue pipe of insn (docs/golden.md): the RTL's (sw.spec.isa.issue_pipe), pipe 0
+    # named "mem", pipe 2 "int"; with int_issue = 1 "mem" folds into "int" (_Machine._issue).
+    return _PIPE_NAMES[issue_pipe(insn.op, insn.pipe0)]
+
+
+def _fp_imm(imm):
+    return (imm & 0xFFFF) * _BCAST
+
+
+class _Machine:
+    def __init__(self, image, seed, jitter, max_events):
+        self.image = image
+        self.p = image.params
+        self.rng = random.Random(seed) if seed is not None else None
+        self.jitter = jitter
+        self.max_events = max_events
+        self.mem = Memory(self.p, image.segments)
+        self.c = Counters()
+        self.events = []
+        self.seq = 0
+        self.now = 0
+        self.slots = {}
+        for key, insn in image.instructions().items():
+            self.slots[key] = _Slot(key, insn)
+        for key, st in self.slots.items():
+            st.local = [(d.x, d.y) == key[:2] for d in st.insn.dests]
+            st.hops = [len(self.p.route(key[:2], (d.x, d.y))) for d in st.insn.dests]
+            for d, loc in zip(st.insn.dests, st.local):
+                if loc:
+                    self.slots[(d.x, d.y, d.slot)].producers.add(key)
+        self.preloaded = Counter()
+        for x, y, s, o, v in image.preloads:
+            self.slots[(x, y, s)].fifos[o].append((v, None))
+            self.preloaded[(x, y, s, o)] += 1
+        self.ctx_slots = sorted(k for k, st in self.slots.items() if st.insn.op is Op.CTX)
+        self.next_ctx = 0
+        self.retired = 0
+        self.end_counts = Counter()
+        self.pipe_free = {}
+        self.dbuf_free = {}
+
+    # Scheduling -----------------------------------------------------------------------------
+
+    def _push(self, t, kind, *args):
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, args))
+
+    def _issue(self, st, pipe):
+        # Like the RTL PE, each pipe issues one instruction (or ITER/BSCAN token) per cycle:
+        # "fp", "int" (INT/CTRL with BSCAN tokens, and MEM and ITER with int_issue = 1) and,
+        # with int_issue = 2, "mem" (the RTL's pipe 0: loads, stores and ITER tokens, the
+        # address streams, docs/pe.md round 5, and pipe0-hinted INT/CTRL instructions).
+        # pipe_free holds (cycle, issues in that cycle) per pipe.
+        if pipe == "mem" and self.p.int_issue == 1:
+            pipe = "int"
+        key = (st.key[0], st.key[1], pipe)
+        width = 1
+        cycle, used = self.pipe_free.get(key, (-1, 0))
+        if cycle == self.now and used >= width:
+            free = self.now + 1
+            if st.retry < free:
+                st.retry = free
+                self._push(free, "iter", st.key)
+            return False
+        self.pipe_free[key] = (self.now, used + 1 if cycle == self.now else 1)
+        return True
+
+    def _rand(self, n):
+        return self.rng.randint(0, n) if self.rng and n > 0 else 0
+
+    def _send(self, st, i, value, tag, latency):
+        d = st.insn.dests[i]
+        dkey = (d.x, d.y, d.slot)
+        if st.local[i]:
+            self.slots[dkey].reserved[d.operand] += 1
+            self.c.tokens_local += 1
+            t = self.now + latency + _LOCAL + self._rand(self.jitter)
+        else:
+            self.c.tokens_mesh += 1
+            self.c.token_hops += st.hops[i]
+            t = self.now + latency + _REMOTE + st.hops[i] + self._rand(self.jitter)
+        # One source to one destination is one path: it stays in order.
+        t = max(t, st.last.get(i, 0))
+        st.last[i] = t
+        self._push(t, "tok", dkey, d.operand, value, tag, st.local[i])
+
+    def _start_contexts(self):
+        while self.next_ctx < self.image.contexts and \
+                self.next_ctx < self.retired + self.image.window:
+            ctx = self.next_ctx
+            self.next_ctx += 1
+            for key in self.ctx_slots:
+                self.c.ctx_starts += 1
+                st = self.slots[key]
+                t = max(self.now + 1 + self._rand(self.jitter), st.last.get("micc", 0))
+                st.last["micc"] = t
+                self._push(t, "tok", key, 0, ctx, (ctx,), False)
+
+    def _end(self, st, delay):
+        ctx = st.ends
+        st.ends += 1
+        self.c.ctx_ends += 1
+        self._push(self.now + delay + 1 + self._rand(self.jitter), "end", ctx, st.key)
+
+    # Running --------------------------------------------------------------------------------
+
+    def run(self):
+        self._start_contexts()
+        handled = 0
+        done_at = 0 if self.retired >= self.image.contexts else None
+        # Run until no event is left (tokens still in flight when the last context retires,
+        # e.g. a final feedback token, must land before the leftover check).
+        while self.events:
+            t, _, kind, args = heapq.heappop(self.events)
+            self.now = t
+            handled += 1
+            if self.max_events and handled > self.max_events:
+                raise GoldenTimeout(f"timeout: {handled - 1} events without finishing "
+                                    f"({self.retired} of {self.image.contexts} contexts "
+                                    f"retired); {self._stuck()}")
+            if kind == "tok":
+                self._token(*args)
+            elif kind == "mem":
+                key, entry, value = args
+                entry[1] = value
+                self._try(self.slots[key])
+            elif kind == "iter":
+                st = self.slots[args[0]]
+                st.retry = -1       # no retry pending any more: a later wake must push one
+                self._try(st)
+            elif kind == "end":
+                self._ctx_end(*args)
+                if done_at is None and self.retired >= self.image.contexts:
+                    done_at = self.now
+        if self.retired < self.image.contexts:
+            raise DeadlockError(f"deadlock: no event left with {self.retired} of "
+                                f"{self.image.contexts} contexts retired; {self._stuck()}")
+        self._check_clean()
+        return RunResult(self.mem, self.c, done_at, handled)
+
+    def _token(self, key, operand, value, tag, local):
+        st = self.slots.get(key)
+        if st is None:
+            raise GoldenError(f"a token reached unconfigured slot ({key[0]},{key[1]}).{key[2]}")
+        fifo = st.fifos[operand]
+        if local:
+            st.reserved[operand] -= 1
+        elif len(fifo) >= self.p.operand_depth:
+            raise OperandOverflowError(
+                f"operand FIFO overflow at ({key[0]},{key[1]}).{key[2]} {st.insn.op.name} "
+                f"operand {operand}: {len(fifo)} tokens already waiting (operand_depth "
+                f"{self.p.operand_depth}); the flow-control rule of docs/isa.md is broken")
+        fifo.append((value, tag))
+        self._try(st)
+
+    def _ctx_end(self, ctx, key):
+        if ctx >= self.image.contexts:
+            raise GoldenError(f"slot ({key[0]},{key[1]}).{key[2]} sent an END for context "
+                              f"{ctx}, but only {self.image.contexts} contexts run")
+        self.end_counts[ctx] += 1
+        while self.end_counts[self.retired] >= self.image.ends_per_context and \
+                self.retired < self.image.contexts:
+            self.retired += 1
+        self._start_contexts()
+
+    def _room(self, st, indices):
+        depth = self.p.operand_depth
+        for i in indices:
+            if st.local[i]:
+                d = st.insn.dests[i]
+                tgt = self.slots[(d.x, d.y, d.slot)]
+                if len(tgt.fifos[d.operand]) + tgt.reserved[d.operand] >= depth:
+                    return False
+        return True
+
+    def _wake(self, st):
+        for pk in sorted(st.producers):
+            pst = self.slots[pk]
+            if pst.retry < self.now:
+                pst.retry = self.now
+                self._push(self.now, "iter", pk)
+
+    def _try(self, st):
+        insn = st.insn
+        op = insn.op
+        ndest = range(len(insn.dests))
+        while True:
+            if st.memq:
+                entry = st.memq[0]
+                if entry[1] is not None and self._room(st, ndest):
+                    st.memq.popleft()
+                    value = entry[1]
+                    for i in ndest:
+                        self._send(st, i, value, entry[2], 1)
+                    if insn.end and op.is_store:
+                        self._end(st, 1)
+                    continue
+            if st.iter is not None:
+                if not self._room(st, ndest) or not self._issue(st, st.iter[4]):
+                    return
+                self._emit(st)
+                if st.iter is not None:
+                    self._push(self.now + 1, "iter", st.key)
+                    return
+                continue
+            if not self._fire(st):
+                return
+
+    def _emit(self, st):
+        # One token of an ITER/BSCAN firing: token i, tagged with the loop index i.
+        emit, total, i, tag, pipe = st.iter
+        value = emit(i)
+        for j in range(len(st.insn.dests)):
+            self._send(st, j, value, None if tag is None else tag + (i,), 1)
+        i += 1
+        st.iter = None if i == total else (emit, total, i, tag, pipe)
+
+    def _operand(self, st, i, popped):
+        insn = st.insn
+        if insn.regmask >> i & 1:
+            return int(self.image.regs[st.key[1], st.key[0], insn.regs[i]])
+        if i >= insn.nsrc:
+            return _fp_imm(insn.imm) if insn.op.unit is Unit.FP else insn.imm & M32
+        return popped[i][0]
+
+    def _fire(self, st):
+        insn, op = st.insn, st.insn.op
+        for i in st.ops:
+            if not st.fifos[i]:
+                return False
+        if op.is_load or op.is_store:
+            if len(st.memq) >= 1 << TAG_BITS:
+                return False
+        if op is Op.SWITCH:
+            cond = self._operand(st, 1, {1: st.fifos[1][0]} if 1 in st.ops else {})
+            taken = (cond & M32) != 0
+            ndest = range(insn.ntrue) if taken else range(insn.ntrue, len(insn.dests))
+        elif op is Op.FACC:
+            ndest = range(len(insn.dests)) if st.count + 1 == insn.imm & 0xFFFF else ()
+        elif op.is_load or op.is_store:
+            ndest = ()
+        else:
+            # ITER and BSCAN included: the firing's issue emits their first token.
+            ndest = range(len(insn.dests))
+        if not self._room(st, ndest):
+            return False
+        pipe = _pipe(insn)
+        if not self._issue(st, pipe):
+            return False
+        popped = {i: st.fifos[i].popleft() for i in st.ops}
+        self._wake(st)
+        tags = [popped[i][1] for i in st.ops if not (op is Op.SWITCH and i == 2)]
+        known = [t for t in tags if t is not None]
+        if any(t != known[0] for t in known):
+            x, y, s = st.key
+            detail = ", ".join(f"operand {i}: {self._tagtext(popped[i][1])}" for i in st.ops)
+            raise ContextOrderError(
+                f"context-order error at ({x},{y}).{s} {op.name}: it consumed operands of "
+                f"different contexts/iterations ({detail}); a SWITCH whose branches rejoin "
+                f"needs its feedback edge (PAPER.md section 4)")
+        tag = known[0] if known else None
+        self.c.ops[op.name] += 1
+        a = lambda i: self._operand(st, i, popped)  # noqa: E731
+        lat = _LAT[op.unit]
+        if op is Op.LDHBZ and a(0) & M32 == 0:
+            # ISA v1.4: address 0 gives +0.0 without a memory access, in issue order.
+            entry = [None, None, tag]
+            st.memq.append(entry)
+            self._push(self.now + 1 + self._rand(self.jitter), "mem", st.key, entry, 0)
+            return True
+        if op.is_load or op.is_store:
+            addr = (a(0) + insn.imm) & M32
+            n = op.access_bytes
+            self.mem.check(addr, n, f"{op.name} at ({st.key[0]},{st.key[1]}).{st.key[2]}")
+            d = self.p.dbuf_of(addr)[0]
+            hops = len(self.p.route(st.key[:2], self.p.dbuf_coord(d)))
+            self.c.mem_packets += 2
+            self.c.mem_hops += 2 * hops
+            if op.is_load:
+                raw = int.from_bytes(self.mem.read(addr, n), "little")
+                value = raw * _BCAST if op in (Op.LDHB, Op.LDHBZ) else raw
+                self.c.bytes_read += n
+            else:
+                self.mem.write(addr, (a(1) & ((1 << (8 * n)) - 1)).to_bytes(n, "little"))
+                self.c.bytes_written += n
+                value = 0
+            entry = [None, None, tag]
+            st.memq.append(entry)
+            # One access per cycle per Dbuf; the reply comes back over the same hop count.
+            serve = max(self.now + hops, self.dbuf_free.get(d, 0))
+            self.dbuf_free[d] = serve + 1
+            delay = serve + 1 + hops + self._rand(4 * self.jitter)
+            self._push(delay, "mem", st.key, entry, value)
+            return True
+        if op is Op.ITER:
+            count, step = insn.imm & 0xFFFF, insn.imm >> 16
+            start = a(0)
+            st.iter = (lambda i: (start + i * step) & M32, count, 0, tag, pipe)
+            self._emit(st)
+            return True
+        if op is Op.BSCAN:
+            st.iter = (bscan(a(0), a(1), insn.imm & 0xFFFF).__getitem__, insn.imm & 0xFFFF, 0,
+                       tag, pipe)
+            self._emit(st)
+            return True
+        if op is Op.SWITCH:
+            value = a(0)
+        elif op in (Op.MOV, Op.CTX):
+            value = a(0)
+        elif op is Op.IMM:
+            value = insn.imm & M32
+        elif op is Op.FIMM:
+            value = _fp_imm(insn.imm)
+        elif op is Op.SCAN:
+            st.acc = ((st.acc or 0) + a(1)) & M32
+            value = (a(0) + st.acc) & M32
+            st.count += 1
+            if st.count == insn.imm & 0xFFFF:
+                st.acc, st.count = 0, 0
+        elif op is Op.FACC:
+            acc = _FACC_INIT if st.acc is None else st.acc
+            st.acc = int(fp16.simd4_fma(a(0), a(1), acc))
+            st.count += 1
+            if st.count < insn.imm & 0xFFFF:
+                return True
+            value, st.acc, st.count = st.acc, None, 0
+            tag = None if tag is None else tag[:1]
+        elif op is Op.FADD:
+            value = int(fp16.simd4_add(a(0), a(1)))
+        elif op is Op.FSUB:
+            value = int(fp16.simd4_sub(a(0), a(1)))
+        elif op is Op.FMUL:
+            value = int(fp16.simd4_mul(a(0), a(1)))
+        elif op is Op.FMADD:
+            value = int(fp16.simd4_fma(a(0), a(1), a(2)))
+        else:
+            value = _int_op(op, a(0), a(1))
+        for i in ndest:
+            self._send(st, i, value, tag, lat)
+        if insn.end:
+            self._end(st, lat)
+        return True
+
+    @staticmethod
+    def _tagtext(tag):
+        if tag is None:
+            return "preload"
+        return f"context {tag[0]}" + (f" iteration {list(tag[1:])}" if len(tag) > 1 else "")
+
+    def _stuck(self):
+        waiting = []
+        for key in sorted(self.slots):
+            st = self.slots[key]
+            have = [len(f) for f in st.fifos]
+            pre = [self.preloaded[(*key, o)] for o in range(3)]
+            if any(h > p for h, p in zip(have, pre)) or st.memq or st.iter:
+                miss = [i for i in st.ops if not st.fifos[i]]
+                waiting.append(f"({key[0]},{key[1]}).{key[2]} {st.insn.op.name} holds "
+                               f"{have} tokens" + (f", waits for operand {miss}" if miss
+                                                   else ", waits for room downstream"))
+            if len(waiting) >= 8:
+                waiting.append("...")
+                break
+        return "stuck: " + ("; ".join(waiting) if waiting else "nothing holds tokens")
+
+    def _check_clean(self):
+        for key, st in self.slots.items():
+            for o in range(3):
+                if len(st.fifos[o]) != self.preloaded[(*key, o)]:
+                    raise DeadlockError(
+                        f"run finished with {len(st.fifos[o])} tokens left at "
+                        f"({key[0]},{key[1]}).{key[2]} {st.insn.op.name} operand {o} "
+                        f"(expected {self.preloaded[(*key, o)]}); {self._stuck()}")
+
+
+def run_image(image, seed=None, jitter=4, max_events=50_000_000):
+    """Run ``image`` token by token and return a :class:`RunResult`.
+
+    Parameters
+    ----------
+    image : sw.compiler.image.Image
+        A checked image.
+    seed : int, optional
+        Seed of the delivery-order randomizer; ``None`` gives fixed latencies.
+    jitter : int
+        Largest random extra delay of a delivery (a Dbuf reply gets up to 4x that).
+    max_events : int
+        Event bound; exceeding it raises :class:`GoldenTimeout`.
+    """
+    return _Machine(image, seed, jitter, max_events).run()
+
+
+# Counting without running -------------------------------------------------------------------
+
+def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
+    """Return the :class:`Counters` of running ``contexts`` contexts of ``image``'s program.
+
+    Token counts are propagated through the decoded program (edges into SWITCH operand 2 are
+    the feedback edges and are not followed).  ``switch_true[(x, y, slot)]`` is the total
+    number of SWITCH firings that take the True branch, ``mem_hops(x, y, slot)`` the hops from
+    a memory instruction to the Dbuf it accesses, ``accesses[(x, y, slot)]`` the firings of a
+    ``LDHBZ`` that access memory (a non-zero address; default: all).  Supports graphs whose
+    only cycles are SWITCH feedback edges (all FC graphs).
+    """
+    accesses = accesses or {}
+    p = image.params
+    insns = image.instructions()
+    into = Counter()
+    indeg = Counter()
+    for key, insn in insns.items():
+        for d in insn.dests:
+            if not (insns[(d.x, d.y, d.slot)].op is Op.SWITCH and d.operand == 2):
+                indeg[(d.x, d.y, d.slot)] += 1
+    ready = [k for k in insns if indeg[k] == 0]
+    seen = 0
+    c = Counters()
+    fires = {}
+    while ready:
+        key = ready.pop()
+        seen += 1
+        insn = insns[key]
+        op = insn.op
+        if op is Op.CTX:
+            n = contexts
+            c.ctx_starts += contexts
+        else:
+            first = insn.token_operands[0] if insn.token_operands else None
+            n = into[(key, first)]
+        fires[key] = n
+        c.ops[op.name] += n
+        if insn.end:
+            c.ctx_ends += n
+        if op.is_load or op.is_store:
+            h = mem_hops(*key)
+            m = accesses.get(key, n) if op is Op.LDHBZ else n
+            c.mem_packets += 2 * m
+            c.mem_hops += 2 * m * h
+            if op.is_load:
+                c.bytes_read += m * op.access_bytes
+            else:
+                c.bytes_written += m * op.access_bytes
+        per_dest = []
+        for i, d in enumerate(insn.dests):
+            if op in (Op.ITER, Op.BSCAN):
+                k = n * (insn.imm & 0xFFFF)
+            elif op is Op.FACC:
+                k = n // (insn.imm & 0xFFFF)
+            elif op is Op.SWITCH:
+                t = switch_true.get(key, 0)
+                k = t if i < insn.ntrue else n - t
+            else:
+                k = n
+            per_dest.append(k)
+        for d, k in zip(insn.dests, per_dest):
+            dkey = (d.x, d.y, d.slot)
+            into[(dkey, d.operand)] += k
+            if (d.x, d.y) == key[:2]:
+                c.tokens_local += k
+            else:
+                c.tokens_mesh += k
+                c.token_hops += k * len(p.route(key[:2], (d.x, d.y)))
+            if not (insns[dkey].op is Op.SWITCH and d.operand == 2):
+                indeg[dkey] -= 1
+                if indeg[dkey] == 0:
+                    ready.append(dkey)
+    if seen != len(insns):
+        raise FdpuError("program_counters: the program has a cycle other than SWITCH "
+                        "feedback edges; run it with run_image")
+    return c
+
+
+# FC layers ----------------------------------------------------------------------------------
+
+@dataclass
+class FcRun:
+    """The result (``N x K`` float16), counters, plan and how it was computed.
+
+    ``running`` is the sum of the magnitudes of the rounded partial sums (``N x K``), the
+    input of the running error bound (:func:`sw.models.reference.check`).
+    """
+    result: np.ndarray
+    counters: Counters
+    plan: object
+    exact: bool
+    events: int = 0
+    cycles: int = 0
+    running: np.ndarray = None
+
+
+def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=50_000_000,
+           validate=True):
+    """Run an FC layer on the golden model and return an :class:`FcRun`.
+
+    ``exact`` runs every pass's image through :func:`run_image`; otherwise the vectorized
+    path computes the same bits and counts (see the module doc).  ``validate=False`` skips
+    the graph validation (to run a deliberately broken graph, e.g. without feedback edges).
+    """
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    if w16.shape != (plan.K, plan.C) or x16.shape != (plan.N, plan.C):
+        raise FdpuError(f"weights {w16.shape} and inputs {x16.shape} do not match the plan "
+                        f"(K x C = {plan.K} x {plan.C}, N x C = {plan.N} x {plan.C})")
+    graph, placement = program(plan)
+    if validate:
+        graph.validate(plan.params)
+    if exact:
+        total = Counters()
+        y = empty_result(plan)
+        events = cycles = 0
+        for p, (image, outputs) in enumerate(pass_images(plan, w16, x16, graph, placement)):
+            res = run_image(image, seed=None if seed is None else seed + p, jitter=jitter,
+                            max_events=max_events)
+            total += res.counters
+            events += res.events
+            cycles += res.time
+            gather_pass(plan, y, outputs, res.memory.read)
+        _, mu = graphs.fc_result(plan, w16, x16, running=True)
+        return FcRun(y, total, plan, True, events, cycles, mu)
+    y, mu = graphs.fc_result(plan, w16, x16, running=True)
+    contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
+    image = assemble(graph, placement, {}, contexts)
+    return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,
+                 running=mu)
+
+
+def _fc_counters(plan, graph, placement, image, w16, contexts):
+    params = plan.params
+    home = {pe: d for pe, d in plan.homes}
+
+    def hops(x, y, slot):
+        return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
+
+    switch_true, accesses = {}, {}
+    if plan.mode == "sparse":
+        nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
+        nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
+        nz = nz.reshape(plan.kblocks, plan.kb)
+        per_engine = np.zeros((plan.engines, plan.kb), dtype=np.int64)
+        items = np.arange(plan.items)
+        engine = (items % plan.per_pass) % plan.engines
+        np.add.at(per_engine, engine, nz[items % plan.kblocks])
+        # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
+        # memory, once per stored weight.
+        for node in graph.nodes:
+            if node.op is Op.SWITCH:
+                e, k = node.meta["engine"], node.meta["row"]
+                switch_true[placement.where[node.id]] = int(per_engine[e, k])
+            elif node.op is Op.LDHBZ:
+                e, k = node.meta["engine"], node.meta["row"]
+                accesses[placement.where[node.id]] = int(per_engine[e, k])
+    return program_counters(image, contexts, switch_true, hops, accesses)

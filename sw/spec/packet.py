@@ -1,0 +1,134 @@
+"""Packets on the mesh: one flit each, one source of truth for ``hw`` and ``sw``.
+
+Every packet is a single flit of :func:`flit_width` bits: a header that the routers read
+(``kind``, and the destination ``dst_x``, ``dst_y``, biased by one as in :mod:`sw.spec.arch`) and a
+body whose fields depend on ``kind``.  Routers look at nothing but the header (and at
+:func:`net_of` to keep requests and replies apart); the body is carried untouched.
+
+========  ==================  ===========================================================
+kind      from -> to          body
+========  ==================  ===========================================================
+OPERAND   PE/MicC -> PE       ``slot``, ``operand``, ``data`` (64): a token for an operand
+LOAD      PE -> Dbuf          ``addr``, ``size``, ``bcast``, reply-to ``src_x``/``src_y``
+                              (biased), ``slot``, ``tag``
+STORE     PE -> Dbuf          as LOAD, plus ``data``
+REPLY     Dbuf -> PE          ``slot``, ``tag``, ``err``, ``data``: load data or store ack
+CONFIG    MicC -> PE          ``what`` (instruction part, register, preload), ``index``
+                              (part, register or operand), ``slot``, ``data``
+CTX_END   PE -> MicC          ``data`` (the low 32 bits: context ID of the firing, if any),
+                              ``count`` (16): the END messages the flit stands for (v1.2)
+========  ==================  ===========================================================
+
+``CTX_END.count`` (ISA v1.2): a PE whose reply output is blocked merges END messages of one
+context into one flit; ``count`` is how many (1 ..  ``2**16 - 1``).  A ``count`` of 0 counts
+as 1, so a v1.1 sender that leaves the field zero stays correct.  The MicC adds ``count`` to
+the context's end counter; :func:`end_count` is that rule in Python.
+
+``size`` is log2 of the access bytes (1, 2 or 3 for 2, 4 or 8 bytes); ``bcast`` asks the Dbuf
+to broadcast a 2-byte value to the four binary16 lanes (``LDHB``).  ``tag`` numbers the
+outstanding loads/stores of one slot so the PE can put replies back in issue order.
+
+Networks (protocol deadlock freedom, ``docs/noc.md``): LOAD and STORE travel on the *request*
+network, everything else on the *reply* network; a Dbuf always sinks requests because its
+replies never wait for requests.
+"""
+
+import enum
+
+from sw.spec.bitfields import Field, Layout
+
+__all__ = ["Kind", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layout",
+           "flit_layout", "flit_width", "net_of", "bias", "unbias", "END_COUNT_BITS",
+           "end_count"]
+
+#: Bits of the per-slot tag of outstanding memory accesses.
+TAG_BITS = 4
+
+#: Bits of the ``count`` field of a CTX_END flit (ISA v1.2).
+END_COUNT_BITS = 16
+
+
+class Kind(enum.IntEnum):
+    """What a flit is."""
+    OPERAND = 0
+    LOAD = 1
+    STORE = 2
+    REPLY = 3
+    CONFIG = 4
+    CTX_END = 5
+
+
+class Net(enum.IntEnum):
+    """The two networks (physical or virtual) that keep requests and replies apart."""
+    REQUEST = 0
+    REPLY = 1
+
+
+class ConfigWhat(enum.IntEnum):
+    """What a CONFIG flit writes."""
+    INSN = 0      # 64-bit part ``index`` of the instruction word of ``slot``
+    REG = 1       # local register ``index``
+    PRELOAD = 2   # an initial token for operand ``index`` of ``slot`` (feedback edges, loops)
+
+
+def bias(coordinate):
+    """Return the wire form of a coordinate (``-1`` -> 0)."""
+    return coordinate + 1
+
+
+def unbias(value):
+    """Return the coordinate of its wire form (0 -> ``-1``)."""
+    return value - 1
+
+
+def end_count(count):
+    """Return the END messages a CTX_END flit with ``count`` in its ``count`` field stands for.
+
+    0 counts as 1 (a v1.1 flit, which leaves the field zero).
+    """
+    return count or 1
+
+
+def net_of(kind):
+    """Return the :class:`Net` that carries flits of ``kind``."""
+    return Net.REQUEST if Kind(kind) in (Kind.LOAD, Kind.STORE) else Net.REPLY
+
+
+def header_layout(params):
+    """Return the layout of the flit header (the low bits of every flit)."""
+    return Layout("flit header", [Field("kind", 3), Field("dst_x", params.x_bits),
+                                  Field("dst_y", params.y_bits)])
+
+
+def body_layout(kind, params):
+    """Return the layout of the body of a flit of ``kind``."""
+    kind = Kind(kind)
+    slot = Field("slot", params.slot_bits)
+    data = Field("data", params.TOKEN_BITS)
+    if kind is Kind.OPERAND:
+        fields = [slot, Field("operand", 2), data]
+    elif kind in (Kind.LOAD, Kind.STORE):
+        fields = [Field("addr", params.ADDR_BITS), Field("size", 2), Field("bcast", 1),
+                  Field("src_x", params.x_bits), Field("src_y", params.y_bits), slot,
+                  Field("tag", TAG_BITS)]
+        if kind is Kind.STORE:
+            fields.append(data)
+    elif kind is Kind.REPLY:
+        fields = [slot, Field("tag", TAG_BITS), Field("err", 1), data]
+    elif kind is Kind.CONFIG:
+        fields = [Field("what", 2), Field("index", max(params.reg_bits, 2)), slot, data]
+    else:
+        fields = [data, Field("count", END_COUNT_BITS)]
+    return Layout(f"{kind.name} body", fields)
+
+
+def flit_width(params):
+    """Return the bits of one flit: the header plus the widest body."""
+    return header_layout(params).width + max(body_layout(k, params).width for k in Kind)
+
+
+def flit_layout(kind, params):
+    """Return the full layout (header then body, padded to :func:`flit_width`) of ``kind``."""
+    header, body = header_layout(params), body_layout(kind, params)
+    return Layout(f"{Kind(kind).name} flit", header.fields + body.fields,
+                  width=flit_width(params))
