@@ -17,7 +17,8 @@ from hw.ctrl.micc import Micc, MiccError, MiccState
 from sw.compiler.image import expand_cbuf
 from sw.models.noc import pack_flit, unpack_flit
 from sw.spec.arch import ArrayParams
-from sw.spec.cbuf import cbuf_header_layout, cbuf_template_layout, cbuf_words
+from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
+                          word_bits)
 from sw.spec.packet import ConfigWhat, Kind, body_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -243,9 +244,7 @@ def test_bad_parameters():
     ArrayParams(rows=2, cols=2, slots=16), ArrayParams(), ArrayParams(slots=128)])
 def test_cbuf_word_is_64_bits(params):
     # One DMA beat, one record word, whatever the flit width (129 bits at 8 x 8, 128 slots).
-    from sw.spec.cbuf import word_bits
-    from tb.host.runtime import cbuf_word_bits
-    assert word_bits(params) == cbuf_word_bits(params) == 64
+    assert word_bits(params) == Cbuf(params).width == 64
 
 
 @pytest.mark.parametrize("rows, slots, K, C, N, mode, density", [
@@ -254,13 +253,13 @@ def test_cbuf_word_is_64_bits(params):
 def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
     from sw.compiler import graphs, layers
     from sw.compiler.asm import assemble
-    from sw.models.golden import _program
+    from sw.compiler.program import program
     from tb.host import runtime
     p = ArrayParams(rows=rows, cols=rows, slots=slots)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
     plan = graphs.plan_fc(K, C, N, mode, p)
-    graph, placement = _program(plan)
+    graph, placement = program(plan)
     segments, _ = graphs.pass_memory(plan, w, x, 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
     config, templates = runtime.image_flits(image)
@@ -430,13 +429,13 @@ def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
 
     from sw.compiler import graphs, layers
     from sw.compiler.asm import assemble
-    from sw.models.golden import _program
+    from sw.compiler.program import program
     from sw.models.noc import unpack_flit as unpack
     from sw.spec.ports import config_port_of, config_ports
     p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
     K, C = (96, 256) if rows == 8 else (5, 40)
     plan = graphs.plan_fc(K, C, 4, "dense", p)
-    graph, placement = _program(plan)
+    graph, placement = program(plan)
     segments, _ = graphs.pass_memory(plan, layers.make_weights((K, C), 1.0, 1),
                                      layers.make_inputs(C, 4, 1), 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))

@@ -16,8 +16,8 @@ import pytest
 import sw.cli
 from sw.compiler import graphs, layers
 from sw.compiler.asm import assemble
+from sw.compiler.program import program
 from sw.models import golden
-from sw.models.golden import _program
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_template_layout
@@ -53,7 +53,7 @@ def _image(**params):
     w = layers.make_weights((2, 16), 1.0, 3)
     x = layers.make_inputs(16, 1, 3)
     plan = graphs.plan_fc(2, 16, 1, "dense", p)
-    graph, placement = _program(plan)
+    graph, placement = program(plan)
     segments, outputs = graphs.pass_memory(plan, w, x, 0)
     return assemble(graph, placement, segments, plan.pass_contexts(0))
 
@@ -269,7 +269,7 @@ def _2x3_image():
     """Return the 2 x 3 dense image of :func:`_ports_fc` (5 x 40, batch 3)."""
     p = ArrayParams(rows=2, cols=3, **{**SMALL, "slots": 32})
     plan = graphs.plan_fc(5, 40, 3, "dense", p)
-    graph, placement = _program(plan)
+    graph, placement = program(plan)
     segments, _ = graphs.pass_memory(plan, layers.make_weights((5, 40), 1.0, 1),
                                      layers.make_inputs(40, 3, 1), 0)
     return assemble(graph, placement, segments, plan.pass_contexts(0))
