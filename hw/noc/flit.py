@@ -8,7 +8,7 @@ Nothing here defines a bit position: every layout is built from the ``sw`` layou
   default; a narrower ``width`` (at least the header plus one bit) gives small meshes for tests
   and benchmarks that carry a private body.
 * :func:`body_layout` views the ``body`` of one :class:`sw.spec.packet.Kind`
-  (``data.View(body_layout(Kind.LOAD, p), flit.body)``).
+  (``flit.body.load`` is ``data.View(body_layout(Kind.LOAD, p), flit.body.bits)``).
 * :data:`FlitKind` is :class:`sw.spec.packet.Kind` as an Amaranth enum with its 3-bit shape.
 * :func:`is_request` is :func:`sw.spec.packet.net_of` in hardware.
 """
@@ -62,15 +62,31 @@ def default_width(params):
     return flit_width(params)
 
 
+def _body_bits(params, width):
+    header = header_layout(params)
+    width = default_width(params) if width is None else width
+    if not isinstance(width, int) or isinstance(width, bool) or width <= header.size:
+        raise TypeError(f"width must be an integer larger than the {header.size}-bit header, "
+                        f"not {width!r}")
+    return width - header.size
+
+
 def flit_layout(params, width=None):
     """Return the ``StructLayout`` of a whole flit: the header fields, then ``body``.
+
+    ``body`` is a ``UnionLayout``: ``body.bits`` is the raw body, and ``body.operand``,
+    ``body.load``, ... (one member per :class:`sw.spec.packet.Kind` whose body fits the width,
+    named in lower case) view it as that kind's fields (:func:`body_layout`).  The union is
+    exactly as wide as the body, so every view reads the same bits.
 
     Parameters
     ----------
     params : sw.spec.arch.ArrayParams
         Sizes the coordinates.
     width : int, optional
-        Flit width in bits; default :func:`default_width`.  Must exceed the header width.
+        Flit width in bits; default :func:`default_width`.  Must exceed the header width; a
+        narrower flit than the default (small meshes for tests and benchmarks that carry a
+        private body) has only the views that fit.
 
     Raises
     ------
@@ -78,18 +94,20 @@ def flit_layout(params, width=None):
         If ``width`` is not an integer larger than the header.
     """
     header = header_layout(params)
-    width = default_width(params) if width is None else width
-    if not isinstance(width, int) or isinstance(width, bool) or width <= header.size:
-        raise TypeError(f"width must be an integer larger than the {header.size}-bit header, "
-                        f"not {width!r}")
+    bits = _body_bits(params, width)
+    views = {}
+    for kind in Kind:
+        fields = _sw_body_layout(kind, params).struct_fields()
+        if sum(fields.values()) <= bits:
+            views[kind.name.lower()] = body_layout(kind, params, width)
     return data.StructLayout({**{name: field.shape for name, field in header},
-                              "body": width - header.size})
+                              "body": data.UnionLayout({"bits": bits, **views})})
 
 
 def body_layout(kind, params, width=None):
     """Return the ``StructLayout`` of the body of a flit of ``kind``, padded to the ``body``
-    field of :func:`flit_layout` ``(params, width)`` so that it can view it."""
-    body = Shape.cast(flit_layout(params, width)["body"].shape).width
+    of :func:`flit_layout` ``(params, width)`` (``flit.body.<kind>`` is a view of it)."""
+    body = _body_bits(params, width)
     fields = _sw_body_layout(Kind(getattr(kind, "value", kind)), params).struct_fields()
     used = sum(fields.values())
     if used > body:

@@ -24,29 +24,35 @@ from sw.spec.packet import Kind, flit_layout
 __all__ = ["flit_union", "insn_struct", "coord_layout", "dest_layout", "local_layout",
            "dispatch_layout", "PeError", "error_layout"]
 
+
 def flit_union(params):
     """Return the flit of ``params`` as a union of one struct view per packet kind."""
     return data.UnionLayout({
         kind.name.lower(): data.StructLayout(flit_layout(kind, params).struct_fields())
         for kind in Kind})
 
+
 def insn_struct(params):
     """Return the instruction word of ``params`` as a ``data.StructLayout``."""
     return data.StructLayout(insn_layout(params).struct_fields())
 
+
 def coord_layout(params):
     """Return a PE coordinate as the PE's ``i_coord`` port takes it: ``x``, ``y``, not biased."""
     return data.StructLayout({"x": bits_for(params.cols), "y": bits_for(params.rows)})
+
 
 def dest_layout(params):
     """Return one destination: PE ``x``, ``y`` (not biased), ``slot``, ``operand``."""
     return data.StructLayout({"x": bits_for(params.cols), "y": bits_for(params.rows),
                               "slot": params.slot_bits, "operand": 2})
 
+
 def local_layout(params):
     """Return a token for operand ``operand`` of ``slot`` of this PE."""
     return data.StructLayout({"slot": params.slot_bits, "operand": 2,
                               "data": params.TOKEN_BITS})
+
 
 def dispatch_layout(params):
     """Return a result to dispatch: ``data``, ``dests``, ``dmask`` (to serve), ``end`` and
@@ -59,6 +65,7 @@ def dispatch_layout(params):
         "ectx": 32,
     })
 
+
 class PeError(enum.IntEnum):
     """Bit positions of the PE's sticky error flags."""
     #: A token reached a slot whose opcode is INVALID or unknown (it is dropped).
@@ -69,6 +76,7 @@ class PeError(enum.IntEnum):
     BAD_ADDRESS = 2
     #: A Dbuf answered with its error bit (misaligned or out-of-range access).
     DBUF_ERROR = 3
+
 
 def error_layout(params):
     """Return the error status: ``flags`` (one bit per :class:`PeError`) and ``slot``."""
