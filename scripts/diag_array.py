@@ -11,7 +11,7 @@ dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps t
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs._homes`` as it is
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs.engine_homes`` as it is
 (since commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
 nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
 it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
@@ -43,13 +43,13 @@ from sw.spec.arch import ArrayParams, Dir
 #: Step of each mesh direction, ``(dx, dy)``.
 STEP = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.NORTH: (0, -1), Dir.SOUTH: (0, 1)}
 #: The unpatched policy, kept before any monkeypatch.
-CURRENT_HOMES = graphs._homes
+CURRENT_HOMES = graphs.engine_homes
 
 
 def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
-    The policy of :func:`sw.compiler.graphs._homes` (since d587c9f; before the monkeypatch of this
+    The policy of :func:`sw.compiler.graphs.engine_homes` (since d587c9f; before the monkeypatch of this
     process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
     engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
@@ -87,7 +87,7 @@ def homes_transposed(params, count):
 
 
 def homes_nearest(params, count):
-    """Return ``[(pe, dbuf)]`` as ``sw.compiler.graphs._homes`` did before commit d587c9f (the
+    """Return ``[(pe, dbuf)]`` as ``sw.compiler.graphs.engine_homes`` did before commit d587c9f (the
     greedy).
 
     Each PE, edge PEs first, takes the nearest Dbuf with room (``ceil(P / D)`` engines each);
@@ -336,12 +336,12 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
     import tb.host.runner
-    saved = (graphs._homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb)
+    saved = (graphs.engine_homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb)
     try:
         return _main(args)
     finally:
         # The experiments monkeypatch these for this process; callers (tests) get them back.
-        graphs._homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb = saved
+        graphs.engine_homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb = saved
 
 
 def _main(args):
@@ -356,7 +356,7 @@ def _main(args):
             return plain_plan(*a, **kw)
 
         graphs.plan_fc = plan_fc
-    graphs._homes = POLICIES[args.homes]
+    graphs.engine_homes = POLICIES[args.homes]
     if args.end_join:
         end_join()
     plan = graphs.plan_fc(args.out_features, args.in_features, args.batch, args.mode, params)

@@ -195,12 +195,12 @@ def test_value_loads_per_row_follow_the_mesh_links():
     # and link, and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per
     # column, 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) one load per 4
     # lane groups (fewer pipe-2 issues) is cheaper (docs/mapping.md, "Blocking choice").
-    from sw.compiler.graphs import WFANS, _link_engines
+    from sw.compiler.graphs import WFANS, link_engines
     from sw.spec.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
     plan = plan_fc(96, 256, 64, "sparse", p8, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
-    assert _link_engines(p8, plan.homes) == 2
+    assert link_engines(p8, plan.homes) == 2
     g = build_graph(plan)
     assert sum(1 for n in g.nodes if n.op is Op.LDHBZ) == 64 * 3
     plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4, sparse_graph="switch")
@@ -209,7 +209,7 @@ def test_value_loads_per_row_follow_the_mesh_links():
     p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
     plan = plan_fc(6, 64, 32, "sparse", p1, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
-    assert _link_engines(p1, plan.homes) == 1
+    assert link_engines(p1, plan.homes) == 1
     assert plan_fc(6, 64, 32, "sparse", p1, wfan=16, sparse_graph="switch").wfan == 16
     assert WFANS == (4, 16)
     with pytest.raises(FdpuError, match="wfan must be one of 4, 16, got 8"):
@@ -220,9 +220,9 @@ def test_value_loads_per_row_follow_the_mesh_links():
 def test_homes_are_straight_and_shared_fairly(rows, cols):
     # Every PE's home Dbuf is on its row or column (a straight XY route), no Dbuf has more
     # than ceil(P / D) engines, so no mesh link carries more than one Dbuf's engines.
-    from sw.compiler.graphs import _homes, _link_engines
+    from sw.compiler.graphs import engine_homes, link_engines
     p = ArrayParams(rows=rows, cols=cols)
-    homes = _homes(p, p.num_pes)
+    homes = engine_homes(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
     assert sorted(pe for pe, _ in homes) == sorted(p.pe_coords())
     per = {}
@@ -231,9 +231,9 @@ def test_homes_are_straight_and_shared_fairly(rows, cols):
         dx, dy = p.dbuf_coord(d)
         assert dx == x or dy == y, f"PE {(x, y)} homed at Dbuf {d} {(dx, dy)}: not straight"
     assert max(per.values()) <= cap
-    assert _link_engines(p, homes) <= cap
+    assert link_engines(p, homes) <= cap
     # Fewer engines than PEs: the ones nearest their homes, each still straight.
-    few = _homes(p, max(1, p.num_pes // 2))
+    few = engine_homes(p, max(1, p.num_pes // 2))
     assert len(few) == max(1, p.num_pes // 2)
     assert all(p.dbuf_coord(d)[0] == x or p.dbuf_coord(d)[1] == y for (x, y), d in few)
 

@@ -283,13 +283,13 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     spec = importlib.util.spec_from_file_location("diag_array", path)
     diag = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(diag)
-    before = (graphs._homes, graphs.build_engine)
+    before = (graphs.engine_homes, graphs.build_engine)
     out = tmp_path / "diag.json"
     status = diag.main(["--rows", "2", "--cols", "2", "--in-features", "32", "--out-features",
                         "12", "--batch", "8", "--slots", "128", "--homes", "straight",
                         "--end-join", "--run", "icarus", "--probe", "8", "--json", str(out)])
     assert status == 0
-    assert (graphs._homes, graphs.build_engine) == before
+    assert (graphs.engine_homes, graphs.build_engine) == before
     fig = json.loads(out.read_text())
     assert fig["run"]["match"]
     b = fig["breakdown"]

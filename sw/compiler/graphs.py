@@ -40,7 +40,7 @@ from sw.spec.isa import Op, Unit, issue_pipe
 
 __all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph",
            "pass_memory", "gather_outputs", "engine_costs", "engine_issues", "EngineIssues",
-           "blocking_costs"]
+           "blocking_costs", "engine_homes", "link_engines"]
 
 MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
@@ -393,7 +393,7 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
     return c.slots, integer, c.fp
 
 
-def _link_engines(params, homes):
+def link_engines(params, homes):
     """Return the most engines whose Dbuf requests (or replies) cross one mesh link.
 
     Requests follow :meth:`~sw.spec.arch.ArrayParams.route` from the PE to its home Dbuf, replies
@@ -460,7 +460,7 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
                 if mode == "sparse":
                     count = min(params.num_pes, items)
                     if count not in links:
-                        links[count] = _link_engines(params, _homes(params, count))
+                        links[count] = link_engines(params, engine_homes(params, count))
                     if sparse_graph == "switch":
                         terms["int util"] = pipes[0] * scale / SPARSE_INT_UTIL
                         if len(pipes) == 2 and per_dbuf > 1:
@@ -493,7 +493,7 @@ def _choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph):
 
 # Plans ---------------------------------------------------------------------------------------
 
-def _homes(params, count, cap=None):
+def engine_homes(params, count, cap=None):
     """Pick ``count`` PEs and give each a home Dbuf on its own row or column.
 
     Every Dbuf takes at most ``cap`` engines (default ``ceil(P / D)``).  Among the assignments
@@ -574,7 +574,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 continue
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
                            sparse_graph=sparse_graph)
-            probe.homes = _homes(params, min(params.num_pes, probe.items))
+            probe.homes = engine_homes(params, min(params.num_pes, probe.items))
             if _fits(probe, 1):
                 break
         kb, gb, wfan = ckb, cgb, cwfan
@@ -586,7 +586,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
-    plan.homes = _homes(params, min(params.num_pes, plan.items))
+    plan.homes = engine_homes(params, min(params.num_pes, plan.items))
     full = -(-plan.items // plan.engines)
     if contexts is None:
         lo, hi = 1, full
