@@ -18,6 +18,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.shared import Shared
+from hw.lib.spec import check_params
 from hw.noc.mesh import Noc
 from hw.pe.layouts import error_layout, flit_union
 from hw.pe.pe import Pe
@@ -66,8 +67,7 @@ class PeArray(wiring.Component):
     """
 
     def __init__(self, params, micc=(-1, 0), depth=4):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self.params, self.micc, self.depth = params, micc, depth
         flit = stream.Signature(flit_union(params))
         n, d = params.num_pes, params.num_dbufs
