@@ -116,7 +116,7 @@ def _merge(m, a, b, out, name):
     m.d.comb += cur.eq(Mux(locked, held, Mux(a.valid & b.valid, ~last, b.valid)))
     m.d.comb += [
         out.valid.eq(Mux(cur, b.valid, a.valid)),
-        out.payload.as_value().eq(Mux(cur, b.payload.as_value(), a.payload.as_value())),
+        out.payload.eq(Mux(cur, b.payload, a.payload)),
         a.ready.eq(out.ready & ~cur),
         b.ready.eq(out.ready & cur),
     ]
