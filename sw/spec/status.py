@@ -11,7 +11,7 @@ derives the shaped Amaranth enums the state machines hold, with the same names a
 
 import enum
 
-__all__ = ["STATE_BITS", "MiccState", "MiccError", "DmaState", "DmaError", "error_names"]
+__all__ = ["STATE_BITS", "MiccState", "MiccError", "DmaState", "DmaError"]
 
 #: Bits of a state register (``o_state`` of the MicC and of the DMA).
 STATE_BITS = 3
@@ -59,11 +59,6 @@ class DmaError(enum.IntEnum):
     BAD_DESC = 0
     #: A Dbuf answered a DMA access with ``err``.
     DBUF_ERROR = 1
-
-
-def error_names(errors, word):
-    """Return the names of the members of ``errors`` (bit positions) set in ``word``."""
-    return [e.name for e in errors if int(word) >> e & 1]
 
 
 for _states in (MiccState, DmaState):
