@@ -30,7 +30,7 @@ Deadlock
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.spec import check_params
