@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The DMA descriptor and the status enums: one definition in ``sw.spec``, the same in ``hw``.
 
 The descriptor test reads a packed descriptor through the hardware's own view of it (the
