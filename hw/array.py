@@ -10,7 +10,8 @@ the reply network there: Dbuf replies, and the MicC's configuration and context 
 port) and ``o_reply[k]`` (reply-network flits addressed to the port: CTX_END to the MicC).
 ``o_error[n]`` and ``o_fire[n]`` are the PEs' status ports, ``n = y * cols + x``.  A request
 ejected at a PE (``Noc.o_stray``, which no well-formed program sends) is sunk and counted in
-``o_stray``.
+``o_stray``.  The edge ports carry the one flit layout (:func:`hw.noc.flit.flit_layout`);
+the PEs' ports still carry ``hw.pe.layouts.flit_union`` (the same bits), copied with ``eq``.
 """
 
 from amaranth import Module, Mux, Signal
@@ -18,7 +19,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.shared import Shared
+from hw.lib.spec import check_params
 from hw.noc.mesh import Noc
+from hw.noc.flit import flit_layout
 from hw.pe.layouts import error_layout, flit_union
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
@@ -66,10 +69,9 @@ class PeArray(wiring.Component):
     """
 
     def __init__(self, params, micc=(-1, 0), depth=4):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self.params, self.micc, self.depth = params, micc, depth
-        flit = stream.Signature(flit_union(params))
+        flit = stream.Signature(flit_layout(params))
         n, d = params.num_pes, params.num_dbufs
         super().__init__({
             "o_req": Out(flit).array(d),
@@ -111,18 +113,10 @@ class PeArray(wiring.Component):
             with m.If(noc.o_stray[n].valid):
                 m.d.sync += self.o_stray.eq(self.o_stray + 1)
         for k in range(p.num_dbufs):
-            m.d.comb += [
-                self.o_req[k].valid.eq(noc.o_req[k].valid),
-                self.o_req[k].payload.eq(noc.o_req[k].payload),
-                noc.o_req[k].ready.eq(self.o_req[k].ready),
-                noc.i_reply[k].valid.eq(self.i_reply[k].valid),
-                noc.i_reply[k].payload.eq(self.i_reply[k].payload),
-                self.i_reply[k].ready.eq(noc.i_reply[k].ready),
-                self.o_reply[k].valid.eq(noc.o_reply[k].valid),
-                self.o_reply[k].payload.eq(noc.o_reply[k].payload),
-                noc.o_reply[k].ready.eq(self.o_reply[k].ready),
-                noc.i_req[k].valid.eq(0),
-            ]
+            wiring.connect(m, noc.o_req[k], wiring.flipped(self.o_req[k]))
+            wiring.connect(m, wiring.flipped(self.i_reply[k]), noc.i_reply[k])
+            wiring.connect(m, noc.o_reply[k], wiring.flipped(self.o_reply[k]))
+            m.d.comb += noc.i_req[k].valid.eq(0)
         return m
 
 

@@ -71,22 +71,24 @@ Contract
 """
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.ctrl.cbuf import Cbuf
-from hw.ctrl.dma import Dma, DmaError, ext_write_layout
-from hw.ctrl.micc import Micc, MiccError, MiccState
+from hw.ctrl.dma import Dma, DmaState, ext_write_layout
+from hw.ctrl.micc import Micc, MiccState
 from hw.lib.logic import any_of, equals, increment, popcount, sum_of
 from hw.lib.shared import Shared
+from hw.lib.spec import check_params
 from hw.noc.dbuf import Dbuf
-from hw.noc.flit import Bits, FlitKind, body_layout
+from hw.noc.flit import Bits, FlitKind
 from hw.noc.mesh import Mesh
 from hw.pe.layouts import PeError
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
 from sw.spec.ports import config_ports as _config_ports
 from sw.spec.ports import dma_ports
+from sw.spec.status import DmaError, MiccError
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
 
@@ -96,7 +98,12 @@ ERROR_BITS = tuple(f"MICC_{e.name}" for e in MiccError) + tuple(
 
 
 def _link(m, src, dst):
-    """Connect stream ``src`` to ``dst`` whose payload layouts differ but have one width."""
+    """Connect stream ``src`` to ``dst`` whose payload layouts differ but have one width.
+
+    Only where a PE meets a mesh: the PE's ports still carry ``hw.pe.layouts.flit_union``, the
+    meshes :func:`hw.noc.flit.flit_layout` (the same bits); everywhere else the two sides have
+    the one flit layout and meet with ``wiring.connect``.
+    """
     m.d.comb += [dst.valid.eq(src.valid), src.ready.eq(dst.ready),
                  dst.payload.as_value().eq(src.payload.as_value())]
 
@@ -109,7 +116,7 @@ def _merge(m, a, b, out, name):
     m.d.comb += cur.eq(Mux(locked, held, Mux(a.valid & b.valid, ~last, b.valid)))
     m.d.comb += [
         out.valid.eq(Mux(cur, b.valid, a.valid)),
-        out.payload.as_value().eq(Mux(cur, b.payload.as_value(), a.payload.as_value())),
+        out.payload.eq(Mux(cur, b.payload, a.payload)),
         a.ready.eq(out.ready & ~cur),
         b.ready.eq(out.ready & cur),
     ]
@@ -135,8 +142,7 @@ class FDPU(wiring.Component):
 
     def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1,
                  config_ports=1):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
             raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
         ports = dma_ports(params)
@@ -165,7 +171,7 @@ class FDPU(wiring.Component):
         super().__init__({**extra,
             "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16),
-            "o_done": Out(1), "o_halt": Out(1), "o_state": Out(3),
+            "o_done": Out(1), "o_halt": Out(1), "o_state": Out(MiccState),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
             "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_config_hidden": Out(48),
@@ -176,7 +182,7 @@ class FDPU(wiring.Component):
             "o_clock": Out(48),
             # DMA (hw.ctrl.dma): host registers and the external memory port.
             "i_dma_start": In(1), "i_dma_list": In(32), "i_dma_count": In(16),
-            "o_dma_state": Out(3), "o_dma_busy": Out(1), "o_dma_done": Out(1),
+            "o_dma_state": Out(DmaState), "o_dma_busy": Out(1), "o_dma_done": Out(1),
             "o_dma_halt": Out(1), "o_dma_error": Out(len(DmaError)), "o_dma_desc": Out(16),
             "o_dma_cycles": Out(32), "o_ext_rd_bytes": Out(40), "o_ext_wr_bytes": Out(40),
             "o_ext_rd": Out(stream.Signature(32)),
@@ -301,7 +307,7 @@ class FDPU(wiring.Component):
             # PE requests only: the DMA's STOREs/LOADs come in through the same port (they
             # overlap the MicC's run when configuration hides behind the DMA-in); a PE's
             # reply-to coordinate is inside the array (biased 1..cols, 1..rows).
-            src = data.View(body_layout(FlitKind.LOAD, p), req.o_edge[k].payload.body)
+            src = req.o_edge[k].payload.body.load
             from_pe = (src.src_x.any() & ~equals(src.src_x, p.cols + 1)
                        & src.src_y.any() & ~equals(src.src_y, p.rows + 1))
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready & from_pe)

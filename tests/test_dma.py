@@ -9,9 +9,10 @@ import random
 
 import pytest
 
-from hw.ctrl.dma import Dma, DmaError, build_dma
+from hw.ctrl.dma import Dma, build_dma
 from hw.tooling.verilog import lint, to_verilog
 from sw.spec.arch import ArrayParams
+from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
 from tb.host.extmem import ExtMem
 from tb.host.runner import run_cocotb

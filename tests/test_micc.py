@@ -13,13 +13,14 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from hw.ctrl.cbuf import Cbuf
-from hw.ctrl.micc import Micc, MiccError, MiccState
+from hw.ctrl.micc import Micc, MiccState
 from sw.compiler.image import expand_cbuf
 from sw.models.noc import pack_flit, unpack_flit
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits)
 from sw.spec.packet import ConfigWhat, Kind, body_layout
+from sw.spec.status import MiccError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 

@@ -31,6 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals
+from hw.lib.spec import check_params
 from hw.lib.sram import Sram
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
@@ -52,8 +53,7 @@ class Cbuf(wiring.Component):
     """
 
     def __init__(self, params=ArrayParams(), *, behavioural=False, ports=1):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         if not isinstance(ports, int) or isinstance(ports, bool) or not 1 <= ports <= 4 \
                 or params.cbufs % ports:
             raise TypeError(f"ports must be an integer in 1..4 dividing cbufs "

@@ -13,19 +13,19 @@
 Contract
 --------
 Descriptors
-    ``i_count`` descriptors of 16 bytes at external byte address ``i_list`` (16-aligned, else
-    ``BAD_DESC`` at once), each
-    two little-endian 64-bit words: word 0 = ``ext`` (bits 0..31, external byte address) |
-    ``local`` (bits 32..63); word 1 = ``length`` in bytes (bits 0..31) | flags (bit 32
-    ``OUT``: chip to external memory; bit 33 ``CBUF``: ``local`` is a byte offset into the
-    Cbufs, else a global Dbuf address of :mod:`sw.spec.arch`).  They run in order, one at a time.
+    ``i_count`` descriptors of :data:`sw.spec.dma.DESC_BYTES` (16) bytes at external byte
+    address ``i_list`` (16-aligned, else ``BAD_DESC`` at once), each two little-endian 64-bit
+    words laid out as :func:`sw.spec.dma.descriptor_layout`: ``ext`` (external byte address),
+    ``local`` (a global Dbuf address of :mod:`sw.spec.arch`, or with ``cbuf`` a byte offset
+    into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``.  They
+    run in order, one at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`sw.spec.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
-    the Cbufs; ``OUT`` with ``CBUF`` does not exist, nor ``CBUF`` on a DMA built with
+    the Cbufs; ``out`` with ``cbuf`` does not exist, nor ``cbuf`` on a DMA built with
     ``cbuf=False``.  ``length = 0`` is a no-op.  A descriptor list runs with the next
     descriptor's fetch overlapping the current one's move, and without waiting for the STORE
     acks of an IN descriptor (they are awaited before an OUT descriptor and at the end).
-Errors (``o_error``, bits of :class:`DmaError`, sticky until the next start)
+Errors (``o_error``, bits of :class:`sw.spec.status.DmaError`, sticky until the next start)
     A descriptor breaking a rule above stops the job before it moves a byte of that
     descriptor (``BAD_DESC``); a Dbuf reply with ``err`` (``DBUF_ERROR``) stops it after the
     current descriptor.  Either way the DMA reaches DONE: ``o_halt`` rises, ``o_done`` does not.
@@ -50,36 +50,25 @@ Dbufs
     network wait, so it adds no protocol-deadlock cycle (``docs/system.md``).
 """
 
-import enum
-
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, zero_extend
-from hw.noc.flit import Bits, FlitKind, body_layout, flit_layout
+from hw.lib.spec import check_params, shaped_enum
+from hw.noc.flit import Bits, FlitKind, flit_layout
+from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
+from sw.spec.dma import DESC_BYTES, WORD_BITS, descriptor_layout
+from sw.spec.status import DmaError
 
-__all__ = ["Dma", "DmaError", "DmaState", "ext_write_layout", "build_dma"]
-
-
-class DmaState(enum.IntEnum):
-    """The DMA's state (``o_state``)."""
-    IDLE = 0
-    FETCH = 1
-    CHECK = 2
-    MOVE = 3
-    FINISH = 4
-    DONE = 5
+__all__ = ["Dma", "DmaState", "ext_write_layout", "build_dma"]
 
 
-class DmaError(enum.IntEnum):
-    """Bit positions of ``o_error``."""
-    #: A descriptor breaks the alignment/range rules.
-    BAD_DESC = 0
-    #: A Dbuf answered a DMA access with ``err``.
-    DBUF_ERROR = 1
+#: The DMA's state register: :class:`sw.spec.status.DmaState` with its
+#: :data:`~sw.spec.status.STATE_BITS`-bit shape.
+DmaState = shaped_enum(status.DmaState, status.STATE_BITS, module=__name__)
 
 
 def _add8(x):
@@ -112,12 +101,11 @@ class Dma(wiring.Component):
         Depth of the read and reply FIFOs: external reads (and Dbuf loads) in flight at most.
     cbuf : bool
         The DMA has the Cbufs' write port; without it (the extra channels of a multi-channel
-        top) a ``CBUF`` descriptor is ``BAD_DESC``.
+        top) a ``cbuf`` descriptor is ``BAD_DESC``.
     """
 
     def __init__(self, params=ArrayParams(), *, coord=(-1, 0), outstanding=64, cbuf=True):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         if params.dbuf_at(*coord) is None:
             raise ValueError(f"coord must be an edge port coordinate of the array, not "
                              f"{coord!r}")
@@ -132,7 +120,7 @@ class Dma(wiring.Component):
         cabits = max(1, (self.cbuf_words - 1).bit_length())
         super().__init__({
             "i_start": In(1), "i_list": In(32), "i_count": In(16),
-            "o_state": Out(3), "o_busy": Out(1), "o_done": Out(1), "o_halt": Out(1),
+            "o_state": Out(DmaState), "o_busy": Out(1), "o_done": Out(1), "o_halt": Out(1),
             "o_error": Out(len(DmaError)), "o_desc": Out(16),
             "o_rd_bytes": Out(40), "o_wr_bytes": Out(40), "o_cycles": Out(32),
             "o_ext_rd": Out(stream.Signature(32)),
@@ -150,7 +138,10 @@ class Dma(wiring.Component):
         depth = self.outstanding
         lbits = depth.bit_length()              # counts 0 .. depth
 
-        state = Signal(3)
+        # The sequencer's state; ``o_state`` shows it to the host.  A typed register rather than
+        # ``m.FSM``: a start (from IDLE or DONE) is one transition of two states, and the host
+        # reads fixed values.
+        state = Signal(DmaState)
         err = Signal(len(DmaError))
         cycles, rd_bytes, wr_bytes = Signal(32), Signal(40), Signal(40)
         list_addr, count, index = Signal(32), Signal(16), Signal(16)
@@ -190,11 +181,15 @@ class Dma(wiring.Component):
             m.d.sync += rd_bytes.eq(_add8(rd_bytes))
 
         # The descriptor being run.
-        desc0, desc1 = Signal(64), Signal(64)
+        # Its two words shift in through desc1 (word 0 ends in desc0); the fields are those of
+        # the one descriptor layout (sw.spec.dma).
+        desc0, desc1 = Signal(WORD_BITS), Signal(WORD_BITS)
         got = Signal(2)
         pre, mode_out = Signal(), Signal()
-        ext, loc, length = desc0[:32], desc0[32:], desc1[:32]
-        is_out, is_cbuf = desc1[32], desc1[33]
+        desc_layout = data.StructLayout(descriptor_layout().struct_fields())
+        desc = data.View(desc_layout, Cat(desc0, desc1))
+        ext, loc, length = desc.ext, desc.local, desc.length
+        is_out, is_cbuf = desc.out, desc.cbuf
 
         # Dbuf target of the descriptor: its number and edge coordinate (biased).
         shift = (p.dbuf_bytes - 1).bit_length()
@@ -236,7 +231,7 @@ class Dma(wiring.Component):
 
         # Requests into the request mesh: STORE (IN, Dbuf) or LOAD (OUT).
         req = self.o_req.payload
-        body = data.View(body_layout(FlitKind.STORE, p), req.body)
+        body = req.body.store
         cx, cy = self.coord
         moving = is_state(DmaState.MOVE)
         store_v = moving & ~is_out & ~is_cbuf & st_left.any() & rdq.r_rdy
@@ -283,7 +278,7 @@ class Dma(wiring.Component):
 
         # Replies: store acks are counted, load data goes to repq, then to external memory.
         rep = self.i_rep.payload
-        rbody = data.View(body_layout(FlitKind.REPLY, p), rep.body)
+        rbody = rep.body.reply
         m.d.comb += self.i_rep.ready.eq(1)
         rep_ok = self.i_rep.valid
         with m.If(rep_ok & rbody.err):
@@ -309,9 +304,10 @@ class Dma(wiring.Component):
         # before an OUT descriptor starts (its LOADs then see every earlier STORE) and at the
         # end of the list.  So a run of IN descriptors streams with a few cycles between them.
         words = length[3:]
+        dshift = (DESC_BYTES - 1).bit_length()          # descriptors are DESC_BYTES-aligned
         last = Signal()
         m.d.comb += last.eq(increment(index) == count)
-        next_list = Cat(list_addr[:4], increment(list_addr[4:]))
+        next_list = Cat(list_addr[:dshift], increment(list_addr[dshift:]))
 
         def fetch_next():
             # Issue the two reads of the next descriptor unless they are issued already.
@@ -319,13 +315,14 @@ class Dma(wiring.Component):
 
         with m.If(self.i_start & (is_state(DmaState.IDLE) | is_state(DmaState.DONE))):
             m.d.sync += [state.eq(DmaState.FETCH), err.eq(0), cycles.eq(0),
-                         list_addr.eq(Cat(self.i_list[:4], increment(self.i_list[4:]))),
+                         list_addr.eq(Cat(self.i_list[:dshift],
+                                          increment(self.i_list[dshift:]))),
                          count.eq(self.i_count), index.eq(0),
                          rd_addr.eq(self.i_list), rd_left.eq(Mux(self.i_count.any(), 2, 0)),
                          got.eq(0), pre.eq(0), mode_out.eq(0)]
             with m.If(~self.i_count.any()):
                 m.d.sync += state.eq(DmaState.DONE)
-            with m.If(self.i_list[:4].any()):
+            with m.If(self.i_list[:dshift].any()):
                 m.d.sync += [state.eq(DmaState.DONE), err[DmaError.BAD_DESC].eq(1)]
         with m.Elif(is_state(DmaState.FETCH)):
             with m.If(got[1]):

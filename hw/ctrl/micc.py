@@ -43,55 +43,36 @@ expansion in Python.
    ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
    ``retired == contexts``; ``o_done`` stays high until the next start.
 
-Errors (sticky until the next start, bits of ``o_error`` = :class:`MiccError`) end the run in
-DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad registers, a
-flit other than CTX_END, an end for a context not in flight, more ends than ``i_ends`` for a
-context, a Cbuf write (``i_cbuf_write``) while the MicC runs.  ``o_cycles`` counts the cycles
-from start to DONE, ``o_config_cycles`` those spent configuring (CONFIG and DRAIN),
-``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array),
+Errors (sticky until the next start, bits of ``o_error`` = :class:`sw.spec.status.MiccError`)
+end the run in DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad
+registers, a flit other than CTX_END, an end for a context not in flight, more ends than
+``i_ends`` for a context, a Cbuf write (``i_cbuf_write``) while the MicC runs.  ``o_cycles``
+counts the cycles from start to DONE, ``o_config_cycles`` those spent configuring (CONFIG and
+DRAIN), ``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array),
 ``o_config_hidden`` the configuring cycles during which ``i_hold`` was high (configuration
 that ran behind the DMA).
 """
-
-import enum
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, popcount, zero_extend
-from hw.noc.flit import Bits, FlitKind, body_layout, flit_layout
+from hw.lib.spec import check_params, shaped_enum
+from hw.noc.flit import Bits, FlitKind, flit_layout
+from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits, word_parts)
 from sw.spec.packet import ConfigWhat, Kind
+from sw.spec.status import MiccError
 
-__all__ = ["Micc", "MiccError", "MiccState", "build_micc"]
-
-
-class MiccState(enum.IntEnum):
-    """The MicC's state (``o_state``)."""
-    IDLE = 0
-    CONFIG = 1
-    DRAIN = 2
-    CTX = 3
-    WAIT = 4
-    DONE = 5
-    HOLD = 6
+__all__ = ["Micc", "MiccState", "build_micc"]
 
 
-class MiccError(enum.IntEnum):
-    """Bit positions of ``o_error``."""
-    #: ``n_config + n_ctx`` (port 0) or ``n_config_<p>`` exceeds a port's Cbuf region.
-    CONFIG_TOO_BIG = 0
-    #: ``window`` outside ``1 .. operand_depth``, or contexts without CTX slots or ENDs.
-    BAD_REGS = 1
-    #: A flit other than CTX_END reached the MicC.
-    BAD_FLIT = 2
-    #: A CTX_END for a context that is not in flight, or more ends than ``i_ends``.
-    BAD_END = 3
-    #: The Cbufs were written (DMA) while the MicC was running.
-    CBUF_BUSY = 4
+#: The MicC's state register: :class:`sw.spec.status.MiccState` with its
+#: :data:`~sw.spec.status.STATE_BITS`-bit shape.
+MiccState = shaped_enum(status.MiccState, status.STATE_BITS, module=__name__)
 
 
 def _sfx(port):
@@ -119,8 +100,7 @@ class Micc(wiring.Component):
     """
 
     def __init__(self, params=ArrayParams(), *, drain=None, ports=1, delivered=False):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         if not isinstance(ports, int) or isinstance(ports, bool) or not 1 <= ports <= 4 \
                 or params.cbufs % ports:
             raise TypeError(f"ports must be an integer in 1..4 dividing cbufs "
@@ -148,7 +128,7 @@ class Micc(wiring.Component):
             "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16),
             "i_hold": In(1), "i_cbuf_write": In(1), "i_delivered": In(32),
-            "o_state": Out(3), "o_done": Out(1), "o_error": Out(len(MiccError)),
+            "o_state": Out(MiccState), "o_done": Out(1), "o_error": Out(len(MiccError)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
             "o_config_cycles": Out(48), "o_hold_cycles": Out(48), "o_config_hidden": Out(48),
             "o_flits": Out(32),
@@ -167,7 +147,10 @@ class Micc(wiring.Component):
         def is_state(s):
             return equals(state, s)
 
-        state = Signal(3)
+        # The sequencer's state; ``o_state`` shows it to the host.  A typed register rather than
+        # ``m.FSM``: the error exit (any state -> DONE) and the start (IDLE or DONE -> CONFIG)
+        # take priority over every state's own transition, and the host reads fixed values.
+        state = Signal(MiccState)
         err = Signal(len(MiccError))
         issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
         cycles, config_cycles, hold_cycles, flits = Signal(48), Signal(48), Signal(48), \
@@ -212,7 +195,7 @@ class Micc(wiring.Component):
             r_left = Signal(16, name=f"r_left{s}")
             is_data = r_left.any()
             cfg_flit = Signal(lay, name=f"cfg_flit{s}")
-            cview = data.View(body_layout(FlitKind.CONFIG, p), cfg_flit.body)
+            cview = cfg_flit.body.config
             m.d.comb += [
                 cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x),
                 cfg_flit.dst_y.eq(r_y), cview.what.eq(r_what), cview.index.eq(r_index),
@@ -236,7 +219,7 @@ class Micc(wiring.Component):
             if q == 0:
                 tpl = data.View(tpl_lay, rd_data)
                 ctx_flit = Signal(lay)
-                oview = data.View(body_layout(FlitKind.OPERAND, p), ctx_flit.body)
+                oview = ctx_flit.body.operand
                 m.d.comb += [
                     ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
                     ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
@@ -261,7 +244,7 @@ class Micc(wiring.Component):
         counts = [Signal(16, name=f"ends{i}") for i in range(table)]
         inc = Signal(table)
         fl = self.i_flit.payload
-        end_body = data.View(body_layout(FlitKind.CTX_END, p), fl.body)
+        end_body = fl.body.ctx_end
         end_id, age, outstanding = Signal(32), Signal(32), Signal(32)
         m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
                      age.eq(end_id - retired), outstanding.eq(issued - retired)]
@@ -330,11 +313,13 @@ class Micc(wiring.Component):
             too_big = too_big | (Bits(q["n_config"]) > self.region)
         bad = (~self.i_window.any() | (Bits(self.i_window) > p.operand_depth)
                | (self.i_contexts.any() & (~self.i_n_ctx.any() | ~self.i_ends.any())))
+        start_err = {MiccError.CONFIG_TOO_BIG: too_big, MiccError.BAD_REGS: bad,
+                     MiccError.CBUF_BUSY: self.i_cbuf_write}
         idle_out = Cat(*[~q["left"].any() & ~q["pend"] & ~q["out"].r_rdy for q in ports]).all()
         with m.If(self.i_start & ~running):
             m.d.sync += [
                 state.eq(MiccState.CONFIG),
-                err.eq(Cat(too_big, bad, Const(0, 2), self.i_cbuf_write)),
+                err.eq(Cat(*[start_err.get(e, Const(0, 1)) for e in MiccError])),
                 n_ctx.eq(zx(self.i_n_ctx)),
                 contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
                 ends.eq(self.i_ends),

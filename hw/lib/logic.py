@@ -13,17 +13,20 @@ exists for one of two reasons:
   :func:`popcount` built on it) pairs neighbours level by level instead.
 """
 
+import enum
 import operator
 
 from amaranth import Cat, Const, Mux
 
 __all__ = ["equals", "increment", "zero_extend", "balanced_tree", "any_of", "all_of", "sum_of",
-           "popcount"]
+           "popcount", "lowest_one"]
 
 
 def equals(x, value):
-    """Return ``x == value`` (``value`` a non-negative constant) as an AND of (inverted) bits."""
+    """Return ``x == value`` (``value`` a non-negative constant or an enum member) as an AND of
+    (inverted) bits."""
     x = x.as_value() if hasattr(x, "as_value") else x
+    value = value.value if isinstance(value, enum.Enum) else value
     if value >> len(x):
         return Const(0, 1)
     return Cat(*[x[i] if value >> i & 1 else ~x[i] for i in range(len(x))]).all()
@@ -94,3 +97,13 @@ def popcount(bits, width):
     if not bits:
         return Const(0, width)
     return sum_of([Mux(b, Const(1, width), Const(0, width)) for b in bits], width)
+
+
+def lowest_one(value):
+    """Return ``value`` with only its lowest set bit kept (single-bit logic, no adder)."""
+    seen = Const(0, 1)
+    bits = []
+    for i in range(len(value)):
+        bits.append(value[i] & ~seen)
+        seen = seen | value[i]
+    return Cat(*bits)

@@ -30,11 +30,12 @@ Deadlock
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.lib.spec import check_params
 from hw.lib.sram import Sram
-from hw.noc.flit import Bits, FlitKind, body_layout, flit_layout
+from hw.noc.flit import Bits, FlitKind, flit_layout
 from sw.spec.arch import ArrayParams
 
 __all__ = ["Dbuf"]
@@ -80,8 +81,7 @@ class Dbuf(wiring.Component):
 
     def __init__(self, params=ArrayParams(), index=0, *, reply_depth=4, inline_bits=1 << 20,
                  init_file=""):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         if not isinstance(index, int) or isinstance(index, bool) \
                 or not 0 <= index < params.num_dbufs:
             raise ValueError(f"index must be a Dbuf number 0..{params.num_dbufs - 1}, "
@@ -102,7 +102,7 @@ class Dbuf(wiring.Component):
         m.submodules.replies = out = fifo.SyncFIFO(width=self.layout.size, depth=self.reply_depth)
 
         req = self.i_req.payload
-        store = data.View(body_layout(FlitKind.STORE, p), req.body)
+        store = req.body.store
         offset_bits = (p.dbuf_bytes - 1).bit_length()
 
         # Credits: free reply slots not yet promised to an accepted request.
@@ -161,7 +161,7 @@ class Dbuf(wiring.Component):
         load_data = Mux(pend_bcast, Cat(half, half, half, half), value)
 
         reply = Signal(self.layout)
-        body = data.View(body_layout(FlitKind.REPLY, p), reply.body)
+        body = reply.body.reply
         m.d.comb += [
             reply.kind.eq(FlitKind.REPLY),
             reply.dst_x.eq(pend_x),

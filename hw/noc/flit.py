@@ -14,8 +14,9 @@ Nothing here defines a bit position: every layout is built from the ``sw`` layou
 """
 
 from amaranth.hdl import C, Shape
-from amaranth.lib import data, enum
+from amaranth.lib import data
 
+from hw.lib.spec import check_params, shaped_enum
 from sw.spec.arch import ArrayParams
 from sw.spec.packet import Kind, Net
 from sw.spec.packet import body_layout as _sw_body_layout
@@ -29,28 +30,13 @@ __all__ = ["Bits", "FlitKind", "header_layout", "flit_layout", "body_layout", "d
 _KIND_BITS = _sw_header_layout(ArrayParams(rows=1, cols=1)).field("kind").width
 
 
-class FlitKind(enum.Enum, shape=_KIND_BITS):
-    """:class:`sw.spec.packet.Kind` with an Amaranth shape (same names, same values)."""
-    OPERAND = Kind.OPERAND.value
-    LOAD = Kind.LOAD.value
-    STORE = Kind.STORE.value
-    REPLY = Kind.REPLY.value
-    CONFIG = Kind.CONFIG.value
-    CTX_END = Kind.CTX_END.value
-
-
-if {k.name: k.value for k in FlitKind} != {k.name: k.value for k in Kind}:
-    raise ImportError("hw.noc.flit.FlitKind is out of step with sw.spec.packet.Kind")
-
-
-def _check_params(params):
-    if not isinstance(params, ArrayParams):
-        raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+#: :class:`sw.spec.packet.Kind` as an Amaranth enum with its 3-bit shape (same names, values).
+FlitKind = shaped_enum(Kind, _KIND_BITS, name="FlitKind", module=__name__)
 
 
 def header_layout(params):
     """Return the ``StructLayout`` of the flit header (``kind`` as :data:`FlitKind`)."""
-    _check_params(params)
+    check_params(params)
     fields = _sw_header_layout(params).struct_fields()
     fields["kind"] = FlitKind
     return data.StructLayout(fields)
@@ -58,7 +44,7 @@ def header_layout(params):
 
 def default_width(params):
     """Return the flit width of ``params`` (:func:`sw.spec.packet.flit_width`)."""
-    _check_params(params)
+    check_params(params)
     return flit_width(params)
 
 

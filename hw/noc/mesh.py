@@ -39,16 +39,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, flipped
 
 from hw.lib.shared import Shared
+from hw.lib.spec import check_params
 from hw.noc.flit import flit_layout, is_request
 from hw.noc.router import Router
 from sw.spec.arch import ArrayParams, Dir
 
 __all__ = ["Mesh", "Noc"]
-
-
-def _check_params(params):
-    if not isinstance(params, ArrayParams):
-        raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
 
 
 class Mesh(wiring.Component):
@@ -70,7 +66,7 @@ class Mesh(wiring.Component):
     """
 
     def __init__(self, params=ArrayParams(), *, width=None, depth=4):
-        _check_params(params)
+        check_params(params)
         self.params, self.depth = params, depth
         self.layout = flit_layout(params, width)
         self.width = self.layout.size
@@ -127,7 +123,7 @@ class Noc(wiring.Component):
     """
 
     def __init__(self, params=ArrayParams(), *, depth=4):
-        _check_params(params)
+        check_params(params)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
             raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
         self.params, self.depth = params, depth

@@ -59,6 +59,8 @@ from amaranth import C, Cat, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.lib.logic import lowest_one
+from hw.lib.spec import check_params
 from hw.noc.flit import Bits, flit_layout
 from sw.spec.arch import ArrayParams, Dir
 
@@ -127,16 +129,6 @@ def _any(bits):
     return bits.any() if len(bits) else C(0, 1)
 
 
-def _lowest(value):
-    """Return ``value`` with only its lowest set bit kept (single-bit logic, no adder)."""
-    seen = C(0, 1)
-    bits = []
-    for i in range(len(value)):
-        bits.append(value[i] & ~seen)
-        seen = seen | value[i]
-    return Cat(*bits)
-
-
 def _check_int(name, value, low):
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise TypeError(f"{name} must be an integer >= {low}, not {value!r}")
@@ -168,8 +160,7 @@ class Router(wiring.Component):
     """
 
     def __init__(self, params=ArrayParams(), *, width=None, depth=4):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")
+        check_params(params)
         _check_int("depth", depth, 2)
         self.params, self.depth = params, depth
         self.layout = flit_layout(params, width)
@@ -222,7 +213,7 @@ class Router(wiring.Component):
             hold = Signal(name=f"hold_{name}")
             held = Signal(n, name=f"held_{name}")
             m.d.comb += grant.eq(Mux(hold, held,
-                                     Mux(masked.any(), _lowest(masked), _lowest(request))))
+                                     Mux(masked.any(), lowest_one(masked), lowest_one(request))))
             out = self.o_flit[o]
             m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
             with m.If(out.valid & out.ready):
@@ -284,7 +275,7 @@ class VoqBuffer(wiring.Component):
         older = [Signal(depth, name=f"older{i}") for i in range(depth)]
 
         free = Signal(depth)
-        m.d.comb += [free.eq(_lowest(~valid)), self.i_flit.ready.eq(~valid.all())]
+        m.d.comb += [free.eq(lowest_one(~valid)), self.i_flit.ready.eq(~valid.all())]
         write = self.i_flit.valid & self.i_flit.ready
 
         taken = C(0, depth)

@@ -12,10 +12,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.ctrl.cbuf import Cbuf
-from hw.ctrl.dma import Dma, DmaError
+from hw.ctrl.dma import Dma, DmaState
 from hw.noc.dbuf import Dbuf
 from hw.noc.mesh import Mesh
 from sw.spec.arch import ArrayParams
+from sw.spec.status import DmaError
 from tb.host.extmem import ExtMem
 
 __all__ = ["DmaRig", "make_dma_rig"]
@@ -30,7 +31,7 @@ class DmaRig(wiring.Component):
         super().__init__({
             "i_start": In(1), "i_list": In(32), "i_count": In(16),
             "o_busy": Out(1), "o_done": Out(1), "o_halt": Out(1),
-            "o_error": Out(len(DmaError)), "o_desc": Out(16), "o_state": Out(3),
+            "o_error": Out(len(DmaError)), "o_desc": Out(16), "o_state": Out(DmaState),
             "o_rd_bytes": Out(40), "o_wr_bytes": Out(40), "o_cycles": Out(32),
             "i_mem_latency": In(16), "i_mem_bw": In(8), "i_mem_stall": In(8),
             "i_req_stall": In(8),

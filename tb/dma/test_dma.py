@@ -16,9 +16,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
+from sw.spec.dma import DescFlag, pack_descriptor
+from sw.spec.status import DmaError
 from tb.common.clock import reset, start_clock
 
-OUT, CBUF = 1 << 32, 1 << 33
+OUT, CBUF = DescFlag.OUT, DescFlag.CBUF
 SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)
 
 
@@ -84,7 +86,7 @@ class World:
         dut = self.dut
         words = []
         for ext, loc, n, flags in descs:
-            words += [ext | loc << 32, n | flags]
+            words += pack_descriptor(ext, loc, n, flags)
         self.poke_ext(LISTS // 8, words)
         dut.i_mem_latency.value, dut.i_mem_bw.value = mem["latency"], mem["bw"]
         dut.i_mem_stall.value, dut.i_req_stall.value = mem["stall"], mem["req_stall"]
@@ -217,7 +219,7 @@ async def bad_descriptors(dut):
         done, err, idx, rd, wr, cycles = await w.run([good, desc, good],
                                                      dict(latency=3, bw=64, stall=0,
                                                           req_stall=0), bound=20_000)
-        assert not done and err == 1 and idx == 1, \
+        assert not done and err == 1 << DmaError.BAD_DESC and idx == 1, \
             f"{what}: done {done}, error bits {err} (want BAD_DESC = 1), descriptor {idx}"
         w.apply(good)
         w.check(what)
@@ -228,7 +230,8 @@ async def bad_descriptors(dut):
     dut.i_start.value = 0
     await ClockCycles(dut.clk, 4)
     await ReadOnly()
-    assert _int(dut.o_halt) and not _int(dut.o_done) and _int(dut.o_error) == 1, \
+    assert _int(dut.o_halt) and not _int(dut.o_done) \
+        and _int(dut.o_error) == 1 << DmaError.BAD_DESC, \
         "a misaligned descriptor list must end in BAD_DESC"
 
 

@@ -26,7 +26,7 @@ DUT of ``tb.top.test_run``.  Its ports are the top's host registers plus ``i_mem
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.ctrl.dma import ext_write_layout
@@ -35,8 +35,12 @@ from hw.lib.sram import Sram
 from hw.noc.flit import Bits
 from hw.top import FDPU
 from sw.spec.arch import ArrayParams
+from sw.spec.dma import WORD_BITS
 
 __all__ = ["ExtMem", "FdpuSystem", "build_system"]
+
+#: An entry of the read delay FIFO: the word read and the cycle (modulo 2 ** 16) it is due.
+_DELAYED = data.StructLayout({"data": WORD_BITS, "due": 16})
 
 
 class ExtMem(wiring.Component):
@@ -58,10 +62,10 @@ class ExtMem(wiring.Component):
                 or depth & (depth - 1):
             raise TypeError(f"depth must be a power of two >= 2, not {depth!r}")
         self.nbytes, self.depth = nbytes, depth
-        self.sram = Sram(64, nbytes // 8, inline_bits=0)
+        self.sram = Sram(WORD_BITS, nbytes // 8, inline_bits=0)
         super().__init__({
             "i_rd": In(stream.Signature(32)),
-            "o_rdata": Out(stream.Signature(64)),
+            "o_rdata": Out(stream.Signature(WORD_BITS)),
             "i_wr": In(stream.Signature(ext_write_layout())),
             "i_latency": In(16), "i_bw": In(8), "i_stall": In(8),
         })
@@ -69,7 +73,7 @@ class ExtMem(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.sram = sram = self.sram
-        m.submodules.delay = dq = fifo.SyncFIFO(width=64 + 16, depth=self.depth)
+        m.submodules.delay = dq = fifo.SyncFIFO(width=_DELAYED.size, depth=self.depth)
         abits = sram.abits
 
         now = Signal(16)                                   # modular: latency < 2 ** 15
@@ -119,13 +123,15 @@ class ExtMem(wiring.Component):
                                Cat(self.i_latency[:15], Const(0, 1))))
         m.d.sync += [pend.eq(rd.valid & rd.ready),
                      due_in.eq((now + lat)[:16])]
-        m.d.comb += [dq.w_en.eq(pend), dq.w_data.eq(Cat(sram.rd_data, due_in))]
-        due = dq.r_data[64:]
+        entry, head = Signal(_DELAYED), data.View(_DELAYED, dq.r_data)
+        m.d.comb += [entry.data.eq(sram.rd_data), entry.due.eq(due_in),
+                     dq.w_en.eq(pend), dq.w_data.eq(entry)]
+        due = head.due
         late = Signal(16)
         m.d.comb += late.eq((now - due)[:16])
         m.d.comb += [
             self.o_rdata.valid.eq(dq.r_rdy & ~late[15]),
-            self.o_rdata.payload.eq(dq.r_data[:64]),
+            self.o_rdata.payload.eq(head.data),
             dq.r_en.eq(self.o_rdata.ready & ~late[15]),
         ]
         return m

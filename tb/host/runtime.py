@@ -36,17 +36,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.ctrl.dma import DmaError, DmaState
-from hw.ctrl.micc import MiccError, MiccState
 from hw.pe.layouts import PeError
 from sw.compiler.graphs import engine_costs
 from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_bits
+from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, body_layout, header_layout
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
+from sw.spec.status import DmaError, DmaState, MiccError, MiccState
 from tb.host.extmem import FdpuSystem
 from tb.host import runner
 
@@ -54,9 +54,9 @@ __all__ = ["RtlError", "RtlRun", "JobRun", "MemModel", "image_flits", "write_mem
            "cbuf_capacity", "run_job", "run_rtl", "run_fc_rtl", "MICC_STATES", "PE_ERRORS",
            "MICC_ERRORS", "DMA_STATES", "DMA_ERRORS"]
 
-#: Names of the MicC states, by value (``hw.ctrl.micc.MiccState``).
+#: Names of the MicC states, by value (``sw.spec.status.MiccState``).
 MICC_STATES = tuple(s.name for s in sorted(MiccState, key=lambda s: s.value))
-#: Names of the MicC error bits, bit 0 first (``hw.ctrl.micc.MiccError``).
+#: Names of the MicC error bits, bit 0 first (``sw.spec.status.MiccError``).
 MICC_ERRORS = tuple(e.name for e in MiccError)
 #: Names of the PE error bits, bit 0 first (``hw.pe.layouts.PeError``).
 PE_ERRORS = tuple(e.name for e in PeError)
@@ -256,8 +256,8 @@ _ERROR_NAMES = tuple(f"MICC_{e}" for e in MICC_ERRORS) + tuple(f"PE_{e}" for e i
 #: Smallest external memory per simulator (bigger jobs take the next power of two).
 EXT_MIN_BYTES = {"icarus": 1 << 20, "verilator": 1 << 25}
 
-#: Descriptor flags (``hw.ctrl.dma``): word 1 bit 32 = OUT, bit 33 = CBUF.
-DESC_OUT, DESC_CBUF = 1 << 32, 1 << 33
+#: Descriptor flags (``sw.spec.dma``).
+DESC_OUT, DESC_CBUF = DescFlag.OUT, DescFlag.CBUF
 
 
 @dataclass(frozen=True)
@@ -410,8 +410,8 @@ class _ExtImage:
         return out
 
 
-def _desc(ext, local, length, flags=0):
-    return [ext | local << 32, length | flags]
+def _desc(ext, local, length, flags=DescFlag(0)):
+    return pack_descriptor(ext, local, length, flags)
 
 
 @dataclass
@@ -628,8 +628,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         all_in = [(c, d) for c, ds in enumerate(pl["descs"]) for d in ds]
         spec_passes.append(dict(
             dma_in=lin, dma_out=lout,
-            in_descs=[[c, int(d[0]) & 0xFFFFFFFF, int(d[0]) >> 32, int(d[1]) & 0xFFFFFFFF,
-                       int(d[1]) >> 32]
+            in_descs=[[c, *(int(f) for f in unpack_descriptor(d))]
                       for c, d in all_in] if backdoor_in else [],
             regs=dict(i_n_config=pl["cfg"][0], i_n_ctx=pl["templates"],
                       **{f"i_n_config_{q}": n for q, n in enumerate(pl["cfg"]) if q},
@@ -667,7 +666,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                 out=os.path.join(work_dir, "result.npz"), passes=spec_passes,
                 reads=reads_spec,
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
-                backdoor_in=dict(cbuf_flag=DESC_CBUF >> 32, cbufs=p.cbufs,
+                backdoor_in=dict(cbuf_flag=int(DESC_CBUF), cbufs=p.cbufs,
                                  cbuf_depth=p.cbuf_bytes // 8, dbuf_bytes=p.dbuf_bytes)
                 if backdoor_in else None,
                 chunk=int(min(max_cycles, 100_000)),
@@ -747,7 +746,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                   [(pl["ndesc"], pl["nouts"]) for pl in plan])
 
 
-#: Names of the DMA states and error bits (``hw.ctrl.dma.DmaState``, ``hw.ctrl.dma.DmaError``).
+#: Names of the DMA states and error bits (``sw.spec.status.DmaState``, ``DmaError``).
 DMA_STATES = tuple(s.name for s in sorted(DmaState, key=lambda s: s.value))
 DMA_ERRORS = tuple(e.name for e in DmaError)
 

@@ -1,0 +1,69 @@
+"""The DMA descriptor: one definition for the hardware that reads it and the host that writes it.
+
+A descriptor is :data:`DESC_BYTES` bytes of external memory, two little-endian 64-bit words,
+read by :mod:`hw.ctrl.dma` (one ``data.View`` of :func:`descriptor_layout`) and written by
+:mod:`tb.host.runtime` (:func:`pack_descriptor`):
+
+========  =======  ==========================================================================
+field     bits     meaning
+========  =======  ==========================================================================
+ext       0..31    external byte address (word 0)
+local     32..63   global Dbuf address (:mod:`sw.spec.arch`) or, with ``cbuf``, byte offset
+                   into the Cbufs (word 0)
+length    64..95   bytes to move (word 1)
+out       96       direction: chip to external memory (else external memory to chip)
+cbuf      97       ``local`` is in the Cbufs (IN only)
+========  =======  ==========================================================================
+
+:class:`DescFlag` names the two flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
+``CBUF`` = 2), the form the simulation host's job files carry.
+"""
+
+import enum
+
+from sw.spec.bitfields import Field, Layout
+
+__all__ = ["DESC_BYTES", "WORD_BITS", "DescFlag", "descriptor_layout", "pack_descriptor",
+           "unpack_descriptor"]
+
+#: Bits of one external-memory word (one DMA beat); a descriptor is two of them.
+WORD_BITS = 64
+
+#: Bytes of one descriptor in external memory (descriptor lists are this aligned).
+DESC_BYTES = 16
+
+_LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", 32),
+                                    Field("out", 1), Field("cbuf", 1)],
+                 width=DESC_BYTES * 8)
+
+
+def descriptor_layout():
+    """Return the :class:`~sw.spec.bitfields.Layout` of a descriptor (both words, word 0 low)."""
+    return _LAYOUT
+
+
+class DescFlag(enum.IntFlag):
+    """The flag bits of a descriptor, counted from the first bit above ``length``."""
+    OUT = 1 << (_LAYOUT.offsets["out"] - _LAYOUT.offsets["length"] - 32)
+    CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - 32)
+
+
+def pack_descriptor(ext, local, length, flags=DescFlag(0)):
+    """Return the two 64-bit words of a descriptor (word 0 first).
+
+    Raises :class:`~sw.spec.errors.FdpuError` for a field that does not fit.
+    """
+    flags = DescFlag(flags)
+    word = _LAYOUT.pack(ext=ext, local=local, length=length, out=DescFlag.OUT in flags,
+                        cbuf=DescFlag.CBUF in flags)
+    mask = (1 << WORD_BITS) - 1
+    return [word & mask, word >> WORD_BITS]
+
+
+def unpack_descriptor(words):
+    """Return ``(ext, local, length, flags)`` of the two words of a descriptor."""
+    w0, w1 = (int(w) for w in words)
+    f = _LAYOUT.unpack(w0 | w1 << WORD_BITS)
+    flags = (DescFlag.OUT if f["out"] else DescFlag(0)) | (DescFlag.CBUF if f["cbuf"]
+                                                           else DescFlag(0))
+    return f["ext"], f["local"], f["length"], flags

@@ -1,0 +1,76 @@
+# amaranth: UnusedElaboratable=no
+"""The DMA descriptor and the status enums: one definition in ``sw.spec``, the same in ``hw``.
+
+The descriptor test reads a packed descriptor through the hardware's own view of it (the
+``StructLayout`` ``hw.ctrl.dma`` builds from :func:`sw.spec.dma.descriptor_layout`), so an
+encoder in the host and a decoder in the DMA cannot disagree; the enum tests check that the
+shaped enums the state machines hold have the spec's names, values and register width.
+"""
+
+import random
+
+import pytest
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+from hw.ctrl.dma import DmaState as HwDmaState
+from hw.ctrl.dma import Dma
+from hw.ctrl.micc import Micc
+from hw.ctrl.micc import MiccState as HwMiccState
+from hw.noc.flit import FlitKind
+from sw.spec import status
+from sw.spec.dma import (DESC_BYTES, WORD_BITS, DescFlag, descriptor_layout, pack_descriptor,
+                         unpack_descriptor)
+from sw.spec.errors import FdpuError
+from sw.spec.packet import Kind
+
+SEED = 20261202
+
+
+def test_descriptor_words_are_the_documented_ones():
+    # word 0 = ext | local << 32; word 1 = length | OUT << 32 | CBUF << 33 (docs, runtime).
+    assert pack_descriptor(0x1000, 0x2008, 0x40) == [0x1000 | 0x2008 << 32, 0x40]
+    assert pack_descriptor(8, 16, 24, DescFlag.OUT) == [8 | 16 << 32, 24 | 1 << 32]
+    assert pack_descriptor(8, 16, 24, DescFlag.CBUF) == [8 | 16 << 32, 24 | 1 << 33]
+    assert (int(DescFlag.OUT), int(DescFlag.CBUF)) == (1, 2)
+    assert descriptor_layout().width == 2 * WORD_BITS == 8 * DESC_BYTES
+
+
+def test_descriptor_round_trips_through_the_hardware_view():
+    rng = random.Random(SEED)
+    print(f"seed {SEED}")
+    view_layout = data.StructLayout(descriptor_layout().struct_fields())
+    for _ in range(200):
+        ext, loc, n = (rng.getrandbits(32) for _ in range(3))
+        flags = DescFlag(rng.randrange(4))
+        words = pack_descriptor(ext, loc, n, flags)
+        assert all(0 <= w < 1 << WORD_BITS for w in words)
+        assert unpack_descriptor(words) == (ext, loc, n, flags)
+        view = view_layout.const({"ext": ext, "local": loc, "length": n,
+                                  "out": int(DescFlag.OUT in flags),
+                                  "cbuf": int(DescFlag.CBUF in flags)})
+        assert view.as_value().value == words[0] | words[1] << WORD_BITS
+
+
+def test_descriptor_field_too_wide_is_an_error():
+    with pytest.raises(FdpuError, match="length = 4294967296 does not fit its 32-bit field"):
+        pack_descriptor(0, 0, 1 << 32)
+
+
+@pytest.mark.parametrize("spec, hw", [(status.MiccState, HwMiccState),
+                                      (status.DmaState, HwDmaState), (Kind, FlitKind)])
+def test_shaped_enums_are_the_spec_enums(spec, hw):
+    assert [(m.name, m.value) for m in hw] == [(m.name, m.value) for m in spec]
+    assert hw.__module__.startswith("hw.")
+    if spec is not Kind:
+        assert Shape.cast(hw) == Shape(status.STATE_BITS)
+
+
+def test_state_ports_have_the_state_shape_and_errors_one_bit_each():
+    micc, dma = Micc(), Dma()
+    assert micc.signature.members["o_state"].shape is HwMiccState
+    assert dma.signature.members["o_state"].shape is HwDmaState
+    assert micc.signature.members["o_error"].shape == len(status.MiccError)
+    assert dma.signature.members["o_error"].shape == len(status.DmaError)
+    assert [e.value for e in status.MiccError] == list(range(len(status.MiccError)))
+    assert [e.value for e in status.DmaError] == list(range(len(status.DmaError)))
