@@ -21,7 +21,7 @@ import cocotb
 
 from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, pack_flit, unpack_flit
+from sw.spec.packet import Kind, body_layout, pack_flit, unpack_flit
 from tb.common.clock import reset, start_clock
 from tb.common.stream import (StreamMonitor, StreamSink, StreamSource,
                               wait_cycles)
