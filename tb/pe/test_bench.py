@@ -82,9 +82,12 @@ async def microbenchmarks(dut):
     for k in (1, 2, 4, 6, 8, 12):
         b = await _fresh(dut)
         b.reg(1, reg2)
+        # Configuration precedes the run (hw.pe.pe): every slot first, then the tokens that
+        # start the chains (a slot configured while another runs may lose or add tokens).
         for i in range(k):
             b.insn(i, Instruction(Op.FMADD, nsrc=3, regmask=0b011, regs=(1, 1, 0),
                                   dests=(Dest(x, y, i, 2),)))
+        for i in range(k):
             b.preload(i, 2, 0)
         win = await _steady(b)
         r = _rate(b.fires, "fp", win)
