@@ -7,9 +7,9 @@ from amaranth.sim import Simulator
 from hw.lib.sram import SRAM_MODULE, Sram, attach_models
 from hw.noc.dbuf import Dbuf
 from hw.tooling.verilog import lint, to_verilog
-from sw.models.noc import DbufModel, pack_flit
+from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, body_layout
+from sw.spec.packet import Kind, pack_flit
 from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -43,6 +43,24 @@ def test_big_bank_is_an_instance_that_lints():
     assert SRAM_MODULE not in small and attach_models(small) == small
 
 
+
+def test_model_loads_its_part_of_segments_and_answers():
+    """DbufModel: a segment across two Dbufs lands in both; loads, broadcast, stores, errors."""
+    p = SMALL
+    d0, d1 = DbufModel(p, 0), DbufModel(p, 1)
+    seg = {p.dbuf_bytes - 4: bytes(range(1, 9))}              # 4 bytes in each
+    for d in (d0, d1):
+        d.load(seg)
+    assert d0.contents()[-4:] == bytes([1, 2, 3, 4]) and d1.contents()[:4] == bytes([5, 6, 7, 8])
+    assert d1.access(Kind.LOAD, p.dbuf_bytes, 2) == (0, 0x08070605)
+    assert d1.access(Kind.LOAD, p.dbuf_bytes, 1, bcast=1) == (0, 0x0605 * 0x0001_0001_0001_0001)
+    assert d1.access(Kind.STORE, p.dbuf_bytes + 8, 3, data=0xABCD) == (0, 0)
+    assert d1.access(Kind.LOAD, p.dbuf_bytes + 8, 3) == (0, 0xABCD)
+    assert d1.access(Kind.LOAD, 0, 3) == (1, 0)                    # another Dbuf's address
+    assert d1.access(Kind.LOAD, p.dbuf_bytes + 2, 3) == (1, 0)     # misaligned
+    assert d1.access(Kind.LOAD, p.dbuf_bytes, 2, bcast=1) == (1, 0)  # broadcast of 4 bytes
+    assert DbufModel(p, 3).contents() == bytes(p.dbuf_bytes)
+
 def test_sim_one_per_cycle():
     """Back-to-back requests with a ready sink: one reply per cycle, 2 cycles latency."""
     p, index = SMALL, 5
@@ -55,8 +73,7 @@ def test_sim_one_per_cycle():
                       slot=i % 8, tag=i % 16)
         if kind == Kind.STORE:
             fields["data"] = 0x1111_0000_0000_0000 * (i % 15) + i
-        requests.append(pack_flit(p, kind, p.dbuf_coord(index),
-                                  body_layout(kind, p).pack(**fields)))
+        requests.append(pack_flit(p, kind, p.dbuf_coord(index), **fields))
     expected = [model.reply(r) for r in requests]
     got = []
 

@@ -15,7 +15,7 @@ from amaranth.sim import Simulator
 
 from hw.pe.dispatch import ReplyPort
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, body_layout, flit_layout
+from sw.spec.packet import Kind, body_layout, flit_layout, pack_flit
 from tb.host.runner import run_cocotb
 from tb.pe import cases
 
@@ -47,14 +47,13 @@ def test_ctx_end_count_field_fits_every_flit():
 
 
 def _operand_word(rng, tag):
-    lay = flit_layout(Kind.OPERAND, P)
-    return lay.pack(kind=Kind.OPERAND, dst_x=rng.randrange(1, 3), dst_y=rng.randrange(1, 3),
-                    slot=rng.randrange(P.slots), operand=rng.randrange(3), data=tag)
+    dst = (rng.randrange(2), rng.randrange(2))
+    return pack_flit(P, Kind.OPERAND, dst, slot=rng.randrange(P.slots),
+                     operand=rng.randrange(3), data=tag)
 
 
 def _end_word(ctx):
-    return flit_layout(Kind.CTX_END, P).pack(kind=Kind.CTX_END, dst_x=0, dst_y=1, data=ctx,
-                                             count=1)
+    return pack_flit(P, Kind.CTX_END, (-1, 0), data=ctx, count=1)
 
 
 @pytest.mark.parametrize("ports, backpressure, hold", [(1, 0.0, 0), (3, 0.5, 0), (5, 0.8, 0),

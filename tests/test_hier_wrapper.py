@@ -1,5 +1,5 @@
 """The rising-edge wrapper of Verilator's hierarchical blocks
-(``tb.host.runner.edge_wrap_hier_blocks``).
+(``tb.host.hier_wrapper.edge_wrap_hier_blocks``).
 
 Verilator's own wrapper evaluates a hierarchical block 6 times per clock cycle; the harness
 replaces it by one evaluation per rising edge where the block's outputs depend on its state
@@ -21,13 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tb.host.runner as runner
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import verilator_env
 from sw.compiler import graphs, layers
 from sw.models import golden
 from sw.spec.arch import ArrayParams
-from tb.host import runtime
+from tb.host import hier_wrapper, runner, runtime, verilator
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -85,7 +84,7 @@ def test_edge_check_accepts_registered_outputs_only(tmp_path, monkeypatch):
                     "--top-module", "blocks", str(tmp_path / "blocks.vlt"),
                     str(tmp_path / "blocks.v")],
                    cwd=tmp_path, check=True, capture_output=True)
-    done = runner.edge_wrap_hier_blocks(tmp_path / "obj", "Vblocks", skip=True)
+    done = hier_wrapper.edge_wrap_hier_blocks(tmp_path / "obj", "Vblocks", skip=True)
     assert done["regout"] == "edge+skip"
     assert "output o" in done["combout"] and "ico" in done["combout"]
     assert "posedge clk" in done["negout"]
@@ -118,7 +117,7 @@ def test_skip_refused_for_a_traced_block(tmp_path, monkeypatch):
                     "-Wno-style", "-Mdir", str(tmp_path / "obj"), "--prefix", "Vblocks",
                     "--top-module", "blocks", str(tmp_path / "blocks.vlt"),
                     str(tmp_path / "blocks.v")], cwd=tmp_path, check=True, capture_output=True)
-    done = runner.edge_wrap_hier_blocks(tmp_path / "obj", "Vblocks", skip=True)
+    done = hier_wrapper.edge_wrap_hier_blocks(tmp_path / "obj", "Vblocks", skip=True)
     assert done == {"regout": "edge (no skip: traced model (waves))"}
 
 
@@ -130,14 +129,14 @@ def test_edge_check_reports_unexpected_generated_code(tmp_path):
         'import "DPI-C" function longint thing_protectlib_seq_update(\n'
         "    chandle handle__V\n    , input logic clk\n    , input logic clk2\n"
         "    , output logic o\n);\n")
-    assert "clock inputs" in runner.edge_block_check(block, "thing")
+    assert "clock inputs" in hier_wrapper.edge_block_check(block, "thing")
 
 
 def test_edge_switch(monkeypatch):
     """``FDPU_HIER_EDGE=0`` turns the wrapper off, ``FDPU_HIER_SKIP=0`` the skip; anything
     else (or unset) keeps them on."""
-    for name, enabled in ((runner.HIER_EDGE_ENV, runner.hier_edge_enabled),
-                          (runner.HIER_SKIP_ENV, runner.hier_skip_enabled)):
+    for name, enabled in ((hier_wrapper.HIER_EDGE_ENV, hier_wrapper.hier_edge_enabled),
+                          (hier_wrapper.HIER_SKIP_ENV, hier_wrapper.hier_skip_enabled)):
         monkeypatch.delenv(name, raising=False)
         assert enabled()
         for value, on in (("0", False), ("off", False), ("no", False), ("1", True)):
@@ -146,9 +145,10 @@ def test_edge_switch(monkeypatch):
 
 
 #: The three builds compared: Verilator's wrapper, the rising-edge wrapper, and with the skip.
-WRAPPERS = {"verilator": {runner.HIER_EDGE_ENV: "0", runner.HIER_SKIP_ENV: "0"},
-            "edge": {runner.HIER_EDGE_ENV: "1", runner.HIER_SKIP_ENV: "0"},
-            "skip": {runner.HIER_EDGE_ENV: "1", runner.HIER_SKIP_ENV: "1"}}
+_EDGE, _SKIP = hier_wrapper.HIER_EDGE_ENV, hier_wrapper.HIER_SKIP_ENV
+WRAPPERS = {"verilator": {_EDGE: "0", _SKIP: "0"},
+            "edge": {_EDGE: "1", _SKIP: "0"},
+            "skip": {_EDGE: "1", _SKIP: "1"}}
 
 
 def _recording(monkeypatch):
@@ -173,7 +173,7 @@ def _skip_counts(log):
 
 def _job(monkeypatch, wrapper):
     """Run a small dense FC job on a 1 x 2 top with every shared module hierarchical."""
-    monkeypatch.setattr(runner, "HIER_MIN_INSTANCES", 1)
+    monkeypatch.setattr(verilator, "HIER_MIN_INSTANCES", 1)
     for name, value in {**WRAPPERS[wrapper], "FDPU_HIER_SKIP_STATS": "1"}.items():
         monkeypatch.setenv(name, value)
     runs = _recording(monkeypatch)
@@ -206,7 +206,7 @@ def test_edge_wrapper_gives_the_same_cycles(monkeypatch):
     counts = _skip_counts(run.log)
     assert set(counts) == set(skipped), counts
     assert all(evals < ticks and quiet > 0 for ticks, evals, quiet in counts.values()), counts
-    assert os.environ.get(runner.HIER_SKIP_ENV) == "1"
+    assert os.environ.get(hier_wrapper.HIER_SKIP_ENV) == "1"
 
 
 def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
@@ -219,7 +219,7 @@ def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     offers a flit every cycle whatever the rate."""
     from sw.cli.noc_bench import measure
 
-    monkeypatch.setattr(runner, "hier_blocks", lambda verilog: [
+    monkeypatch.setattr(verilator, "hier_blocks", lambda verilog: [
         name for name in shared_modules(verilog) if name.startswith("router")])
     monkeypatch.setenv("FDPU_HIER_SKIP_STATS", "1")
     runs = _recording(monkeypatch)
@@ -253,7 +253,7 @@ def test_skip_with_backdoor_writes_between_passes(monkeypatch):
     ref = golden.run_fc(plan, w, x, exact=True)
     jobs = {}
     for skip in ("0", "1"):
-        monkeypatch.setenv(runner.HIER_SKIP_ENV, skip)
+        monkeypatch.setenv(hier_wrapper.HIER_SKIP_ENV, skip)
         runs = _recording(monkeypatch)
         y, jobs[skip] = runtime.run_fc_rtl(plan, w, x, "verilator", max_cycles=200_000,
                                            backdoor_in=True)

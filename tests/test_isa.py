@@ -180,6 +180,25 @@ def test_flit_layouts_fit_and_round_trip():
     assert packet.net_of(packet.Kind.REPLY) is packet.Net.REPLY
 
 
+
+def test_pack_flit_is_the_full_layout_and_unpacks():
+    """The one flit packer: the same word as the full layout, fields or raw body."""
+    fields = dict(addr=0x1234, size=3, bcast=0, src_x=packet.bias(2), src_y=packet.bias(7),
+                  slot=5, tag=9, data=(1 << 64) - 1)
+    word = packet.pack_flit(PAPER, packet.Kind.STORE, (-1, 3), **fields)
+    full = packet.flit_layout(packet.Kind.STORE, PAPER)
+    assert word == full.pack(kind=int(packet.Kind.STORE), dst_x=0, dst_y=4, **fields)
+    kind, dst, body = packet.unpack_flit(PAPER, word)
+    assert (kind, dst) == (packet.Kind.STORE, (-1, 3))
+    assert packet.pack_flit(PAPER, kind, dst, body) == word
+    assert packet.flit_fields(PAPER, word) == (kind, dst, fields)
+    with pytest.raises(FdpuError, match="not both"):
+        packet.pack_flit(PAPER, kind, dst, 1, slot=1)
+    with pytest.raises(FdpuError, match="does not fit"):
+        packet.pack_flit(PAPER, packet.Kind.OPERAND, (0, 0), 1 << 200)
+    with pytest.raises(FdpuError, match="no field"):
+        packet.pack_flit(PAPER, packet.Kind.OPERAND, (0, 0), addr=1)
+
 def test_layout_errors():
     lay = Layout("t", [Field("a", 3), Field("b", 4, signed=True)])
     assert lay.unpack(lay.pack(a=7, b=-8)) == {"a": 7, "b": -8}

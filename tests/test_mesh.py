@@ -8,9 +8,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.noc.mesh import Mesh, Noc
-from sw.models.noc import pack_flit, unpack_flit
-from sw.spec.arch import ArrayParams, Dir
-from sw.spec.packet import Kind
+from sw.spec.arch import ArrayParams
+from sw.spec.packet import Kind, pack_flit
 from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

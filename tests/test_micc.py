@@ -15,11 +15,10 @@ from amaranth.sim import Simulator
 from hw.ctrl.cbuf import Cbuf
 from hw.ctrl.micc import Micc, MiccState
 from sw.compiler.image import expand_cbuf
-from sw.models.noc import pack_flit, unpack_flit
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits)
-from sw.spec.packet import ConfigWhat, Kind, body_layout
+from sw.spec.packet import ConfigWhat, Kind, body_layout, pack_flit, unpack_flit
 from sw.spec.status import MiccError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -44,14 +43,12 @@ class Rig(wiring.Component):
 
 
 def _operand(x, y, slot, data):
-    return pack_flit(P, Kind.OPERAND, (x, y),
-                     body_layout(Kind.OPERAND, P).pack(slot=slot, operand=0, data=data))
+    return pack_flit(P, Kind.OPERAND, (x, y), slot=slot, operand=0, data=data)
 
 
 def _end(ctx, count=0):
     """Return a CTX_END flit for ``ctx`` standing for ``count`` END messages (0 counts as 1)."""
-    return pack_flit(P, Kind.CTX_END, (-1, 0),
-                     body_layout(Kind.CTX_END, P).pack(data=ctx, count=count))
+    return pack_flit(P, Kind.CTX_END, (-1, 0), data=ctx, count=count)
 
 
 def _split(ends, rng):
@@ -431,7 +428,6 @@ def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
     from sw.compiler import graphs, layers
     from sw.compiler.asm import assemble
     from sw.compiler.program import program
-    from sw.models.noc import unpack_flit as unpack
     from sw.spec.ports import config_port_of, config_ports
     p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
     K, C = (96, 256) if rows == 8 else (5, 40)
@@ -447,12 +443,12 @@ def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
     per_pe = defaultdict(list)
     for q, words in enumerate(configs):
         for flit in expand_cbuf(p, words, []):
-            (x, y) = unpack(p, flit)[1]
+            (x, y) = unpack_flit(p, flit)[1]
             assert owner[y, x] == q                        # each PE from its own port
             per_pe[x, y].append(flit)
     ref = defaultdict(list)
     for flit in expand_cbuf(p, one, []):
-        ref[unpack(p, flit)[1]].append(flit)
+        ref[unpack_flit(p, flit)[1]].append(flit)
     assert per_pe == ref                                   # same flits, same order per PE
     assert sum(len(w) for w in configs) == len(one)
     if (rows, cols) == (8, 8):

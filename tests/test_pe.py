@@ -251,7 +251,7 @@ def _array_cases(root):
 def _run_array(sim, root):
     from hw.array import make_pe_array
     cfg = cases.array_params(cases.PARAMS_2X2)
-    run_cocotb(make_pe_array(**cfg), {}, "tb.pe.test_array", sim, name="pe_array", seed=SEED,
+    run_cocotb(make_pe_array(**cfg), {}, "tb.array.test_array", sim, name="pe_array", seed=SEED,
                extra_env={"FDPU_PE_CASES": json.dumps(_array_cases(root)),
                           "FDPU_PE_ARRAY": json.dumps(cfg)}, timeout_s=1800)
 

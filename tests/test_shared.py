@@ -109,11 +109,10 @@ def test_bad_arguments(kwargs, error):
 
 
 def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
-    # tb.host.runner: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
+    # tb.host.verilator: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
     # hier_block, and its rst (and constant coordinates) are registered inside it
     # (docs/harness.md, "Simulation speed").
-    from tb.host.runner import (HIER_MIN_INSTANCES, hier_blocks,
-                                register_block_inputs)
+    from tb.host.verilator import HIER_MIN_INSTANCES, hier_blocks, register_block_inputs
     few = to_verilog(Chain(n=3), "chain")
     assert hier_blocks(few) == []
     assert register_block_inputs(few, []) == few
@@ -128,13 +127,13 @@ def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
 
 
 def test_router_coordinates_are_registered(monkeypatch):
-    import tb.host.runner
+    import tb.host.verilator
     from tb.host.tops import build
-    monkeypatch.setattr(tb.host.runner, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
+    monkeypatch.setattr(tb.host.verilator, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
     mesh, _ = build("mesh", {"rows": 1, "cols": 2, "width": 64, "depth": 2})
     text = to_verilog(mesh, "mesh")
-    [router] = tb.host.runner.hier_blocks(text)
-    out = tb.host.runner.register_block_inputs(text, [router])
+    [router] = tb.host.verilator.hier_blocks(text)
+    out = tb.host.verilator.register_block_inputs(text, [router])
     for port in ("rst", "i_x", "i_y"):
         assert f"always @(posedge clk) {port} <= {port}__in;" in out
         assert out.count(f".{port}__in(") == 2

@@ -16,11 +16,12 @@ Usage::
     .venv/bin/python scripts/speed/build.py build/speed/job8 base --idle 20000
 
 Without options a variant is the harness's recipe 2 build (its ``verilator_config``);
-``--reg-in`` adds what recipe 3 does (``tb.host.runner.register_block_inputs``), ``--edge`` what
-recipe 4 does (``tb.host.runner.edge_wrap_hier_blocks``: Verilator without ``--build``, the blocks'
-wrappers checked and rewritten, then make), ``--skip`` with it what recipe 5 does (the ticks
-skip quiescent evaluations; ``FDPU_HIER_SKIP_STATS=1`` and ``FDPU_HIER_SKIP_BACKOFF=N`` in the
-environment of the binary print the ticks' counts and set the back-off).  ``--hier N``:
+``--reg-in`` adds what recipe 3 does (``tb.host.verilator.register_block_inputs``), ``--edge``
+what recipe 4 does (``tb.host.hier_wrapper.edge_wrap_hier_blocks``: Verilator without
+``--build``, the blocks' wrappers checked and rewritten, then make), ``--skip`` with it what
+recipe 5 does (the ticks skip quiescent evaluations; ``FDPU_HIER_SKIP_STATS=1`` and
+``FDPU_HIER_SKIP_BACKOFF=N`` in the environment of the binary print the ticks' counts and set
+the back-off).  ``--hier N``:
 shared modules with N or more instances are hierarchical blocks (0: none, a flat model;
 default the harness's threshold).  ``--vopt``: more Verilator options; ``--make``: make
 variables (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``); ``--vlt``: more configuration lines;
@@ -41,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-import tb.host.runner as runner
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import VERILATOR_MAKEFLAGS, verilator_env
+from tb.host import hier_wrapper, verilator
 
 HERE = Path(__file__).resolve().parent
 
@@ -101,18 +102,18 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
         return out
     out.mkdir(parents=True, exist_ok=True)
     verilog = patched_verilog(job_dir, source)
-    saved = runner.HIER_MIN_INSTANCES
+    saved = verilator.HIER_MIN_INSTANCES
     if hier is not None:
-        runner.HIER_MIN_INSTANCES = hier if hier > 0 else 1 << 30
+        verilator.HIER_MIN_INSTANCES = hier if hier > 0 else 1 << 30
     try:
-        config, options = runner.verilator_config(verilog, "fdpu_system")
-        blocks = runner.hier_blocks(verilog)
+        config, options = verilator.verilator_config(verilog, "fdpu_system")
+        blocks = verilator.hier_blocks(verilog)
     finally:
-        runner.HIER_MIN_INSTANCES = saved
+        verilator.HIER_MIN_INSTANCES = saved
     if reg_rst:
         verilog = registered_reset(verilog)
     if reg_in:
-        verilog = runner.register_block_inputs(verilog, blocks)
+        verilog = verilator.register_block_inputs(verilog, blocks)
     (out / "fdpu_system.v").write_text(verilog)
     config += "".join(f"{line}\n" for line in vlt)
     (out / "fdpu.vlt").write_text(config)
@@ -135,7 +136,7 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
             saved_env = dict(os.environ)
             os.environ.update(env)
             try:
-                edges = runner.edge_wrap_hier_blocks(out / "obj", "Vfdpu_system", log,
+                edges = hier_wrapper.edge_wrap_hier_blocks(out / "obj", "Vfdpu_system", log,
                                                      skip=skip)
             finally:
                 os.environ.clear()
@@ -146,7 +147,7 @@ def build(job_dir, variant, *, hier=None, vopt=(), make=(), jobs=2, source="fdpu
                                    "Vfdpu_system.mk"], env=env, stdout=log,
                                   stderr=subprocess.STDOUT, check=False)
             if not proc.returncode:
-                runner.edge_wrap_verify(out / "obj", "Vfdpu_system")
+                hier_wrapper.edge_wrap_verify(out / "obj", "Vfdpu_system")
     build_s = time.monotonic() - t0
     if proc.returncode:
         tail = "\n".join((out / "build.log").read_text().splitlines()[-30:])

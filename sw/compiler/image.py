@@ -53,7 +53,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (MAX_RECORD, cbuf_header_layout, cbuf_template_layout,
                           word_parts)
 from sw.spec.errors import FdpuError
-from sw.spec.packet import ConfigWhat, Kind, body_layout, header_layout
+from sw.spec.packet import ConfigWhat, Kind, pack_flit, unbias
 from sw.spec.ports import config_port_of
 
 __all__ = ["FORMAT_TAG", "Image", "load", "expand_cbuf"]
@@ -82,8 +82,6 @@ def expand_cbuf(params, config, templates, ctx=0):
     end of ``config``.
     """
     hdr, tpl = cbuf_header_layout(params), cbuf_template_layout(params)
-    head = header_layout(params)
-    cbody, obody = body_layout(Kind.CONFIG, params), body_layout(Kind.OPERAND, params)
     parts = word_parts(params)
     config = [int(w) for w in config]
     flits, i = [], 0
@@ -93,19 +91,19 @@ def expand_cbuf(params, config, templates, ctx=0):
             raise FdpuError(f"Cbuf record at word {i} announces {h['count']} data words; only "
                             f"{len(config) - i - 1} follow")
         slot, index = h["slot"], h["index"]
+        dst = (unbias(h["dst_x"]), unbias(h["dst_y"]))
         for word in config[i + 1:i + 1 + h["count"]]:
-            flits.append(head.pack(kind=Kind.CONFIG, dst_x=h["dst_x"], dst_y=h["dst_y"])
-                         | cbody.pack(what=h["what"], index=index, slot=slot, data=word)
-                         << head.width)
+            # INSN: part 0 first, as every packer of the project (the PE takes any order).
+            flits.append(pack_flit(params, Kind.CONFIG, dst, what=h["what"], index=index,
+                                   slot=slot, data=word))
             index += 1
             if h["what"] == ConfigWhat.INSN and index == parts:
                 slot, index = slot + 1, 0
         i += 1 + h["count"]
     for word in templates:
         t = tpl.unpack(int(word))
-        flits.append(head.pack(kind=Kind.OPERAND, dst_x=t["dst_x"], dst_y=t["dst_y"])
-                     | obody.pack(slot=t["slot"], operand=t["operand"], data=ctx)
-                     << head.width)
+        flits.append(pack_flit(params, Kind.OPERAND, (unbias(t["dst_x"]), unbias(t["dst_y"])),
+                               slot=t["slot"], operand=t["operand"], data=ctx))
     return flits
 
 

@@ -1,20 +1,21 @@
-"""Reference models for the mesh and the Dbufs: traffic patterns, flit packing, a Dbuf.
+"""Reference models for the mesh and the Dbufs: traffic patterns and the Dbuf.
 
 Plain Python (no ``hw`` import): the cocotb benches and ``fdpu noc-bench`` use it as the
 golden side.
 
 * :data:`PATTERNS` and :func:`pattern_dest`: the synthetic traffic patterns (the HDL traffic
   generator of the benchmark implements the same rules).
-* :func:`pack_flit` / :func:`unpack_flit`: a whole flit as an integer, with the
-  :mod:`sw.spec.packet` layouts (``body`` carried as an integer of the remaining bits).
 * :class:`DbufModel`: what a Dbuf answers to a LOAD or STORE (:mod:`hw.noc.dbuf` contract).
 """
 
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
-from sw.spec.packet import Kind, body_layout, flit_width, header_layout
+from sw.spec.packet import Kind, body_layout, pack_flit, unbias, unpack_flit
 
-__all__ = ["PATTERNS", "pattern_dest", "pack_flit", "unpack_flit", "DbufModel"]
+__all__ = ["PATTERNS", "pattern_dest", "BROADCAST", "DbufModel"]
+
+#: A 16-bit value times this is that value in the four binary16 lanes of a token (``LDHB``).
+BROADCAST = 0x0001_0001_0001_0001
 
 #: Synthetic traffic patterns: name -> one-line description.
 PATTERNS = {
@@ -52,30 +53,38 @@ def pattern_dest(pattern, params, x, y, rng):
     raise FdpuError(f"pattern {pattern!r} is unknown; allowed: {', '.join(PATTERNS)}")
 
 
-def pack_flit(params, kind, dst, body=0, *, width=None):
-    """Return the integer of a flit to coordinate ``dst`` (unbiased) with an integer ``body``."""
-    header = header_layout(params)
-    width = flit_width(params) if width is None else width
-    word = header.pack(kind=int(kind), dst_x=dst[0] + 1, dst_y=dst[1] + 1)
-    if body >> (width - header.width):
-        raise FdpuError(f"flit body {body:#x} does not fit {width - header.width} bits")
-    return word | body << header.width
-
-
-def unpack_flit(params, word):
-    """Return ``(kind, (dst_x, dst_y), body)`` of a flit integer (coordinates unbiased)."""
-    header = header_layout(params)
-    fields = header.unpack(word & ((1 << header.width) - 1))
-    return Kind(fields["kind"]), (fields["dst_x"] - 1, fields["dst_y"] - 1), \
-        word >> header.width
-
-
 class DbufModel:
-    """The answers of Dbuf ``index`` of ``params`` (a sparse byte memory, zero initially)."""
+    """What Dbuf ``index`` of ``params`` answers to LOAD and STORE flits (:mod:`hw.noc.dbuf`).
+
+    Its bytes start at 0 (allocated on the first write); addresses are global, as in the
+    flits.  A request answers ``err`` 1 and data 0 when it is not a LOAD or STORE, its address
+    is outside this Dbuf or misaligned for its size, its ``size`` is 0 (1 byte), or it is a
+    broadcast load (``bcast``, ``LDHB``) of another size than 2 bytes; a load returns the
+    little-endian value read, broadcast to the four 16-bit lanes with ``bcast``; a store
+    returns 0.  The one Dbuf model of the project: the Dbuf, NoC, PE and array benches use it.
+    """
 
     def __init__(self, params=ArrayParams(), index=0):
         self.params, self.index = params, index
-        self.bytes = {}
+        self.base = index * params.dbuf_bytes
+        self.data = None                 # bytearray(dbuf_bytes) from the first write
+
+    def _buf(self):
+        if self.data is None:
+            self.data = bytearray(self.params.dbuf_bytes)
+        return self.data
+
+    def load(self, segments):
+        """Write the bytes of ``segments`` (``{global address: bytes}``) that fall in this Dbuf."""
+        end = self.base + self.params.dbuf_bytes
+        for addr, data in dict(segments).items():
+            lo, hi = max(addr, self.base), min(addr + len(data), end)
+            if lo < hi:
+                self._buf()[lo - self.base:hi - self.base] = data[lo - addr:hi - addr]
+
+    def contents(self):
+        """Return the Dbuf's bytes (``dbuf_bytes`` of them)."""
+        return bytes(self.data) if self.data is not None else bytes(self.params.dbuf_bytes)
 
     def access(self, kind, addr, size, bcast=0, data=0):
         """Apply one request; return ``(err, data)`` of its REPLY."""
@@ -86,23 +95,24 @@ class DbufModel:
                or size == 0 or addr % nbytes or (is_load and bcast and size != 1))
         if err:
             return 1, 0
+        offset = addr - self.base
         if is_store:
-            for i in range(nbytes):
-                self.bytes[addr + i] = (data >> (8 * i)) & 0xFF
+            self._buf()[offset:offset + nbytes] = (data & ((1 << (8 * nbytes)) - 1)).to_bytes(
+                nbytes, "little")
             return 0, 0
-        value = sum(self.bytes.get(addr + i, 0) << (8 * i) for i in range(nbytes))
+        if self.data is None:
+            return 0, 0
+        value = int.from_bytes(self.data[offset:offset + nbytes], "little")
         if bcast:
-            value = value * 0x0001_0001_0001_0001
+            value = value * BROADCAST
         return 0, value
 
     def reply(self, request):
         """Return the REPLY flit integer of a LOAD/STORE flit integer ``request``."""
-        p = self.params
-        kind, _, body = unpack_flit(p, request)
-        layout = body_layout(Kind.STORE, p)
-        fields = layout.unpack(body & ((1 << layout.width) - 1))
-        err, value = self.access(kind, fields["addr"], fields["size"], fields["bcast"],
-                                 fields["data"] if kind == Kind.STORE else 0)
-        reply = body_layout(Kind.REPLY, p).pack(slot=fields["slot"], tag=fields["tag"],
-                                                err=err, data=value)
-        return pack_flit(p, Kind.REPLY, (fields["src_x"] - 1, fields["src_y"] - 1), reply)
+        kind, _, body = unpack_flit(self.params, request)
+        layout = body_layout(Kind.STORE, self.params)      # LOAD's fields, then ``data``
+        f = layout.unpack(body & ((1 << layout.width) - 1))
+        err, value = self.access(kind, f["addr"], f["size"], f["bcast"],
+                                 f["data"] if kind == Kind.STORE else 0)
+        return pack_flit(self.params, Kind.REPLY, (unbias(f["src_x"]), unbias(f["src_y"])),
+                         slot=f["slot"], tag=f["tag"], err=err, data=value)

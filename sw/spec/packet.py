@@ -24,6 +24,10 @@ context into one flit; ``count`` is how many (1 ..  ``2**16 - 1``).  A ``count``
 as 1, so a v1.1 sender that leaves the field zero stays correct.  The MicC adds ``count`` to
 the context's end counter; :func:`end_count` is that rule in Python.
 
+:func:`pack_flit` / :func:`unpack_flit` / :func:`flit_fields` are the one packer of flits as
+integers (testbenches, runtime, MicC and Dbuf models): destinations unbiased ``(x, y)``, the
+body as named fields or as raw bits.
+
 ``size`` is log2 of the access bytes (1, 2 or 3 for 2, 4 or 8 bytes); ``bcast`` asks the Dbuf
 to broadcast a 2-byte value to the four binary16 lanes (``LDHB``).  ``tag`` numbers the
 outstanding loads/stores of one slot so the PE can put replies back in issue order.
@@ -36,10 +40,11 @@ replies never wait for requests.
 import enum
 
 from sw.spec.bitfields import Field, Layout
+from sw.spec.errors import FdpuError
 
 __all__ = ["Kind", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layout",
            "flit_layout", "flit_width", "net_of", "bias", "unbias", "END_COUNT_BITS",
-           "end_count"]
+           "end_count", "pack_flit", "unpack_flit", "flit_fields"]
 
 #: Bits of the per-slot tag of outstanding memory accesses.
 TAG_BITS = 4
@@ -132,3 +137,54 @@ def flit_layout(kind, params):
     header, body = header_layout(params), body_layout(kind, params)
     return Layout(f"{Kind(kind).name} flit", header.fields + body.fields,
                   width=flit_width(params))
+
+
+def pack_flit(params, kind, dst, body=0, *, width=None, **fields):
+    """Return the integer of a flit of ``kind`` to ``dst``.
+
+    Parameters
+    ----------
+    params : sw.spec.arch.ArrayParams
+    kind : Kind
+    dst : (int, int)
+        Destination ``(x, y)``, not biased (the MicC's edge port at ``(-1, 0)`` included).
+    body : int
+        The body as raw bits (traffic whose body nobody reads); or, instead,
+    **fields
+        the named fields of :func:`body_layout` of ``kind`` (absent fields are 0).
+    width : int, optional
+        Flit width; default :func:`flit_width` (a mesh bench may carry narrower flits).
+
+    Raises
+    ------
+    FdpuError
+        For a field that ``kind`` does not have or a value that does not fit, both ``body``
+        and ``fields``, or a body wider than the flit.
+    """
+    header = header_layout(params)
+    width = flit_width(params) if width is None else width
+    if fields:
+        if body:
+            raise FdpuError(f"a {Kind(kind).name} flit takes its body as raw bits or as "
+                            f"fields, not both (body {body:#x}, fields {sorted(fields)})")
+        body = body_layout(kind, params).pack(**fields)
+    if body >> (width - header.width):
+        raise FdpuError(f"flit body {body:#x} does not fit {width - header.width} bits")
+    return header.pack(kind=int(kind), dst_x=bias(dst[0]), dst_y=bias(dst[1])) \
+        | body << header.width
+
+
+def unpack_flit(params, word):
+    """Return ``(kind, (x, y), body)`` of a flit integer: destination unbiased, body raw bits."""
+    header = header_layout(params)
+    fields = header.unpack(word & ((1 << header.width) - 1))
+    return (Kind(fields["kind"]), (unbias(fields["dst_x"]), unbias(fields["dst_y"])),
+            word >> header.width)
+
+
+def flit_fields(params, word):
+    """Return ``(kind, (x, y), {field: value})`` of a flit integer (body fields as stored:
+    ``src_x``/``src_y`` of LOAD/STORE stay biased)."""
+    kind, dst, body = unpack_flit(params, word)
+    layout = body_layout(kind, params)
+    return kind, dst, layout.unpack(body & ((1 << layout.width) - 1))

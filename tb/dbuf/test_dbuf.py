@@ -8,9 +8,9 @@ import random
 
 import cocotb
 
-from sw.models.noc import DbufModel, pack_flit
+from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, body_layout
+from sw.spec.packet import Kind, pack_flit
 from tb.common.clock import reset, start_clock
 from tb.common.stream import Scoreboard, StreamSink, StreamSource
 
@@ -39,32 +39,56 @@ def make_request(rng, p, index, hot):
                   slot=rng.randrange(p.slots), tag=rng.randrange(16))
     if kind == Kind.STORE:
         fields["data"] = rng.getrandbits(64)
-    body = body_layout(kind, p).pack(**fields)
-    return pack_flit(p, kind, p.dbuf_coord(index), body)
+    return pack_flit(p, kind, p.dbuf_coord(index), **fields)
 
 
-async def run(dut, count, p_idle, p_stall):
-    params = json.loads(os.environ["FDPU_PARAMS"])
-    p = ArrayParams(rows=params["rows"], cols=params["cols"], dbuf_bytes=params["dbuf_bytes"])
-    index = params["index"]
-    rng = random.Random(random.getrandbits(64))
-    start_clock(dut.clk)
-    board = Scoreboard("o_reply")
-    source = StreamSource(dut, "i_req", dut.clk, pause=p_idle, rng=rng, rst=dut.rst)
-    sink = StreamSink(dut, "o_reply", dut.clk, pause=p_stall, rng=rng,
-                      callback=lambda word: board.receive(int(word)))
-    await reset(dut.clk, dut.rst)
-    # The bank keeps its contents from one cocotb test to the next (same simulation).
-    model = _MODELS.setdefault(index, DbufModel(p, index))
-    # A few hot 8-byte words so that loads read back what stores wrote.
-    hot = [8 * rng.randrange(p.dbuf_bytes // 8) for _ in range(6)] + [0, p.dbuf_bytes - 8]
-    for _ in range(count):
-        request = make_request(rng, p, index, hot)
-        board.expect(model.reply(request))
-        source.send(request)
-    await source.wait_sent(max_cycles=20 * count + 100)
-    await sink.wait_count(count, max_cycles=20 * count + 100)
-    board.check_done()
+class TB:
+    """Clock, reset, request source, reply sink, the Dbuf model and an in-order scoreboard.
+
+    ``idle``: probability that the request source pauses in a cycle; ``stall``: that the reply
+    sink is not ready.
+    """
+
+    def __init__(self, dut, *, idle=None, stall=None):
+        params = json.loads(os.environ["FDPU_PARAMS"])
+        self.dut = dut
+        self.p = ArrayParams(rows=params["rows"], cols=params["cols"],
+                             dbuf_bytes=params["dbuf_bytes"])
+        self.index = params["index"]
+        self.rng = random.Random(random.getrandbits(64))
+        start_clock(dut.clk)
+        self.scoreboard = Scoreboard("o_reply")
+        self.source = StreamSource(dut, "i_req", dut.clk, pause=idle, rng=self.rng, rst=dut.rst)
+        self.sink = StreamSink(dut, "o_reply", dut.clk, pause=stall, rng=self.rng,
+                               callback=lambda word: self.scoreboard.receive(int(word)))
+        # The bank keeps its contents from one cocotb test to the next (same simulation).
+        self.model = _MODELS.setdefault(self.index, DbufModel(self.p, self.index))
+        # A few hot 8-byte words so that loads read back what stores wrote.
+        self.hot = [8 * self.rng.randrange(self.p.dbuf_bytes // 8) for _ in range(6)] + \
+            [0, self.p.dbuf_bytes - 8]
+
+    async def start(self):
+        await reset(self.dut.clk, self.dut.rst)
+
+    def send_random(self, count):
+        """Send ``count`` random requests, their model replies expected in order."""
+        for _ in range(count):
+            request = make_request(self.rng, self.p, self.index, self.hot)
+            self.scoreboard.expect(self.model.reply(request))
+            self.source.send(request)
+
+    async def finish(self, count):
+        """Await every request sent and every reply received (bounded), then check."""
+        await self.source.wait_sent(max_cycles=20 * count + 100)
+        await self.sink.wait_count(count, max_cycles=20 * count + 100)
+        self.scoreboard.check_done()
+
+
+async def run(dut, count, idle, stall):
+    tb = TB(dut, idle=idle, stall=stall)
+    await tb.start()
+    tb.send_random(count)
+    await tb.finish(count)
 
 
 @cocotb.test()

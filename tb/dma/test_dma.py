@@ -31,8 +31,8 @@ def _int(handle):
     return int(value)
 
 
-class World:
-    """The rig, its Python model and the helpers of the tests."""
+class TB:
+    """The DMA rig's environment: its Python model of the memories and the helpers of the tests."""
 
     def __init__(self, dut, rig):
         self.dut = dut
@@ -45,6 +45,15 @@ class World:
         self.ext = np.zeros(self.ext_words, dtype=np.uint64)
         self.dbuf = np.zeros(self.p.num_dbufs * self.dwords, dtype=np.uint64)
         self.cbuf = np.zeros(self.cdepth * self.p.cbufs * self.beats, dtype=np.uint64)
+
+    async def start(self):
+        """Start the clock, drive every control input idle (fast memory), reset."""
+        dut = self.dut
+        start_clock(dut.clk)
+        for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
+            getattr(dut, name).value = 0
+        dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
+        await reset(dut.clk, dut.rst)
 
     def sync(self):
         """Start the model from what the memories hold (an earlier test ran on them)."""
@@ -132,19 +141,19 @@ class World:
             assert got == want, f"{label}: external word {i} = {got:#x}, model {want:#x}"
 
 
-def _random_desc(rng, w):
+def _random_desc(rng, tb):
     kind = rng.choice(["in", "in", "cbuf", "out", "out", "zero"])
-    p = w.p
+    p = tb.p
     if kind == "cbuf":
-        wb = w.beats * 8
-        total = w.cdepth * p.cbufs
+        wb = tb.beats * 8
+        total = tb.cdepth * p.cbufs
         first = rng.randrange(total)
         count = rng.randint(1, min(6, total - first))
         ext = rng.randrange(0, DST - count * wb, 8)
         return (ext, first * wb, count * wb, CBUF)
     k = rng.randrange(p.num_dbufs)
-    off = rng.randrange(w.dwords)
-    count = 0 if kind == "zero" else rng.randint(1, min(40, w.dwords - off))
+    off = rng.randrange(tb.dwords)
+    count = 0 if kind == "zero" else rng.randint(1, min(40, tb.dwords - off))
     loc = p.dbuf_base(k) + off * 8
     if kind == "out":
         return (rng.randrange(DST, LISTS - count * 8 + 1, 8), loc, count * 8, OUT)
@@ -156,22 +165,18 @@ async def random_jobs(dut):
     """Random descriptor lists under random latency, bandwidth and backpressure."""
     rig = json.loads(os.environ["FDPU_DMA_RIG"])
     rng = random.Random(cocotb.RANDOM_SEED)
-    w = World(dut, rig)
-    start_clock(dut.clk)
-    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
-        getattr(dut, name).value = 0
-    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
-    await reset(dut.clk, dut.rst)
-    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    tb = TB(dut, rig)
+    await tb.start()
+    tb.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
     for job in range(int(os.environ.get("FDPU_DMA_JOBS", "6"))):
         mem = dict(latency=rng.choice([0, 2, 5, 17, 40]), bw=rng.choice([64, 64, 32, 8, 3]),
                    stall=rng.choice([0, 0, 64, 160]), req_stall=rng.choice([0, 0, 100, 200]))
-        descs = [_random_desc(rng, w) for _ in range(rng.randint(1, 6))]
-        done, err, idx, rd, wr, cycles = await w.run(descs, mem)
+        descs = [_random_desc(rng, tb) for _ in range(rng.randint(1, 6))]
+        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
         assert done and not err and idx == len(descs), \
             f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
         for d in descs:
-            w.apply(d)
+            tb.apply(d)
         want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & OUT)
         want_wr = sum(d[2] for d in descs if d[3] & OUT)
         assert (rd, wr) == (want_rd, want_wr), \
@@ -179,30 +184,26 @@ async def random_jobs(dut):
         moved = sum(d[2] for d in descs) // 8
         cocotb.log.info(f"job {job}: {len(descs)} descriptors, {moved} words, {cycles} cycles, "
                         f"memory {mem}")
-        w.check(f"job {job} ({mem})")
+        tb.check(f"job {job} ({mem})")
 
 
 async def _quiet_rig(dut, salt):
     """Start the rig: clock, idle inputs, fast memory, reset, random external words."""
     rng = random.Random(cocotb.RANDOM_SEED + salt)
-    w = World(dut, json.loads(os.environ["FDPU_DMA_RIG"]))
-    start_clock(dut.clk)
-    for name in ("i_start", "i_list", "i_count", "i_req_stall", "i_mem_stall"):
-        getattr(dut, name).value = 0
-    dut.i_mem_latency.value, dut.i_mem_bw.value = 2, 64
-    await reset(dut.clk, dut.rst)
-    w.sync()
-    w.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
-    return w, rng
+    tb = TB(dut, json.loads(os.environ["FDPU_DMA_RIG"]))
+    await tb.start()
+    tb.sync()
+    tb.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    return tb, rng
 
 
 @cocotb.test()
 async def bad_descriptors(dut):
     """Each bad descriptor stops the job with BAD_DESC after the good ones before it."""
-    w, rng = await _quiet_rig(dut, salt=1)
-    p = w.p
-    wb = w.beats * 8
-    cap = w.cdepth * p.cbufs * wb
+    tb, rng = await _quiet_rig(dut, salt=1)
+    p = tb.p
+    wb = tb.beats * 8
+    cap = tb.cdepth * p.cbufs * wb
     bad = {
         "misaligned external address": (4, p.dbuf_base(0), 16, 0),
         "misaligned local address": (0, p.dbuf_base(0) + 2, 16, 0),
@@ -216,13 +217,13 @@ async def bad_descriptors(dut):
     }
     for what, desc in bad.items():
         good = (rng.randrange(0, DST - 64, 8), p.dbuf_base(rng.randrange(p.num_dbufs)), 64, 0)
-        done, err, idx, rd, wr, cycles = await w.run([good, desc, good],
+        done, err, idx, rd, wr, cycles = await tb.run([good, desc, good],
                                                      dict(latency=3, bw=64, stall=0,
                                                           req_stall=0), bound=20_000)
         assert not done and err == 1 << DmaError.BAD_DESC and idx == 1, \
             f"{what}: done {done}, error bits {err} (want BAD_DESC = 1), descriptor {idx}"
-        w.apply(good)
-        w.check(what)
+        tb.apply(good)
+        tb.check(what)
     # A list that is not 16-aligned is refused before anything moves.
     dut.i_list.value, dut.i_count.value = LISTS + 8, 1
     dut.i_start.value = 1
@@ -244,20 +245,20 @@ async def streaming(dut):
     trip at the end: a DMA that waited for each descriptor's acks or fetched each descriptor
     after the previous one finished fails it.
     """
-    w, rng = await _quiet_rig(dut, salt=2)
-    p = w.p
+    tb, rng = await _quiet_rig(dut, salt=2)
+    p = tb.p
     for latency in (2, 20, 40):
-        descs = [(k * w.p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
+        descs = [(k * tb.p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
                  for k in range(p.num_dbufs)]
         mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
-        done, err, idx, rd, wr, cycles = await w.run(descs, mem)
+        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
         assert done and not err, f"streaming: done {done}, error bits {err}"
         for d in descs:
-            w.apply(d)
+            tb.apply(d)
         words = sum(d[2] for d in descs) // 8
         bound = words + len(descs) * (latency + 8) + 2 * latency + 40
         cocotb.log.info(f"streaming at latency {latency}: {len(descs)} descriptors, {words} "
                         f"words in {cycles} cycles (bound {bound})")
         assert cycles <= bound, (f"streaming at latency {latency}: {words} words in {cycles} "
                                  f"cycles, more than {bound}")
-        w.check(f"streaming at latency {latency}")
+        tb.check(f"streaming at latency {latency}")

@@ -44,7 +44,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_bits
 from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
-from sw.spec.packet import ConfigWhat, Kind, body_layout, header_layout
+from sw.spec.packet import ConfigWhat, Kind, pack_flit
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
 from sw.spec.status import DmaError, DmaState, MiccError, MiccState
 from tb.host.extmem import FdpuSystem
@@ -66,36 +66,38 @@ class RtlError(FdpuError):
     """The RTL run ended in an error or did not finish (deadlock/timeout)."""
 
 
-def _flit(params, kind, x, y, **body):
-    header = header_layout(params)
-    word = header.pack(kind=int(kind), dst_x=x + 1, dst_y=y + 1)
-    return word | body_layout(kind, params).pack(**body) << header.width
-
-
 def cbuf_capacity(params):
     """Return how many words the Cbufs hold."""
     return params.cbufs * (params.cbuf_bytes * 8 // word_bits(params))
 
 
 def image_flits(image):
-    """Return ``(config, templates)``: the CONFIG flits and the CTX OPERAND templates (ints)."""
+    """Return ``(config, templates)``: the CONFIG flits and the CTX OPERAND templates (ints).
+
+    The flits :func:`sw.compiler.image.expand_cbuf` makes of :meth:`Image.cbuf_words
+    <sw.compiler.image.Image.cbuf_words>` (the MicC's order): the instruction parts of every
+    configured slot, part 0 first, PEs in row-major order; every non-zero register; the
+    preloads in image order.  A bench configuring one PE keeps the flits addressed to it.
+    """
     p = image.params
     config, templates = [], []
+
+    def cfg(x, y, what, index, slot, data):
+        config.append(pack_flit(p, Kind.CONFIG, (x, y), what=what, index=index, slot=slot,
+                                data=int(data)))
+
     configured = image.program.any(axis=3)
     for y, x, s in zip(*(a.tolist() for a in np.nonzero(configured))):
         for j, part in enumerate(image.program[y, x, s].tolist()):
-            config.append(_flit(p, Kind.CONFIG, x, y, what=ConfigWhat.INSN, index=j, slot=s,
-                                data=part))
+            cfg(x, y, ConfigWhat.INSN, j, s, part)
     for y, x, r in zip(*(a.tolist() for a in np.nonzero(image.regs))):
-        config.append(_flit(p, Kind.CONFIG, x, y, what=ConfigWhat.REG, index=r, slot=0,
-                            data=int(image.regs[y, x, r])))
+        cfg(x, y, ConfigWhat.REG, r, 0, image.regs[y, x, r])
     for x, y, s, o, v in image.preloads:
-        config.append(_flit(p, Kind.CONFIG, x, y, what=ConfigWhat.PRELOAD, index=o, slot=s,
-                            data=v))
-    for (x, y, s), insn in sorted(image.instructions().items(), key=lambda t: (t[0][1],
-                                                                               t[0][0], t[0][2])):
+        cfg(x, y, ConfigWhat.PRELOAD, o, s, v)
+    for (x, y, s), insn in sorted(image.instructions().items(),
+                                  key=lambda t: (t[0][1], t[0][0], t[0][2])):
         if insn.op is isa.Op.CTX:
-            templates.append(_flit(p, Kind.OPERAND, x, y, slot=s, operand=0, data=0))
+            templates.append(pack_flit(p, Kind.OPERAND, (x, y), slot=s, operand=0, data=0))
     return config, templates
 
 

@@ -19,9 +19,9 @@ from collections import deque
 
 import cocotb
 
-from sw.models.noc import DbufModel, pack_flit, unpack_flit
+from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, body_layout
+from sw.spec.packet import Kind, body_layout, pack_flit, unpack_flit
 from tb.common.clock import reset, start_clock
 from tb.common.stream import (StreamMonitor, StreamSink, StreamSource,
                               wait_cycles)
@@ -109,7 +109,7 @@ class TB:
                       src_x=n % p.cols + 1, src_y=n // p.cols + 1, slot=k, tag=seq & 0xF)
         if kind == Kind.STORE:
             fields["data"] = rng.getrandbits(64)
-        flit = pack_flit(p, kind, p.dbuf_coord(k), body_layout(kind, p).pack(**fields))
+        flit = pack_flit(p, kind, p.dbuf_coord(k), **fields)
         self.replies.setdefault((n, k), deque()).append(self.models[k].reply(flit))
         return flit
 

@@ -15,9 +15,9 @@ from collections import deque
 
 import cocotb
 
-from sw.models.noc import pack_flit, pattern_dest, unpack_flit
+from sw.models.noc import pattern_dest
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind
+from sw.spec.packet import Kind, pack_flit, unpack_flit
 from tb.common.clock import reset, start_clock
 from tb.common.stream import StreamSink, StreamSource, wait_cycles
 

@@ -1,0 +1,1 @@
+"""cocotb benches of one processing element (and its microbenchmarks)."""

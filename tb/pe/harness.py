@@ -1,16 +1,21 @@
 """The single-PE cocotb bench: the PE's world played in Python.
 
-:class:`PeWorld` drives ``i_flit`` and sinks ``o_rep``/``o_req`` of one :class:`hw.pe.pe.Pe`:
+:class:`TB` drives ``i_flit`` and sinks ``o_rep``/``o_req`` of one :class:`hw.pe.pe.Pe`:
 
 * **mesh loopback**: OPERAND flits the PE sends to itself come back, in order (one mesh path
   keeps order), after a random delay; flits to another PE are collected in ``remote``;
-* **Dbufs**: LOAD/STORE requests are executed on a :class:`sw.models.golden.Memory` and answered
-  after a random latency, in *any* order (replies from different banks overtake each other); the
-  bench checks the request went to the Dbuf that owns its address;
-* **MicC**: CONFIG flits of an image first, then context IDs to every CTX slot with at most
-  ``window`` contexts in flight, counting CTX_END messages per context ID;
+* **Dbufs**: LOAD/STORE requests are answered by one :class:`sw.models.noc.DbufModel` per
+  Dbuf after a random latency, in *any* order (replies from different banks overtake each
+  other); the bench checks the request went to the Dbuf that owns its address;
+* **MicC**: the image's CONFIG flits addressed to this PE (:func:`tb.host.runtime.image_flits`,
+  the MicC's order) first, then context IDs to every CTX slot with at most ``window``
+  contexts in flight, counting CTX_END messages (and flits) per context ID;
 * **counting**: ``o_fire`` pulses per opcode, LOAD/STORE requests (``requests``); the
-  ``i_flit.ready`` invariant (always high).
+  ``i_flit.ready`` invariant (always high); with ``stamps`` the cycles of every firing and of
+  every ``i_flit`` and ``o_rep`` transfer (microbenchmarks).
+
+Tests configure slots directly with :meth:`TB.insn`, :meth:`TB.reg`, :meth:`TB.preload` and
+send tokens with :meth:`TB.operand`.
 
 Every wait is bounded; a timeout says "deadlock" and lists what is pending.
 """
@@ -22,15 +27,16 @@ from collections import Counter, deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.models.golden import Memory
+from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.isa import Op
-from sw.spec.packet import Kind, bias, end_count
+from sw.spec.cbuf import word_parts
+from sw.spec.isa import Op, encode
+from sw.spec.packet import ConfigWhat, Kind, bias, end_count, flit_fields, pack_flit, unpack_flit
 from tb.common.clock import reset
 from tb.common.stream import StreamSink, pause_pattern
-from tb.pe import flits
+from tb.host.runtime import image_flits
 
-__all__ = ["PeWorld", "params_from_env", "reset_pe"]
+__all__ = ["TB", "params_from_env", "reset_pe", "make_rng", "wait_until_retired"]
 
 
 def params_from_env(full):
@@ -55,7 +61,7 @@ async def reset_pe(dut):
     await reset(dut.clk, dut.rst)
 
 
-class PeWorld:
+class TB:
     """Mesh, Dbufs and MicC around one PE (see the module docstring).
 
     Parameters
@@ -69,14 +75,17 @@ class PeWorld:
         Probability that ``o_rep``/``o_req`` are not ready in a cycle.
     loop_delay, mem_delay : (int, int)
         Ranges of the loopback and Dbuf latencies in cycles.
+    stamps : bool
+        Record ``fires`` ``(cycle, "int" | "fp", opcode name)``, ``ins`` and ``outs`` (cycles
+        of ``i_flit`` and ``o_rep`` transfers).
     """
 
     def __init__(self, dut, params, x, y, micc, rng, *, idle=0.0, backpressure=0.0,
-                 loop_delay=(1, 6), mem_delay=(2, 30)):
+                 loop_delay=(1, 6), mem_delay=(2, 30), stamps=False):
         self.dut, self.p, self.x, self.y, self.micc = dut, params, x, y, micc
         self.rng = rng
         self.cycle = 0
-        self.memory = Memory(params)
+        self.dbufs = [DbufModel(params, k) for k in range(params.num_dbufs)]
         self.config = deque()
         self.micc_q = deque()
         self.loop = deque()              # (ready cycle, word), in order
@@ -85,6 +94,10 @@ class PeWorld:
         self.remote = []                 # OPERAND flits to other PEs: (x, y, slot, op, data)
         self.ends = Counter()
         self.end_log = []
+        self.end_flits = 0               # CTX_END flits (each stands for ``count`` ENDs)
+        self.max_count = 0
+        self.stamps = stamps
+        self.fires, self.ins, self.outs = [], [], []
         self.fired = Counter()
         self.fired_int0 = Counter()     # the firings of INT pipe 0, per opcode
         self.requests = 0
@@ -111,9 +124,10 @@ class PeWorld:
 
     def load_image(self, image):
         """Queue the image's configuration and memory; set up the MicC for its contexts."""
-        self.config.extend(flits.config_flits(image, self.x, self.y))
-        for addr, data in image.segments.items():
-            self.memory.write(addr, data)
+        here = (self.x, self.y)
+        self.config.extend(f for f in image_flits(image)[0] if unpack_flit(self.p, f)[1] == here)
+        for dbuf in self.dbufs:
+            dbuf.load(image.segments)
         self.contexts, self.window = image.contexts, image.window
         self.ends_per_context = image.ends_per_context
         self.ctx_slots = sorted(s for (x, y, s), i in image.instructions().items()
@@ -124,18 +138,45 @@ class PeWorld:
         """Offer words on ``i_flit`` (after configuration, before everything else)."""
         self.inject.extend(words)
 
+    def _config(self, what, index, slot, data):
+        self.send(pack_flit(self.p, Kind.CONFIG, (self.x, self.y), what=what, index=index,
+                            slot=slot, data=data))
+
+    def insn(self, slot, insn):
+        """Send the CONFIG flits of instruction ``insn`` into ``slot``, part 0 first (the
+        MicC's order)."""
+        word = encode(insn, self.p)
+        for i in range(word_parts(self.p)):
+            self._config(ConfigWhat.INSN, i, slot, (word >> (64 * i)) & ((1 << 64) - 1))
+
+    def reg(self, r, value):
+        """Send the CONFIG flit setting register ``r``."""
+        self._config(ConfigWhat.REG, r, 0, value)
+
+    def preload(self, slot, operand, value):
+        """Send a PRELOAD token for ``operand`` of ``slot``."""
+        self._config(ConfigWhat.PRELOAD, operand, slot, value)
+
+    def operand(self, slot, operand, data):
+        """Return an OPERAND flit for ``operand`` of this PE's ``slot``."""
+        return pack_flit(self.p, Kind.OPERAND, (self.x, self.y), slot=slot, operand=operand,
+                         data=data & ((1 << 64) - 1))
+
+    def dbuf_bytes(self, d):
+        """Return the contents of Dbuf ``d``."""
+        return self.dbufs[d].contents()
+
     # The world ----------------------------------------------------------------------------
 
     def _start_contexts(self):
         while self.next_ctx < self.contexts and self.next_ctx < self.retired + self.window:
             for s in self.ctx_slots:
-                self.micc_q.append(flits.operand(self.p, self.x, self.y, s, 0, self.next_ctx))
+                self.micc_q.append(self.operand(s, 0, self.next_ctx))
             self.next_ctx += 1
 
     def _on_rep(self, word):
-        kind, f = flits.unpack(word, self.p)
+        kind, dst, f = flit_fields(self.p, word)
         if kind is Kind.OPERAND:
-            dst = flits.coord(f["dst_x"], f["dst_y"])
             if dst == (self.x, self.y):
                 delay = self.rng.randint(*self.loop_delay)
                 ready = max(self.cycle + delay, self.loop[-1][0] if self.loop else 0)
@@ -143,10 +184,12 @@ class PeWorld:
             else:
                 self.remote.append((*dst, f["slot"], f["operand"], f["data"]))
         elif kind is Kind.CTX_END:
-            dst = flits.coord(f["dst_x"], f["dst_y"])
             assert dst == self.micc, f"CTX_END sent to {dst}, the MicC is at {self.micc}"
+            assert f["count"] >= 1, "a CTX_END flit of the PE carries count 0"
             ctx = f["data"] & 0xFFFF_FFFF
             n = end_count(f["count"])      # ISA v1.2: a flit stands for n END messages
+            self.end_flits += 1
+            self.max_count = max(self.max_count, f["count"])
             self.end_log.extend([ctx] * n)
             assert ctx < max(self.contexts, 1), f"CTX_END for context {ctx} of {self.contexts}"
             self.ends[ctx] += n
@@ -159,27 +202,16 @@ class PeWorld:
                                  f"belong on the reply network")
 
     def _on_req(self, word):
-        kind, f = flits.unpack(word, self.p)
+        kind, got, f = flit_fields(self.p, word)
         assert kind in (Kind.LOAD, Kind.STORE), f"o_req carried a {kind.name} flit"
         self.requests += 1
-        addr, n = f["addr"], 1 << f["size"]
+        addr = f["addr"]
         dbuf, _ = self.p.dbuf_of(addr)
         want = self.p.dbuf_coord(dbuf)
-        got = flits.coord(f["dst_x"], f["dst_y"])
         assert got == want, f"{kind.name} of {addr:#x} went to {got}, its Dbuf is at {want}"
         assert (f["src_x"], f["src_y"]) == (bias(self.x), bias(self.y))
-        err = 0
-        if addr % n:
-            err, data = 1, 0
-        elif kind is Kind.LOAD:
-            data = int.from_bytes(self.memory.read(addr, n), "little")
-            if f["bcast"]:
-                data *= flits.BCAST
-        else:
-            self.memory.write(addr, (f["data"] & ((1 << (8 * n)) - 1)).to_bytes(n, "little"))
-            data = 0
         delay = self.rng.randint(*self.mem_delay)
-        self.replies.append((self.cycle + delay, flits.reply(self.p, f, data, err)))
+        self.replies.append((self.cycle + delay, self.dbufs[dbuf].reply(word)))
 
     def _next_word(self):
         if self.config:
@@ -220,6 +252,8 @@ class PeWorld:
                 self.in_count += 1
                 assert dut.i_flit__ready.value == 1, \
                     "i_flit.ready dropped: the PE made the mesh wait (DESIGN.md invariant 2)"
+                if self.stamps:
+                    self.ins.append(self.cycle)
             if dut.rst.value == 0:
                 # o_fire: int_valid (bit 0), int_op (6:1), fp_valid (7), fp_op (13:8), with
                 # int_issue 2 also int2_valid (14), int2_op (20:15); the opcodes may be X
@@ -229,13 +263,20 @@ class PeWorld:
                     name = Op(int(bits[1:7][::-1], 2)).name
                     self.fired[name] += 1
                     self.fired_int0[name] += 1
+                    if self.stamps:
+                        self.fires.append((self.cycle, "int", name))
                 if bits[7] == "1":
-                    self.fired[Op(int(bits[8:14][::-1], 2)).name] += 1
+                    name = Op(int(bits[8:14][::-1], 2)).name
+                    self.fired[name] += 1
+                    if self.stamps:
+                        self.fires.append((self.cycle, "fp", name))
                 if len(bits) > 14 and bits[14] == "1":      # int2_valid, int2_op (20:15)
                     self.fired[Op(int(bits[15:21][::-1], 2)).name] += 1
+                if self.stamps and dut.o_rep__valid.value == 1 and dut.o_rep__ready.value == 1:
+                    self.outs.append(self.cycle)
 
     def stop(self):
-        """Stop driving and watching the DUT (before the next test builds a new world)."""
+        """Stop driving and watching the DUT (before the next test builds a new TB)."""
         for task in (self._task, self.rep._task, self.rep._driver, self.req._task,
                      self.req._driver):
             task.cancel()
@@ -283,24 +324,24 @@ def make_rng():
     return random.Random(random.getrandbits(64))
 
 
-async def wait_until_retired(world, progress, max_cycles, stall):
-    """Clock ``world.dut`` until every context retired and ``world.busy`` is false, then 40 more.
+async def wait_until_retired(tb, progress, max_cycles, stall):
+    """Clock ``tb.dut`` until every context retired and ``tb.busy`` is false, then 40 more.
 
-    Fails with "timeout ... deadlock" and ``world.pending()`` after ``max_cycles`` cycles, or
+    Fails with "timeout ... deadlock" and ``tb.pending()`` after ``max_cycles`` cycles, or
     after ``stall`` cycles in which ``progress()`` did not change.
     """
     last, still = None, 0
     for cycle in range(max_cycles):
-        await RisingEdge(world.dut.clk)
-        if world.retired >= world.contexts and not world.busy:
+        await RisingEdge(tb.dut.clk)
+        if tb.retired >= tb.contexts and not tb.busy:
             break
         now = progress()
         still = still + 1 if now == last else 0
         last = now
         if still >= stall:
             raise AssertionError(f"timeout: deadlock: nothing moved for {stall} cycles "
-                                 f"(cycle {cycle}): {world.pending()}")
+                                 f"(cycle {cycle}): {tb.pending()}")
     else:
-        raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: {world.pending()}")
+        raise AssertionError(f"timeout after {max_cycles} cycles: deadlock: {tb.pending()}")
     for _ in range(40):
-        await RisingEdge(world.dut.clk)
+        await RisingEdge(tb.dut.clk)

@@ -7,7 +7,7 @@ Environment (set by ``tests/test_end_coalesce.py`` through ``run_cocotb(extra_en
   ready (default ``5,60``; between them it is ready for 1 to 4 cycles), as at the 8 x 8's
   congested MicC link; ``o_req`` is not ready with probability 0.2.
 
-Each case runs in :class:`tb.pe.harness.PeWorld` (random delays and backpressure from
+Each case runs in :class:`tb.pe.harness.TB` (random delays and backpressure from
 cocotb's seed); the bench checks the Dbufs and firings against the golden model, and that the
 CTX_END flits' ``count`` fields sum to the golden model's END messages per context while
 fewer flits than END messages left the PE (ENDs merged while ``o_rep`` was blocked).
@@ -16,15 +16,12 @@ fewer flits than END messages left the PE (ENDs merged while ``o_rep`` was block
 import itertools
 import json
 import os
-from collections import Counter
 
 import cocotb
 
-from sw.spec.packet import Kind, end_count
 from tb.common.clock import start_clock
-from tb.pe import flits
 from tb.pe.cases import read_case
-from tb.pe.harness import PeWorld, make_rng, params_from_env, reset_pe
+from tb.pe.harness import TB, make_rng, params_from_env, reset_pe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 
@@ -38,28 +35,6 @@ def _bursts(rng, lo, hi):
     return gen()
 
 
-class CountingWorld(PeWorld):
-    """A :class:`PeWorld` that also counts the CTX_END flits and their ``count`` fields, with
-    bursts of backpressure on ``o_rep`` (``block = (lo, hi)``)."""
-
-    def __init__(self, *args, block, **kw):
-        self.end_flits = 0
-        self.end_counts = Counter()          # context -> sum of the counts
-        self.max_count = 0
-        super().__init__(*args, **kw)
-        self.rep.set_pause(_bursts(self.rng, *block))
-        self.req.set_pause(0.2, self.rng)
-
-    def _on_rep(self, word):
-        kind, f = flits.unpack(word, self.p)
-        if kind is Kind.CTX_END:
-            assert f["count"] >= 1, "a CTX_END flit of the PE carries count 0"
-            self.end_flits += 1
-            self.end_counts[f["data"] & 0xFFFF_FFFF] += end_count(f["count"])
-            self.max_count = max(self.max_count, f["count"])
-        super()._on_rep(word)
-
-
 @cocotb.test()
 async def ends_coalesce_under_backpressure(dut):
     """Fewer CTX_END flits than END messages; their counts sum to the golden END count."""
@@ -70,33 +45,35 @@ async def ends_coalesce_under_backpressure(dut):
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset_pe(dut)
-        world = CountingWorld(dut, p, x, y, micc, make_rng(), idle=0.1, block=block)
-        world.load_image(image)
+        tb = TB(dut, p, x, y, micc, make_rng(), idle=0.1)
+        tb.rep.set_pause(_bursts(tb.rng, *block))       # o_rep blocked in bursts
+        tb.req.set_pause(0.2, tb.rng)
+        tb.load_image(image)
         bound = 1000 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
                                                   // max(image.contexts, 1) // 4 + 1)
-        await world.wait_retired(bound)
+        await tb.wait_retired(bound)
         name = expected["name"]
-        flags, slot = world.error()
+        flags, slot = tb.error()
         assert not flags, f"case {name}: PE error flags {flags:#x} (slot {slot})"
-        ops = {k: v for k, v in sorted(world.fired.items()) if v}
+        ops = {k: v for k, v in sorted(tb.fired.items()) if v}
         assert ops == expected["ops"], f"case {name}: firings {ops}, golden {expected['ops']}"
         for d in range(p.num_dbufs):
             want = bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes)
-            got = bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes)))
+            got = tb.dbuf_bytes(d)
             assert got == want, f"case {name}: Dbuf {d} differs from the golden model's"
-        msgs = sum(world.end_counts.values())
+        msgs = sum(tb.ends.values())
         assert msgs == expected["ctx_ends"], \
             f"case {name}: the CTX_END counts sum to {msgs}, golden {expected['ctx_ends']} ENDs"
         per_ctx = image.ends_per_context
-        bad = {c: n for c, n in world.end_counts.items() if n != per_ctx}
-        assert not bad and len(world.end_counts) == image.contexts, \
-            f"case {name}: END messages per context {dict(world.end_counts)}, want {per_ctx}"
-        dut._log.info(f"case {name}: {msgs} END messages in {world.end_flits} CTX_END flits "
-                      f"(largest count {world.max_count}), {world.cycle} cycles, "
+        bad = {c: n for c, n in tb.ends.items() if n != per_ctx}
+        assert not bad and len(tb.ends) == image.contexts, \
+            f"case {name}: END messages per context {dict(tb.ends)}, want {per_ctx}"
+        dut._log.info(f"case {name}: {msgs} END messages in {tb.end_flits} CTX_END flits "
+                      f"(largest count {tb.max_count}), {tb.cycle} cycles, "
                       f"o_rep blocked in bursts of {block[0]}..{block[1]} cycles")
         total_msgs += msgs
-        total_flits += world.end_flits
-        world.stop()
+        total_flits += tb.end_flits
+        tb.stop()
     if block[0] >= 5:
         assert total_flits < total_msgs, \
             f"{total_flits} CTX_END flits for {total_msgs} END messages: nothing coalesced"

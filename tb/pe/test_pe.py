@@ -4,7 +4,7 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
 
 * ``FDPU_PE_CASES``: JSON list of case folders (:func:`tb.pe.cases.save_case`): each image is
   configured into the PE, its contexts run with the MicC, Dbuf and mesh loopback of
-  :class:`tb.pe.harness.PeWorld` under random delays and backpressure, and the memory after the
+  :class:`tb.pe.harness.TB` under random delays and backpressure, and the memory after the
   run, the firings per opcode, the context ends and the number of LOAD/STORE requests are
   compared with the golden model's.
 * ``FDPU_PE_STRESS``: ``idle,backpressure`` probabilities (default ``0.2,0.3``);
@@ -25,19 +25,16 @@ import os
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.spec.cbuf import word_parts
-from sw.spec.isa import Dest, Instruction, Op, Unit, encode
-from sw.spec.packet import ConfigWhat, Kind, bias
+from sw.spec.isa import Dest, Instruction, Op, Unit
 from tb.common.clock import start_clock
-from tb.pe import flits
 from tb.pe.cases import read_case
-from tb.pe.harness import PeWorld, make_rng, params_from_env, reset_pe
+from tb.pe.harness import TB, make_rng, params_from_env, reset_pe
 from tb.pe.probe import StallProbe
 
 FULL = json.loads(os.environ.get("FDPU_PARAMS", "{}"))
 
 
-def _world(dut, **kw):
+def _tb(dut, **kw):
     p, x, y, micc = params_from_env(FULL)
     stress = os.environ.get("FDPU_PE_STRESS", "0.2,0.3").split(",")
     kw.setdefault("idle", float(stress[0]))
@@ -45,30 +42,30 @@ def _world(dut, **kw):
     if os.environ.get("FDPU_PE_MEM_DELAY"):
         lo, hi = (int(v) for v in os.environ["FDPU_PE_MEM_DELAY"].split(","))
         kw.setdefault("mem_delay", (lo, hi))
-    return PeWorld(dut, p, x, y, micc, make_rng(), **kw)
+    return TB(dut, p, x, y, micc, make_rng(), **kw)
 
 
-def _compare(world, expected, name):
-    p = world.p
+def _compare(tb, expected, name):
+    p = tb.p
     errors = []
-    flags, slot = world.error()
+    flags, slot = tb.error()
     if flags:
         errors.append(f"error flags {flags:#x} (slot {slot})")
-    ops = {k: v for k, v in sorted(world.fired.items()) if v}
+    ops = {k: v for k, v in sorted(tb.fired.items()) if v}
     if ops != expected["ops"]:
         errors.append(f"firings per opcode differ: RTL {ops}, golden {expected['ops']}")
-    if len(world.end_log) != expected["ctx_ends"]:
-        errors.append(f"{len(world.end_log)} CTX_END messages, golden {expected['ctx_ends']}")
+    if len(tb.end_log) != expected["ctx_ends"]:
+        errors.append(f"{len(tb.end_log)} CTX_END messages, golden {expected['ctx_ends']}")
     # LOAD/STORE requests: a LDHBZ of address 0 (ISA v1.4) sends none.
-    if "requests" in expected and world.requests != expected["requests"]:
-        errors.append(f"{world.requests} LOAD/STORE requests, golden {expected['requests']}")
+    if "requests" in expected and tb.requests != expected["requests"]:
+        errors.append(f"{tb.requests} LOAD/STORE requests, golden {expected['requests']}")
     if expected.get("hazard"):
-        _compare_hazard(world, expected, errors)
+        _compare_hazard(tb, expected, errors)
         assert not errors, f"case {name}: " + "; ".join(errors)
         return
     for d in range(p.num_dbufs):
         want = bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes)
-        got = bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes)))
+        got = tb.dbuf_bytes(d)
         if got != want:
             bad = next(i for i in range(p.dbuf_bytes) if got[i] != want[i])
             errors.append(f"Dbuf {d} differs from byte {bad:#x}: RTL "
@@ -81,15 +78,15 @@ def _words(buf):
     return [bytes(buf[i:i + 8]) for i in range(0, len(buf), 8)]
 
 
-def _compare_hazard(world, expected, errors):
+def _compare_hazard(tb, expected, errors):
     """Fig. 7 without feedback: the same words stored, some at the wrong addresses."""
-    p = world.p
+    p = tb.p
     got, want = [], []
     for d in range(p.num_dbufs):
         want += _words(bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes))
-        got += _words(bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes))))
+        got += _words(tb.dbuf_bytes(d))
     moved = sum(g != w for g, w in zip(got, want))
-    world.dut._log.info(f"without the feedback edge {moved} of {len(got)} words landed at "
+    tb.dut._log.info(f"without the feedback edge {moved} of {len(got)} words landed at "
                         f"the wrong address")
     if not moved:
         errors.append("the graph without its feedback edge gave the right result: the "
@@ -118,48 +115,40 @@ async def golden_images(dut):
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset_pe(dut)
-        world = _world(dut)
-        world.load_image(image)
+        tb = _tb(dut)
+        tb.load_image(image)
         probe = None
         if os.environ.get("FDPU_PE_PROBE") == "1":
             mine = {s: i for (x, y, s), i in image.instructions().items()
-                    if (x, y) == (world.x, world.y)}
+                    if (x, y) == (tb.x, tb.y)}
             probe = StallProbe(dut, sorted(s for s, i in mine.items() if i.op.unit is Unit.FP),
                                sorted(s for s, i in mine.items() if i.op.unit is Unit.MEM))
         bound = 400 * (image.contexts + 4) * max(1, sum(expected["ops"].values())
                                                  // max(image.contexts, 1) // 4 + 1)
-        await world.wait_retired(bound)
-        _compare(world, expected, expected["name"])
+        await tb.wait_retired(bound)
+        _compare(tb, expected, expected["name"])
         dut._log.info(f"case {expected['name']}: {image.contexts} contexts, "
-                      f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
-        int0 = {op: n for op, n in world.fired_int0.items()
+                      f"{sum(tb.fired.values())} firings, {tb.cycle} cycles: match")
+        int0 = {op: n for op, n in tb.fired_int0.items()
                 if Op[op].unit is not Unit.MEM}
-        dut._log.info(f"case {expected['name']}: INT pipe 0 fired {dict(world.fired_int0)}")
+        dut._log.info(f"case {expected['name']}: INT pipe 0 fired {dict(tb.fired_int0)}")
         if os.environ.get("FDPU_PE_EXPECT_INT0") == "1":
-            want = {"ITER": world.fired["ITER"]} if world.fired["ITER"] else {}
+            want = {"ITER": tb.fired["ITER"]} if tb.fired["ITER"] else {}
             assert int0 == want, (f"case {expected['name']}: INT pipe 0 fired {int0} besides "
                                   f"its loads and stores, expected {want} (every ITER)")
         results.append(dict(name=expected["name"], contexts=image.contexts,
-                            cycles=world.cycle, ops=dict(world.fired), int0=int0,
-                            requests=world.requests))
+                            cycles=tb.cycle, ops=dict(tb.fired), int0=int0,
+                            requests=tb.requests))
         if probe is not None:
             probe.stop()
             results[-1]["stalls"] = probe.report()
-        world.stop()
+        tb.stop()
     if os.environ.get("FDPU_PE_RESULTS"):
         with open(os.environ["FDPU_PE_RESULTS"], "w") as out:
             json.dump(results, out)
     if os.environ.get("FDPU_PE_EXPECT_OVF") == "1":
         dut._log.info(f"{overflow[0]} loads sent as overflow entries (no room at issue)")
         assert overflow[0] > 0, "no load was sent without room: the overflow path was not run"
-
-
-def _insn_flits(p, x, y, slot, insn):
-    word = encode(insn, p)
-    parts = word_parts(p)
-    return [flits.pack(Kind.CONFIG, p, dst_x=bias(x), dst_y=bias(y), what=int(ConfigWhat.INSN),
-                       index=i, slot=slot, data=(word >> (64 * i)) & ((1 << 64) - 1))
-            for i in reversed(range(parts))]
 
 
 @cocotb.test()
@@ -170,27 +159,27 @@ async def errors_are_sticky(dut):
     p, x, y, _ = params_from_env(FULL)
     # 1. A token to an unconfigured slot: UNKNOWN_OPCODE, slot 5.
     await reset_pe(dut)
-    world = _world(dut, idle=0, backpressure=0)
-    world.send(flits.operand(p, x, y, 5, 0, 42))
-    await world.wait_quiet(20)
-    assert world.error() == (1 << 0, 5), f"unknown opcode: error status {world.error()}"
-    world.stop()
+    tb = _tb(dut, idle=0, backpressure=0)
+    tb.send(tb.operand(5, 0, 42))
+    await tb.wait_quiet(20)
+    assert tb.error() == (1 << 0, 5), f"unknown opcode: error status {tb.error()}"
+    tb.stop()
     # 2. Overflow: ADD waiting on operand 1 gets operand_depth + 1 tokens on operand 0.
     await reset_pe(dut)
-    world = _world(dut, idle=0, backpressure=0)
+    tb = _tb(dut, idle=0, backpressure=0)
     add = Instruction(Op.ADD, nsrc=2, dests=(Dest(x, y, 3, 0),))
-    world.send(*_insn_flits(p, x, y, 2, add))
-    world.send(*_insn_flits(p, x, y, 3, Instruction(Op.MOV, nsrc=1)))
-    world.send(*[flits.operand(p, x, y, 2, 0, i) for i in range(p.operand_depth + 1)])
-    await world.wait_quiet(30)
-    assert world.error() == (1 << 1, 2), f"overflow: error status {world.error()}"
-    world.stop()
+    tb.insn(2, add)
+    tb.insn(3, Instruction(Op.MOV, nsrc=1))
+    tb.send(*[tb.operand(2, 0, i) for i in range(p.operand_depth + 1)])
+    await tb.wait_quiet(30)
+    assert tb.error() == (1 << 1, 2), f"overflow: error status {tb.error()}"
+    tb.stop()
     # 3. A load past the last Dbuf: BAD_ADDRESS, no request leaves.
     await reset_pe(dut)
-    world = _world(dut, idle=0, backpressure=0)
-    world.send(*_insn_flits(p, x, y, 7, Instruction(Op.LDW, nsrc=1, imm=p.memory_bytes)))
-    world.send(flits.operand(p, x, y, 7, 0, 0))
-    await world.wait_quiet(30)
-    assert world.error() == (1 << 2, 7), f"bad address: error status {world.error()}"
-    assert world.requests == 0, "a request with a bad address left the PE"
-    world.stop()
+    tb = _tb(dut, idle=0, backpressure=0)
+    tb.insn(7, Instruction(Op.LDW, nsrc=1, imm=p.memory_bytes))
+    tb.send(tb.operand(7, 0, 0))
+    await tb.wait_quiet(30)
+    assert tb.error() == (1 << 2, 7), f"bad address: error status {tb.error()}"
+    assert tb.requests == 0, "a request with a bad address left the PE"
+    tb.stop()

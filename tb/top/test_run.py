@@ -73,7 +73,7 @@ def peak_rss_mb():
     return None
 
 
-class Job:
+class TB:
     """The passes of one spec on one DUT, with progress written for the runtime."""
 
     def __init__(self, dut, spec):
@@ -215,7 +215,7 @@ async def run_job(dut):
     backdoor = Backdoor()
     image = _load(dut, spec, backdoor)
     load_s = time.monotonic() - t0
-    job = Job(dut, spec)
+    tb = TB(dut, spec)
     t1 = time.monotonic()
     passes, failure = [], None
     overlap = spec.get("overlap", False)
@@ -242,22 +242,22 @@ async def run_job(dut):
                 for name, value in ps["regs"].items():
                     getattr(dut, name).value = value
                 if spec.get("backdoor_in"):
-                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                    tb.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
                                                    backdoor)
                 dma_on = set_lists(ps["dma_in"]) and not spec.get("backdoor_in")
                 if dma_on:
-                    await job.pulse("i_dma_start")
-                await job.pulse("i_start")
+                    await tb.pulse("i_dma_start")
+                await tb.pulse("i_start")
                 halted, waited, ok = True, 0, True
                 if dma_on:
-                    halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
+                    halted, waited = await tb.wait(dut.o_dma_halt, spec["dma_max_cycles"],
                                                     "dma_in", j, level=True)
                     ok = halted and _int(dut.o_dma_done)
                 rec["in_cycles"] = _int(dut.o_dma_cycles) if dma_on else 0
                 if not ok:
                     phase = "in"
                 else:
-                    halted, waited = await job.wait(dut.o_halt, spec["max_cycles"], "compute",
+                    halted, waited = await tb.wait(dut.o_halt, spec["max_cycles"], "compute",
                                                     j, level=True)
                     ok = halted and not _int(dut.o_error) and _int(dut.o_done)
                     phase = "compute"
@@ -267,8 +267,8 @@ async def run_job(dut):
             elif phase == "compute":
                 for name, value in ps["regs"].items():
                     getattr(dut, name).value = value
-                await job.pulse("i_start")
-                halted, waited = await job.wait(dut.o_halt, spec["max_cycles"], phase, j)
+                await tb.pulse("i_start")
+                halted, waited = await tb.wait(dut.o_halt, spec["max_cycles"], phase, j)
                 ok = halted and not _int(dut.o_error) and _int(dut.o_done)
                 status = _snapshot(dut, npes)
                 rec["status"] = status
@@ -276,7 +276,7 @@ async def run_job(dut):
                 rec["compute_cycles"] = cycles
             else:
                 if phase == "in" and spec.get("backdoor_in"):
-                    job.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
+                    tb.backdoor_s += _backdoor_in(dut, spec, image, ps["in_descs"], j == 0,
                                                    backdoor)
                     rec["in_cycles"] = 0
                     continue
@@ -285,30 +285,30 @@ async def run_job(dut):
                 if not set_lists(lists):
                     rec[f"{phase}_cycles"] = 0
                     continue
-                await job.pulse("i_dma_start")
-                halted, waited = await job.wait(dut.o_dma_halt, spec["dma_max_cycles"],
+                await tb.pulse("i_dma_start")
+                halted, waited = await tb.wait(dut.o_dma_halt, spec["dma_max_cycles"],
                                                 f"dma_{phase}", j)
                 ok = halted and _int(dut.o_dma_done)
                 cycles = _int(dut.o_clock) - before
                 rec[f"{phase}_cycles"] = cycles
-            job.done_cycles += cycles
+            tb.done_cycles += cycles
             if not ok:
                 failure = dict(pass_index=j, phase=phase, halted=halted, waited=waited,
                                status=_snapshot(dut, npes))
                 break
         passes.append(rec)
-        job.note(pass_index=j + 1, passes=len(spec["passes"]), phase="done",
-                 cycles=job.done_cycles, issued=0, retired=0)
+        tb.note(pass_index=j + 1, passes=len(spec["passes"]), phase="done",
+                 cycles=tb.done_cycles, issued=0, retired=0)
         if failure:
             break
-    run_s, run_cpu_s = time.monotonic() - t1, time.process_time() - job.c0
+    run_s, run_cpu_s = time.monotonic() - t1, time.process_time() - tb.c0
     final = _snapshot(dut, npes)
     reads = {}
     if failure is None:
         for j, (c, first, count) in enumerate(spec["reads"]):
             reads[f"r{j}"] = backdoor.read(_extmem(dut, c).sram.bank.storage, first, count)
     result = dict(passes=passes, failure=failure, final=final, load_s=load_s, run_s=run_s,
-                  run_cpu_s=run_cpu_s, backdoor_s=job.backdoor_s,
+                  run_cpu_s=run_cpu_s, backdoor_s=tb.backdoor_s,
                   max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                  timeline=job.timeline)
+                  timeline=tb.timeline)
     np.savez(spec["out"], result=np.array(json.dumps(result)), **reads)

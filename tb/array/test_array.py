@@ -15,7 +15,7 @@ import cocotb
 
 from sw.spec.arch import ArrayParams
 from tb.common.clock import reset, start_clock
-from tb.pe.array_world import ArrayWorld
+from tb.array.harness import TB
 from tb.pe.cases import read_case
 from tb.pe.harness import make_rng
 
@@ -39,25 +39,25 @@ async def golden_images_on_the_array(dut):
     for folder in json.loads(os.environ.get("FDPU_PE_CASES", "[]")):
         image, expected = read_case(folder)
         await reset(dut.clk, dut.rst)
-        world = ArrayWorld(dut, p, micc, make_rng())
-        world.load_image(image)
-        await world.wait_retired(200_000)
+        tb = TB(dut, p, micc, make_rng())
+        tb.load_image(image)
+        await tb.wait_retired(200_000)
         problems = []
-        if any(flags for flags, _ in world.errors()):
-            problems.append(f"PE error status {world.errors()}")
+        if any(flags for flags, _ in tb.errors()):
+            problems.append(f"PE error status {tb.errors()}")
         if dut.o_stray.value.to_unsigned():
             problems.append(f"{dut.o_stray.value.to_unsigned()} requests ejected at a PE")
-        ops = {k: v for k, v in sorted(world.fired.items()) if v}
+        ops = {k: v for k, v in sorted(tb.fired.items()) if v}
         if ops != expected["ops"]:
             problems.append(f"firings differ: RTL {ops}, golden {expected['ops']}")
-        if len(world.end_log) != expected["ctx_ends"]:
-            problems.append(f"{len(world.end_log)} CTX_END, golden {expected['ctx_ends']}")
+        if len(tb.end_log) != expected["ctx_ends"]:
+            problems.append(f"{len(tb.end_log)} CTX_END, golden {expected['ctx_ends']}")
         for d in range(p.num_dbufs):
             want = bytes.fromhex(expected["memory"].get(str(d), "")) or bytes(p.dbuf_bytes)
-            got = bytes(world.memory.bufs.get(d, bytes(p.dbuf_bytes)))
+            got = tb.dbuf_bytes(d)
             if got != want:
                 problems.append(f"Dbuf {d} differs")
         assert not problems, f"case {expected['name']}: " + "; ".join(problems)
         dut._log.info(f"case {expected['name']}: {image.contexts} contexts, "
-                      f"{sum(world.fired.values())} firings, {world.cycle} cycles: match")
-        world.stop()
+                      f"{sum(tb.fired.values())} firings, {tb.cycle} cycles: match")
+        tb.stop()

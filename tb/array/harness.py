@@ -1,11 +1,13 @@
-"""The world around a :class:`hw.array.PeArray`: MicC and Dbufs at the mesh edge ports.
+"""The bench of a :class:`hw.array.PeArray`: MicC and Dbufs at the mesh edge ports.
 
-* **Dbufs**: every edge port ``k`` sinks ``o_req[k]`` (random backpressure), executes the
-  access on a :class:`sw.models.golden.Memory` (checking the request reached the Dbuf that owns the
-  address) and answers on ``i_reply[k]`` after a random latency, replies in any order.
-* **MicC** at its edge port: configuration flits of the image, then context IDs to every CTX
-  slot (window-limited), injected on ``i_reply[micc]`` in order; CTX_END flits on
-  ``o_reply[micc]`` retire contexts.
+:class:`TB` drives a ``pe_array`` DUT:
+
+* **Dbufs**: every edge port ``k`` sinks ``o_req[k]`` (random backpressure), checks that the
+  request reached the Dbuf that owns its address, and answers on ``i_reply[k]`` with
+  :class:`sw.models.noc.DbufModel` ``k`` after a random latency, replies in any order.
+* **MicC** at its edge port: the image's CONFIG flits (:func:`tb.host.runtime.image_flits`,
+  the MicC's order), then context IDs to every CTX slot (window-limited), injected on
+  ``i_reply[micc]`` in order; CTX_END flits on ``o_reply[micc]`` retire contexts.
 * ``o_fire[n]`` is counted per opcode over all PEs; every wait is bounded and says "deadlock".
 """
 
@@ -14,24 +16,24 @@ from collections import Counter, deque
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.models.golden import Memory
+from sw.models.noc import DbufModel
 from sw.spec.isa import Op
-from sw.spec.packet import Kind, end_count
-from tb.pe import flits
+from sw.spec.packet import Kind, end_count, flit_fields, pack_flit
+from tb.host.runtime import image_flits
 from tb.pe.harness import wait_until_retired
 
-__all__ = ["ArrayWorld"]
+__all__ = ["TB"]
 
 
-class ArrayWorld:
-    """Drive a ``pe_array`` DUT (see the module docstring)."""
+class TB:
+    """MicC and Dbufs around a ``pe_array`` DUT (see the module docstring)."""
 
     def __init__(self, dut, params, micc, rng, *, backpressure=0.2, mem_delay=(2, 24)):
         self.dut, self.p, self.micc, self.rng = dut, params, micc, rng
         self.k_micc = params.dbuf_at(*micc)
         assert self.k_micc is not None, f"the MicC at {micc} is not on an edge port"
         self.backpressure, self.mem_delay = backpressure, mem_delay
-        self.memory = Memory(params)
+        self.dbufs = [DbufModel(params, k) for k in range(params.num_dbufs)]
         self.cycle = 0
         self.micc_q = deque()
         self.replies = {k: [] for k in range(params.num_dbufs)}
@@ -49,10 +51,9 @@ class ArrayWorld:
 
     def load_image(self, image):
         """Queue the image's configuration (every PE), its memory and its contexts."""
-        for (x, y) in self.p.pe_coords():
-            self.micc_q.extend(flits.config_flits(image, x, y))
-        for addr, data in image.segments.items():
-            self.memory.write(addr, data)
+        self.micc_q.extend(image_flits(image)[0])
+        for dbuf in self.dbufs:
+            dbuf.load(image.segments)
         self.contexts, self.window = image.contexts, image.window
         self.ends_per_context = image.ends_per_context
         self.ctx_slots = sorted(k for k, i in image.instructions().items() if i.op is Op.CTX)
@@ -61,29 +62,25 @@ class ArrayWorld:
     def _start_contexts(self):
         while self.next_ctx < self.contexts and self.next_ctx < self.retired + self.window:
             for x, y, s in self.ctx_slots:
-                self.micc_q.append(flits.operand(self.p, x, y, s, 0, self.next_ctx))
+                self.micc_q.append(pack_flit(self.p, Kind.OPERAND, (x, y), slot=s, operand=0,
+                                             data=self.next_ctx))
             self.next_ctx += 1
 
+    def dbuf_bytes(self, d):
+        """Return the contents of Dbuf ``d``."""
+        return self.dbufs[d].contents()
+
     def _request(self, k, word):
-        kind, f = flits.unpack(word, self.p)
+        kind, _, f = flit_fields(self.p, word)
         assert kind in (Kind.LOAD, Kind.STORE), f"edge port {k} got a {kind.name} request"
-        addr, n = f["addr"], 1 << f["size"]
+        addr = f["addr"]
         owner = self.p.dbuf_of(addr)[0]
         assert owner == k, f"{kind.name} of {addr:#x} reached Dbuf {k}, owner is Dbuf {owner}"
-        err, data = 0, 0
-        if addr % n:
-            err = 1
-        elif kind is Kind.LOAD:
-            data = int.from_bytes(self.memory.read(addr, n), "little")
-            if f["bcast"]:
-                data *= flits.BCAST
-        else:
-            self.memory.write(addr, (f["data"] & ((1 << (8 * n)) - 1)).to_bytes(n, "little"))
         self.replies[k].append((self.cycle + self.rng.randint(*self.mem_delay),
-                                flits.reply(self.p, f, data, err)))
+                                self.dbufs[k].reply(word)))
 
     def _reply_out(self, k, word):
-        kind, f = flits.unpack(word, self.p)
+        kind, _, f = flit_fields(self.p, word)
         assert kind is Kind.CTX_END and k == self.k_micc, \
             f"edge port {k} received a {kind.name} flit on the reply network"
         ctx = f["data"] & 0xFFFF_FFFF
@@ -158,7 +155,8 @@ class ArrayWorld:
                 f"fired {dict(self.fired)}, PE error status {errs}")
 
     async def wait_retired(self, max_cycles, stall=3000):
-        """Wait until every context retired and nothing is queued (bounded; see PeWorld)."""
+        """Wait until every context retired and nothing is queued (bounded, as
+        :func:`tb.pe.harness.wait_until_retired`)."""
         await wait_until_retired(self, lambda: (sum(self.fired.values()), self.moves),
                                  max_cycles, stall)
 
