@@ -19,7 +19,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.shared import Shared
 from hw.noc.mesh import Noc
-from hw.pe.layouts import error_layout, flit_union
+from hw.noc.flit import flit_layout
+from hw.pe.layouts import error_layout
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
 
@@ -69,7 +70,7 @@ class PeArray(wiring.Component):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an ArrayParams, not {params!r}")
         self.params, self.micc, self.depth = params, micc, depth
-        flit = stream.Signature(flit_union(params))
+        flit = stream.Signature(flit_layout(params))
         n, d = params.num_pes, params.num_dbufs
         super().__init__({
             "o_req": Out(flit).array(d),
@@ -84,7 +85,7 @@ class PeArray(wiring.Component):
         m = Module()
         p = self.params
         m.submodules.noc = noc = Noc(p, depth=self.depth)
-        width = flit_union(p).size
+        width = flit_layout(p).size
         for (x, y) in p.pe_coords():
             n = y * p.cols + x
             # The coordinate is an input, so every PE is one shared Verilog module.

@@ -1,14 +1,12 @@
 """Amaranth payload layouts of the processing element, derived from
 :mod:`sw.spec.isa`/:mod:`sw.spec.packet`.
 
-Every layout here is built from the one source of truth (:func:`sw.spec.isa.insn_layout`,
-:func:`sw.spec.packet.flit_layout`) through :meth:`sw.spec.bitfields.Layout.struct_fields`, so the
+Every layout here is built from the one source of truth (:func:`sw.spec.isa.insn_layout`)
+through :meth:`sw.spec.bitfields.Layout.struct_fields`, so the
 bit positions the PE decodes are the ones the assembler encodes.
 
-* :func:`flit_union` -- a flit as a ``data.UnionLayout`` with one ``StructLayout`` view per
-  :class:`sw.spec.packet.Kind` (``payload.operand.slot``, ``payload.load.addr``, ...); every view
-  starts with the same header (``kind``, ``dst_x``, ``dst_y``).
 * :func:`insn_struct` -- the instruction word.
+* :func:`loop_imm_struct` -- the ``count``/``step`` sub-fields of a counting instruction's ``imm``.
 * :func:`coord_layout` -- a PE coordinate (the ``i_coord`` port).
 * :func:`local_layout` -- a token written into this PE's operand buffer.
 * :func:`dispatch_layout` -- a result with the destinations it still has to reach.
@@ -18,23 +16,22 @@ bit positions the PE decodes are the ones the assembler encodes.
 from amaranth.lib import data, enum
 
 from sw.spec.arch import bits_for
-from sw.spec.isa import insn_layout
-from sw.spec.packet import Kind, flit_layout
+from sw.spec.isa import insn_layout, loop_imm_layout
 
-__all__ = ["flit_union", "insn_struct", "coord_layout", "dest_layout", "local_layout",
+__all__ = ["insn_struct", "loop_imm_struct", "coord_layout", "dest_layout", "local_layout",
            "dispatch_layout", "PeError", "error_layout"]
-
-
-def flit_union(params):
-    """Return the flit of ``params`` as a union of one struct view per packet kind."""
-    return data.UnionLayout({
-        kind.name.lower(): data.StructLayout(flit_layout(kind, params).struct_fields())
-        for kind in Kind})
 
 
 def insn_struct(params):
     """Return the instruction word of ``params`` as a ``data.StructLayout``."""
     return data.StructLayout(insn_layout(params).struct_fields())
+
+
+def loop_imm_struct():
+    """Return the immediate of the counting instructions (ITER, SCAN, BSCAN, FACC) as a
+    ``data.StructLayout`` of :func:`sw.spec.isa.loop_imm_layout`: ``count``, then ``step``
+    (raw bits; ``step`` is two's complement, sign-extend it)."""
+    return data.StructLayout(loop_imm_layout().struct_fields())
 
 
 def coord_layout(params):

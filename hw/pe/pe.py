@@ -68,11 +68,14 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.fifo import StreamFIFO
 from hw.lib.logic import all_of, any_of, equals, increment
+from hw.lib.select import bit_at, first_set, onehot, round_robin, shift_mux
+from hw.noc.flit import FlitKind, flit_layout
 from hw.pe.alu import IntAlu, IntOp
 from hw.pe.dispatch import Dispatcher, ReplyPort
 from hw.pe.fpu import FpOp, SimdFpu
 from hw.pe.layouts import (PeError, coord_layout, dispatch_layout,
-                           error_layout, flit_union, insn_struct, local_layout)
+                           error_layout, insn_struct, local_layout,
+                           loop_imm_struct)
 from sw.spec.arch import ArrayParams, bits_for
 from sw.spec.isa import PIPE0_OPS, Op, Unit
 from sw.spec.packet import TAG_BITS, ConfigWhat, Kind, bias
@@ -102,93 +105,6 @@ def _biased(v, width):
     return (v + 1)[:width]
 
 
-def _onehot(m, x, n, name):
-    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (one right shift).
-
-    ``Const(1 << (2**w - 1)) >> ~x`` for a ``w``-bit ``x``: a right shift keeps the width of
-    the shifted value, so Verilator compiles it to a word shift (a left shift of a
-    variable amount widens the result, a case statement becomes a table or a chain).
-    """
-    w = len(x)
-    out = Signal(n, name=name)
-    if w == 0:
-        m.d.comb += out.eq(1)
-    else:
-        hot = Const(1 << ((1 << w) - 1), 1 << w) >> ~x
-        m.d.comb += out.eq(hot[:n] if n < 1 << w else hot)
-    return out
-
-
-def _bit(vec, idx):
-    """Return bit ``idx`` of ``vec`` (a run-time index) as one right shift."""
-    return (vec >> idx)[0]
-
-
-def _mux(m, values, idx, name):
-    """Return ``values[idx]`` as one wide shift (0 when ``idx`` is out of range).
-
-    Each value is padded to a power-of-two width and the concatenation shifted right by
-    ``idx`` times that width: Verilator compiles this to a few word operations, where a
-    multiplexer tree or a case statement is inlined into every use as a ternary chain.
-    """
-    values = [v.as_value() if hasattr(v, "as_value") else v for v in values]
-    width = max(len(v) for v in values)
-    lg = (width - 1).bit_length()
-    vec = Signal((1 << lg) * len(values), name=f"{name}_vec")
-    # Pad with copies of the top bit, not zeros: Yosys drops leading constant zeros of the
-    # concatenation, and the shift would then draw a WIDTH warning.
-    m.d.comb += vec.eq(Cat(*[Cat(v, v[-1].replicate((1 << lg) - len(v))) if len(v) < 1 << lg
-                             else v for v in values]))
-    shifted = Signal(len(vec), name=f"{name}_shr")
-    m.d.comb += shifted.eq(vec >> (Cat(Const(0, lg), idx) if lg else idx))
-    return shifted[:width]
-
-
-def _first(m, vec, name):
-    """Return ``(any, index)`` of the lowest set bit of ``vec`` (all ones when none is set).
-
-    A binary search on whole words, most significant index bit first: is the lower half
-    empty? then search the upper half, else the lower one (a few word operations, where a
-    tree of one multiplexer per bit costs one test per bit in Verilator).  Continuous
-    assignments, not a process: Icarus does not run an ``always @*`` block at time 0, so a
-    process whose inputs never change (a pool that stays empty) would leave its output X.
-    """
-    lg = max(1, (len(vec) - 1).bit_length())
-    cur = Signal(1 << lg, name=f"{name}_v{lg}")
-    m.d.comb += cur.eq(vec)
-    bits = []
-    for level in reversed(range(lg)):
-        half = 1 << level
-        empty = ~cur[:half].any()
-        bits.append(empty)
-        nxt = Signal(half, name=f"{name}_v{level}")
-        m.d.comb += nxt.eq(Mux(empty, cur[half:], cur[:half]))
-        cur = nxt
-    idx = Signal(range(1 << lg), name=f"{name}_idx")
-    m.d.comb += idx.eq(Cat(*reversed(bits)))
-    return vec.any(), idx
-
-
-def _round_robin(m, vec, name):
-    """Pick a set bit of ``vec``, starting after the previous pick; return ``(any, index, last)``.
-
-    ``last`` is the register of the previous pick; the caller updates it.
-    """
-    n = len(vec)
-    last = Signal(range(max(2, n)), name=f"{name}_last")
-    above = Signal(n, name=f"{name}_above")
-    # above[i] = i > last: the mask of bits 0..last is all ones shifted right by ~last (a
-    # right shift keeps the width: one word operation).
-    w = 1 << len(last)
-    upto = Const((1 << w) - 1, w) >> ~last
-    m.d.comb += above.eq(vec & ~upto[:n])
-    any_hi, idx_hi = _first(m, above, f"{name}_hi")
-    any_all, idx_all = _first(m, vec, f"{name}_all")
-    idx = Signal.like(idx_all, name=f"{name}_pick")
-    m.d.comb += idx.eq(Mux(any_hi, idx_hi, idx_all))
-    return any_all, idx, last
-
-
 class Pe(wiring.Component):
     """One processing element (see the module docstring).
 
@@ -215,8 +131,8 @@ class Pe(wiring.Component):
     i_coord : In(coord_layout(params))
         Only when ``x``, ``y`` are ``None``: this PE's column ``x`` and row ``y`` (not biased);
         drive it with constants.
-    i_flit : In(stream.Signature(flit_union(params)))
-    o_req, o_rep : Out(stream.Signature(flit_union(params)))
+    i_flit : In(stream.Signature(hw.noc.flit.flit_layout(params)))
+    o_req, o_rep : Out(stream.Signature(hw.noc.flit.flit_layout(params)))
     o_error : Out(error_layout(params))
     o_fire : Out(...)
         ``int_valid``/``int_op`` and ``fp_valid``/``fp_op`` (and ``int2_valid``/``int2_op``
@@ -250,7 +166,7 @@ class Pe(wiring.Component):
                              f"({params.slots}), not {banks!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
         self._pool, self._banks = pool, banks
-        flit = flit_union(params)
+        flit = flit_layout(params)
         ports = {
             "i_flit": In(stream.Signature(flit)),
             "o_req": Out(stream.Signature(flit)),
@@ -304,14 +220,14 @@ class Pe(wiring.Component):
 
         def mux(values, idx):
             nsel[0] += 1
-            return _mux(m, values, idx, f"mux{nsel[0]}")
+            return shift_mux(m, values, idx, f"mux{nsel[0]}")
 
         def hot(sig, n=S):
             # One shared one-hot decode per slot signal: the per-slot flip-flops below are
             # updated as whole vectors, `x = (x & ~clear) | set`, with masks built from these.
             key = (id(sig), n)
             if key not in decoders:
-                decoders[key] = (sig, _onehot(m, sig, n, f"dec{len(decoders)}"))
+                decoders[key] = (sig, onehot(m, sig, n, f"dec{len(decoders)}"))
             return decoders[key][1]
 
         def dest_of(insn, i):
@@ -386,11 +302,11 @@ class Pe(wiring.Component):
         raise_err = []                            # (condition, flag, slot), in priority order
 
         # ---- input stage: the mesh never waits ------------------------------------------
-        fin = Signal(flit_union(p), name="fin")
+        fin = Signal(flit_layout(p), name="fin")
         fin_valid = Signal()
         m.d.comb += self.i_flit.ready.eq(1)
         m.d.sync += [fin_valid.eq(self.i_flit.valid), fin.eq(self.i_flit.payload)]
-        kind = fin.operand.kind
+        kind = fin.kind
 
         kinds = {}
 
@@ -402,7 +318,7 @@ class Pe(wiring.Component):
             return kinds[k]
 
         # CONFIG
-        cfg = fin.config
+        cfg = fin.body.config
         is_cfg = is_kind(Kind.CONFIG)
         cfg_insn = Signal()
         cfg_part0 = Signal()                      # part 0 makes the slot live, clears its state
@@ -459,9 +375,9 @@ class Pe(wiring.Component):
         m.d.comb += net_valid.eq(is_kind(Kind.OPERAND)
                                  | is_cfg & equals(cfg.what, ConfigWhat.PRELOAD))
         with m.If(is_kind(Kind.OPERAND)):
-            m.d.comb += [net_tok.slot.eq(fin.operand.slot),
-                         net_tok.operand.eq(fin.operand.operand),
-                         net_tok.data.eq(fin.operand.data)]
+            m.d.comb += [net_tok.slot.eq(fin.body.operand.slot),
+                         net_tok.operand.eq(fin.body.operand.operand),
+                         net_tok.data.eq(fin.body.operand.data)]
         with m.If(is_cfg & equals(cfg.what, ConfigWhat.PRELOAD)):
             m.d.comb += [net_tok.slot.eq(cfg.slot),
                          net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
@@ -479,7 +395,7 @@ class Pe(wiring.Component):
 
         # ---- operand write arbiters, one per operand memory -------------------------------
         def known_of(slot):
-            return _bit(known, slot)
+            return bit_at(known, slot)
 
         def full_of(key):
             # Occupancy WA - RP never exceeds D (= 2 ** lgd): its top bit means "full".
@@ -563,7 +479,7 @@ class Pe(wiring.Component):
             alus[pp] = IntAlu(tag_width=self._int_tag(p).size)
             m.submodules[f"alu{pp}" if pp else "alu"] = alus[pp]
         fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
-        m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
+        m.submodules.req_q = req_q = StreamFIFO(width=flit_layout(p).size, depth=4)
         m.d.comb += [
             self.o_req.valid.eq(req_q.o_data.valid),
             self.o_req.payload.eq(req_q.o_data.payload),
@@ -644,7 +560,7 @@ class Pe(wiring.Component):
         wa_l = [[ptr_mems["wa"].write_port() for i in range(ND)] for j in range(2)]
         ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # entry `ret_idx[j]`
         ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
-        free_any, free_idx = _first(m, ~alloc, "pool_free")
+        free_any, free_idx = first_set(m, ~alloc, "pool_free")
         pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
         pool_skip = Signal(name="pool_skip")         # ... a LDHBZ of address 0: no request
         pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
@@ -676,10 +592,10 @@ class Pe(wiring.Component):
             m.d.comb += fresh.eq(ready & ~noroom)
             cand = Signal(S, name=f"cand{pp}")
             m.d.comb += cand.eq(Mux(fresh.any(), fresh, ready))
-            any_rdy, pick, last = _round_robin(m, cand, f"pick{pp}")
+            any_rdy, pick, last = round_robin(m, cand, f"pick{pp}")
             cont = Signal(name=f"cont{pp}")
             if pp != 1:
-                m.d.comb += cont.eq(_bit(busy, pick))
+                m.d.comb += cont.eq(bit_at(busy, pick))
             slot0 = Signal(sb, name=f"slot0_{pp}")
             m.d.comb += slot0.eq(pick)
             with m.If(any_rdy):
@@ -730,6 +646,7 @@ class Pe(wiring.Component):
                 opv.append(v)
             imm32 = Signal(32, name=f"imm{pp}")
             m.d.comb += imm32.eq(insn.imm)
+            limm = data.View(loop_imm_struct(), imm32)   # count, step (counting instructions)
             fimm = Signal(64, name=f"fimm{pp}")
             m.d.comb += fimm.eq(imm32[:16].replicate(4))
             has = [Signal(name=f"has{pp}_{i}") for i in range(K)]   # operand i given
@@ -764,7 +681,7 @@ class Pe(wiring.Component):
                 m.d.comb += [
                     acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
                     newcount.eq(increment(fr.count)),
-                    emits.eq(~is_op[Op.FACC] | (newcount == imm32[:16])),
+                    emits.eq(~is_op[Op.FACC] | (newcount == limm.count)),
                 ]
             else:
                 m.d.comb += emits.eq(1)
@@ -815,7 +732,7 @@ class Pe(wiring.Component):
                 scan_wrap = Signal(name="scan_wrap")
                 m.d.comb += [scan_acc.eq((sr.acc + opv[1][:32])[:32]),
                              scan_count.eq(increment(sr.count)),
-                             scan_wrap.eq(scan_count == imm32[:16])]
+                             scan_wrap.eq(scan_count == limm.count)]
                 m.d.comb += b.eq(Mux(is_op[Op.SCAN], scan_acc,
                                      Mux(has[1], opv[1][:32], imm32)))
                 with m.Switch(insn.op):
@@ -858,8 +775,8 @@ class Pe(wiring.Component):
                 m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
                 # ITER: the first token is the start value; the state holds the next one.
                 # ITER and BSCAN count their tokens alike.
-                count = imm32[:16]
-                step = Cat(imm32[16:], imm32[31].replicate(16))
+                count = limm.count
+                step = Cat(limm.step, limm.step[-1].replicate(16))
                 it_from = Mux(st["cont"], sr.acc, opv[0][:32])
                 it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
                 it_more = it_left[1:].any()                        # it_left > 1
@@ -924,7 +841,7 @@ class Pe(wiring.Component):
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
                 m.d.comb += no_resv.eq(is_mem & ~issue_resv)
 
-                req = Signal(flit_union(p), name="req")
+                req = Signal(flit_layout(p), name="req")
                 nb = bits_for(p.num_dbufs)
                 dbuf = Signal(nb, name="ls_dbuf")
                 m.d.comb += dbuf.eq(addr[p.dbuf_addr_bits:][:nb])
@@ -948,18 +865,17 @@ class Pe(wiring.Component):
                     with m.Default():
                         m.d.comb += size.eq(0)
                 m.d.comb += [
-                    req.store.kind.eq(Mux(is_store, Const(int(Kind.STORE), 3),
-                                          Const(int(Kind.LOAD), 3))),
-                    req.store.dst_x.eq(dxy[:p.x_bits]),
-                    req.store.dst_y.eq(dxy[p.x_bits:]),
-                    req.store.addr.eq(addr),
-                    req.store.size.eq(size),
-                    req.store.bcast.eq(is_op[Op.LDHB] | is_op[Op.LDHBZ]),
-                    req.store.src_x.eq(_biased(coord.x, p.x_bits)),
-                    req.store.src_y.eq(_biased(coord.y, p.y_bits)),
-                    req.store.slot.eq(free_idx[TAG_BITS:]),
-                    req.store.tag.eq(free_idx[:TAG_BITS]),
-                    req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
+                    req.kind.eq(Mux(is_store, FlitKind.STORE, FlitKind.LOAD)),
+                    req.dst_x.eq(dxy[:p.x_bits]),
+                    req.dst_y.eq(dxy[p.x_bits:]),
+                    req.body.store.addr.eq(addr),
+                    req.body.store.size.eq(size),
+                    req.body.store.bcast.eq(is_op[Op.LDHB] | is_op[Op.LDHBZ]),
+                    req.body.store.src_x.eq(_biased(coord.x, p.x_bits)),
+                    req.body.store.src_y.eq(_biased(coord.y, p.y_bits)),
+                    req.body.store.slot.eq(free_idx[TAG_BITS:]),
+                    req.body.store.tag.eq(free_idx[:TAG_BITS]),
+                    req.body.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
                     req_q.i_data.payload.eq(req),
                     req_q.i_data.valid.eq(go & is_mem & in_range & ~skip),
                 ]
@@ -979,12 +895,12 @@ class Pe(wiring.Component):
                 m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
                              pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
                              pt_w.en.eq(issue)]
-                m.d.comb += pool_link.eq(_bit(alloc, pt_r.data)
+                m.d.comb += pool_link.eq(bit_at(alloc, pt_r.data)
                                          & (last_info.data.slot == st["slot"])
                                          & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
                                                   for j in range(2)]).any())
                 m.d.comb += pool_link_to.eq(pt_r.data)
-                m.d.comb += ovf_mode.eq(pool_link & ~_bit(resv, pt_r.data))
+                m.d.comb += ovf_mode.eq(pool_link & ~bit_at(resv, pt_r.data))
                 m.d.comb += ovf_issue.eq(issue & ~issue_resv)
                 nxt_w = pool_nxt.write_port()
                 m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
@@ -1085,7 +1001,7 @@ class Pe(wiring.Component):
         busy_clr_slot[1] = ftag.slot
 
         # ---- load/store replies: the reorder pool, retired in issue order ------------------
-        rep = fin.reply
+        rep = fin.body.reply
         is_rep = is_kind(Kind.REPLY)
         rep_idx = Signal(lgp, name="rep_idx")
         pool_dw = pool_data.write_port()
@@ -1111,11 +1027,11 @@ class Pe(wiring.Component):
             r1_ectx = Signal(32, name=f"r1_ectx{j}")
             r1_resv = Signal(name=f"r1_resv{j}")
             r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
-            in_r1 = _onehot(m, r1_idx, P, f"pool_r1_{j}")
+            in_r1 = onehot(m, r1_idx, P, f"pool_r1_{j}")
             mine = Signal(P, name=f"retire_mine{j}")
             m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
                                 & ~(in_r1 & r1_valid.replicate(P)))
-            any_ret, ret_pick, ret_last = _round_robin(m, mine, f"retire{j}")
+            any_ret, ret_pick, ret_last = round_robin(m, mine, f"retire{j}")
             with m.If(any_ret):
                 m.d.sync += ret_last.eq(ret_pick)
             ret_info = pool_info.read_port(domain="comb")
@@ -1125,7 +1041,7 @@ class Pe(wiring.Component):
             m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
                          insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
             m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
-                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(_bit(resv, ret_pick)),
+                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(bit_at(resv, ret_pick)),
                          r1_zero.eq(ret_info.data.zero)]
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
@@ -1155,7 +1071,7 @@ class Pe(wiring.Component):
                              wa_l[j][i].data.eq(increment(ptr_read("wa", lres_key[j][i]))),
                              wa_l[j][i].en.eq(lres[j][i])]
             nxt_r.append(nr.data)
-            nxt_live.append(_bit(has_nxt, r1_idx))
+            nxt_live.append(bit_at(has_nxt, r1_idx))
             ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
             r_store = op_of(rinsn.op, _STORES)
@@ -1180,11 +1096,11 @@ class Pe(wiring.Component):
         def rep_p(bit):
             return bit.replicate(P)
 
-        new = _onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
-        lnk = _onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
-        got = _onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
-        ret = [_onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
-        nxt = [_onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
+        new = onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
+        lnk = onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
+        got = onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
+        ret = [onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
+        nxt = [onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
                for j in range(2)]
 
         def load(vec, bit):
