@@ -18,7 +18,7 @@ import operator
 from amaranth import Cat, Const, Mux
 
 __all__ = ["equals", "increment", "zero_extend", "balanced_tree", "any_of", "all_of", "sum_of",
-           "popcount"]
+           "popcount", "is_one_of"]
 
 
 def equals(x, value):
@@ -94,3 +94,8 @@ def popcount(bits, width):
     if not bits:
         return Const(0, width)
     return sum_of([Mux(b, Const(1, width), Const(0, width)) for b in bits], width)
+
+
+def is_one_of(x, values):
+    """Return whether ``x`` equals one of the non-negative constants ``values`` (1 bit)."""
+    return Cat(*[equals(x, int(v)) for v in values]).any()

@@ -56,7 +56,7 @@ from hw.lib.logic import equals
 from hw.noc.flit import FlitKind, flit_layout
 from hw.pe.layouts import coord_layout, dispatch_layout, local_layout
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import END_COUNT_BITS, Kind, bias
+from sw.spec.packet import END_COUNT_BITS, bias
 
 __all__ = ["Dispatcher", "ReplyPort", "HOLD"]
 

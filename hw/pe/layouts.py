@@ -10,16 +10,22 @@ bit positions the PE decodes are the ones the assembler encodes.
 * :func:`coord_layout` -- a PE coordinate (the ``i_coord`` port).
 * :func:`local_layout` -- a token written into this PE's operand buffer.
 * :func:`dispatch_layout` -- a result with the destinations it still has to reach.
+* :func:`insn_dest` -- destination ``i`` of an instruction word, as :func:`dest_layout` packs it.
+* :func:`int_tag_layout`, :func:`fp_tag_layout` -- what rides through the INT and FP units
+  beside an operation (the result's destinations and END; FACC bookkeeping).
+* :func:`int_state_layout` -- the per-slot state of SCAN, ITER and BSCAN.
 * :class:`PeError` -- the sticky error bits.
 """
 
+from amaranth import Cat
 from amaranth.lib import data, enum
 
 from sw.spec.arch import bits_for
 from sw.spec.isa import insn_layout, loop_imm_layout
 
 __all__ = ["insn_struct", "loop_imm_struct", "coord_layout", "dest_layout", "local_layout",
-           "dispatch_layout", "PeError", "error_layout"]
+           "dispatch_layout", "insn_dest", "int_tag_layout", "fp_tag_layout",
+           "int_state_layout", "PeError", "error_layout"]
 
 
 def insn_struct(params):
@@ -61,6 +67,37 @@ def dispatch_layout(params):
         "end": 1,
         "ectx": 32,
     })
+
+
+def insn_dest(insn, i):
+    """Return destination ``i`` of the instruction word view ``insn`` as the bits of
+    :func:`dest_layout` (``x``, ``y``, ``slot``, ``operand``)."""
+    return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
+               getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
+
+
+def int_tag_layout(params):
+    """Return the tag of an INT unit operation: the result's ``dests``, ``dmask``, ``end``,
+    ``ectx``, and ``wide``/``hi`` (MOV, CTX, SWITCH forward the high 32 bits of operand 0)."""
+    return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
+                              "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
+                              "hi": 32})
+
+
+def fp_tag_layout(params):
+    """Return the tag of an FP unit operation: the result's ``dests``, ``dmask``, ``end``,
+    ``ectx``; ``facc`` (a FACC step), ``emit`` (its last: the result leaves), its ``slot``
+    and the FACC firing ``count`` to store."""
+    return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
+                              "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
+                              "emit": 1, "slot": params.slot_bits, "count": 16})
+
+
+def int_state_layout():
+    """Return a slot's SCAN/ITER/BSCAN state: ``acc`` (SCAN's sum, ITER's next value, BSCAN's
+    running address), ``count`` (SCAN's firings, ITER's/BSCAN's tokens left), ``mask``
+    (BSCAN's bits not yet scanned)."""
+    return data.StructLayout({"acc": 32, "count": 16, "mask": 32})
 
 
 class PeError(enum.IntEnum):

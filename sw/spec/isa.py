@@ -32,7 +32,8 @@ Special instructions:
   instruction fires once per context and contexts pass each instruction in order.  The MicC
   expects ``ends_per_context`` such messages per context.
 * ``ITER start`` (the loop instruction): ``imm[15:0]`` = ``count`` (1..65535), ``imm[31:16]`` =
-  signed ``step`` (:func:`loop_imm_layout`, the sub-fields of every counting instruction); one firing emits ``count`` tokens ``start + i * step``, in order.
+  signed ``step`` (:func:`loop_imm_layout`: the sub-fields of every counting instruction's
+  immediate); one firing emits ``count`` tokens ``start + i * step``, in order.
 * ``SCAN base, x`` (the integer prefix sum, added in ISA v1.1 for the sparse graph's ADD chain):
   keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
   emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
