@@ -3,26 +3,31 @@ r"""The FDPU processing element: instruction and operand buffers, dataflow issue
 Execution model: ISA v1 (the :mod:`sw.spec.isa` and :mod:`sw.spec.packet` docstrings); design notes,
 figures and reasoning in ``docs/pe.md``.
 
-Structure::
+Structure (the components, ``hw/pe/<file>.py``, in brackets)::
 
                  i_flit (reply network: OPERAND, REPLY, CONFIG), always ready
                    |
-              [in reg]--CONFIG-->  insn mem (slots x 64-bit parts), regs, PRELOAD
-                   |--REPLY---->  reorder pool (pool entries, per-slot issue order)
+          [InputStage]--CONFIG-->  insn mem (slots x 64-bit parts), regs, slot flags, PRELOAD
+                   |--REPLY---->  [ReorderPool] (pool entries, per-slot issue order)
                    |                 --> retire lane 0 --> dispatch M0
                    |                 --> retire lane 1 --> dispatch M1
                    |--OPERAND--+
                                v
-   dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
+   dispatch I/F/M0/M1/I2 local -> [OperandWriteArbiter], one port per operand index and bank
                                v
         operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
-      ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
-                   |                                                   \--> LD/ST --> o_req |
-                   |-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
-                   \-> pick INT2 (int_issue 2) -> S1: read insn + operands --> IntAlu (2) ->|
-                     dispatch I, F, I2 (unit results) <--------------------------------------+
-                       local destinations -> operand write arbiters; others -> o_rep
+      ready vector --> [SlotPicker] INT --> S1: insn + operands --> [IntStep] -> IntAlu (2) ->|
+                   |                                 \--> [MemRequest] -> o_req, [ReorderPool] |
+                   |-> [SlotPicker] FP  --> S1: insn + operands --> [FpStep] -> SimdFpu (4) ->|
+                   \-> [SlotPicker] INT2 -> S1: insn + operands --> [IntStep] -> IntAlu (2) ->|
+                     [Dispatcher] I, F, I2 (unit results) <-------------------------------------+
+                       local destinations -> operand write arbiters; others -> [ReplyPort] -> o_rep
+                     [ErrorLatch]: sticky error flags -> o_error
+
+:class:`Pe` owns the storage (instruction, operand, FIFO pointer, END count, SCAN/ITER and FACC
+state memories and the per-slot flag vectors) and wires the components around it; each
+component's contract is in its module docstring.
 
 Contract
 --------
