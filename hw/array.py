@@ -10,8 +10,8 @@ the reply network there: Dbuf replies, and the MicC's configuration and context 
 port) and ``o_reply[k]`` (reply-network flits addressed to the port: CTX_END to the MicC).
 ``o_error[n]`` and ``o_fire[n]`` are the PEs' status ports, ``n = y * cols + x``.  A request
 ejected at a PE (``Noc.o_stray``, which no well-formed program sends) is sunk and counted in
-``o_stray``.  The edge ports carry the one flit layout (:func:`hw.noc.flit.flit_layout`);
-the PEs' ports still carry ``hw.pe.layouts.flit_union`` (the same bits), copied with ``eq``.
+``o_stray``.  Every port carries the one flit layout (:func:`hw.noc.flit.flit_layout`) and
+is wired with ``wiring.connect``.
 """
 
 from amaranth import Module, Mux, Signal
@@ -22,7 +22,7 @@ from hw.lib.shared import Shared
 from hw.lib.spec import check_params
 from hw.noc.mesh import Noc
 from hw.noc.flit import flit_layout
-from hw.pe.layouts import error_layout, flit_union
+from hw.pe.layouts import error_layout
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
 
@@ -86,7 +86,7 @@ class PeArray(wiring.Component):
         m = Module()
         p = self.params
         m.submodules.noc = noc = Noc(p, depth=self.depth)
-        width = flit_union(p).size
+        width = flit_layout(p).size
         for (x, y) in p.pe_coords():
             n = y * p.cols + x
             # The coordinate is an input, so every PE is one shared Verilog module.
@@ -94,18 +94,12 @@ class PeArray(wiring.Component):
             merge = Merge2(width)
             m.submodules[f"pe_{x}_{y}"] = pe
             m.d.comb += [pe.i_coord.x.eq(x), pe.i_coord.y.eq(y)]
+            wiring.connect(m, pe.o_req, merge.i_a)
+            wiring.connect(m, pe.o_rep, merge.i_b)
+            wiring.connect(m, merge.o_flit, noc.i_local[n])
+            wiring.connect(m, noc.o_local[n], pe.i_flit)
             m.submodules[f"merge_{x}_{y}"] = merge
             m.d.comb += [
-                merge.i_a.valid.eq(pe.o_req.valid), merge.i_a.payload.eq(pe.o_req.payload),
-                pe.o_req.ready.eq(merge.i_a.ready),
-                merge.i_b.valid.eq(pe.o_rep.valid), merge.i_b.payload.eq(pe.o_rep.payload),
-                pe.o_rep.ready.eq(merge.i_b.ready),
-                noc.i_local[n].valid.eq(merge.o_flit.valid),
-                noc.i_local[n].payload.eq(merge.o_flit.payload),
-                merge.o_flit.ready.eq(noc.i_local[n].ready),
-                pe.i_flit.valid.eq(noc.o_local[n].valid),
-                pe.i_flit.payload.eq(noc.o_local[n].payload),
-                noc.o_local[n].ready.eq(pe.i_flit.ready),
                 noc.o_stray[n].ready.eq(1),
                 self.o_error[n].eq(pe.o_error),
                 self.o_fire[n].eq(pe.o_fire),

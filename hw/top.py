@@ -97,17 +97,6 @@ ERROR_BITS = tuple(f"MICC_{e.name}" for e in MiccError) + tuple(
     f"PE_{e.name}" for e in PeError) + ("STRAY_REQUEST", "STRAY_EDGE")
 
 
-def _link(m, src, dst):
-    """Connect stream ``src`` to ``dst`` whose payload layouts differ but have one width.
-
-    Only where a PE meets a mesh: the PE's ports still carry ``hw.pe.layouts.flit_union``, the
-    meshes :func:`hw.noc.flit.flit_layout` (the same bits); everywhere else the two sides have
-    the one flit layout and meet with ``wiring.connect``.
-    """
-    m.d.comb += [dst.valid.eq(src.valid), src.ready.eq(dst.ready),
-                 dst.payload.as_value().eq(src.payload.as_value())]
-
-
 def _merge(m, a, b, out, name):
     """Merge streams ``a`` and ``b`` into ``out``: round robin, grant held while stalled."""
     held, locked, last = Signal(name=f"{name}_held"), Signal(name=f"{name}_locked"), \
@@ -269,9 +258,9 @@ class FDPU(wiring.Component):
             pe = Shared(inner, key=("fdpu_pe", p), name="fdpu_pe")
             m.submodules[f"pe_{x}_{y}"] = pe
             m.d.comb += [pe.i_coord.x.eq(x), pe.i_coord.y.eq(y)]
-            _link(m, pe.o_req, req.i_local[n])
-            _link(m, pe.o_rep, rep.i_local[n])
-            _link(m, rep.o_local[n], pe.i_flit)
+            wiring.connect(m, pe.o_req, req.i_local[n])
+            wiring.connect(m, pe.o_rep, rep.i_local[n])
+            wiring.connect(m, rep.o_local[n], pe.i_flit)
             ejected_config.append(rep.o_local[n].valid & rep.o_local[n].ready
                                   & (Bits(rep.o_local[n].payload.kind.as_value())
                                      == FlitKind.CONFIG.value))

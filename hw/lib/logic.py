@@ -19,7 +19,7 @@ import operator
 from amaranth import Cat, Const, Mux
 
 __all__ = ["equals", "increment", "zero_extend", "balanced_tree", "any_of", "all_of", "sum_of",
-           "popcount", "lowest_one"]
+           "popcount", "lowest_one", "is_one_of"]
 
 
 def equals(x, value):
@@ -107,3 +107,8 @@ def lowest_one(value):
         bits.append(value[i] & ~seen)
         seen = seen | value[i]
     return Cat(*bits)
+
+
+def is_one_of(x, values):
+    """Return whether ``x`` equals one of the non-negative constants ``values`` (1 bit)."""
+    return Cat(*[equals(x, int(v)) for v in values]).any()

@@ -53,10 +53,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.fifo import StreamFIFO
 from hw.lib.logic import equals
-from hw.pe.layouts import (coord_layout, dispatch_layout, flit_union,
-                           local_layout)
+from hw.noc.flit import FlitKind, flit_layout
+from hw.pe.layouts import coord_layout, dispatch_layout, local_layout
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import END_COUNT_BITS, Kind, bias
+from sw.spec.packet import END_COUNT_BITS, bias
 
 __all__ = ["Dispatcher", "ReplyPort", "HOLD"]
 
@@ -87,7 +87,7 @@ class Dispatcher(wiring.Component):
             "i_coord": In(coord_layout(params)),
             "i_res": In(stream.Signature(dispatch_layout(params))),
             "o_local": Out(stream.Signature(local_layout(params))).array(local_ports),
-            "o_flit": Out(stream.Signature(flit_union(params))),
+            "o_flit": Out(stream.Signature(flit_layout(params))),
         })
 
     def elaborate(self, platform):
@@ -144,20 +144,20 @@ class Dispatcher(wiring.Component):
         m.d.comb += flit.as_value().eq(cur.data.replicate(2)[:len(flit.as_value())])
         with m.If(have_dest):
             m.d.comb += [
-                flit.operand.kind.eq(Kind.OPERAND),
-                flit.operand.dst_x.eq(dest.x + 1),
-                flit.operand.dst_y.eq(dest.y + 1),
-                flit.operand.slot.eq(dest.slot),
-                flit.operand.operand.eq(dest.operand),
-                flit.operand.data.eq(cur.data),
+                flit.kind.eq(FlitKind.OPERAND),
+                flit.dst_x.eq(dest.x + 1),
+                flit.dst_y.eq(dest.y + 1),
+                flit.body.operand.slot.eq(dest.slot),
+                flit.body.operand.operand.eq(dest.operand),
+                flit.body.operand.data.eq(cur.data),
             ]
         with m.Else():
             m.d.comb += [
-                flit.ctx_end.kind.eq(Kind.CTX_END),
-                flit.ctx_end.dst_x.eq(bias(self._micc[0])),
-                flit.ctx_end.dst_y.eq(bias(self._micc[1])),
-                flit.ctx_end.data.eq(cur.ectx),
-                flit.ctx_end.count.eq(1),
+                flit.kind.eq(FlitKind.CTX_END),
+                flit.dst_x.eq(bias(self._micc[0])),
+                flit.dst_y.eq(bias(self._micc[1])),
+                flit.body.ctx_end.data.eq(cur.ectx),
+                flit.body.ctx_end.count.eq(1),
             ]
 
         sent = Signal()                             # the flit port moved this cycle
@@ -213,20 +213,20 @@ class ReplyPort(wiring.Component):
         self._params, self._micc, self._n, self._depth = params, micc, ports, depth
         self._hold = hold
         super().__init__({
-            "i_flit": In(stream.Signature(flit_union(params))).array(ports),
-            "o_rep": Out(stream.Signature(flit_union(params))),
+            "i_flit": In(stream.Signature(flit_layout(params))).array(ports),
+            "o_rep": Out(stream.Signature(flit_layout(params))),
         })
 
     def elaborate(self, platform):
         m = Module()
         p, n = self._params, self._n
-        flit_w = flit_union(p).size
+        flit_w = flit_layout(p).size
         m.submodules.rep_q = rep_q = StreamFIFO(width=flit_w, depth=self._depth)
 
         is_end = [Signal(name=f"is_end{j}") for j in range(n)]
-        ctx_of = [self.i_flit[j].payload.ctx_end.data[:32] for j in range(n)]
+        ctx_of = [self.i_flit[j].payload.body.ctx_end.data[:32] for j in range(n)]
         for j in range(n):
-            m.d.comb += is_end[j].eq(self.i_flit[j].payload.ctx_end.kind == Kind.CTX_END)
+            m.d.comb += is_end[j].eq(self.i_flit[j].payload.kind == FlitKind.CTX_END)
 
         # OPERAND flits -> the FIFO, the lowest port first.
         taken = Const(0, 1)
@@ -271,13 +271,13 @@ class ReplyPort(wiring.Component):
         end_locked = Signal()
         offer_end = Signal()
         m.d.comb += offer_end.eq(out_valid & (~rep_q.level.any() | end_locked))
-        out_flit = Signal(flit_union(p))
+        out_flit = Signal(flit_layout(p))
         m.d.comb += [
-            out_flit.ctx_end.kind.eq(Kind.CTX_END),
-            out_flit.ctx_end.dst_x.eq(bias(self._micc[0])),
-            out_flit.ctx_end.dst_y.eq(bias(self._micc[1])),
-            out_flit.ctx_end.data.eq(out_ctx),
-            out_flit.ctx_end.count.eq(out_count),
+            out_flit.kind.eq(FlitKind.CTX_END),
+            out_flit.dst_x.eq(bias(self._micc[0])),
+            out_flit.dst_y.eq(bias(self._micc[1])),
+            out_flit.body.ctx_end.data.eq(out_ctx),
+            out_flit.body.ctx_end.count.eq(out_count),
         ]
         m.d.comb += [
             self.o_rep.valid.eq(offer_end | rep_q.o_data.valid),

@@ -1,40 +1,43 @@
 """Amaranth payload layouts of the processing element, derived from
 :mod:`sw.spec.isa`/:mod:`sw.spec.packet`.
 
-Every layout here is built from the one source of truth (:func:`sw.spec.isa.insn_layout`,
-:func:`sw.spec.packet.flit_layout`) through :meth:`sw.spec.bitfields.Layout.struct_fields`, so the
+Every layout here is built from the one source of truth (:func:`sw.spec.isa.insn_layout`)
+through :meth:`sw.spec.bitfields.Layout.struct_fields`, so the
 bit positions the PE decodes are the ones the assembler encodes.
 
-* :func:`flit_union` -- a flit as a ``data.UnionLayout`` with one ``StructLayout`` view per
-  :class:`sw.spec.packet.Kind` (``payload.operand.slot``, ``payload.load.addr``, ...); every view
-  starts with the same header (``kind``, ``dst_x``, ``dst_y``).
 * :func:`insn_struct` -- the instruction word.
+* :func:`loop_imm_struct` -- the ``count``/``step`` sub-fields of a counting instruction's ``imm``.
 * :func:`coord_layout` -- a PE coordinate (the ``i_coord`` port).
 * :func:`local_layout` -- a token written into this PE's operand buffer.
 * :func:`dispatch_layout` -- a result with the destinations it still has to reach.
+* :func:`insn_dest` -- destination ``i`` of an instruction word, as :func:`dest_layout` packs it.
+* :func:`int_tag_layout`, :func:`fp_tag_layout` -- what rides through the INT and FP units
+  beside an operation (the result's destinations and END; FACC bookkeeping).
+* :func:`int_state_layout` -- the per-slot state of SCAN, ITER and BSCAN.
 * :class:`PeError` -- the sticky error bits.
 """
 
+from amaranth import Cat
 from amaranth.lib import data, enum
 
 from sw.spec.arch import bits_for
-from sw.spec.isa import insn_layout
-from sw.spec.packet import Kind, flit_layout
+from sw.spec.isa import insn_layout, loop_imm_layout
 
-__all__ = ["flit_union", "insn_struct", "coord_layout", "dest_layout", "local_layout",
-           "dispatch_layout", "PeError", "error_layout"]
-
-
-def flit_union(params):
-    """Return the flit of ``params`` as a union of one struct view per packet kind."""
-    return data.UnionLayout({
-        kind.name.lower(): data.StructLayout(flit_layout(kind, params).struct_fields())
-        for kind in Kind})
+__all__ = ["insn_struct", "loop_imm_struct", "coord_layout", "dest_layout", "local_layout",
+           "dispatch_layout", "insn_dest", "int_tag_layout", "fp_tag_layout",
+           "int_state_layout", "PeError", "error_layout"]
 
 
 def insn_struct(params):
     """Return the instruction word of ``params`` as a ``data.StructLayout``."""
     return data.StructLayout(insn_layout(params).struct_fields())
+
+
+def loop_imm_struct():
+    """Return the immediate of the counting instructions (ITER, SCAN, BSCAN, FACC) as a
+    ``data.StructLayout`` of :func:`sw.spec.isa.loop_imm_layout`: ``count``, then ``step``
+    (raw bits; ``step`` is two's complement, sign-extend it)."""
+    return data.StructLayout(loop_imm_layout().struct_fields())
 
 
 def coord_layout(params):
@@ -64,6 +67,37 @@ def dispatch_layout(params):
         "end": 1,
         "ectx": 32,
     })
+
+
+def insn_dest(insn, i):
+    """Return destination ``i`` of the instruction word view ``insn`` as the bits of
+    :func:`dest_layout` (``x``, ``y``, ``slot``, ``operand``)."""
+    return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
+               getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
+
+
+def int_tag_layout(params):
+    """Return the tag of an INT unit operation: the result's ``dests``, ``dmask``, ``end``,
+    ``ectx``, and ``wide``/``hi`` (MOV, CTX, SWITCH forward the high 32 bits of operand 0)."""
+    return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
+                              "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
+                              "hi": 32})
+
+
+def fp_tag_layout(params):
+    """Return the tag of an FP unit operation: the result's ``dests``, ``dmask``, ``end``,
+    ``ectx``; ``facc`` (a FACC step), ``emit`` (its last: the result leaves), its ``slot``
+    and the FACC firing ``count`` to store."""
+    return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
+                              "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
+                              "emit": 1, "slot": params.slot_bits, "count": 16})
+
+
+def int_state_layout():
+    """Return a slot's SCAN/ITER/BSCAN state: ``acc`` (SCAN's sum, ITER's next value, BSCAN's
+    running address), ``count`` (SCAN's firings, ITER's/BSCAN's tokens left), ``mask``
+    (BSCAN's bits not yet scanned)."""
+    return data.StructLayout({"acc": 32, "count": 16, "mask": 32})
 
 
 class PeError(enum.IntEnum):

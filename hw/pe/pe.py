@@ -3,26 +3,31 @@ r"""The FDPU processing element: instruction and operand buffers, dataflow issue
 Execution model: ISA v1 (the :mod:`sw.spec.isa` and :mod:`sw.spec.packet` docstrings); design notes,
 figures and reasoning in ``docs/pe.md``.
 
-Structure::
+Structure (the components, ``hw/pe/<file>.py``, in brackets)::
 
                  i_flit (reply network: OPERAND, REPLY, CONFIG), always ready
                    |
-              [in reg]--CONFIG-->  insn mem (slots x 64-bit parts), regs, PRELOAD
-                   |--REPLY---->  reorder pool (pool entries, per-slot issue order)
+          [InputStage]--CONFIG-->  insn mem (slots x 64-bit parts), regs, slot flags, PRELOAD
+                   |--REPLY---->  [ReorderPool] (pool entries, per-slot issue order)
                    |                 --> retire lane 0 --> dispatch M0
                    |                 --> retire lane 1 --> dispatch M1
                    |--OPERAND--+
                                v
-   dispatch I/F/M0/M1/I2 local -> operand write arbiters, one per operand index and bank
+   dispatch I/F/M0/M1/I2 local -> [OperandWriteArbiter], one port per operand index and bank
                                v
         operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
-      ready vector --> pick INT (round robin) --> S1: read insn + operands --> IntAlu (2) ->|
-                   |                                                   \--> LD/ST --> o_req |
-                   |-> pick FP  (round robin) --> S1: read insn + operands --> SimdFpu (4) ->|
-                   \-> pick INT2 (int_issue 2) -> S1: read insn + operands --> IntAlu (2) ->|
-                     dispatch I, F, I2 (unit results) <--------------------------------------+
-                       local destinations -> operand write arbiters; others -> o_rep
+      ready vector --> [SlotPicker] INT --> S1: insn + operands --> [IntStep] -> IntAlu (2) ->|
+                   |                                 \--> [MemRequest] -> o_req, [ReorderPool] |
+                   |-> [SlotPicker] FP  --> S1: insn + operands --> [FpStep] -> SimdFpu (4) ->|
+                   \-> [SlotPicker] INT2 -> S1: insn + operands --> [IntStep] -> IntAlu (2) ->|
+                     [Dispatcher] I, F, I2 (unit results) <-------------------------------------+
+                       local destinations -> operand write arbiters; others -> [ReplyPort] -> o_rep
+                     [ErrorLatch]: sticky error flags -> o_error
+
+:class:`Pe` owns the storage (instruction, operand, FIFO pointer, END count, SCAN/ITER and FACC
+state memories and the per-slot flag vectors) and wires the components around it; each
+component's contract is in its module docstring.
 
 Contract
 --------
@@ -67,126 +72,34 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.fifo import StreamFIFO
-from hw.lib.logic import all_of, any_of, equals, increment
-from hw.pe.alu import IntAlu, IntOp
+from hw.lib.logic import all_of, any_of, equals, increment, is_one_of
+from hw.lib.select import bit_at, onehot
+from hw.noc.flit import flit_layout
+from hw.pe.alu import IntAlu
 from hw.pe.dispatch import Dispatcher, ReplyPort
-from hw.pe.fpu import FpOp, SimdFpu
-from hw.pe.layouts import (PeError, coord_layout, dispatch_layout,
-                           error_layout, flit_union, insn_struct, local_layout)
-from sw.spec.arch import ArrayParams, bits_for
-from sw.spec.isa import PIPE0_OPS, Op, Unit
-from sw.spec.packet import TAG_BITS, ConfigWhat, Kind, bias
+from hw.pe.errors import ErrorLatch
+from hw.pe.fp_step import NEG_ZERO4, FpStep, facc_state_layout
+from hw.pe.fpu import SimdFpu
+from hw.pe.inputs import InputStage
+from hw.pe.int_step import IntStep
+from hw.pe.layouts import (PeError, coord_layout, error_layout, fp_tag_layout, insn_dest,
+                           insn_struct, int_tag_layout)
+from hw.pe.pick import SlotPicker
+from hw.pe.pool import ReorderPool
+from hw.pe.request import MemRequest
+from hw.pe.write_arbiter import OperandWriteArbiter
+from sw.spec.arch import ArrayParams
+from sw.spec.isa import Op
+from sw.spec.packet import TAG_BITS
 
 __all__ = ["Pe", "make_pe", "NEG_ZERO4"]
 
-#: Four binary16 -0.0 lanes: the start value of a FACC accumulator.
-NEG_ZERO4 = 0x8000_8000_8000_8000
-
-_INT_OPS = {Op.ADD: IntOp.ADD, Op.SUB: IntOp.SUB, Op.MUL: IntOp.MUL, Op.AND: IntOp.AND,
-            Op.OR: IntOp.OR, Op.XOR: IntOp.XOR, Op.SHL: IntOp.SHL, Op.SHR: IntOp.SHR,
-            Op.SRA: IntOp.SRA, Op.EQ: IntOp.EQ, Op.LT: IntOp.LT, Op.LTU: IntOp.LTU}
-_FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
-           Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
-_SIZE = {2: 1, 4: 2, 8: 3}
 # The memory operations by the ISA's own classification (LDHBZ, ISA v1.4, is opcode 39, past
 # the stores: no opcode range holds exactly the loads).
 _LOADS = tuple(op for op in Op if op.is_load)
 _STORES = tuple(op for op in Op if op.is_store)
 BANKS = 4
 """Default operand memory banks per operand index (``Pe(banks=...)``; docs/pe.md Round 7)."""
-
-
-def _biased(v, width):
-    """Return ``v + 1`` in ``width`` bits (a coordinate as flits carry it:
-    ``sw.spec.packet.bias``)."""
-    return (v + 1)[:width]
-
-
-def _onehot(m, x, n, name):
-    """Return a one-hot ``Signal(n)``: bit ``v`` is ``x == v`` (one right shift).
-
-    ``Const(1 << (2**w - 1)) >> ~x`` for a ``w``-bit ``x``: a right shift keeps the width of
-    the shifted value, so Verilator compiles it to a word shift (a left shift of a
-    variable amount widens the result, a case statement becomes a table or a chain).
-    """
-    w = len(x)
-    out = Signal(n, name=name)
-    if w == 0:
-        m.d.comb += out.eq(1)
-    else:
-        hot = Const(1 << ((1 << w) - 1), 1 << w) >> ~x
-        m.d.comb += out.eq(hot[:n] if n < 1 << w else hot)
-    return out
-
-
-def _bit(vec, idx):
-    """Return bit ``idx`` of ``vec`` (a run-time index) as one right shift."""
-    return (vec >> idx)[0]
-
-
-def _mux(m, values, idx, name):
-    """Return ``values[idx]`` as one wide shift (0 when ``idx`` is out of range).
-
-    Each value is padded to a power-of-two width and the concatenation shifted right by
-    ``idx`` times that width: Verilator compiles this to a few word operations, where a
-    multiplexer tree or a case statement is inlined into every use as a ternary chain.
-    """
-    values = [v.as_value() if hasattr(v, "as_value") else v for v in values]
-    width = max(len(v) for v in values)
-    lg = (width - 1).bit_length()
-    vec = Signal((1 << lg) * len(values), name=f"{name}_vec")
-    # Pad with copies of the top bit, not zeros: Yosys drops leading constant zeros of the
-    # concatenation, and the shift would then draw a WIDTH warning.
-    m.d.comb += vec.eq(Cat(*[Cat(v, v[-1].replicate((1 << lg) - len(v))) if len(v) < 1 << lg
-                             else v for v in values]))
-    shifted = Signal(len(vec), name=f"{name}_shr")
-    m.d.comb += shifted.eq(vec >> (Cat(Const(0, lg), idx) if lg else idx))
-    return shifted[:width]
-
-
-def _first(m, vec, name):
-    """Return ``(any, index)`` of the lowest set bit of ``vec`` (all ones when none is set).
-
-    A binary search on whole words, most significant index bit first: is the lower half
-    empty? then search the upper half, else the lower one (a few word operations, where a
-    tree of one multiplexer per bit costs one test per bit in Verilator).  Continuous
-    assignments, not a process: Icarus does not run an ``always @*`` block at time 0, so a
-    process whose inputs never change (a pool that stays empty) would leave its output X.
-    """
-    lg = max(1, (len(vec) - 1).bit_length())
-    cur = Signal(1 << lg, name=f"{name}_v{lg}")
-    m.d.comb += cur.eq(vec)
-    bits = []
-    for level in reversed(range(lg)):
-        half = 1 << level
-        empty = ~cur[:half].any()
-        bits.append(empty)
-        nxt = Signal(half, name=f"{name}_v{level}")
-        m.d.comb += nxt.eq(Mux(empty, cur[half:], cur[:half]))
-        cur = nxt
-    idx = Signal(range(1 << lg), name=f"{name}_idx")
-    m.d.comb += idx.eq(Cat(*reversed(bits)))
-    return vec.any(), idx
-
-
-def _round_robin(m, vec, name):
-    """Pick a set bit of ``vec``, starting after the previous pick; return ``(any, index, last)``.
-
-    ``last`` is the register of the previous pick; the caller updates it.
-    """
-    n = len(vec)
-    last = Signal(range(max(2, n)), name=f"{name}_last")
-    above = Signal(n, name=f"{name}_above")
-    # above[i] = i > last: the mask of bits 0..last is all ones shifted right by ~last (a
-    # right shift keeps the width: one word operation).
-    w = 1 << len(last)
-    upto = Const((1 << w) - 1, w) >> ~last
-    m.d.comb += above.eq(vec & ~upto[:n])
-    any_hi, idx_hi = _first(m, above, f"{name}_hi")
-    any_all, idx_all = _first(m, vec, f"{name}_all")
-    idx = Signal.like(idx_all, name=f"{name}_pick")
-    m.d.comb += idx.eq(Mux(any_hi, idx_hi, idx_all))
-    return any_all, idx, last
 
 
 class Pe(wiring.Component):
@@ -215,8 +128,8 @@ class Pe(wiring.Component):
     i_coord : In(coord_layout(params))
         Only when ``x``, ``y`` are ``None``: this PE's column ``x`` and row ``y`` (not biased);
         drive it with constants.
-    i_flit : In(stream.Signature(flit_union(params)))
-    o_req, o_rep : Out(stream.Signature(flit_union(params)))
+    i_flit : In(stream.Signature(hw.noc.flit.flit_layout(params)))
+    o_req, o_rep : Out(stream.Signature(hw.noc.flit.flit_layout(params)))
     o_error : Out(error_layout(params))
     o_fire : Out(...)
         ``int_valid``/``int_op`` and ``fp_valid``/``fp_op`` (and ``int2_valid``/``int2_op``
@@ -250,7 +163,7 @@ class Pe(wiring.Component):
                              f"({params.slots}), not {banks!r}")
         self._params, self._x, self._y, self._micc = params, x, y, micc
         self._pool, self._banks = pool, banks
-        flit = flit_union(params)
+        flit = flit_layout(params)
         ports = {
             "i_flit": In(stream.Signature(flit)),
             "o_req": Out(stream.Signature(flit)),
@@ -300,26 +213,14 @@ class Pe(wiring.Component):
             return Cat(ptr[:lgd], slot[lgb:]) if lgd else slot[lgb:]
 
         decoders = {}
-        nsel = [0]
-
-        def mux(values, idx):
-            nsel[0] += 1
-            return _mux(m, values, idx, f"mux{nsel[0]}")
 
         def hot(sig, n=S):
             # One shared one-hot decode per slot signal: the per-slot flip-flops below are
             # updated as whole vectors, `x = (x & ~clear) | set`, with masks built from these.
             key = (id(sig), n)
             if key not in decoders:
-                decoders[key] = (sig, _onehot(m, sig, n, f"dec{len(decoders)}"))
+                decoders[key] = (sig, onehot(m, sig, n, f"dec{len(decoders)}"))
             return decoders[key][1]
-
-        def dest_of(insn, i):
-            return Cat(getattr(insn, f"d{i}_x"), getattr(insn, f"d{i}_y"),
-                       getattr(insn, f"d{i}_slot"), getattr(insn, f"d{i}_operand"))
-
-        def op_of(op, ops):
-            return Cat(*[equals(op, int(o)) for o in ops]).any()
 
         # The coordinate: a run-time input (one module for all PEs) or constants.
         coord = Signal(coord_layout(p), name="coord")
@@ -340,17 +241,23 @@ class Pe(wiring.Component):
             for b in range(NB):
                 m.submodules[f"opmem{k}_{b}"] = opmem[k][b]
         opw = [[mem.write_port() for mem in row] for row in opmem]
-        regs = [Signal(p.TOKEN_BITS, name=f"reg{i}") for i in range(p.regs)]
+        # The input stage registers every flit and decodes the configuration.
+        m.submodules.inputs = inputs = InputStage(p)
+        wiring.connect(m, wiring.flipped(self.i_flit), inputs.i_flit)
+        m.d.comb += [insn_w.addr.eq(inputs.o_insn.slot),
+                     insn_w.data.eq(inputs.o_insn.data.replicate(parts)),
+                     insn_w.en.eq(inputs.o_insn.en)]
+        regs = inputs.o_regs
 
         # What the ready vector sees in parallel stays in flip-flops, one S-bit vector per
         # property (bit s: slot s), so that each is updated and read by word-wide operations
         # (Verilator turns a per-bit update into one test per bit: docs/harness.md,
-        # "Simulation speed"): its opcode is known, its pipe, which operands are tokens, busy;
-        # per operand index "non-empty".
-        known = Signal(S, name="known_v")         # opcode valid, not INVALID
-        isfp = Signal(S, name="isfp_v")
-        onp0 = Signal(S, name="onp0_v")           # INT pipe 0 (int_issue 2)
-        tmask = [Signal(S, name=f"tmask_op{k}") for k in range(K)]  # operand k is a token
+        # "Simulation speed"): its opcode is known, its pipe, which operands are tokens (the
+        # input stage's, set when a slot is configured); busy; per operand index "non-empty".
+        known = inputs.o_slots.known              # opcode valid, not INVALID
+        isfp = inputs.o_slots.isfp
+        onp0 = inputs.o_slots.onp0                # INT pipe 0 (int_issue 2)
+        tmask = inputs.o_slots.tmask              # [k]: operand k is a token
         busy = Signal(S, name="busy_v")
         noroom = Signal(S, name="noroom_v")       # last pick: destination full
         nonempty = [Signal(S, name=f"ne_op{k}") for k in range(K)]
@@ -380,91 +287,13 @@ class Pe(wiring.Component):
         def fkey(k, slot):
             return Cat(Const(k, 2), slot) if isinstance(k, int) else Cat(k, slot)
 
-        err_flags = Signal(len(PeError))
-        err_slot = Signal(sb)
-        m.d.comb += [self.o_error.flags.eq(err_flags), self.o_error.slot.eq(err_slot)]
         raise_err = []                            # (condition, flag, slot), in priority order
 
-        # ---- input stage: the mesh never waits ------------------------------------------
-        fin = Signal(flit_union(p), name="fin")
-        fin_valid = Signal()
-        m.d.comb += self.i_flit.ready.eq(1)
-        m.d.sync += [fin_valid.eq(self.i_flit.valid), fin.eq(self.i_flit.payload)]
-        kind = fin.operand.kind
-
-        kinds = {}
-
-        def is_kind(k):
-            # One named signal per kind: an expression used per slot would be copied per use.
-            if k not in kinds:
-                kinds[k] = Signal(name=f"is_{k.name.lower()}")
-                m.d.comb += kinds[k].eq(fin_valid & equals(kind, int(k)))
-            return kinds[k]
-
-        # CONFIG
-        cfg = fin.config
-        is_cfg = is_kind(Kind.CONFIG)
-        cfg_insn = Signal()
-        cfg_part0 = Signal()                      # part 0 makes the slot live, clears its state
-        m.d.comb += [cfg_insn.eq(is_cfg & equals(cfg.what, ConfigWhat.INSN)),
-                     cfg_part0.eq(cfg_insn & equals(cfg.index, 0))]
-        m.d.comb += [insn_w.addr.eq(cfg.slot), insn_w.data.eq(cfg.data.replicate(parts))]
-        for j in range(parts):
-            m.d.comb += insn_w.en[j].eq(cfg_insn & equals(cfg.index, j))
-        for r in range(p.regs):
-            with m.If(is_cfg & equals(cfg.what, ConfigWhat.REG) & equals(cfg.index, r)):
-                m.d.sync += regs[r].eq(cfg.data)
-        cfg_slot = Signal(sb)
-        m.d.comb += cfg_slot.eq(cfg.slot)
-        part0 = Signal(insn_l)
-        m.d.comb += part0.eq(cfg.data)
-        known_op = Signal()
-        fp_op = Signal()
-        with m.Switch(part0.op):
-            for op in Op:
-                if op is not Op.INVALID:
-                    with m.Case(int(op)):
-                        m.d.comb += [known_op.eq(1), fp_op.eq(op.unit is Unit.FP)]
-            with m.Default():
-                m.d.comb += [known_op.eq(0), fp_op.eq(0)]
-        mem_op = Signal()
-        m.d.comb += mem_op.eq(op_of(part0.op, _LOADS + _STORES))
-        given = Cat(part0.nsrc.any(), part0.nsrc[1], part0.nsrc.all())   # i < nsrc
-        tm = Signal(K, name="cfg_tmask")         # (named: an expression is copied per use)
-        m.d.comb += tm.eq(Cat(*[given[i] & ~part0.regmask[i] for i in range(K)]))
-        # With a second INT pipe each INT/MEM/CTRL slot is given its pipe when configured:
-        # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
-        # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
-        # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
-        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
-        # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
-        # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
-        # the pipe0 hint (ISA v1.3; in part 0) goes to pipe 0 too, for a graph builder to
-        # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
-        # is fixed for the slot's life: its results leave through one dispatcher in firing
-        # order, and its ITER/SCAN state is read and written by one pipe.
-        to_p0 = Signal(name="cfg_to_p0")     # (named: an expression is copied per slot)
-        if NP == 3:
-            m.d.comb += to_p0.eq(op_of(part0.op, PIPE0_OPS) | part0.pipe0)    # isa.issue_pipe
-        cfg_hot = hot(cfg_slot)
-        with m.If(cfg_part0):
-            for vec, bit in ([(known, known_op), (isfp, fp_op)]
-                             + [(tmask[k], tm[k]) for k in range(K)]
-                             + ([(onp0, to_p0)] if NP == 3 else [])):
-                m.d.sync += vec.eq((vec & ~cfg_hot) | (cfg_hot & bit.replicate(S)))
-
-        # Mesh tokens: OPERAND and PRELOAD.
-        net_tok = Signal(local_layout(p))
-        net_valid = Signal()
-        m.d.comb += net_valid.eq(is_kind(Kind.OPERAND)
-                                 | is_cfg & equals(cfg.what, ConfigWhat.PRELOAD))
-        with m.If(is_kind(Kind.OPERAND)):
-            m.d.comb += [net_tok.slot.eq(fin.operand.slot),
-                         net_tok.operand.eq(fin.operand.operand),
-                         net_tok.data.eq(fin.operand.data)]
-        with m.If(is_cfg & equals(cfg.what, ConfigWhat.PRELOAD)):
-            m.d.comb += [net_tok.slot.eq(cfg.slot),
-                         net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
+        cfg_part0 = inputs.o_cfg.part0            # part 0 makes the slot live, clears its state
+        cfg_slot = inputs.o_cfg.slot
+        cfg_hot = inputs.o_cfg.hot
+        net_tok = inputs.o_token.tok              # mesh tokens: OPERAND and PRELOAD
+        net_valid = inputs.o_token.valid
 
         # ---- dispatchers ------------------------------------------------------------------
         disp = []
@@ -479,7 +308,7 @@ class Pe(wiring.Component):
 
         # ---- operand write arbiters, one per operand memory -------------------------------
         def known_of(slot):
-            return _bit(known, slot)
+            return bit_at(known, slot)
 
         def full_of(key):
             # Occupancy WA - RP never exceeds D (= 2 ** lgd): its top bit means "full".
@@ -509,61 +338,33 @@ class Pe(wiring.Component):
         # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
         order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
         ports = [port for j in order for port in disp[j].o_local]
-        srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
-
-        def targets(tok, k, b):
-            if NB == 2:
-                return equals(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
-            return equals(tok.operand, k) & equals(tok.slot[:lgb], b)
-
-        # Priority per operand memory port: the mesh token, then the dispatchers' local ports
-        # in order.  before[j][k][b]: a source ahead of source j wants port (k, b).
-        before = [[[Const(0, 1)] * NB for k in range(K)]]
-        for j, (valid, tok) in enumerate(srcs[:-1]):
-            row = []
-            for k in range(K):
-                row.append([])
-                for b in range(NB):
-                    t = Signal(name=f"wr_taken{j}_{k}_{b}")
-                    m.d.comb += t.eq(before[j][k][b] | (valid & targets(tok, k, b)))
-                    row[k].append(t)
-            before.append(row)
+        m.submodules.arbiter = arbiter = OperandWriteArbiter(p, NB, len(ports))
+        m.d.comb += [arbiter.i_net.valid.eq(net_valid), arbiter.i_net.tok.eq(net_tok)]
+        for port, local in zip(ports, arbiter.i_local):
+            wiring.connect(m, port, local)
         for k in range(K):
             for b in range(NB):
-                sel = Signal(local_layout(p), name=f"wr_sel{k}_{b}")
-                sel_valid = Signal(name=f"wr_sel_valid{k}_{b}")
-                sel_net = Signal(name=f"wr_sel_net{k}_{b}")
-                for j, (valid, tok) in enumerate(srcs):
-                    with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
-                        m.d.comb += sel.eq(tok)
-                # (The enables as continuous assignments: see busy_set.)
-                m.d.comb += [sel_valid.eq(before[-1][k][b]
-                                          | (srcs[-1][0] & targets(srcs[-1][1], k, b))),
-                             sel_net.eq(net_valid & targets(net_tok, k, b))]
+                grant = arbiter.o_grant[k][b]
+                sel = grant.tok
                 # A local token goes to a known slot; the reservation made at issue gives room.
                 local_known = known_of(sel.slot)
-                ok = sel_valid & Mux(sel_net, net_ok, local_known)
+                ok = grant.valid & Mux(grant.net, net_ok, local_known)
                 m.d.comb += [wr_en[k][b].eq(ok), wr_slot[k][b].eq(sel.slot)]
                 tail = ptr_read("wp", fkey(k, sel.slot))
                 w = wp_w[k][b]
                 m.d.comb += [opw[k][b].addr.eq(fifo_addr(sel.slot, tail)),
                              opw[k][b].data.eq(sel.data), opw[k][b].en.eq(ok),
                              w.addr.eq(fkey(k, sel.slot)), w.data.eq(increment(tail)), w.en.eq(ok)]
-                raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
-                                  sel.slot))
-        # A dispatcher's local port is ready when its operand memory port granted it this cycle.
-        for j, port in enumerate(ports, start=1):
-            tok = port.payload
-            m.d.comb += port.ready.eq(Cat(*[targets(tok, k, b) & ~before[j][k][b]
-                                           for k in range(K) for b in range(NB)]).any())
+                raise_err.append((grant.valid & ~grant.net & ~local_known,
+                                  PeError.UNKNOWN_OPCODE, sel.slot))
 
         # ---- issue pipes --------------------------------------------------------------------
         alus = {}
         for pp in INT_PIPES:
-            alus[pp] = IntAlu(tag_width=self._int_tag(p).size)
+            alus[pp] = IntAlu(tag_width=int_tag_layout(p).size)
             m.submodules[f"alu{pp}" if pp else "alu"] = alus[pp]
-        fpu = m.submodules.fpu = SimdFpu(tag_width=self._fp_tag(p).size)
-        m.submodules.req_q = req_q = StreamFIFO(width=flit_union(p).size, depth=4)
+        fpu = m.submodules.fpu = SimdFpu(tag_width=fp_tag_layout(p).size)
+        m.submodules.req_q = req_q = StreamFIFO(width=flit_layout(p).size, depth=4)
         m.d.comb += [
             self.o_req.valid.eq(req_q.o_data.valid),
             self.o_req.payload.eq(req_q.o_data.payload),
@@ -605,60 +406,31 @@ class Pe(wiring.Component):
 
         # FACC accumulators: 64-bit acc + 16-bit firing count per slot.
         m.submodules.facc_mem = facc_mem = Memory(
-            shape=data.StructLayout({"acc": 64, "count": 16}), depth=S, init=[])
+            shape=facc_state_layout(), depth=S, init=[])
         facc_w = facc_mem.write_port()
 
-        # The load/store reorder pool: P entries shared by all slots.  A LD/ST takes a free
-        # entry when it is sent; the request's `tag` and `slot` fields carry the entry number
-        # (low bits in `tag`), the Dbuf echoes them, the REPLY writes the entry (pool_data)
-        # and sets `pvalid` (a LDHBZ of address 0 sets `pvalid` and pool_info's `zero` at
-        # issue, and sends nothing).  Each slot's entries form a list in issue order (`nxt`, the
-        # slot's last entry in `ptail`); `first` marks the oldest entry of its slot.  An entry
-        # retires when it is first and its reply is in: in issue order within a slot, in any
-        # order between slots (a slow Dbuf holds up only its own slot).
-        alloc = Signal(P, name="pool_alloc")          # entry in use
-        pvalid = Signal(P, name="pvalid")             # ... and its reply has arrived
-        first = Signal(P, name="pool_first")          # ... and it is its slot's oldest
-        has_nxt = Signal(P, name="pool_has_nxt")      # ... and a younger one follows
-        m.submodules.pool_data = pool_data = Memory(
-            shape=data.StructLayout({"data": 64, "err": 1}), depth=P, init=[])
-        m.submodules.pool_info = pool_info = Memory(
-            shape=data.StructLayout({"slot": sb, "ectx": 32, "zero": 1}), depth=P, init=[])
-        pool_info_w = pool_info.write_port()
-        m.submodules.pool_nxt = pool_nxt = Memory(shape=lgp, depth=P, init=[])
-        m.submodules.pool_ptail = pool_ptail = Memory(shape=lgp, depth=S, init=[])
-        lane = Signal(P, name="pool_lane")            # ... and retires on memory lane 1
-        resv = Signal(P, name="pool_resv")            # ... its destinations reserved at issue
-        # Loads issued without room (overflow entries, `resv` clear) reserve their destination
-        # entries when they retire; at most P/2 of them, so that loads with room always find
-        # an entry (docs/pe.md, "Why it cannot deadlock").
-        novf = Signal(lgp + 1, name="pool_novf")
-        ovf_free = Signal(name="pool_ovf_free")
-        m.d.comb += ovf_free.eq(~novf[lgp - 1:].any())                # novf < P / 2
-        ovf_issue = Signal(name="pool_ovf_issue")    # an overflow load is sent this cycle
+        # The load/store reorder pool: entries taken at issue, filled by the replies, retired
+        # in each slot's issue order on two lanes (hw.pe.pool).
+        m.submodules.pool = pool = ReorderPool(p, P)
+        free_any, free_idx = pool.o_free.any, pool.o_free.idx
+        ovf_free = pool.o_ovf_free
+        m.d.comb += Signal(P, name="pool_alloc").eq(pool.o_alloc)    # (tb/pe/probe.py)
+        pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
+        pool_skip = Signal(name="pool_skip")         # ... a LDHBZ of address 0: no request
         issue_resv = Signal(name="pool_issue_resv")  # the load/store sent reserved its room
+        ovf_issue = Signal(name="pool_ovf_issue")    # an overflow load is sent this cycle
         # Destination entries reserved by the retire lanes this cycle (overflow entries).
         lres = [[Signal(name=f"lres{j}_{i}") for i in range(ND)] for j in range(2)]
         lres_key = [[Signal(sb + 2, name=f"lres_key{j}_{i}") for i in range(ND)]
                     for j in range(2)]
         wa_l = [[ptr_mems["wa"].write_port() for i in range(ND)] for j in range(2)]
-        ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # entry `ret_idx[j]`
-        ret_idx = [Signal(lgp, name=f"ret_idx{j}") for j in range(2)]  # retires on lane j
-        free_any, free_idx = _first(m, ~alloc, "pool_free")
-        pool_issue = Signal(name="pool_issue")       # a LD/ST is sent: allocate an entry
-        pool_skip = Signal(name="pool_skip")         # ... a LDHBZ of address 0: no request
-        pool_link = Signal(name="pool_link")         # ... behind entry pool_link_to
-        pool_link_to = Signal(lgp, name="pool_link_to")
+        ret_go = [Signal(name=f"ret_go{j}") for j in range(2)]       # lane j retires
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
         tok_ok = Signal(S, name="tok_ok")         # every token operand has one
         m.d.comb += tok_ok.eq(all_of([~tmask[k] | nonempty[k] for k in range(K)]))
         s1 = []
         for pp in range(NP):
-            s1_valid = Signal(name=f"s1_valid{pp}")
-            s1_slot = Signal(sb, name=f"s1_slot{pp}")
-            s1_cont = Signal(name=f"s1_cont{pp}")
-            ready = Signal(S, name=f"ready{pp}")
             # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next token.
             go_on = busy if pp != 1 else Const(0, S)
             # Each slot has one pipe, so its results leave in firing order: FP slots pipe 1;
@@ -666,25 +438,13 @@ class Pe(wiring.Component):
             # slots pipe 2; otherwise every INT/MEM/CTRL slot pipe 0.
             unit = (isfp if pp == 1 else ~isfp if NP == 2
                     else ~isfp & (onp0 if pp == 0 else ~onp0))
-            m.d.comb += ready.eq(known & unit & ((tok_ok & ~busy) | go_on)
-                                 & ~(hot(s1_slot) & s1_valid.replicate(S)))
-            # Slots whose last pick found a local destination full go last: they are
-            # picked only when no other slot of the pipe is ready (a full consumer FIFO
-            # otherwise costs the pipe one issue cycle per retry, e.g. input loads running
-            # ahead of their FACCs crowd out the loads those FACCs wait for).
-            fresh = Signal(S, name=f"fresh{pp}")
-            m.d.comb += fresh.eq(ready & ~noroom)
-            cand = Signal(S, name=f"cand{pp}")
-            m.d.comb += cand.eq(Mux(fresh.any(), fresh, ready))
-            any_rdy, pick, last = _round_robin(m, cand, f"pick{pp}")
-            cont = Signal(name=f"cont{pp}")
-            if pp != 1:
-                m.d.comb += cont.eq(_bit(busy, pick))
-            slot0 = Signal(sb, name=f"slot0_{pp}")
-            m.d.comb += slot0.eq(pick)
-            with m.If(any_rdy):
-                m.d.sync += last.eq(pick)
-            m.d.sync += [s1_valid.eq(any_rdy), s1_slot.eq(slot0), s1_cont.eq(cont)]
+            m.submodules[f"pick{pp}"] = picker = SlotPicker(S, pp != 1, pp)
+            m.d.comb += [picker.i_ready.eq(known & unit & ((tok_ok & ~busy) | go_on)),
+                         picker.i_noroom.eq(noroom), picker.i_busy.eq(busy)]
+            slot0 = picker.o_pick.slot
+            s1_valid = Signal(name=f"s1_valid{pp}")   # (tb/pe/probe.py)
+            m.d.comb += s1_valid.eq(picker.o_s1.valid)
+            s1_slot, s1_cont = picker.o_s1.slot, picker.o_s1.cont
             insn_r = insn_mem.read_port()
             m.d.comb += insn_r.addr.eq(slot0)
             op_r = []
@@ -700,7 +460,7 @@ class Pe(wiring.Component):
                 facc_r = facc_mem.read_port()
                 m.d.comb += facc_r.addr.eq(slot0)
             s1.append(dict(valid=s1_valid, slot=s1_slot, cont=s1_cont, insn=insn_r, op_r=op_r,
-                           facc_r=facc_r, local=[]))
+                           facc_r=facc_r, local=[], hot=picker.o_s1.hot))
 
         # ---- S1 of each pipe: operands, room check, fire ----------------------------------
         for pp in range(NP):
@@ -728,16 +488,11 @@ class Pe(wiring.Component):
                 m.d.comb += v.eq(Mux(insn.regmask[k], regv,
                                      token))
                 opv.append(v)
-            imm32 = Signal(32, name=f"imm{pp}")
-            m.d.comb += imm32.eq(insn.imm)
-            fimm = Signal(64, name=f"fimm{pp}")
-            m.d.comb += fimm.eq(imm32[:16].replicate(4))
             has = [Signal(name=f"has{pp}_{i}") for i in range(K)]   # operand i given
             m.d.comb += [has[0].eq(insn.nsrc.any()), has[1].eq(insn.nsrc[1]),
                          has[2].eq(insn.nsrc.all())]
             is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
-                     for op in (Op.SWITCH, Op.ITER, Op.FACC, Op.IMM, Op.FIMM, Op.LDHB,
-                                Op.LDHBZ, Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
+                     for op in (Op.SWITCH, Op.LDHBZ)}
             for op, sig in is_op.items():
                 m.d.comb += sig.eq(equals(insn.op, int(op)))
 
@@ -755,17 +510,16 @@ class Pe(wiring.Component):
             taken = Mux(cond, first_n, ~first_n)
             m.d.comb += dmask.eq(Mux(is_op[Op.SWITCH], valid_d & taken, valid_d))
 
-            # FACC state of this slot (FP pipe only).
+            # The FP pipe's operation; a FACC step before its last emits no result, so it
+            # needs no room.
             emits = Signal(name=f"emits{pp}")
-            acc = Signal(64, name=f"acc{pp}")
-            newcount = Signal(16, name=f"newcount{pp}")
             if pp == 1:
-                fr = st["facc_r"].data
-                m.d.comb += [
-                    acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
-                    newcount.eq(increment(fr.count)),
-                    emits.eq(~is_op[Op.FACC] | (newcount == imm32[:16])),
-                ]
+                m.submodules.fp_step = fstep = FpStep(p)
+                m.d.comb += [fstep.i_insn.eq(insn), fstep.i_a.eq(opv[0]), fstep.i_b.eq(opv[1]),
+                             fstep.i_c.eq(opv[2]), fstep.i_has_b.eq(has[1]),
+                             fstep.i_has_c.eq(has[2]), fstep.i_facc.eq(st["facc_r"].data),
+                             fstep.i_slot.eq(st["slot"]), fstep.i_ectx.eq(ends_cur[1].data),
+                             fstep.i_dmask.eq(dmask), emits.eq(fstep.o_emits)]
             else:
                 m.d.comb += emits.eq(1)
 
@@ -803,95 +557,37 @@ class Pe(wiring.Component):
                 is_mem = Signal(name=f"is_mem{pp}")
                 st["is_mem"] = is_mem
                 if pp == 0:
-                    m.d.comb += is_mem.eq(~st["cont"] & op_of(insn.op, _LOADS + _STORES))
-                tag = Signal(self._int_tag(p), name="int_tag")
-                a = Signal(32, name="alu_a")
-                b = Signal(32, name="alu_b")
-                iop = Signal(IntOp, name="alu_op")
-                # SCAN: acc += operand 1, result operand 0 + acc (the ALU's ADD).
-                sr = scan_r.data
-                scan_acc = Signal(32, name="scan_acc")
-                scan_count = Signal(16, name="scan_count")
-                scan_wrap = Signal(name="scan_wrap")
-                m.d.comb += [scan_acc.eq((sr.acc + opv[1][:32])[:32]),
-                             scan_count.eq(increment(sr.count)),
-                             scan_wrap.eq(scan_count == imm32[:16])]
-                m.d.comb += b.eq(Mux(is_op[Op.SCAN], scan_acc,
-                                     Mux(has[1], opv[1][:32], imm32)))
-                with m.Switch(insn.op):
-                    for op, code in _INT_OPS.items():
-                        with m.Case(int(op)):
-                            m.d.comb += [iop.eq(code), a.eq(opv[0][:32])]
-                    with m.Case(int(Op.IMM)):
-                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(imm32)]
-                    with m.Case(int(Op.SCAN)):
-                        m.d.comb += [iop.eq(IntOp.ADD), a.eq(opv[0][:32])]
-                    with m.Case(int(Op.CTX), int(Op.SWITCH)):
-                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-                    with m.Default():
-                        m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-                # BSCAN (ISA v1.3): token j is the running address plus 2 when bit j of the
-                # mask is set, else 0; the first firing takes mask (operand 0) and base
-                # (operand 1), each continuation the state.  The address is kept
-                # incrementally (acc += 2 * bit), so no popcount is needed.
-                bs_mask = Signal(32, name=f"bscan_mask{pp}")
-                bs_acc = Signal(32, name=f"bscan_acc{pp}")
-                m.d.comb += [bs_mask.eq(Mux(st["cont"], sr.mask, opv[0][:32])),
-                             bs_acc.eq((Mux(st["cont"], sr.acc, opv[1][:32])
-                                        + Mux(bs_mask[0], Const(2, 32), Const(0, 32)))[:32])]
-                with m.If(is_op[Op.BSCAN]):
-                    m.d.comb += a.eq(Mux(bs_mask[0], bs_acc, Const(0, 32)))
-                with m.Elif(st["cont"]):
-                    m.d.comb += a.eq(sr.acc)
-                # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
-                m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH])
-                                         & ~st["cont"]),
-                             tag.hi.eq(opv[0][32:])]
-                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
-                # counted here and sent on its acknowledgement with the count kept in its pool
-                # entry.
-                is_store = op_of(insn.op, _STORES)
-                end0 = insn.end & ~st["cont"] & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
-                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end0),
-                             tag.ectx.eq(ends_cur[pp].data)]
-                m.d.comb += end_inc[pp].eq(go & (end0 | insn.end & is_mem & is_store))
-                # ITER: the first token is the start value; the state holds the next one.
-                # ITER and BSCAN count their tokens alike.
-                count = imm32[:16]
-                step = Cat(imm32[16:], imm32[31].replicate(16))
-                it_from = Mux(st["cont"], sr.acc, opv[0][:32])
-                it_left = Mux(st["cont"], sr.count, count)        # tokens left, this one incl.
-                it_more = it_left[1:].any()                        # it_left > 1
-                emitter = Signal(name=f"emitter{pp}")          # ITER or BSCAN
-                m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN])
-                m.d.comb += [scan_w.addr.eq(st["slot"]),
-                             scan_w.en.eq(go & (is_op[Op.SCAN] | emitter))]
-                with m.If(is_op[Op.ITER]):
-                    m.d.comb += [scan_w.data.acc.eq((it_from + step)[:32]),
-                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16])]
-                with m.Elif(is_op[Op.BSCAN]):
-                    m.d.comb += [scan_w.data.acc.eq(bs_acc),
-                                 scan_w.data.count.eq((it_left - Const(1, 16))[:16]),
-                                 scan_w.data.mask.eq(bs_mask[1:])]
-                with m.Else():
-                    m.d.comb += [scan_w.data.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
-                                 scan_w.data.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
-                # (Continuous assignments, not processes: an enable of a vector update must
-                # not start X on Icarus, which runs no `always @*` block at time 0.)
-                m.d.comb += [busy_set[pp].eq(go & emitter & ~st["cont"] & it_more),
-                             busy_clr[pp].eq(go & st["cont"] & ~it_more)]
+                    m.d.comb += is_mem.eq(~st["cont"] & is_one_of(insn.op, _LOADS + _STORES))
+                # The ALU operation and the slot's next SCAN/ITER/BSCAN state.
+                m.submodules[f"int_step{pp}"] = istep = IntStep(p, pp)
+                m.d.comb += [istep.i_insn.eq(insn), istep.i_a.eq(opv[0]), istep.i_b.eq(opv[1]),
+                             istep.i_has_b.eq(has[1]), istep.i_cont.eq(st["cont"]),
+                             istep.i_state.eq(scan_r.data), istep.i_ectx.eq(ends_cur[pp].data),
+                             istep.i_dmask.eq(dmask), istep.i_is_mem.eq(is_mem),
+                             istep.i_go.eq(go)]
+                m.d.comb += [scan_w.addr.eq(st["slot"]), scan_w.en.eq(istep.o_state.en),
+                             scan_w.data.eq(istep.o_state.data),
+                             end_inc[pp].eq(istep.o_end_inc),
+                             busy_set[pp].eq(istep.o_busy_set),
+                             busy_clr[pp].eq(istep.o_busy_clr)]
                 busy_set_slot[pp] = busy_clr_slot[pp] = st["slot"]
-                m.d.comb += [alu.i_op.payload.op.eq(iop), alu.i_op.payload.a.eq(a),
-                             alu.i_op.payload.b.eq(b), alu.i_op.payload.tag.eq(tag)]
+                m.d.comb += [alu.i_op.payload.op.eq(istep.o_alu.op),
+                             alu.i_op.payload.a.eq(istep.o_alu.a),
+                             alu.i_op.payload.b.eq(istep.o_alu.b),
+                             alu.i_op.payload.tag.eq(istep.o_alu.tag)]
+                is_store = is_one_of(insn.op, _STORES)
 
             if pp == 2:
                 m.d.comb += [go.eq(st["valid"] & room & alu.i_op.ready),
                              alu.i_op.valid.eq(st["valid"] & room)]
             if pp == 0:
-                # LD/ST: address, Dbuf, reorder window.
-                addr = Signal(32, name="ls_addr")
-                m.d.comb += addr.eq((opv[0][:32] + imm32)[:32])
+                # LD/ST: the request, the reorder pool entry, the room (reserved now or at
+                # retirement).
+                m.submodules.request = request = MemRequest(p, P)
+                m.d.comb += [request.i_insn.eq(insn), request.i_a.eq(opv[0]),
+                             request.i_b.eq(opv[1]), request.i_coord.eq(coord),
+                             request.i_entry.eq(free_idx)]
+                in_range = request.o_in_range
                 # LDHBZ (ISA v1.4) of an address token 0: +0.0 without a request (and without
                 # an address check).  It still takes a pool entry, so that its slot's results
                 # leave in issue order, entered as replied at once with the `zero` bit of
@@ -916,7 +612,7 @@ class Pe(wiring.Component):
                 # as an overflow entry while fewer than P/2 are in the pool.
                 ovf_mode = Signal(name="ovf_mode")
                 is_load = Signal(name="is_load")
-                m.d.comb += is_load.eq(op_of(insn.op, _LOADS))
+                m.d.comb += is_load.eq(is_one_of(insn.op, _LOADS))
                 m.d.comb += issue_resv.eq(room & ~ovf_mode)
                 mem_go = Signal(name="mem_go")
                 m.d.comb += mem_go.eq(mem_ok & (issue_resv | (is_load & ovf_free)))
@@ -924,100 +620,29 @@ class Pe(wiring.Component):
                 m.d.comb += alu.i_op.valid.eq(st["valid"] & room & ~is_mem)
                 m.d.comb += no_resv.eq(is_mem & ~issue_resv)
 
-                req = Signal(flit_union(p), name="req")
-                nb = bits_for(p.num_dbufs)
-                dbuf = Signal(nb, name="ls_dbuf")
-                m.d.comb += dbuf.eq(addr[p.dbuf_addr_bits:][:nb])
-                dxy = Signal(p.x_bits + p.y_bits, name="ls_dbuf_xy")
-                dbuf_bad = Signal(name="ls_dbuf_bad")
-                in_range = ~dbuf_bad & ~addr[p.dbuf_addr_bits + nb:].any()
-                with m.Switch(dbuf):
-                    for i in range(p.num_dbufs):
-                        cx, cy = p.dbuf_coord(i)
-                        with m.Case(i):
-                            m.d.comb += dxy.eq(Cat(Const(bias(cx), p.x_bits),
-                                                   Const(bias(cy), p.y_bits)))
-                    if p.num_dbufs < 1 << nb:
-                        with m.Default():
-                            m.d.comb += [dxy.eq(0), dbuf_bad.eq(1)]
-                size = Signal(2, name="ls_size")
-                with m.Switch(insn.op):
-                    for op in _LOADS + _STORES:
-                        with m.Case(int(op)):
-                            m.d.comb += size.eq(_SIZE[op.access_bytes])
-                    with m.Default():
-                        m.d.comb += size.eq(0)
                 m.d.comb += [
-                    req.store.kind.eq(Mux(is_store, Const(int(Kind.STORE), 3),
-                                          Const(int(Kind.LOAD), 3))),
-                    req.store.dst_x.eq(dxy[:p.x_bits]),
-                    req.store.dst_y.eq(dxy[p.x_bits:]),
-                    req.store.addr.eq(addr),
-                    req.store.size.eq(size),
-                    req.store.bcast.eq(is_op[Op.LDHB] | is_op[Op.LDHBZ]),
-                    req.store.src_x.eq(_biased(coord.x, p.x_bits)),
-                    req.store.src_y.eq(_biased(coord.y, p.y_bits)),
-                    req.store.slot.eq(free_idx[TAG_BITS:]),
-                    req.store.tag.eq(free_idx[:TAG_BITS]),
-                    req.store.data.eq(Mux(is_store, opv[1], Const(0, 64))),
-                    req_q.i_data.payload.eq(req),
+                    req_q.i_data.payload.eq(request.o_flit),
                     req_q.i_data.valid.eq(go & is_mem & in_range & ~skip),
                 ]
                 raise_err.append((go & is_mem & ~in_range & ~skip, PeError.BAD_ADDRESS,
                                   st["slot"]))
                 issue = pool_issue
                 m.d.comb += issue.eq(go & is_mem & (in_range | skip))
-                m.d.comb += [pool_info_w.addr.eq(free_idx), pool_info_w.en.eq(issue),
-                             pool_info_w.data.slot.eq(st["slot"]),
-                             pool_info_w.data.ectx.eq(ends_cur[0].data),
-                             pool_info_w.data.zero.eq(skip)]
-                # Link the new entry behind the slot's last one, if that one is still in the
-                # pool (and not retiring right now); otherwise it is the slot's oldest.
-                pt_r = pool_ptail.read_port(domain="comb")
-                pt_w = pool_ptail.write_port()
-                last_info = pool_info.read_port(domain="comb")
-                m.d.comb += [pt_r.addr.eq(st["slot"]), last_info.addr.eq(pt_r.data),
-                             pt_w.addr.eq(st["slot"]), pt_w.data.eq(free_idx),
-                             pt_w.en.eq(issue)]
-                m.d.comb += pool_link.eq(_bit(alloc, pt_r.data)
-                                         & (last_info.data.slot == st["slot"])
-                                         & ~Cat(*[ret_go[j] & (ret_idx[j] == pt_r.data)
-                                                  for j in range(2)]).any())
-                m.d.comb += pool_link_to.eq(pt_r.data)
-                m.d.comb += ovf_mode.eq(pool_link & ~_bit(resv, pt_r.data))
-                m.d.comb += ovf_issue.eq(issue & ~issue_resv)
-                nxt_w = pool_nxt.write_port()
-                m.d.comb += [nxt_w.addr.eq(pt_r.data), nxt_w.data.eq(free_idx),
-                             nxt_w.en.eq(issue & pool_link)]
+                m.d.comb += [pool.i_slot.eq(st["slot"]), pool.i_issue.valid.eq(issue),
+                             pool.i_issue.ectx.eq(ends_cur[0].data),
+                             pool.i_issue.lane.eq(mem_lane), pool.i_issue.resv.eq(issue_resv),
+                             pool.i_issue.zero.eq(skip), ovf_mode.eq(pool.o_ovf_mode),
+                             ovf_issue.eq(issue & ~issue_resv)]
 
             if pp == 1:
-                tag = Signal(self._fp_tag(p), name="fp_tag")
-                fop = Signal(FpOp, name="fpu_op")
-                fa, fb, fc = (Signal(64, name=f"fpu_{n}") for n in "abc")
-                m.d.comb += [fb.eq(Mux(has[1], opv[1], fimm))]
-                with m.Switch(insn.op):
-                    for op, code in _FP_OPS.items():
-                        with m.Case(int(op)):
-                            m.d.comb += fop.eq(code)
-                    with m.Default():
-                        m.d.comb += fop.eq(FpOp.MOV)
-                m.d.comb += [
-                    fa.eq(Mux(is_op[Op.FIMM], fimm, opv[0])),
-                    fc.eq(Mux(is_op[Op.FACC], acc, Mux(has[2], opv[2], fimm))),
-                ]
-                m.d.comb += [tag.dests[i].eq(dest_of(insn, i)) for i in range(ND)]
-                end1 = insn.end & emits
-                m.d.comb += [end_inc[1].eq(go & end1), tag.ectx.eq(ends_cur[1].data)]
-                m.d.comb += [tag.dmask.eq(dmask), tag.end.eq(end1),
-                             tag.facc.eq(is_op[Op.FACC]), tag.emit.eq(emits),
-                             tag.slot.eq(st["slot"]),
-                             tag.count.eq(Mux(emits, Const(0, 16), newcount))]
-                m.d.comb += [fpu.i_op.payload.op.eq(fop), fpu.i_op.payload.a.eq(fa),
-                             fpu.i_op.payload.b.eq(fb), fpu.i_op.payload.c.eq(fc),
-                             fpu.i_op.payload.tag.eq(tag),
+                fo = fstep.o_fpu
+                m.d.comb += [fstep.i_go.eq(go), end_inc[1].eq(fstep.o_end_inc),
+                             busy_set[1].eq(fstep.o_busy_set)]
+                m.d.comb += [fpu.i_op.payload.op.eq(fo.op), fpu.i_op.payload.a.eq(fo.a),
+                             fpu.i_op.payload.b.eq(fo.b), fpu.i_op.payload.c.eq(fo.c),
+                             fpu.i_op.payload.tag.eq(fo.tag),
                              fpu.i_op.valid.eq(st["valid"] & room)]
                 m.d.comb += go.eq(st["valid"] & room & fpu.i_op.ready)
-                m.d.comb += busy_set[1].eq(go & is_op[Op.FACC])
                 busy_set_slot[1] = st["slot"]
 
             fire = go & ~st["cont"]
@@ -1040,7 +665,7 @@ class Pe(wiring.Component):
 
         # ---- unit results to the dispatchers -----------------------------------------------
         for pp, alu in alus.items():
-            itag = Signal(self._int_tag(p), name=f"itag{pp}")
+            itag = Signal(int_tag_layout(p), name=f"itag{pp}")
             di = disp[0 if pp == 0 else 4]
             m.d.comb += itag.eq(alu.o_res.payload.tag)
             dpi = di.i_res.payload
@@ -1051,7 +676,7 @@ class Pe(wiring.Component):
                 dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
                 dpi.ectx.eq(itag.ectx),
             ]
-        ftag = Signal(self._fp_tag(p))
+        ftag = Signal(fp_tag_layout(p))
         m.d.comb += ftag.eq(fpu.o_res.payload.tag)
         dpf = disp[1].i_res.payload
         to_disp = ~ftag.facc | ftag.emit
@@ -1085,48 +710,20 @@ class Pe(wiring.Component):
         busy_clr_slot[1] = ftag.slot
 
         # ---- load/store replies: the reorder pool, retired in issue order ------------------
-        rep = fin.reply
-        is_rep = is_kind(Kind.REPLY)
-        rep_idx = Signal(lgp, name="rep_idx")
-        pool_dw = pool_data.write_port()
-        rep_info = pool_info.read_port(domain="comb")
-        m.d.comb += rep_idx.eq(Cat(rep.tag, rep.slot)[:lgp])
-        m.d.comb += [pool_dw.addr.eq(rep_idx), rep_info.addr.eq(rep_idx)]
-        m.d.comb += [pool_dw.data.data.eq(rep.data), pool_dw.data.err.eq(rep.err),
-                     pool_dw.en.eq(is_rep)]
-        raise_err.append((is_rep & rep.err, PeError.DBUF_ERROR, rep_info.data.slot))
+        m.d.comb += pool.i_reply.eq(inputs.o_reply)
+        raise_err.append((inputs.o_reply.valid & inputs.o_reply.body.err, PeError.DBUF_ERROR,
+                          pool.o_reply_slot))
         # Two retire lanes, one per memory dispatcher: each picks (R0, round robin) a
         # retirable entry of its lane, reads the reply and the instruction, and in R1 hands
         # the result to its dispatcher, which retires the entry; an overflow entry also needs
         # room in its local destinations then (reserved in that cycle, before the pipes'
         # reservations).  An R1 that cannot go is dropped: the entry stays and is picked
         # again (it is not picked while in R1).
-        ready_e = Signal(P, name="pool_ready")      # retirable entries
-        m.d.comb += ready_e.eq(alloc & pvalid & first)
-        nxt_r, nxt_live, ovf_ret = [], [], []
         for j in range(2):
             dj = disp[2 + j]
-            r1_valid = Signal(name=f"r1_valid{j}")
-            r1_idx = Signal(lgp, name=f"r1_idx{j}")
-            r1_ectx = Signal(32, name=f"r1_ectx{j}")
-            r1_resv = Signal(name=f"r1_resv{j}")
-            r1_zero = Signal(name=f"r1_zero{j}")      # a skipped LDHBZ: the result is 0
-            in_r1 = _onehot(m, r1_idx, P, f"pool_r1_{j}")
-            mine = Signal(P, name=f"retire_mine{j}")
-            m.d.comb += mine.eq(ready_e & (lane if j else ~lane)
-                                & ~(in_r1 & r1_valid.replicate(P)))
-            any_ret, ret_pick, ret_last = _round_robin(m, mine, f"retire{j}")
-            with m.If(any_ret):
-                m.d.sync += ret_last.eq(ret_pick)
-            ret_info = pool_info.read_port(domain="comb")
-            nr = pool_nxt.read_port(domain="comb")
+            rt = pool.o_retire[j]
             insn_r2 = insn_mem.read_port()
-            pool_r = pool_data.read_port()
-            m.d.comb += [ret_info.addr.eq(ret_pick), pool_r.addr.eq(ret_pick),
-                         insn_r2.addr.eq(ret_info.data.slot), nr.addr.eq(r1_idx)]
-            m.d.sync += [r1_valid.eq(any_ret), r1_idx.eq(ret_pick),
-                         r1_ectx.eq(ret_info.data.ectx), r1_resv.eq(_bit(resv, ret_pick)),
-                         r1_zero.eq(ret_info.data.zero)]
+            m.d.comb += insn_r2.addr.eq(rt.pick_slot)
             rinsn = Signal(insn_l, name=f"rinsn{j}")
             m.d.comb += rinsn.eq(insn_r2.data)
             # Room for an overflow entry: every local destination below depth, and no mesh
@@ -1148,57 +745,23 @@ class Pe(wiring.Component):
                 r_local.append(loc)
             r_room = Signal(name=f"r_room{j}")
             m.d.comb += r_room.eq(Cat(*r_terms).all())
-            m.d.comb += [ret_go[j].eq(dj.i_res.valid & dj.i_res.ready), ret_idx[j].eq(r1_idx)]
+            m.d.comb += [ret_go[j].eq(dj.i_res.valid & dj.i_res.ready),
+                         pool.i_retire_go[j].eq(ret_go[j])]
             for i in range(ND):
-                m.d.comb += [lres[j][i].eq(ret_go[j] & ~r1_resv & r_local[i]),
+                m.d.comb += [lres[j][i].eq(ret_go[j] & ~rt.resv & r_local[i]),
                              wa_l[j][i].addr.eq(lres_key[j][i]),
                              wa_l[j][i].data.eq(increment(ptr_read("wa", lres_key[j][i]))),
                              wa_l[j][i].en.eq(lres[j][i])]
-            nxt_r.append(nr.data)
-            nxt_live.append(_bit(has_nxt, r1_idx))
-            ovf_ret.append(ret_go[j] & ~r1_resv)
             dpm = dj.i_res.payload
-            r_store = op_of(rinsn.op, _STORES)
+            r_store = is_one_of(rinsn.op, _STORES)
             m.d.comb += [
-                dj.i_res.valid.eq(r1_valid & (r1_resv | r_room)),
-                dpm.data.eq(Mux(r_store | r1_zero, Const(0, 64), pool_r.data.data)),
+                dj.i_res.valid.eq(rt.valid & (rt.resv | r_room)),
+                dpm.data.eq(Mux(r_store | rt.zero, Const(0, 64), rt.data)),
                 dpm.dmask.eq(Cat(*[getattr(rinsn, f"d{i}_valid") for i in range(ND)])),
                 dpm.end.eq(rinsn.end & r_store),            # a load's END is never sent (ISA)
-                dpm.ectx.eq(r1_ectx),
+                dpm.ectx.eq(rt.ectx),
             ]
-            m.d.comb += [dpm.dests[i].eq(dest_of(rinsn, i)) for i in range(ND)]
-        # (Two counters modulo 2P, sent and retired, so no narrow operand is subtracted.)
-        n_sent = Signal(lgp + 1, name="pool_ovf_sent")
-        n_done = Signal(lgp + 1, name="pool_ovf_done")
-        m.d.sync += [n_sent.eq(n_sent + ovf_issue), n_done.eq(n_done + ovf_ret[0] + ovf_ret[1])]
-        m.d.comb += novf.eq(n_sent - n_done)
-        # Entry bookkeeping: allocation (free_idx), its link (pool_link_to), the reply
-        # (rep_idx) and the retirements (ret_idx, whose successors become first) touch
-        # different entries in a cycle (a retiring entry is first, its successor is not).
-        # Each vector is updated as a whole (x = (x & ~clear) | set, in the order of the
-        # writes: the new entry, the reply, the link, then lane 0's and lane 1's retirement).
-        def rep_p(bit):
-            return bit.replicate(P)
-
-        new = _onehot(m, free_idx, P, "pool_new") & rep_p(pool_issue)
-        lnk = _onehot(m, pool_link_to, P, "pool_lnk") & rep_p(pool_issue & pool_link)
-        got = _onehot(m, rep_idx, P, "pool_rep") & rep_p(is_rep)
-        ret = [_onehot(m, ret_idx[j], P, f"pool_ret{j}") & rep_p(ret_go[j]) for j in range(2)]
-        nxt = [_onehot(m, nxt_r[j], P, f"pool_nx{j}") & rep_p(ret_go[j] & nxt_live[j])
-               for j in range(2)]
-
-        def load(vec, bit):
-            return (vec & ~new) | (new & rep_p(bit))
-
-        first_nx = load(first, ~pool_link)
-        for j in range(2):
-            first_nx = (first_nx & ~ret[j]) | nxt[j]
-        m.d.sync += [alloc.eq((alloc | new) & ~ret[0] & ~ret[1]),
-                     pvalid.eq(load(pvalid, pool_skip) | got),
-                     first.eq(first_nx),
-                     has_nxt.eq((has_nxt & ~new) | lnk),
-                     lane.eq(load(lane, mem_lane)),
-                     resv.eq(load(resv, issue_resv))]
+            m.d.comb += [dpm.dests[i].eq(insn_dest(rinsn, i)) for i in range(ND)]
 
         # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
         m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
@@ -1228,7 +791,7 @@ class Pe(wiring.Component):
             m.d.comb += st["last"].eq(fail & ~st["go"])
         nr = noroom
         for pp in range(NP):                      # (a slot is in one pipe's S1 at a time)
-            sel = hot(s1[pp]["slot"]) & s1[pp]["valid"].replicate(S)
+            sel = s1[pp]["hot"]
             nr = (nr & ~sel) | (sel & s1[pp]["last"].replicate(S))
         m.d.sync += noroom.eq(nr)
         bset = any_of([hot(busy_set_slot[pp]) & busy_set[pp].replicate(S) for pp in range(NP)])
@@ -1236,25 +799,11 @@ class Pe(wiring.Component):
         m.d.sync += busy.eq((busy | bset) & ~bclr)
 
         # ---- sticky errors ---------------------------------------------------------------------
-        first = Const(0, 1)
-        for cond_, flag, slot in raise_err:
-            with m.If(cond_):
-                m.d.sync += err_flags[flag].eq(1)
-                with m.If(~err_flags.any() & ~first):
-                    m.d.sync += err_slot.eq(slot)
-            first = first | cond_
+        m.submodules.errors = errors = ErrorLatch(p, [flag for _, flag, _ in raise_err])
+        for port, (cond_, _, slot) in zip(errors.i_raise, raise_err):
+            m.d.comb += [port.valid.eq(cond_), port.slot.eq(slot)]
+        m.d.comb += self.o_error.eq(errors.o_error)
         return m
-
-    def _int_tag(self, p):
-        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
-                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
-                                  "hi": 32})
-
-    def _fp_tag(self, p):
-        return data.StructLayout({"dests": dispatch_layout(p).members["dests"],
-                                  "dmask": p.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
-                                  "emit": 1,
-                                  "slot": p.slot_bits, "count": 16})
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,

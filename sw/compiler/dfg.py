@@ -41,7 +41,7 @@ from fractions import Fraction
 
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit
+from sw.spec.isa import Op, Unit, loop_count
 
 __all__ = ["DfgError", "Node", "Edge", "Graph"]
 
@@ -349,9 +349,9 @@ class Graph:
     def _out_rate(self, nid, r):
         node = self.nodes[nid]
         if node.op in _EMITTERS:
-            return r * (node.imm & 0xFFFF)
+            return r * loop_count(node.imm)
         if node.op is Op.FACC:
-            return r / (node.imm & 0xFFFF)
+            return r / loop_count(node.imm)
         return r
 
     def _topo(self, out):

@@ -36,7 +36,7 @@ from sw.compiler.dfg import Graph
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams, Dir
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, issue_pipe
+from sw.spec.isa import Op, Unit, issue_pipe, loop_imm
 
 __all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "FcPlan", "plan_fc", "build_engine", "build_graph",
            "pass_memory", "gather_outputs", "engine_costs", "engine_issues", "EngineIssues",
@@ -240,23 +240,23 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.connect(facc[k][j], st[k][j], 1)
     g.fanout(ld_o, [(st[k][j], 0) for k in range(kb) for j in range(gb)])
     if plan.mode == "dense":
-        it_x = add("itX", Op.ITER, imm=(8 << 16) | Cw)
+        it_x = add("itX", Op.ITER, imm=loop_imm(Cw, 8))
         g.connect(ld_x, it_x, 0)
-        it_w = add("itW", Op.ITER, imm=((2 * kb) << 16) | Cw)
+        it_w = add("itW", Op.ITER, imm=loop_imm(Cw, 2 * kb))
         g.connect(ld_b, it_w, 0)
         w = [add("w", Op.LDHB, imm=2 * k, row=k) for k in range(kb)]
         g.fanout(it_w, [(x, 0) for x in w])
     else:
         r16 = plan.R16
-        it_x = add("itX", Op.ITER, imm=((8 * _ROW) << 16) | r16)
+        it_x = add("itX", Op.ITER, imm=loop_imm(r16, 8 * _ROW))
         g.connect(ld_x, it_x, 0)
         # One inner ITER per 4 lane groups: each names its 4 input loads directly, where one
         # ITER would feed 8 loads through MOVs (INT issues per column; docs/dataflow.md).
-        it_xi = [add("itXi", Op.ITER, imm=(8 << 16) | _ROW, lane=q)
+        it_xi = [add("itXi", Op.ITER, imm=loop_imm(_ROW, 8), lane=q)
                  for q in range(len(_chunks(gb)))]
         g.fanout(it_x, [(v, 0) for v in it_xi])
-        it_c = add("itC", Op.ITER, imm=(2 << 16) | r16)
-        it_r = add("itR", Op.ITER, imm=(4 << 16) | r16)
+        it_c = add("itC", Op.ITER, imm=loop_imm(r16, 2))
+        it_r = add("itR", Op.ITER, imm=loop_imm(r16, 4))
         g.fanout(ld_b, [(it_c, 0), (it_r, 0)])
         off_r = _align(2 * kb * r16, 4)
         off_v = off_r + _align(4 * kb * r16, 8)

@@ -485,7 +485,7 @@ class _Machine:
             taken = (cond & M32) != 0
             ndest = range(insn.ntrue) if taken else range(insn.ntrue, len(insn.dests))
         elif op is Op.FACC:
-            ndest = range(len(insn.dests)) if st.count + 1 == insn.imm & 0xFFFF else ()
+            ndest = range(len(insn.dests)) if st.count + 1 == insn.count else ()
         elif op.is_load or op.is_store:
             ndest = ()
         else:
@@ -542,13 +542,13 @@ class _Machine:
             self._push(delay, "mem", st.key, entry, value)
             return True
         if op is Op.ITER:
-            count, step = insn.imm & 0xFFFF, insn.imm >> 16
+            count, step = insn.count, insn.step
             start = a(0)
             st.iter = (lambda i: (start + i * step) & M32, count, 0, tag, pipe)
             self._emit(st)
             return True
         if op is Op.BSCAN:
-            st.iter = (bscan(a(0), a(1), insn.imm & 0xFFFF).__getitem__, insn.imm & 0xFFFF, 0,
+            st.iter = (bscan(a(0), a(1), insn.count).__getitem__, insn.count, 0,
                        tag, pipe)
             self._emit(st)
             return True
@@ -564,13 +564,13 @@ class _Machine:
             st.acc = ((st.acc or 0) + a(1)) & M32
             value = (a(0) + st.acc) & M32
             st.count += 1
-            if st.count == insn.imm & 0xFFFF:
+            if st.count == insn.count:
                 st.acc, st.count = 0, 0
         elif op is Op.FACC:
             acc = _FACC_INIT if st.acc is None else st.acc
             st.acc = int(fp16.simd4_fma(a(0), a(1), acc))
             st.count += 1
-            if st.count < insn.imm & 0xFFFF:
+            if st.count < insn.count:
                 return True
             value, st.acc, st.count = st.acc, None, 0
             tag = None if tag is None else tag[:1]
@@ -691,9 +691,9 @@ def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
         per_dest = []
         for i, d in enumerate(insn.dests):
             if op in (Op.ITER, Op.BSCAN):
-                k = n * (insn.imm & 0xFFFF)
+                k = n * insn.count
             elif op is Op.FACC:
-                k = n // (insn.imm & 0xFFFF)
+                k = n // insn.count
             elif op is Op.SWITCH:
                 t = switch_true.get(key, 0)
                 k = t if i < insn.ntrue else n - t

@@ -32,7 +32,8 @@ Special instructions:
   instruction fires once per context and contexts pass each instruction in order.  The MicC
   expects ``ends_per_context`` such messages per context.
 * ``ITER start`` (the loop instruction): ``imm[15:0]`` = ``count`` (1..65535), ``imm[31:16]`` =
-  signed ``step``; one firing emits ``count`` tokens ``start + i * step``, in order.
+  signed ``step`` (:func:`loop_imm_layout`: the sub-fields of every counting instruction's
+  immediate); one firing emits ``count`` tokens ``start + i * step``, in order.
 * ``SCAN base, x`` (the integer prefix sum, added in ISA v1.1 for the sparse graph's ADD chain):
   keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
   emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
@@ -72,8 +73,9 @@ from sw.spec.arch import bits_for
 from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
 
-__all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "encode", "decode",
-           "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS"]
+__all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "loop_imm_layout", "loop_imm",
+           "loop_count",
+           "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS"]
 
 #: Width of the opcode field.
 OPCODE_BITS = 6
@@ -239,6 +241,16 @@ class Instruction:
     pipe0: bool = False
 
     @property
+    def count(self):
+        """Return the ``count`` sub-field of ``imm`` (:func:`loop_imm_layout`)."""
+        return loop_count(self.imm)
+
+    @property
+    def step(self):
+        """Return the signed ``step`` sub-field of ``imm`` (:func:`loop_imm_layout`)."""
+        return self.imm >> _LOOP_STEP_AT          # imm is signed: an arithmetic shift
+
+    @property
     def token_operands(self):
         """Return the indices of the operands that arrive as tokens."""
         return tuple(i for i in range(self.nsrc) if not self.regmask >> i & 1)
@@ -273,11 +285,12 @@ class Instruction:
                 raise FdpuError(f"SWITCH: ntrue = {self.ntrue} must be in 0..{len(self.dests)}")
         elif self.ntrue:
             raise FdpuError(f"{op.name}: ntrue is only for SWITCH")
-        if op in (Op.ITER, Op.SCAN, Op.FACC) and not 1 <= (self.imm & 0xFFFF) <= 0xFFFF:
-            raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..65535, got 0")
-        if op is Op.BSCAN and not 1 <= (self.imm & 0xFFFF) <= 32:
+        if op in (Op.ITER, Op.SCAN, Op.FACC) and not 1 <= self.count <= _LOOP_COUNT_MASK:
+            raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..{_LOOP_COUNT_MASK}, "
+                            f"got 0")
+        if op is Op.BSCAN and not 1 <= self.count <= 32:
             raise FdpuError(f"BSCAN: count imm[15:0] must be in 1..32 (the bits of the mask), "
-                            f"got {self.imm & 0xFFFF}")
+                            f"got {self.count}")
         for d in self.dests:
             if not (0 <= d.x < params.cols and 0 <= d.y < params.rows):
                 raise FdpuError(f"{op.name}: destination {d} is not a PE of the "
@@ -313,6 +326,41 @@ def insn_layout(params):
                    Field(f"d{i}_slot", params.slot_bits), Field(f"d{i}_operand", 2)]
     used = sum(f.width for f in fields)
     return Layout("instruction", fields, width=-(-used // 64) * 64)
+
+
+def loop_imm_layout():
+    """Return the :class:`~sw.spec.bitfields.Layout` of the 32-bit immediate of the counting
+    instructions (the ``imm`` field of :func:`insn_layout`).
+
+    * ``count`` (``imm[15:0]``): ``ITER``'s and ``BSCAN``'s tokens per firing, ``SCAN``'s
+      firings per restart, ``FACC``'s firings per result.
+    * ``step`` (``imm[31:16]``, signed): ``ITER``'s increment (unused by the others).
+
+    :attr:`Instruction.count` and :attr:`Instruction.step` read it, :func:`loop_imm` writes it,
+    the PE decodes it (``hw.pe.layouts.loop_imm_struct``).
+    """
+    return Layout("loop immediate", [Field("count", 16), Field("step", 16, signed=True)])
+
+
+_LOOP = loop_imm_layout()
+_LOOP_COUNT_AT = _LOOP.offsets["count"]
+_LOOP_COUNT_MASK = (1 << _LOOP.field("count").width) - 1
+_LOOP_STEP_AT = _LOOP.offsets["step"]
+
+
+def loop_imm(count, step=0):
+    """Return the signed 32-bit ``imm`` of a counting instruction (:func:`loop_imm_layout`).
+
+    Raises :class:`FdpuError` when ``count`` is not in 0..65535 or ``step`` not in
+    -32768..32767.
+    """
+    word = _LOOP.pack(count=count, step=step)
+    return word - (1 << 32) if word >> 31 else word
+
+
+def loop_count(imm):
+    """Return the ``count`` sub-field of the immediate ``imm`` (:func:`loop_imm_layout`)."""
+    return (imm >> _LOOP_COUNT_AT) & _LOOP_COUNT_MASK
 
 
 def encode(insn, params):
@@ -371,9 +419,9 @@ def disassemble(insn):
     elif op is Op.FIMM:
         operands.append(f"#0x{insn.imm & 0xFFFF:04x}")
     elif op is Op.ITER:
-        operands.append(f"count={insn.imm & 0xFFFF} step={insn.imm >> 16}")
+        operands.append(f"count={insn.count} step={insn.step}")
     elif op in (Op.FACC, Op.SCAN, Op.BSCAN):
-        operands.append(f"count={insn.imm & 0xFFFF}")
+        operands.append(f"count={insn.count}")
     text = f"{op.name} {', '.join(operands)}".rstrip()
     if op is Op.SWITCH:
         taken = ", ".join(map(str, insn.dests[:insn.ntrue])) or "-"

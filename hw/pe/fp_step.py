@@ -1,0 +1,130 @@
+"""Stage S1 of the FP pipe: the picked instruction and its operands as one SIMD-4 operation.
+
+Contract
+--------
+Combinational (no state, no handshake): the FP pipe's S1 offers ``o_fpu`` to its
+:class:`hw.pe.fpu.SimdFpu` and fires when the unit and the room check accept (``i_go``).
+
+* ``i_insn``: the instruction word of the slot in S1; ``i_a``, ``i_b``, ``i_c``: operands 0-2
+  (tokens or registers); ``i_has_b``, ``i_has_c``: operand 1, 2 given (else the FP immediate
+  ``imm[15:0]`` broadcast to the four lanes); ``i_facc``: the slot's FACC accumulator and
+  firing count (``acc``, ``count``) read at the pick; ``i_slot``: the slot; ``i_ectx``: its END
+  count; ``i_dmask``: the destinations to serve.
+* ``o_emits``: the result leaves (every FP instruction but a FACC step before its last); the
+  room check counts local destinations only then.
+* ``o_fpu``: the operation (``op``, ``a``, ``b``, ``c``; FACC is FMADD with ``c`` the
+  accumulator, -0.0 in each lane when ``count`` is 0) and its tag
+  (:func:`hw.pe.layouts.fp_tag_layout`: destinations, END, and for FACC the slot and the
+  new firing count, which the PE writes back when the unit's result comes out).
+* With ``i_go``: ``o_end_inc`` counts an END; ``o_busy_set`` marks a FACC slot busy while its
+  step is in the unit (its next step needs the new accumulator).
+"""
+
+from amaranth import Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.lib.logic import equals, increment
+from hw.pe.fpu import FpOp
+from hw.pe.layouts import fp_tag_layout, insn_dest, insn_struct, loop_imm_struct
+from sw.spec.arch import ArrayParams
+from sw.spec.isa import Op
+
+__all__ = ["FpStep", "FP_OPS", "NEG_ZERO4"]
+
+#: Four binary16 -0.0 lanes: the start value of a FACC accumulator.
+NEG_ZERO4 = 0x8000_8000_8000_8000
+
+#: The ISA's FP operations by their FPU operation.
+FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
+          Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
+
+
+def facc_state_layout():
+    """Return a slot's FACC state: the 64-bit ``acc`` and the 16-bit firing ``count``."""
+    return data.StructLayout({"acc": 64, "count": 16})
+
+
+class FpStep(wiring.Component):
+    """S1 of the FP pipe as an FPU operation (see the module docstring).
+
+    Parameters
+    ----------
+    params : ArrayParams
+        Sizes the instruction word and the tag.
+    """
+
+    def __init__(self, params):
+        if not isinstance(params, ArrayParams):
+            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        self._params = params
+        super().__init__({
+            "i_insn": In(insn_struct(params)),
+            "i_a": In(params.TOKEN_BITS),
+            "i_b": In(params.TOKEN_BITS),
+            "i_c": In(params.TOKEN_BITS),
+            "i_has_b": In(1),
+            "i_has_c": In(1),
+            "i_facc": In(facc_state_layout()),
+            "i_slot": In(params.slot_bits),
+            "i_ectx": In(32),
+            "i_dmask": In(params.MAX_DESTS),
+            "i_go": In(1),
+            "o_emits": Out(1),
+            "o_fpu": Out(data.StructLayout({"op": FpOp, "a": 64, "b": 64, "c": 64,
+                                            "tag": fp_tag_layout(params)})),
+            "o_end_inc": Out(1),
+            "o_busy_set": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        insn, go = self.i_insn, self.i_go
+        opv = [self.i_a, self.i_b, self.i_c]
+        imm32 = Signal(32, name="imm1")
+        m.d.comb += imm32.eq(insn.imm)
+        limm = data.View(loop_imm_struct(), imm32)   # count (FACC's firings per result)
+        fimm = Signal(64, name="fimm1")
+        m.d.comb += fimm.eq(imm32[:16].replicate(4))
+        is_facc = Signal(name="is_facc1")
+        is_fimm = Signal(name="is_fimm1")
+        m.d.comb += [is_facc.eq(equals(insn.op, int(Op.FACC))),
+                     is_fimm.eq(equals(insn.op, int(Op.FIMM)))]
+
+        # FACC state of this slot.
+        emits = self.o_emits
+        acc = Signal(64, name="acc1")
+        newcount = Signal(16, name="newcount1")
+        fr = self.i_facc
+        m.d.comb += [
+            acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
+            newcount.eq(increment(fr.count)),
+            emits.eq(~is_facc | (newcount == limm.count)),
+        ]
+
+        tag = self.o_fpu.tag
+        fop = Signal(FpOp, name="fpu_op")
+        fa, fb, fc = (Signal(64, name=f"fpu_{n}") for n in "abc")
+        m.d.comb += [fb.eq(Mux(self.i_has_b, opv[1], fimm))]
+        with m.Switch(insn.op):
+            for op, code in FP_OPS.items():
+                with m.Case(int(op)):
+                    m.d.comb += fop.eq(code)
+            with m.Default():
+                m.d.comb += fop.eq(FpOp.MOV)
+        m.d.comb += [
+            fa.eq(Mux(is_fimm, fimm, opv[0])),
+            fc.eq(Mux(is_facc, acc, Mux(self.i_has_c, opv[2], fimm))),
+        ]
+        m.d.comb += [tag.dests[i].eq(insn_dest(insn, i)) for i in range(p.MAX_DESTS)]
+        end1 = insn.end & emits
+        m.d.comb += [self.o_end_inc.eq(go & end1), tag.ectx.eq(self.i_ectx)]
+        m.d.comb += [tag.dmask.eq(self.i_dmask), tag.end.eq(end1),
+                     tag.facc.eq(is_facc), tag.emit.eq(emits),
+                     tag.slot.eq(self.i_slot),
+                     tag.count.eq(Mux(emits, Const(0, 16), newcount))]
+        m.d.comb += [self.o_fpu.op.eq(fop), self.o_fpu.a.eq(fa), self.o_fpu.b.eq(fb),
+                     self.o_fpu.c.eq(fc)]
+        m.d.comb += self.o_busy_set.eq(go & is_facc)
+        return m
