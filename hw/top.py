@@ -83,12 +83,11 @@ from hw.lib.spec import check_params
 from hw.noc.dbuf import Dbuf
 from hw.noc.flit import Bits, FlitKind
 from hw.noc.mesh import Mesh
-from hw.pe.layouts import PeError
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
 from sw.spec.ports import config_ports as _config_ports
 from sw.spec.ports import dma_ports
-from sw.spec.status import DmaError, MiccError
+from sw.spec.status import DmaError, MiccError, PeError
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
 

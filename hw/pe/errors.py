@@ -3,7 +3,7 @@
 Contract
 --------
 * ``i_raise[j]`` (``valid``, ``slot``): condition ``j`` of this cycle; it sets flag
-  ``flags[j]`` (a :class:`hw.pe.layouts.PeError`) of ``o_error.flags`` one cycle later, for
+  ``flags[j]`` (a :class:`sw.spec.status.PeError`) of ``o_error.flags`` one cycle later, for
   good (only a reset clears it).  Several conditions may name the same flag.
 * ``o_error.slot``: the slot of the first error: the ``slot`` of the lowest-numbered raised
   condition in the first cycle that raises one; later errors leave it.
@@ -13,7 +13,8 @@ from amaranth import Const, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.pe.layouts import PeError, error_layout
+from hw.pe.layouts import error_layout
+from sw.spec.status import PeError
 from sw.spec.arch import ArrayParams
 
 __all__ = ["ErrorLatch"]

@@ -14,18 +14,18 @@ bit positions the PE decodes are the ones the assembler encodes.
 * :func:`int_tag_layout`, :func:`fp_tag_layout` -- what rides through the INT and FP units
   beside an operation (the result's destinations and END; FACC bookkeeping).
 * :func:`int_state_layout` -- the per-slot state of SCAN, ITER and BSCAN.
-* :class:`PeError` -- the sticky error bits.
 """
 
 from amaranth import Cat
-from amaranth.lib import data, enum
+from amaranth.lib import data
 
 from sw.spec.arch import bits_for
 from sw.spec.isa import insn_layout, loop_imm_layout
+from sw.spec.status import PeError
 
 __all__ = ["insn_struct", "loop_imm_struct", "coord_layout", "dest_layout", "local_layout",
            "dispatch_layout", "insn_dest", "int_tag_layout", "fp_tag_layout",
-           "int_state_layout", "PeError", "error_layout"]
+           "int_state_layout", "error_layout"]
 
 
 def insn_struct(params):
@@ -98,18 +98,6 @@ def int_state_layout():
     running address), ``count`` (SCAN's firings, ITER's/BSCAN's tokens left), ``mask``
     (BSCAN's bits not yet scanned)."""
     return data.StructLayout({"acc": 32, "count": 16, "mask": 32})
-
-
-class PeError(enum.IntEnum):
-    """Bit positions of the PE's sticky error flags."""
-    #: A token reached a slot whose opcode is INVALID or unknown (it is dropped).
-    UNKNOWN_OPCODE = 0
-    #: A token from the mesh found its operand FIFO full (it is dropped).
-    OVERFLOW = 1
-    #: A load or store address is outside every Dbuf (no request is sent).
-    BAD_ADDRESS = 2
-    #: A Dbuf answered with its error bit (misaligned or out-of-range access).
-    DBUF_ERROR = 3
 
 
 def error_layout(params):

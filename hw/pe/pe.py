@@ -60,7 +60,7 @@ Contract
   request FIFO room, checks no address): it takes its pool entry like any load and retires
   the token 0 in its slot's issue order; other addresses load as ``LDHB``.
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
-  the sticky OVERFLOW flag.  Errors (:class:`hw.pe.layouts.PeError`) are sticky in
+  the sticky OVERFLOW flag.  Errors (:class:`sw.spec.status.PeError`) are sticky in
   ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
 * ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting):
   ``int_*``, ``fp_*`` and, with ``int_issue == 2``, ``int2_*``.

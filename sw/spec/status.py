@@ -1,25 +1,25 @@
-"""The status registers of the MicC and the DMA: their states and their error bits.
+"""The status registers of the MicC, the DMA and the PEs: their states and their error bits.
 
 The hardware (:mod:`hw.ctrl.micc`, :mod:`hw.ctrl.dma`) shows its state in a
 :data:`STATE_BITS`-bit register (``o_state``, the top's ``o_state`` / ``o_dma_state``) and its
 errors in a sticky register with one bit per error (``o_error``, bit ``e`` set for error
-``e``).  The host (:mod:`tb.host.runtime`) names what it reads with the same enums.
+``e``); a PE (:mod:`hw.pe.errors`) keeps its :class:`PeError` flags the same way.  The host (:mod:`tb.host.runtime`) names what it reads with the same enums.
 
-These are plain :class:`enum.IntEnum` (the spec needs no Amaranth); :mod:`hw.ctrl.status`
+These are plain :class:`enum.IntEnum` (the spec needs no Amaranth); :func:`hw.lib.spec.shaped_enum`
 derives the shaped Amaranth enums the state machines hold, with the same names and values.
 """
 
 import enum
 
-__all__ = ["STATE_BITS", "MiccState", "MiccError", "DmaState", "DmaError"]
+__all__ = ["STATE_BITS", "MiccState", "MiccError", "DmaState", "DmaError", "PeError"]
 
 #: Bits of a state register (``o_state`` of the MicC and of the DMA).
 STATE_BITS = 3
 
 
 class MiccState(enum.IntEnum):
-    """The MicC's state (``o_state``); the order of a run is IDLE, CONFIG, DRAIN, HOLD, CTX,
-    WAIT, DONE (HOLD came last, so it has the last value)."""
+    """The MicC's state (``o_state``); a run goes IDLE, CONFIG, DRAIN, HOLD, CTX, WAIT, DONE
+    (the values are not in that order: HOLD has the last value)."""
     IDLE = 0
     CONFIG = 1
     DRAIN = 2
@@ -64,3 +64,15 @@ class DmaError(enum.IntEnum):
 for _states in (MiccState, DmaState):
     if max(_states) >> STATE_BITS:
         raise ImportError(f"{_states.__name__} does not fit its {STATE_BITS}-bit register")
+
+
+class PeError(enum.IntEnum):
+    """Bit positions of the PE's sticky error flags."""
+    #: A token reached a slot whose opcode is INVALID or unknown (it is dropped).
+    UNKNOWN_OPCODE = 0
+    #: A token from the mesh found its operand FIFO full (it is dropped).
+    OVERFLOW = 1
+    #: A load or store address is outside every Dbuf (no request is sent).
+    BAD_ADDRESS = 2
+    #: A Dbuf answered with its error bit (misaligned or out-of-range access).
+    DBUF_ERROR = 3

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.pe.layouts import PeError
 from sw.compiler.graphs import engine_costs
 from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec import isa
@@ -46,7 +45,7 @@ from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, pack_flit
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
-from sw.spec.status import DmaError, DmaState, MiccError, MiccState
+from sw.spec.status import DmaError, DmaState, MiccError, MiccState, PeError
 from tb.host.extmem import FdpuSystem
 from tb.host import runner
 
@@ -58,7 +57,7 @@ __all__ = ["RtlError", "RtlRun", "JobRun", "MemModel", "image_flits", "write_mem
 MICC_STATES = tuple(s.name for s in sorted(MiccState, key=lambda s: s.value))
 #: Names of the MicC error bits, bit 0 first (``sw.spec.status.MiccError``).
 MICC_ERRORS = tuple(e.name for e in MiccError)
-#: Names of the PE error bits, bit 0 first (``hw.pe.layouts.PeError``).
+#: Names of the PE error bits, bit 0 first (``sw.spec.status.PeError``).
 PE_ERRORS = tuple(e.name for e in PeError)
 
 
