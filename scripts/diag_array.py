@@ -11,9 +11,9 @@ dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps t
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs.engine_homes`` as it is
-(since commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE the
-nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs.engine_homes`` as it
+is (since commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE
+the nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
 it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
 on its own row or column (the XY route is then a straight line, so a link only ever carries
 the flows of one Dbuf) with the fewest hops (an assignment problem).  ``pairs`` and
@@ -49,8 +49,8 @@ CURRENT_HOMES = graphs.engine_homes
 def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
-    The policy of :func:`sw.compiler.graphs.engine_homes` (since d587c9f; before the monkeypatch of this
-    process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
+    The policy of :func:`sw.compiler.graphs.engine_homes` (since d587c9f; before the monkeypatch of
+    this process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
     engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
     return CURRENT_HOMES(params, count, cap)
