@@ -120,7 +120,7 @@ def test_listing_reads_well():
 
 
 def test_pipe0_hint_is_assembled():
-    # Node.pipe0 goes into the instruction word (ISA v1.3): the sparse engine with one value
+    # Node.pipe0 goes into the instruction word: the sparse engine with one value
     # load per row (wfan 16) and fan_pipe0 hints the MOVs of the loads' fan-out trees.
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
     plan = plan_fc(3, 32, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True)

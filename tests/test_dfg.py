@@ -227,7 +227,7 @@ def test_bscan_rates_like_iter():
 
 
 def test_pipe0_hint_on_nodes_and_fanout_movs():
-    # ISA v1.3: a node's pipe0 hint; Graph.fanout gives it to the MOVs it adds; an FP node
+    # a node's pipe0 hint; Graph.fanout gives it to the MOVs it adds; an FP node
     # with it is rejected; the DOT export shows it.
     g = Graph("hint")
     c = g.add(Op.CTX, group=0)

@@ -1,4 +1,4 @@
-"""Tests of CTX_END coalescing (ISA v1.2): :class:`hw.pe.dispatch.ReplyPort` in amaranth.sim
+"""Tests of CTX_END coalescing: :class:`hw.pe.dispatch.ReplyPort` in amaranth.sim
 (random CTX_END and OPERAND flits from several dispatchers, random backpressure on ``o_rep``)
 and the whole PE under backpressure on Icarus and Verilator (``tb.pe.test_end_coalesce``:
 fewer CTX_END flits, counts summing to the golden model's END messages).  Random parts print

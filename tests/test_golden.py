@@ -136,7 +136,7 @@ def test_loads_stores_and_broadcast():
 
 
 def test_ldhbz_skips_memory_for_address_zero():
-    # ISA v1.4: LDHBZ is LDHB, except that address operand 0 gives the token 0 (+0.0 in four
+    # LDHBZ is LDHB, except that address operand 0 gives the token 0 (+0.0 in four
     # lanes) without a memory access; a non-zero address loads and broadcasts, with the imm.
     seg = {0: bytes(range(16))}
     for addr, want, packets in [(0, 0, 2), (2, 0x0706070607060706, 4)]:
@@ -581,7 +581,7 @@ def test_one_value_load_per_row_gives_the_same_bits():
 
 
 def test_bscan_engine_is_fp_bound_in_the_estimate():
-    # ISA v1.3: per column the 3 x 8 sparse engine issues ~12.5 INT/CTRL (pipe 2) and ~17
+    # per column the 3 x 8 sparse engine issues ~12.5 INT/CTRL (pipe 2) and ~17
     # load/store/ITER (pipe 0) against 24 FACC, so on one PE the estimate runs the FP pipe
     # above 90 % (before BSCAN: 0.90 FACC/cycle in the estimate, 0.61 on the RTL).
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
@@ -597,7 +597,7 @@ def test_bscan_engine_is_fp_bound_in_the_estimate():
 
 @pytest.mark.parametrize("int_issue", [1, 2])
 def test_pipe0_hint_moves_issues_to_pipe_0_in_the_estimate(int_issue):
-    # ISA v1.3 pipe0 hint: a FACC fed by two BSCANs of 32 tokens each waits for pipe 2 to emit
+    # The pipe0 hint: a FACC fed by two BSCANs of 32 tokens each waits for pipe 2 to emit
     # both streams; with the second BSCAN hinted it comes from pipe 0 at the same time (about
     # 32 cycles less) when int_issue = 2; with one INT pipe the hint changes nothing.  The
     # result is the same either way.

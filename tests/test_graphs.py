@@ -131,7 +131,7 @@ def test_fc_result_follows_the_documented_order():
 
 def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
     # The SWITCH loop holds no load: taken branch straight to the join, zero branch IMM 0
-    # (LDHBZ, ISA v1.4: +0.0 without a Dbuf access); the join feeds the feedback edge and one
+    # (LDHBZ: +0.0 without a Dbuf access); the join feeds the feedback edge and one
     # value load per 4 lane groups, which name their FACCs directly (no MOV tree); inputs
     # likewise (docs/dataflow.md).
     from sw.spec.isa import Op
@@ -160,7 +160,7 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
 
 
 def test_sparse_decode_is_one_bscan_per_row():
-    # ISA v1.3: per weight row LDH colidx -> BSCAN.0, LDW of the relocated rowoff -> MOV ->
+    # per weight row LDH colidx -> BSCAN.0, LDW of the relocated rowoff -> MOV ->
     # BSCAN.1, BSCAN (count 16) -> SWITCH data and condition; no SHR/AND/SCAN, no shift/add
     # of the base, no repeat ITERs left.
     from sw.compiler.graphs import engine_issues
@@ -240,7 +240,7 @@ def test_homes_are_straight_and_shared_fairly(rows, cols):
 
 
 def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
-    # ISA v1.3 pipe0 hint: plan_fc(fan_pipe0=True) gives it to the MOVs of the sparse value
+    # The pipe0 hint: plan_fc(fan_pipe0=True) gives it to the MOVs of the sparse value
     # loads' fan-out trees (wfan 16, feed-forward, outside the SWITCH loop) and to nothing
     # else, so per column of the 3 x 8 engine pipe 2 drops from 18.5 to 12.5 issues and pipe 0
     # rises from 14.05 to 20.05.  Measured slower on the RTL (one PE and 8 x 8,
@@ -303,7 +303,7 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
     ops = runs["gather"].counters.ops
     assert "SWITCH" not in ops and "IMM" not in ops
     assert ops["FACC"] == runs["switch"].counters.ops["FACC"]
-    # LDHBZ (ISA v1.4): the value loads of zero weights access no Dbuf, in both graphs.
+    # LDHBZ: the value loads of zero weights access no Dbuf, in both graphs.
     nnz = np.count_nonzero(w.view(np.uint16))
     for run in runs.values():
         assert run.counters.ops["LDHBZ"] >= k * c * run.plan.gb // run.plan.wfan

@@ -67,7 +67,7 @@ def test_fields_are_where_the_layout_says():
 @pytest.mark.parametrize("params", [PAPER, ArrayParams(slots=128, int_issue=2),
                                     ArrayParams(rows=16, cols=16, slots=256)])
 def test_pipe0_hint_is_one_bit_of_part_0(params):
-    # ISA v1.3: the PE decodes a slot's pipe from part 0 of the word when it is configured.
+    # the PE decodes a slot's pipe from part 0 of the word when it is configured.
     lay = isa.insn_layout(params)
     offset = 0
     for f in lay.fields:

@@ -81,7 +81,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
          regs_override=None, max_cycles=20_000, counted=False, first_counts=None):
     """Run the rig; return (flits out, state, error, issued, retired, max in flight).
 
-    ``counted``: each context's ENDs arrive as CTX_END flits with random counts (ISA v1.2);
+    ``counted``: each context's ENDs arrive as CTX_END flits with random counts;
     ``first_counts``: the counts of context 0's flits instead (an overshoot, say).
     """
     rng = random.Random(SEED)
@@ -213,7 +213,7 @@ def test_end_of_a_context_not_in_flight():
 
 @pytest.mark.parametrize("contexts, window, ends", [(9, 1, 5), (13, 3, 7), (17, 4, 16)])
 def test_counted_ends_retire_contexts(contexts, window, ends):
-    """CTX_END flits with counts (ISA v1.2): a context retires when its counts sum to i_ends;
+    """CTX_END flits with counts: a context retires when its counts sum to i_ends;
     ``o_ends`` counts END messages, not flits."""
     _, _, log = _run(3, [(0, 0, 3), (1, 1, 5)], contexts, window, ends, counted=True)
     assert log["done"] == 1 and log["error"] == 0, log

@@ -77,7 +77,7 @@ def test_bscan_case_stores_the_tokens_of_the_definition():
 
 
 def test_ldhbz_case_loads_the_values_of_the_definition():
-    # The LDHBZ case (ISA v1.4) on the golden model against the ISA's formula: the stored
+    # The LDHBZ case on the golden model against the ISA's formula: the stored
     # tokens, and one request per non-zero address token (the RTL bench compares its request
     # count with the golden model's, so with this formula too).
     print(f"seed {SEED} (set FDPU_SEED to change)")
@@ -104,7 +104,7 @@ def test_ldhbz_case_loads_the_values_of_the_definition():
 
 
 def test_random_graphs_have_skipped_and_real_ldhbz():
-    # The random graphs' LDHBZs (ISA v1.4) meet both address 0 (no request) and table
+    # The random graphs' LDHBZs meet both address 0 (no request) and table
     # addresses: over a few seeds, some fire and some fewer requests leave than memory ops.
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p = cases.PARAMS_1X1
@@ -164,7 +164,7 @@ def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path, banks
     # INT-heavy random graphs and the sparse FC engine (its address ITERs on pipe 0 beside
     # the loads, BSCAN/SWITCH on pipe 2) with a 4-entry pool, 30 % input idle and 50 % output
     # backpressure: bit-exact, no deadlock, loads sent as overflow entries, and pipe 0
-    # carrying every ITER; with the default 4 operand banks and with 2 (docs/pe.md round 7).
+    # carrying every ITER; with the default 4 operand banks and with 2.
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     built = [("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED + 7,
@@ -314,7 +314,7 @@ def _with_pipe0(image, ops):
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
-    # ISA v1.3 pipe0 hint with int_issue == 2: the kernels image as is (pipe 0 fires only its
+    # The pipe0 hint with int_issue == 2: the kernels image as is (pipe 0 fires only its
     # loads, stores and ITERs) and with MOV, SHL and SCAN hinted (pipe 0 fires every one of
     # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
     # firings per opcode the bench compares.  Verilator is slow-marked: its build of the

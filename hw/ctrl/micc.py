@@ -37,7 +37,7 @@ expansion in Python.
    start is one OPERAND flit per template word with ``data = c``, in Cbuf order, on port 0.
    With ``window = 1`` every context waits for the previous one to end: the dependence
    control for contexts that depend on each other (the image's ``window`` chooses it).
-5. Each CTX_END flit carries its context ID (ISA v1.1) and a ``count`` of END messages (ISA
+5. Each CTX_END flit carries its context ID and a ``count`` of END messages (ISA
    v1.2, 0 counts as 1); the end counter of that context (a table indexed by the ID's low
    bits) adds the count; the oldest context retires when its counter reaches ``i_ends``.
    ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
@@ -254,7 +254,7 @@ class Micc(wiring.Component):
         # the table.
         in_flight = (age <= outstanding) & ~age[tbits:].any()
         good_end = got & is_end & in_flight & (end_id < contexts)
-        # ISA v1.2: a CTX_END flit stands for ``count`` END messages (0 counts as 1).
+        # a CTX_END flit stands for ``count`` END messages (0 counts as 1).
         n_end = Signal(16)
         m.d.comb += n_end.eq(Mux(end_body.count.any(), end_body.count, 1))
         with m.If(got):

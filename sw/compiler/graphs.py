@@ -50,25 +50,24 @@ _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Cost of a home Dbuf off the PE's row and column (its route bends), against hops squared.
 _BENT = 10_000
 #: Cycles one weight row's SWITCH loop takes per column on the RTL PE (SWITCH -> join ->
-#: SWITCH, plus IMM for a zero weight).  ISA v1.3 left the loop as it was: its RTL latency
-#: (round 5 medians: 11 cycles for a stored weight, 17 for a zero one) gives 15.5 at 25 %
-#: density, plus ~1.5 cycles of round-robin wait per firing (2.75 firings) with pipe 2 about
-#: half busy (before BSCAN it was full: 28).  Measured with ISA v1.3 (one PE, 3 x 8 wfan 16):
-#: SWITCH trips of 23 (stored) and 28 (zero) cycles on average while the engine ran at 30
-#: cycles per column, bound by pipe 2, not by the loop; kept.  Used only to choose the blocking.
+#: SWITCH, plus IMM for a zero weight).  The loop's RTL latency (medians: 11 cycles for a
+#: stored weight, 17 for a zero one) gives 15.5 at 25 % density, plus ~1.5 cycles of
+#: round-robin wait per firing (2.75 firings) with pipe 2 about half busy.  Measured on one PE
+#: (3 x 8 wfan 16): SWITCH trips of 23 (stored) and 28 (zero) cycles on average while the
+#: engine ran at 30 cycles per column, bound by pipe 2, not by the loop.  Used only to choose
+#: the blocking.
 SPARSE_LOOP_CYCLES = 20
-#: Pipe-2 (INT/CTRL) occupancy the SWITCH graph's engine reaches on the RTL PE (0.65-0.70
-#: measured on one PE before BSCAN; 0.61 with ISA v1.3 on one PE and the 8 x 8, 3 x 8 wfan
-#: 16; 0.68 on alexnet-fc8 batch 64 with ISA v1.4, 3 x 8 wfan 16: 27.1 cycles per column).
-#: 0.61 would rank the 8 x 8's wfan 4 engine first, which measures slower (73.6 against
-#: 78.6 %; docs/mapping.md, "The pipe0 hint").  Used only to choose the blocking.
+#: Pipe-2 (INT/CTRL) occupancy the SWITCH graph's engine reaches on the RTL PE (0.61 on one
+#: PE and the 8 x 8, 3 x 8 wfan 16; 0.68 on alexnet-fc8 batch 64, 3 x 8 wfan 16: 27.1 cycles
+#: per column).  0.61 would rank the 8 x 8's wfan 4 engine first, which measures slower (73.6
+#: against 78.6 %).  Used only to choose the blocking.
 SPARSE_INT_UTIL = 0.68
 #: Pipe-0 (loads, stores, ITER tokens) occupancy the SWITCH graph's engine reaches on the RTL
 #: PE where two engines share each Dbuf (the 8 x 8): 0.51 on alexnet-fc8 batch 64 with its
 #: 4 x 8 wfan 4 engine (19.2 issues in 38.0 cycles per column, the bound: its pipe 2 is at
 #: 0.43) and 0.52 with 3 x 8 wfan 16.  With a Dbuf per engine (one PE, 3 x 8 wfan 4) it
-#: reached 0.64 and did not bind, so the term applies only to shared Dbufs (docs/mapping.md,
-#: "Session 7").  Used only to choose the blocking.
+#: reached 0.64 and did not bind, so the term applies only to shared Dbufs (docs/mapping.md).
+#: Used only to choose the blocking.
 SPARSE_P0_UTIL = 0.5
 
 
@@ -82,7 +81,7 @@ WFANS = (4, 16)
 #: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
 #: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
 #: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
-#: with ``LDHBZ`` (ISA v1.4: address 0 gives +0.0 without a Dbuf access).  Same weights in the
+#: with ``LDHBZ`` (address 0 gives +0.0 without a Dbuf access).  Same weights in the
 #: same order, so the same bits (docs/dataflow.md, "The gather graph").
 SPARSE_GRAPHS = ("switch", "gather")
 
@@ -263,10 +262,10 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
         gather = plan.sparse_graph == "gather"
         ci, ro, w = [], [], []
         for k in range(kb):
-            # The decode of one FD-CSR row (ISA v1.3): BSCAN takes the row's colidx and its
+            # The decode of one FD-CSR row: BSCAN takes the row's colidx and its
             # relocated rowoff, base = item base + 2 x rowoff (pass_memory stores it so), and
             # emits, per column, the stored weight's value address - (off_v - 2) (never 0) or
-            # 0 for a zero weight.  The value loads are LDHBZ (ISA v1.4): address 0 gives +0.0
+            # 0 for a zero weight.  The value loads are LDHBZ: address 0 gives +0.0
             # without a Dbuf access.
             ci.append(add("ci", Op.LDH, imm=2 * k * r16, row=k))
             ro.append(add("ro", Op.LDW, imm=off_r + 4 * k * r16, row=k))

@@ -298,7 +298,7 @@ class _Machine:
         # Like the RTL PE, each pipe issues one instruction (or ITER/BSCAN token) per cycle:
         # "fp", "int" (INT/CTRL with BSCAN tokens, and MEM and ITER with int_issue = 1) and,
         # with int_issue = 2, "mem" (the RTL's pipe 0: loads, stores and ITER tokens, the
-        # address streams, docs/pe.md round 5, and pipe0-hinted INT/CTRL instructions).
+        # address streams, and pipe0-hinted INT/CTRL instructions).
         # pipe_free holds (cycle, issues in that cycle) per pipe.
         if pipe == "mem" and self.p.int_issue == 1:
             pipe = "int"
@@ -512,7 +512,7 @@ class _Machine:
         a = lambda i: self._operand(st, i, popped)  # noqa: E731
         lat = _LAT[op.unit]
         if op is Op.LDHBZ and a(0) & M32 == 0:
-            # ISA v1.4: address 0 gives +0.0 without a memory access, in issue order.
+            # address 0 gives +0.0 without a memory access, in issue order.
             entry = [None, None, tag]
             st.memq.append(entry)
             self._push(self.now + 1 + self._rand(self.jitter), "mem", st.key, entry, 0)

@@ -34,10 +34,10 @@ Special instructions:
 * ``ITER start`` (the loop instruction): ``imm[15:0]`` = ``count`` (1..65535), ``imm[31:16]`` =
   signed ``step`` (:func:`loop_imm_layout`: the sub-fields of every counting instruction's
   immediate); one firing emits ``count`` tokens ``start + i * step``, in order.
-* ``SCAN base, x`` (the integer prefix sum, added in ISA v1.1 for the sparse graph's ADD chain):
+* ``SCAN base, x`` (the integer prefix sum, for the sparse graph's ADD chain):
   keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
   emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
-* ``BSCAN mask, base`` (the bit-scan iterator, ISA v1.3, the sparse graph's whole decode of one
+* ``BSCAN mask, base`` (the bit-scan iterator, the sparse graph's whole decode of one
   FD-CSR row): ``imm[15:0]`` = ``count`` (1..32).  One firing consumes one ``mask`` and one
   ``base`` token and emits ``count`` tokens in order, like ``ITER``: token ``j`` is
   ``base + 2 * popcount(mask & ((2 << j) - 1))`` (32-bit wrap) when bit ``j`` of ``mask``
@@ -51,14 +51,14 @@ Special instructions:
   4 or 8 bytes from ``addr + imm``; ``STH/STW/STD addr, data``: store the low 2, 4 or 8 bytes
   of ``data`` at ``addr + imm`` and, once the Dbuf has written them, send a 0 token to the
   destinations (so a graph can wait for its stores before it ends a context).
-* ``LDHBZ addr`` (ISA v1.4, the sparse graphs' value load): ``LDHB``, except that an ``addr``
+* ``LDHBZ addr`` (the sparse graphs' value load): ``LDHB``, except that an ``addr``
   token whose low 32 bits are 0 gives +0.0 in the four lanes (the 64-bit token 0) *without a
   memory access*.  Results still leave in issue order.  A zero weight (BSCAN's token 0, or the
   SWITCH graph's zero branch) then costs the Dbufs nothing, as the paper's ``FIMM 0.0`` branch.
 * ``IMM trigger`` / ``FIMM trigger``: emit the (sign-extended) immediate or the FP immediate
   when the trigger operand arrives (its value is ignored).
 
-The ``pipe0`` flag (ISA v1.3, a scheduling hint; results never depend on it): issue this
+The ``pipe0`` flag (a scheduling hint; results never depend on it): issue this
 INT/CTRL instruction on pipe 0, beside the loads, stores and ITERs, when the PE has two integer
 pipes (``int_issue == 2``); with one INT pipe it is ignored.  Loads, stores and ITER always go
 to pipe 0 (the flag changes nothing for them); an FP instruction with ``pipe0`` is an error.
@@ -127,7 +127,7 @@ class Op(enum.IntEnum):
     STH = 36
     STW = 37
     STD = 38
-    LDHBZ = 39               # ISA v1.4
+    LDHBZ = 39
     # Control.
     SWITCH = 40
 

@@ -19,7 +19,7 @@ CTX_END   PE -> MicC          ``data`` (the low 32 bits: context ID of the firin
                               ``count`` (16): the END messages the flit stands for (v1.2)
 ========  ==================  ===========================================================
 
-``CTX_END.count`` (ISA v1.2): a PE whose reply output is blocked merges END messages of one
+``CTX_END.count``: a PE whose reply output is blocked merges END messages of one
 context into one flit; ``count`` is how many (1 ..  ``2**16 - 1``).  A ``count`` of 0 counts
 as 1, so a v1.1 sender that leaves the field zero stays correct.  The MicC adds ``count`` to
 the context's end counter; :func:`end_count` is that rule in Python.
@@ -49,7 +49,7 @@ __all__ = ["Kind", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layou
 #: Bits of the per-slot tag of outstanding memory accesses.
 TAG_BITS = 4
 
-#: Bits of the ``count`` field of a CTX_END flit (ISA v1.2).
+#: Bits of the ``count`` field of a CTX_END flit.
 END_COUNT_BITS = 16
 
 

@@ -84,7 +84,7 @@ class TB:
         assert kind is Kind.CTX_END and k == self.k_micc, \
             f"edge port {k} received a {kind.name} flit on the reply network"
         ctx = f["data"] & 0xFFFF_FFFF
-        n = end_count(f["count"])      # ISA v1.2: a flit stands for n END messages
+        n = end_count(f["count"])      # a flit stands for n END messages
         self.end_log.extend([ctx] * n)
         self.ends[ctx] += n
         while self.retired < self.contexts and self.ends[self.retired] >= self.ends_per_context:

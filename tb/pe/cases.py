@@ -253,7 +253,7 @@ def bscan_tables(seed):
 
 
 def bscan_reference(mask, base, count):
-    """Return the ``count`` tokens of ``BSCAN mask, base`` (ISA v1.3) by their definition."""
+    """Return the ``count`` tokens of ``BSCAN mask, base`` by their definition."""
     return [(base + 2 * bin(mask & ((2 << j) - 1)).count("1")) & 0xFFFF_FFFF
             if mask >> j & 1 else 0 for j in range(count)]
 
@@ -356,7 +356,7 @@ def ldhbz_reference(seed, c):
 
 
 def ldhbz_image(params, contexts, seed, pe=(0, 0)):
-    """Return a graph of two LDHBZ slots (ISA v1.4) fed zero and non-zero address tokens.
+    """Return a graph of two LDHBZ slots fed zero and non-zero address tokens.
 
     Per context ``c``: BSCAN of mask ``c % 16`` (LDW) from base ``2 (c % 4)`` emits 16
     tokens (0 for a zero bit) into LDHBZ ``table - 2``, and an ITER of 4 indices reads 64-bit

@@ -187,7 +187,7 @@ class TB:
             assert dst == self.micc, f"CTX_END sent to {dst}, the MicC is at {self.micc}"
             assert f["count"] >= 1, "a CTX_END flit of the PE carries count 0"
             ctx = f["data"] & 0xFFFF_FFFF
-            n = end_count(f["count"])      # ISA v1.2: a flit stands for n END messages
+            n = end_count(f["count"])      # a flit stands for n END messages
             self.end_flits += 1
             self.max_count = max(self.max_count, f["count"])
             self.end_log.extend([ctx] * n)

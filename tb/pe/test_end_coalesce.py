@@ -1,4 +1,4 @@
-"""cocotb test of CTX_END coalescing (ISA v1.2) on one processing element (``pe`` top).
+"""cocotb test of CTX_END coalescing on one processing element (``pe`` top).
 
 Environment (set by ``tests/test_end_coalesce.py`` through ``run_cocotb(extra_env=...)``):
 

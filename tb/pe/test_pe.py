@@ -56,7 +56,7 @@ def _compare(tb, expected, name):
         errors.append(f"firings per opcode differ: RTL {ops}, golden {expected['ops']}")
     if len(tb.end_log) != expected["ctx_ends"]:
         errors.append(f"{len(tb.end_log)} CTX_END messages, golden {expected['ctx_ends']}")
-    # LOAD/STORE requests: a LDHBZ of address 0 (ISA v1.4) sends none.
+    # LOAD/STORE requests: a LDHBZ of address 0 sends none.
     if "requests" in expected and tb.requests != expected["requests"]:
         errors.append(f"{tb.requests} LOAD/STORE requests, golden {expected['requests']}")
     if expected.get("hazard"):
