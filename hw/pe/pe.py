@@ -83,10 +83,11 @@ from hw.pe.fpu import SimdFpu
 from hw.pe.inputs import InputStage
 from hw.pe.int_step import IntStep
 from hw.pe.layouts import (PeError, coord_layout, error_layout, fp_tag_layout, insn_dest,
-                           insn_struct, int_tag_layout, local_layout)
+                           insn_struct, int_tag_layout)
 from hw.pe.pick import SlotPicker
 from hw.pe.pool import ReorderPool
 from hw.pe.request import MemRequest
+from hw.pe.write_arbiter import OperandWriteArbiter
 from sw.spec.arch import ArrayParams
 from sw.spec.isa import Op
 from sw.spec.packet import TAG_BITS
@@ -337,53 +338,25 @@ class Pe(wiring.Component):
         # dense engine: mesh, INT, FP, M0, M1, INT2 gave 0.69 FACC/cycle, this order 0.85.
         order = ([4] if NP == 3 else []) + [0, 1, 3, 2]
         ports = [port for j in order for port in disp[j].o_local]
-        srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
-
-        def targets(tok, k, b):
-            if NB == 2:
-                return equals(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
-            return equals(tok.operand, k) & equals(tok.slot[:lgb], b)
-
-        # Priority per operand memory port: the mesh token, then the dispatchers' local ports
-        # in order.  before[j][k][b]: a source ahead of source j wants port (k, b).
-        before = [[[Const(0, 1)] * NB for k in range(K)]]
-        for j, (valid, tok) in enumerate(srcs[:-1]):
-            row = []
-            for k in range(K):
-                row.append([])
-                for b in range(NB):
-                    t = Signal(name=f"wr_taken{j}_{k}_{b}")
-                    m.d.comb += t.eq(before[j][k][b] | (valid & targets(tok, k, b)))
-                    row[k].append(t)
-            before.append(row)
+        m.submodules.arbiter = arbiter = OperandWriteArbiter(p, NB, len(ports))
+        m.d.comb += [arbiter.i_net.valid.eq(net_valid), arbiter.i_net.tok.eq(net_tok)]
+        for port, local in zip(ports, arbiter.i_local):
+            wiring.connect(m, port, local)
         for k in range(K):
             for b in range(NB):
-                sel = Signal(local_layout(p), name=f"wr_sel{k}_{b}")
-                sel_valid = Signal(name=f"wr_sel_valid{k}_{b}")
-                sel_net = Signal(name=f"wr_sel_net{k}_{b}")
-                for j, (valid, tok) in enumerate(srcs):
-                    with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
-                        m.d.comb += sel.eq(tok)
-                # (The enables as continuous assignments: see busy_set.)
-                m.d.comb += [sel_valid.eq(before[-1][k][b]
-                                          | (srcs[-1][0] & targets(srcs[-1][1], k, b))),
-                             sel_net.eq(net_valid & targets(net_tok, k, b))]
+                grant = arbiter.o_grant[k][b]
+                sel = grant.tok
                 # A local token goes to a known slot; the reservation made at issue gives room.
                 local_known = known_of(sel.slot)
-                ok = sel_valid & Mux(sel_net, net_ok, local_known)
+                ok = grant.valid & Mux(grant.net, net_ok, local_known)
                 m.d.comb += [wr_en[k][b].eq(ok), wr_slot[k][b].eq(sel.slot)]
                 tail = ptr_read("wp", fkey(k, sel.slot))
                 w = wp_w[k][b]
                 m.d.comb += [opw[k][b].addr.eq(fifo_addr(sel.slot, tail)),
                              opw[k][b].data.eq(sel.data), opw[k][b].en.eq(ok),
                              w.addr.eq(fkey(k, sel.slot)), w.data.eq(increment(tail)), w.en.eq(ok)]
-                raise_err.append((sel_valid & ~sel_net & ~local_known, PeError.UNKNOWN_OPCODE,
-                                  sel.slot))
-        # A dispatcher's local port is ready when its operand memory port granted it this cycle.
-        for j, port in enumerate(ports, start=1):
-            tok = port.payload
-            m.d.comb += port.ready.eq(Cat(*[targets(tok, k, b) & ~before[j][k][b]
-                                           for k in range(K) for b in range(NB)]).any())
+                raise_err.append((grant.valid & ~grant.net & ~local_known,
+                                  PeError.UNKNOWN_OPCODE, sel.slot))
 
         # ---- issue pipes --------------------------------------------------------------------
         alus = {}
