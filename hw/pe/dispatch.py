@@ -13,7 +13,7 @@ Contract
   ``o_local[i]`` (the PE's write arbiters grant those whose operand memory port is free:
   up to one per operand memory in a cycle), and beside them the lowest pending remote one on
   ``o_flit``.  After the last destination, ``end`` sends a CTX_END flit (``data`` = ``ectx``,
-  ``count`` = 1) to the MicC (the PE merges those of one context, ISA v1.2).
+  ``count`` = 1) to the MicC (the PE merges those of one context).
 * Throughput: a result occupies the dispatcher as many cycles as its busiest port needs (one
   per destination with one local port); ``i_res.ready`` is high when it is idle or
   finishing its last step, so results flow at one per cycle.  ``i_res.ready`` depends
@@ -25,7 +25,7 @@ Contract
   registers and stay stable while offered.
 
 :class:`ReplyPort` merges the dispatchers' flits into the PE's ``o_rep`` and coalesces their
-CTX_END messages (ISA v1.2):
+CTX_END messages:
 
 * ``i_flit[j]`` (dispatcher ``j``, lower ``j`` first): an OPERAND flit goes into a ``depth``-word
   FIFO (one per cycle, the lowest ``j`` first); a CTX_END flit goes into the END

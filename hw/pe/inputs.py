@@ -120,10 +120,9 @@ class InputStage(wiring.Component):
         # LD/ST (the pool and the request port are single) and ITER slots pipe 0, the other
         # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
         # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
-        # the decode and SWITCH loop of the sparse engine (docs/pe.md, "Round 5").  BSCAN,
-        # that loop's decode since ISA v1.3, stays on pipe 2 ("Round 6": pipe 0 is the
-        # loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
-        # the pipe0 hint (ISA v1.3; in part 0) goes to pipe 0 too, for a graph builder to
+        # the decode and SWITCH loop of the sparse engine.  BSCAN, that loop's decode, stays
+        # on pipe 2 (pipe 0 is the loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
+        # the pipe0 hint (in part 0) goes to pipe 0 too, for a graph builder to
         # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.

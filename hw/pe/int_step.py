@@ -114,7 +114,7 @@ class IntStep(wiring.Component):
                 m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
             with m.Default():
                 m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-        # BSCAN (ISA v1.3): token j is the running address plus 2 when bit j of the
+        # BSCAN: token j is the running address plus 2 when bit j of the
         # mask is set, else 0; the first firing takes mask (operand 0) and base
         # (operand 1), each continuation the state.  The address is kept
         # incrementally (acc += 2 * bit), so no popcount is needed.

@@ -1,6 +1,6 @@
 r"""The FDPU processing element: instruction and operand buffers, dataflow issue, 2-3 pipes.
 
-Execution model: ISA v1 (the :mod:`sw.spec.isa` and :mod:`sw.spec.packet` docstrings); design notes,
+Execution model: the :mod:`sw.spec.isa` and :mod:`sw.spec.packet` docstrings; design notes,
 figures and reasoning in ``docs/pe.md``.
 
 Structure (the components, ``hw/pe/<file>.py``, in brackets)::
@@ -13,7 +13,7 @@ Structure (the components, ``hw/pe/<file>.py``, in brackets)::
                    |                 --> retire lane 1 --> dispatch M1
                    |--OPERAND--+
                                v
-   dispatch I/F/M0/M1/I2 local -> operand write arbiters, one port per operand index and bank
+   dispatch I/F/M0/M1/I2 local -> [WriteArbiter]s, one port per operand index and bank
                                v
         operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
@@ -43,20 +43,20 @@ Contract
   pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
   flits to the MicC (reply network).  Both stream rules-abiding FIFO outputs.  END
   messages of one context that follow each other within 16 cycles, or wait while ``o_rep``
-  is blocked, leave as one CTX_END flit with a ``count`` (ISA v1.2,
-  :class:`hw.pe.dispatch.ReplyPort`).
+  is blocked, leave as one CTX_END flit with a ``count``
+  (:class:`hw.pe.dispatch.ReplyPort`).
 * Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
   and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
   is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
   per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
   with ``params.int_issue == 2`` LD/ST and ITER slots and those whose instruction has the
-  ``pipe0`` hint (ISA v1.3) pipe 0, the others, BSCAN included, pipe 2, fixed when the slot
+  ``pipe0`` hint pipe 0, the others, BSCAN included, pipe 2, fixed when the slot
   is configured); one cycle later (S1) the instruction fires if
   each *local* destination FIFO has room (occupancy counts tokens present plus results
   reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
   a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
   firing order; each slot's load/store results in issue order (not across slots).
-* ``LDHBZ`` (ISA v1.4) of an address token whose low 32 bits are 0 sends no request (needs no
+* ``LDHBZ`` of an address token whose low 32 bits are 0 sends no request (needs no
   request FIFO room, checks no address): it takes its pool entry like any load and retires
   the token 0 in its slot's issue order; other addresses load as ``LDHB``.
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
@@ -94,12 +94,12 @@ from sw.spec.packet import TAG_BITS
 
 __all__ = ["Pe", "make_pe", "NEG_ZERO4"]
 
-# The memory operations by the ISA's own classification (LDHBZ, ISA v1.4, is opcode 39, past
+# The memory operations by the ISA's own classification (LDHBZ, is opcode 39, past
 # the stores: no opcode range holds exactly the loads).
 _LOADS = tuple(op for op in Op if op.is_load)
 _STORES = tuple(op for op in Op if op.is_store)
 BANKS = 4
-"""Default operand memory banks per operand index (``Pe(banks=...)``; docs/pe.md Round 7)."""
+"""Default operand memory banks per operand index (``Pe(banks=...)``)."""
 
 
 class Pe(wiring.Component):
@@ -382,7 +382,7 @@ class Pe(wiring.Component):
         busy_clr_slot = [None] * NP
 
 
-        # END messages sent per slot: the context ID an END carries (ISA v1.1).  One memory
+        # END messages sent per slot: the context ID an END carries.  One memory
         # per pipe, read and incremented in S1 when an instruction with END fires (a store's
         # count rides in its reorder pool entry to the acknowledgement, which sends it).
         ends_w, ends_cur, end_inc = [], [], []
@@ -588,7 +588,7 @@ class Pe(wiring.Component):
                              request.i_b.eq(opv[1]), request.i_coord.eq(coord),
                              request.i_entry.eq(free_idx)]
                 in_range = request.o_in_range
-                # LDHBZ (ISA v1.4) of an address token 0: +0.0 without a request (and without
+                # LDHBZ of an address token 0: +0.0 without a request (and without
                 # an address check).  It still takes a pool entry, so that its slot's results
                 # leave in issue order, entered as replied at once with the `zero` bit of
                 # pool_info set: its retire lane sends 0, and pool_data keeps one write port,
@@ -763,7 +763,7 @@ class Pe(wiring.Component):
             ]
             m.d.comb += [dpm.dests[i].eq(insn_dest(rinsn, i)) for i in range(ND)]
 
-        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced, ISA v1.2) ----
+        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced) ----
         m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
         for j, d in enumerate(disp):
             wiring.connect(m, d.o_flit, rep_port.i_flit[j])
@@ -784,7 +784,7 @@ class Pe(wiring.Component):
             # overflow cap), goes last too: one that kept failing while staying "fresh" starved
             # a slot whose stale flag said "no room" although its consumers were waiting for it
             # (a load's flag is only refreshed when it is picked: the 8 x 8's ~1,000-cycle
-            # tails, docs/pe.md "Round 4").
+            # tails).
             st = s1[pp]
             st["last"] = Signal(name=f"goes_last{pp}")
             fail = (~st["room"] | st["is_mem"]) if pp == 0 else ~st["room"]
