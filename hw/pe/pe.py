@@ -13,7 +13,7 @@ Structure (the components, ``hw/pe/<file>.py``, in brackets)::
                    |                 --> retire lane 1 --> dispatch M1
                    |--OPERAND--+
                                v
-   dispatch I/F/M0/M1/I2 local -> [WriteArbiter]s, one port per operand index and bank
+   dispatch I/F/M0/M1/I2 local -> [OperandWriteArbiter]s, one port per operand index and bank
                                v
         operand memories 0..2 x bank (slot[:2] or slot[0]); FIFO pointers WP/RP/WA in memories
                                |
