@@ -28,7 +28,7 @@ MICC = (-1, 0)
 
 
 def test_reply_port_parameters_are_checked():
-    with pytest.raises(TypeError, match="params must be an ArrayParams"):
+    with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
         ReplyPort({"rows": 2}, MICC, 2)
     with pytest.raises(ValueError, match="ports must be a positive integer, not 0"):
         ReplyPort(P, MICC, 0)

@@ -39,7 +39,7 @@ def test_parameters_are_checked():
         Pe(ArrayParams(rows=2, cols=2, slots=2), banks=4)
     with pytest.raises(ValueError, match="give both x and y"):
         Pe(ArrayParams(rows=2, cols=2), x=1)
-    with pytest.raises(TypeError, match="params must be an ArrayParams"):
+    with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
         Pe({"rows": 2})
     with pytest.raises(FdpuError, match="slots must be a power of two"):
         make_pe(slots=24)

@@ -53,9 +53,9 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.fifo import StreamFIFO
 from hw.lib.logic import equals
+from hw.lib.spec import check_params
 from hw.noc.flit import FlitKind, flit_layout
 from hw.pe.layouts import coord_layout, dispatch_layout, local_layout
-from sw.spec.arch import ArrayParams
 from sw.spec.packet import END_COUNT_BITS, bias
 
 __all__ = ["Dispatcher", "ReplyPort", "HOLD"]
@@ -78,8 +78,7 @@ class Dispatcher(wiring.Component):
     """
 
     def __init__(self, params, micc, local_ports=1):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         if local_ports not in (1, params.MAX_DESTS):
             raise ValueError(f"local_ports must be 1 or {params.MAX_DESTS}, not {local_ports!r}")
         self._params, self._micc, self._nl = params, micc, local_ports
@@ -203,8 +202,7 @@ class ReplyPort(wiring.Component):
     """
 
     def __init__(self, params, micc, ports, depth=4, hold=HOLD):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         for name, value in (("ports", ports), ("depth", depth)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")

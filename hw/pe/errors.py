@@ -13,9 +13,9 @@ from amaranth import Const, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.lib.spec import check_params
 from hw.pe.layouts import error_layout
 from sw.spec.status import PeError
-from sw.spec.arch import ArrayParams
 
 __all__ = ["ErrorLatch"]
 
@@ -32,8 +32,7 @@ class ErrorLatch(wiring.Component):
     """
 
     def __init__(self, params, flags):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         flags = tuple(flags)
         if not flags or not all(isinstance(f, PeError) for f in flags):
             raise TypeError(f"flags must be a non-empty sequence of PeError, not {flags!r}")

@@ -25,9 +25,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment
+from hw.lib.spec import check_params
 from hw.pe.fpu import FpOp
-from hw.pe.layouts import fp_tag_layout, insn_dest, insn_struct, loop_imm_struct
-from sw.spec.arch import ArrayParams
+from hw.pe.layouts import (fp_tag_layout, insn_dest, insn_struct,
+                           loop_imm_struct)
 from sw.spec.isa import Op
 
 __all__ = ["FpStep", "FP_OPS", "NEG_ZERO4"]
@@ -55,8 +56,7 @@ class FpStep(wiring.Component):
     """
 
     def __init__(self, params):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self._params = params
         super().__init__({
             "i_insn": In(insn_struct(params)),

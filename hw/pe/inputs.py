@@ -28,9 +28,9 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, is_one_of
 from hw.lib.select import onehot
+from hw.lib.spec import check_params
 from hw.noc.flit import body_layout, flit_layout
 from hw.pe.layouts import insn_struct, local_layout
-from sw.spec.arch import ArrayParams
 from sw.spec.isa import PIPE0_OPS, Op, Unit
 from sw.spec.packet import ConfigWhat, Kind
 
@@ -47,8 +47,7 @@ class InputStage(wiring.Component):
     """
 
     def __init__(self, params):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self._params = params
         p = params
         S, K = p.slots, p.MAX_OPERANDS

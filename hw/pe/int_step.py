@@ -26,10 +26,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, is_one_of
+from hw.lib.spec import check_params
 from hw.pe.alu import IntOp
-from hw.pe.layouts import (insn_dest, insn_struct, int_state_layout, int_tag_layout,
-                           loop_imm_struct)
-from sw.spec.arch import ArrayParams
+from hw.pe.layouts import (insn_dest, insn_struct, int_state_layout,
+                           int_tag_layout, loop_imm_struct)
 from sw.spec.isa import Op
 
 __all__ = ["IntStep", "INT_OPS"]
@@ -53,8 +53,7 @@ class IntStep(wiring.Component):
     """
 
     def __init__(self, params, pipe=0):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self._params, self._pipe = params, pipe
         super().__init__({
             "i_insn": In(insn_struct(params)),

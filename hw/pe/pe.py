@@ -74,6 +74,7 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.fifo import StreamFIFO
 from hw.lib.logic import all_of, any_of, equals, increment, is_one_of
 from hw.lib.select import bit_at, onehot
+from hw.lib.spec import check_params
 from hw.noc.flit import flit_layout
 from hw.pe.alu import IntAlu
 from hw.pe.dispatch import Dispatcher, ReplyPort
@@ -82,8 +83,8 @@ from hw.pe.fp_step import NEG_ZERO4, FpStep, facc_state_layout
 from hw.pe.fpu import SimdFpu
 from hw.pe.inputs import InputStage
 from hw.pe.int_step import IntStep
-from hw.pe.layouts import (PeError, coord_layout, error_layout, fp_tag_layout, insn_dest,
-                           insn_struct, int_tag_layout)
+from hw.pe.layouts import (PeError, coord_layout, error_layout, fp_tag_layout,
+                           insn_dest, insn_struct, int_tag_layout)
 from hw.pe.pick import SlotPicker
 from hw.pe.pool import ReorderPool
 from hw.pe.request import MemRequest
@@ -140,8 +141,7 @@ class Pe(wiring.Component):
         # A rejected PE is never elaborated: no "created but never used" warning for it.
         self._MustUse__silence = True
         params = ArrayParams() if params is None else params
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         if (x is None) != (y is None):
             raise ValueError(f"give both x and y (a fixed coordinate) or neither (the "
                              f"i_coord port), not x={x!r}, y={y!r}")
@@ -197,7 +197,6 @@ class Pe(wiring.Component):
         lgd = D.bit_length() - 1                 # FIFO entry index bits (0 when D == 1)
         pb = lgd + 1                             # FIFO pointer bits: modulo 2 * D
         P = self._pool                           # load/store reorder pool entries
-        lgp = P.bit_length() - 1
         insn_l = insn_struct(p)
         parts = insn_l.size // 64
         # Pipes: 0 INT/MEM/CTRL, 1 FP, 2 a second INT/CTRL pipe (no loads/stores) when
@@ -575,7 +574,6 @@ class Pe(wiring.Component):
                              alu.i_op.payload.a.eq(istep.o_alu.a),
                              alu.i_op.payload.b.eq(istep.o_alu.b),
                              alu.i_op.payload.tag.eq(istep.o_alu.tag)]
-                is_store = is_one_of(insn.op, _STORES)
 
             if pp == 2:
                 m.d.comb += [go.eq(st["valid"] & room & alu.i_op.ready),

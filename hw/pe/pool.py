@@ -39,8 +39,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.select import bit_at, first_set, onehot, round_robin
+from hw.lib.spec import check_params
 from hw.noc.flit import body_layout
-from sw.spec.arch import ArrayParams
 from sw.spec.packet import Kind
 
 __all__ = ["ReorderPool"]
@@ -58,8 +58,7 @@ class ReorderPool(wiring.Component):
     """
 
     def __init__(self, params, entries):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         if not (isinstance(entries, int) and entries >= 2 and entries & (entries - 1) == 0):
             raise TypeError(f"entries must be a power of two of at least 2, not {entries!r}")
         self._params, self._entries = params, entries

@@ -22,9 +22,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, is_one_of
+from hw.lib.spec import check_params
 from hw.noc.flit import FlitKind, flit_layout
 from hw.pe.layouts import coord_layout, insn_struct
-from sw.spec.arch import ArrayParams, bits_for
+from sw.spec.arch import bits_for
 from sw.spec.isa import Op
 from sw.spec.packet import TAG_BITS, bias
 
@@ -53,8 +54,7 @@ class MemRequest(wiring.Component):
     """
 
     def __init__(self, params, entries):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         self._params = params
         super().__init__({
             "i_insn": In(insn_struct(params)),

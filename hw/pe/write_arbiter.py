@@ -24,8 +24,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals
+from hw.lib.spec import check_params
 from hw.pe.layouts import local_layout
-from sw.spec.arch import ArrayParams
 
 __all__ = ["OperandWriteArbiter"]
 
@@ -44,8 +44,7 @@ class OperandWriteArbiter(wiring.Component):
     """
 
     def __init__(self, params, banks, ports):
-        if not isinstance(params, ArrayParams):
-            raise TypeError(f"params must be an ArrayParams, not {params!r}")
+        check_params(params)
         if banks not in (2, 4):
             raise TypeError(f"banks must be 2 or 4, not {banks!r}")
         self._params, self._banks, self._ports = params, banks, ports
