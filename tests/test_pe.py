@@ -13,7 +13,9 @@ import os
 
 import pytest
 
+from hw.pe.operands import OperandSelect
 from hw.pe.pe import Pe, make_pe
+from hw.pe.slot_state import SlotState
 from hw.tooling.verilog import lint, to_verilog
 from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
@@ -43,6 +45,10 @@ def test_parameters_are_checked():
         Pe({"rows": 2})
     with pytest.raises(FdpuError, match="slots must be a power of two"):
         make_pe(slots=24)
+    with pytest.raises(TypeError, match=r"int_pipes must be \(0,\) or \(0, 2\), not \(1,\)"):
+        SlotState(ArrayParams(), (1,))
+    with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
+        OperandSelect(None, 0)
 
 
 @pytest.mark.parametrize("xy, int_issue", [((-1, -1), 1), ((1, 1), 1), ((-1, -1), 2)],
