@@ -396,35 +396,7 @@ class Pe(wiring.Component):
             m.d.comb += pipe.last.eq((~room | pipe.is_mem) & ~go)
 
         # ---- unit results to the dispatchers -----------------------------------------------
-        for pp, alu in alus.items():
-            itag = Signal(int_tag_layout(p), name=f"itag{pp}")
-            di = disp[0 if pp == 0 else 4]
-            m.d.comb += itag.eq(alu.o_res.payload.tag)
-            dpi = di.i_res.payload
-            m.d.comb += [
-                di.i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(di.i_res.ready),
-                dpi.data.eq(Cat(alu.o_res.payload.result,
-                                Mux(itag.wide, itag.hi, Const(0, 32)))),
-                dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
-                dpi.ectx.eq(itag.ectx),
-            ]
-        ftag = Signal(fp_tag_layout(p))
-        m.d.comb += ftag.eq(fpu.o_res.payload.tag)
-        dpf = disp[1].i_res.payload
-        to_disp = ~ftag.facc | ftag.emit
-        m.d.comb += [
-            disp[1].i_res.valid.eq(fpu.o_res.valid & to_disp),
-            fpu.o_res.ready.eq(Mux(to_disp, disp[1].i_res.ready, 1)),
-            dpf.data.eq(fpu.o_res.payload.result), dpf.dests.eq(ftag.dests),
-            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end), dpf.ectx.eq(ftag.ectx),
-        ]
-        # An accumulation step's partial sum goes back to the slot's FACC state.
-        fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
-        m.d.comb += [state.i_facc.slot.eq(ftag.slot), state.i_facc.en.eq(fdone),
-                     state.i_facc.data.acc.eq(fpu.o_res.payload.result),
-                     state.i_facc.data.count.eq(ftag.count),
-                     pipes[1].busy_clr.eq(fdone)]
-        pipes[1].busy_clr_slot = ftag.slot
+        self._unit_results(m, alus, fpu, disp, state, pipes[1])
 
         # ---- load/store replies: the reorder pool, retired in issue order ------------------
         m.d.comb += pool.i_reply.eq(inputs.o_reply)
@@ -455,6 +427,41 @@ class Pe(wiring.Component):
             m.d.comb += [port.valid.eq(cond_), port.slot.eq(slot)]
         m.d.comb += self.o_error.eq(errors.o_error)
         return m
+
+    def _unit_results(self, m, alus, fpu, disp, state, fp_pipe):
+        """Hand the ALUs' and the FPU's results to their dispatchers (``disp``: INT, FP, ...,
+        INT2); an FPU accumulation step before its last goes back to the slot's FACC state
+        instead, the last one also to the FP dispatcher, and either clears the slot's busy."""
+        p = self._params
+        for pp, alu in alus.items():
+            itag = Signal(int_tag_layout(p), name=f"itag{pp}")
+            di = disp[0 if pp == 0 else 4]
+            m.d.comb += itag.eq(alu.o_res.payload.tag)
+            dpi = di.i_res.payload
+            m.d.comb += [
+                di.i_res.valid.eq(alu.o_res.valid), alu.o_res.ready.eq(di.i_res.ready),
+                dpi.data.eq(Cat(alu.o_res.payload.result,
+                                Mux(itag.wide, itag.hi, Const(0, 32)))),
+                dpi.dests.eq(itag.dests), dpi.dmask.eq(itag.dmask), dpi.end.eq(itag.end),
+                dpi.ectx.eq(itag.ectx),
+            ]
+        ftag = Signal(fp_tag_layout(p))
+        m.d.comb += ftag.eq(fpu.o_res.payload.tag)
+        dpf = disp[1].i_res.payload
+        to_disp = ~ftag.facc | ftag.emit
+        m.d.comb += [
+            disp[1].i_res.valid.eq(fpu.o_res.valid & to_disp),
+            fpu.o_res.ready.eq(Mux(to_disp, disp[1].i_res.ready, 1)),
+            dpf.data.eq(fpu.o_res.payload.result), dpf.dests.eq(ftag.dests),
+            dpf.dmask.eq(ftag.dmask), dpf.end.eq(ftag.end), dpf.ectx.eq(ftag.ectx),
+        ]
+        # An accumulation step's partial sum goes back to the slot's FACC state.
+        fdone = fpu.o_res.valid & fpu.o_res.ready & ftag.facc
+        m.d.comb += [state.i_facc.slot.eq(ftag.slot), state.i_facc.en.eq(fdone),
+                     state.i_facc.data.acc.eq(fpu.o_res.payload.result),
+                     state.i_facc.data.count.eq(ftag.count),
+                     fp_pipe.busy_clr.eq(fdone)]
+        fp_pipe.busy_clr_slot = ftag.slot
 
     def _mem_issue(self, m, pipe, insn, opv, coord, room, alu_go, resv, go, req_q, pool, ectx):
         """Pipe 0's loads and stores: drive ``pipe.is_mem``, ``go`` and ``resv`` (a LD/ST
