@@ -7,7 +7,7 @@ Usage::
     .venv/bin/python scripts/bench_golden.py --exact-small   # + interpreter events/second
     .venv/bin/python scripts/bench_golden.py --chooser 96,256,64 --slots 128 --int-issue 2
 
-The timed run is ``sw.models.golden.run_fc`` on the vectorized path (what ``fdpu run`` uses for
+The timed run is ``sw.models.golden_fc.run_fc`` on the vectorized path (what ``fdpu run`` uses for
 full-size layers), plan and graph included, reference check excluded.  ``--table`` runs
 ``alexnet-fc8`` (4096 -> 1000, 25 % dense) with the dense graph and both sparse graphs (the
 default gather graph and the paper's SWITCH graph) at batch 1, 4 and 64 and prints the
@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, __file__.rsplit("/scripts/", 1)[0])
 
 from sw.compiler import graphs, layers
-from sw.models import golden  # noqa: E402
+from sw.models import golden_fc  # noqa: E402
 from sw.spec.arch import ArrayParams  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=graphs.DEFAUL
     start = time.perf_counter()
     plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode, params,
                           sparse_graph=sparse_graph)
-    res = golden.run_fc(plan, w, x)
+    res = golden_fc.run_fc(plan, w, x)
     return time.perf_counter() - start, res
 
 
@@ -115,7 +115,7 @@ def main(argv=None):
         x = layers.make_inputs(256, 8, 0)
         plan = graphs.plan_fc(16, 256, 8, "sparse", ArrayParams(rows=2, cols=2))
         start = time.perf_counter()
-        r = golden.run_fc(plan, w, x, exact=True, seed=1)
+        r = golden_fc.run_fc(plan, w, x, exact=True, seed=1)
         s = time.perf_counter() - start
         print(f"\nexact interpreter, 16 x 256 sparse batch 8 on 2x2: {r.events:,} events in "
               f"{s:.2f} s ({r.events / s:,.0f} events/s, "

@@ -34,7 +34,7 @@ import numpy as np
 
 from sw.cli.rtl import figures
 from sw.compiler import graphs, layers
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
 
@@ -58,7 +58,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
                           sparse_graph=sparse_graph)
     t0 = time.perf_counter()
-    ref = golden.run_fc(plan, w, x, exact=exact)
+    ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
 
     last = []

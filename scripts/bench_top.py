@@ -19,7 +19,7 @@ import numpy as np
 
 from sw.cli.rtl import figures
 from sw.compiler import graphs, layers
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
 
@@ -47,7 +47,7 @@ def main(argv=None):
         w = layers.make_weights((args.out_features, args.in_features), args.density, 0)
     x = layers.make_inputs(w.shape[1], args.batch, 0)
     plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, p)
-    ref = golden.run_fc(plan, w, x, exact=True)
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=10_000_000)
     wall = time.perf_counter() - t0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sw.compiler import graphs, layers
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
 from tb.host.backdoor import BACKDOOR_ENV, Backdoor
@@ -32,7 +32,7 @@ def test_backdoor_in_matches_the_dma_cycle_for_cycle():
     w = layers.make_weights((8, 32), 1.0, 5)
     x = layers.make_inputs(32, 4, 5)
     plan = graphs.plan_fc(8, 32, 4, "dense", p)
-    ref = golden.run_fc(plan, w, x, exact=True)
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
     runs = {}
     for backdoor in (False, True):
         y, job = runtime.run_fc_rtl(plan, w, x, "icarus", max_cycles=100_000,

@@ -1,8 +1,8 @@
-"""Tests of the golden model (:mod:`sw.models.golden`) and the reference
-(:mod:`sw.models.reference`): instruction semantics on hand-built graphs, the exact interpreter
-against the vectorized path (bits and counters), delivery-order randomization, PAPER.md Fig. 7,
-detected faults (context order, operand overflow, deadlock, memory, timeout) and results against
-numpy.
+"""Tests of the golden model (:mod:`sw.models.golden`, :mod:`sw.models.golden_counters`,
+:mod:`sw.models.golden_fc`) and the reference (:mod:`sw.models.reference`): instruction
+semantics on hand-built graphs, the exact interpreter against the vectorized path (bits and
+counters), delivery-order randomization, PAPER.md Fig. 7, detected faults (context order,
+operand overflow, deadlock, memory, timeout) and results against numpy.
 
 Random tests print their seed; set ``FDPU_SEED`` to replay another one."""
 
@@ -19,8 +19,9 @@ from sw.compiler.graphs import plan_fc
 from sw.compiler.place import place
 from sw.models import reference
 from sw.models.golden import (ContextOrderError, DeadlockError, GoldenTimeout,
-                              MemoryFault, OperandOverflowError, bscan,
-                              program_counters, run_fc, run_image)
+                              MemoryFault, OperandOverflowError, bscan, run_image)
+from sw.models.golden_counters import program_counters
+from sw.models.golden_fc import run_fc
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError

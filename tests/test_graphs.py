@@ -11,6 +11,7 @@ from sw.compiler import fdcsr, layers
 from sw.compiler.graphs import (build_graph, engine_costs, fc_result,
                                 gather_outputs, pass_memory, plan_fc)
 from sw.models.golden import Memory
+from sw.models.golden_fc import run_fc
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -283,7 +284,6 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
     # The gather graph loads the same weights (stored ones and +0.0) in the same order as the
     # paper's SWITCH graph, so every output bit is the same; the exact interpreter (random
     # delivery delays) and the vectorized path agree on it and on the instruction counts.
-    from sw.models import golden
     print(f"seed {SEED} (set FDPU_SEED to change)")
     params = ArrayParams(rows=rows, cols=rows, slots=128, int_issue=2)
     w = layers.make_weights((k, c), density, SEED)
@@ -291,8 +291,8 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
     runs = {}
     for graph in ("switch", "gather"):
         plan = plan_fc(k, c, n, "sparse", params, sparse_graph=graph)
-        exact = golden.run_fc(plan, w, x, exact=True, seed=SEED)
-        fast = golden.run_fc(plan, w, x)
+        exact = run_fc(plan, w, x, exact=True, seed=SEED)
+        fast = run_fc(plan, w, x)
         assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
         assert dict(exact.counters.ops) == dict(fast.counters.ops)
         assert (exact.counters.mem_packets, exact.counters.bytes_read) == \

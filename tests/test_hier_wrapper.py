@@ -24,7 +24,7 @@ import pytest
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import verilator_env
 from sw.compiler import graphs, layers
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import hier_wrapper, runner, runtime, verilator
 
@@ -181,7 +181,7 @@ def _job(monkeypatch, wrapper):
     w = layers.make_weights((6, 40), 0.5, 5)
     x = layers.make_inputs(40, 3, 5)
     plan = graphs.plan_fc(6, 40, 3, "dense", p)
-    ref = golden.run_fc(plan, w, x, exact=True)
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
     y, job = runtime.run_fc_rtl(plan, w, x, "verilator", max_cycles=50_000)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
         f"RTL result ({wrapper} wrapper) differs from the golden model:\n{y}\n{ref.result}"
@@ -250,7 +250,7 @@ def test_skip_with_backdoor_writes_between_passes(monkeypatch):
     w = layers.make_weights((128, 64), 1.0, 7)      # 4 passes through 1-kB Dbufs
     x = layers.make_inputs(64, 4, 7)
     plan = graphs.plan_fc(128, 64, 4, "dense", p)
-    ref = golden.run_fc(plan, w, x, exact=True)
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
     jobs = {}
     for skip in ("0", "1"):
         monkeypatch.setenv(hier_wrapper.HIER_SKIP_ENV, skip)

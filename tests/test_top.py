@@ -17,7 +17,7 @@ import sw.cli
 from sw.compiler import graphs, layers
 from sw.compiler.asm import assemble
 from sw.compiler.program import program
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_template_layout
@@ -36,7 +36,7 @@ def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, plan_kw=No
     w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(C, N, seed)
     plan = graphs.plan_fc(K, C, N, mode, p, **(plan_kw or {}))
-    ref = golden.run_fc(plan, w, x, exact=True)
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000, **kwargs)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
         f"RTL result differs from the golden model:\n{y}\n{ref.result}"

@@ -31,7 +31,7 @@ from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
                             plan_options, resolve)
 from sw.cli.output import console, write_json
 from sw.compiler import graphs
-from sw.models import golden
+from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
 
@@ -73,7 +73,7 @@ def run_rtl_command(args):
                           **plan_options(args))
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
-    ref = golden.run_fc(plan, w, x, exact=exact)
+    ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
     mem = runtime.MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before building

@@ -26,7 +26,7 @@ from sw.cli.options import add_hw_args, add_layer_args, plan_options, resolve
 from sw.cli.output import console, write_json
 from sw.cli import rtl
 from sw.compiler import graphs
-from sw.models import golden, reference
+from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
 #: Layers up to this many weight-lane-group products run exactly under ``--engine auto``.
@@ -89,8 +89,8 @@ def run_command(args):
     if args.no_feedback and not exact:
         raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
     start = time.perf_counter()
-    res = golden.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
-                        validate=not args.no_feedback)
+    res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
+                           validate=not args.no_feedback)
     seconds = time.perf_counter() - start
     chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
     c = res.counters

@@ -11,7 +11,7 @@ Contract
 * :func:`gather_pass` writes one pass's outputs, read back from the memory after the run,
   into the ``N x K`` float16 result.
 
-The golden model's exact run (:func:`sw.models.golden.run_fc`) and the RTL runtime
+The golden model's exact run (:func:`sw.models.golden_fc.run_fc`) and the RTL runtime
 (:func:`tb.host.runtime.run_fc_rtl`) both go through these three, so their results are
 comparable bit for bit.
 """

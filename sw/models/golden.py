@@ -1,4 +1,4 @@
-"""The golden model: run an assembled image token by token, or an FC plan vectorized.
+"""The golden model: run an assembled image token by token.
 
 Contract (``docs/golden.md``)
 -----------------------------
@@ -21,34 +21,24 @@ that stops with contexts unfinished raises :class:`DeadlockError` with what is w
 ``max_events`` bounds a run (:class:`GoldenTimeout`).  All these are
 :class:`~sw.spec.errors.FdpuError` s.
 
-Counters (:class:`Counters`): firings per opcode, operand tokens delivered PE-locally and over
-the mesh (with hops from :meth:`~sw.spec.arch.ArrayParams.route`), memory packets (requests and
-replies) with their hops, bytes read and written, context starts and ends.
-
-:func:`run_fc` runs an FC plan either exactly (``exact=True``: every pass's image through
-:func:`run_image`) or vectorized (:func:`sw.compiler.graphs.fc_result` for the numbers, and the same
-counters derived from the decoded program by propagating token counts); the two agree bit for
-bit and count for count (``tests/test_golden.py``).
+A run returns a :class:`RunResult`: the Dbufs (:class:`Memory`) and what the run did
+(:class:`sw.models.golden_counters.Counters`).  FC layers run on it through
+:mod:`sw.models.golden_fc`.
 """
 
 import heapq
 import random
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
-from sw.compiler import graphs
-from sw.compiler.asm import assemble
-from sw.compiler.program import empty_result, gather_pass, pass_images, program
+from sw.models.golden_counters import Counters
 from sw.spec import fp16
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, Unit, issue_pipe
 from sw.spec.packet import TAG_BITS
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
-           "GoldenTimeout", "MemoryFault", "Counters", "Memory", "RunResult", "run_image",
-           "FcRun", "run_fc", "program_counters", "bscan"]
+           "GoldenTimeout", "MemoryFault", "Memory", "RunResult", "run_image", "bscan"]
 
 M32 = 0xFFFF_FFFF
 M64 = (1 << 64) - 1
@@ -84,42 +74,6 @@ class GoldenTimeout(GoldenError):
 
 class MemoryFault(GoldenError):
     """A load or store outside every Dbuf, or misaligned."""
-
-
-@dataclass
-class Counters:
-    """What a run did (see the module doc)."""
-    ops: Counter = field(default_factory=Counter)
-    tokens_local: int = 0
-    tokens_mesh: int = 0
-    token_hops: int = 0
-    mem_packets: int = 0
-    mem_hops: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    ctx_starts: int = 0
-    ctx_ends: int = 0
-
-    def __iadd__(self, other):
-        self.ops.update(other.ops)
-        for name in ("tokens_local", "tokens_mesh", "token_hops", "mem_packets", "mem_hops",
-                     "bytes_read", "bytes_written", "ctx_starts", "ctx_ends"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        return self
-
-    @property
-    def instructions(self):
-        """Return the total firings."""
-        return sum(self.ops.values())
-
-    def as_dict(self):
-        """Return the counters as a JSON-friendly dict (opcodes by name, sorted)."""
-        d = {k: getattr(self, k) for k in ("tokens_local", "tokens_mesh", "token_hops",
-                                           "mem_packets", "mem_hops", "bytes_read",
-                                           "bytes_written", "ctx_starts", "ctx_ends")}
-        d["instructions"] = self.instructions
-        d["ops"] = {k: int(v) for k, v in sorted(self.ops.items()) if v}
-        return d
 
 
 class Memory:
@@ -637,164 +591,3 @@ def run_image(image, seed=None, jitter=4, max_events=50_000_000):
         Event bound; exceeding it raises :class:`GoldenTimeout`.
     """
     return _Machine(image, seed, jitter, max_events).run()
-
-
-# Counting without running -------------------------------------------------------------------
-
-def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
-    """Return the :class:`Counters` of running ``contexts`` contexts of ``image``'s program.
-
-    Token counts are propagated through the decoded program (edges into SWITCH operand 2 are
-    the feedback edges and are not followed).  ``switch_true[(x, y, slot)]`` is the total
-    number of SWITCH firings that take the True branch, ``mem_hops(x, y, slot)`` the hops from
-    a memory instruction to the Dbuf it accesses, ``accesses[(x, y, slot)]`` the firings of a
-    ``LDHBZ`` that access memory (a non-zero address; default: all).  Supports graphs whose
-    only cycles are SWITCH feedback edges (all FC graphs).
-    """
-    accesses = accesses or {}
-    p = image.params
-    insns = image.instructions()
-    into = Counter()
-    indeg = Counter()
-    for key, insn in insns.items():
-        for d in insn.dests:
-            if not (insns[(d.x, d.y, d.slot)].op is Op.SWITCH and d.operand == 2):
-                indeg[(d.x, d.y, d.slot)] += 1
-    ready = [k for k in insns if indeg[k] == 0]
-    seen = 0
-    c = Counters()
-    fires = {}
-    while ready:
-        key = ready.pop()
-        seen += 1
-        insn = insns[key]
-        op = insn.op
-        if op is Op.CTX:
-            n = contexts
-            c.ctx_starts += contexts
-        else:
-            first = insn.token_operands[0] if insn.token_operands else None
-            n = into[(key, first)]
-        fires[key] = n
-        c.ops[op.name] += n
-        if insn.end:
-            c.ctx_ends += n
-        if op.is_load or op.is_store:
-            h = mem_hops(*key)
-            m = accesses.get(key, n) if op is Op.LDHBZ else n
-            c.mem_packets += 2 * m
-            c.mem_hops += 2 * m * h
-            if op.is_load:
-                c.bytes_read += m * op.access_bytes
-            else:
-                c.bytes_written += m * op.access_bytes
-        per_dest = []
-        for i, d in enumerate(insn.dests):
-            if op in (Op.ITER, Op.BSCAN):
-                k = n * insn.count
-            elif op is Op.FACC:
-                k = n // insn.count
-            elif op is Op.SWITCH:
-                t = switch_true.get(key, 0)
-                k = t if i < insn.ntrue else n - t
-            else:
-                k = n
-            per_dest.append(k)
-        for d, k in zip(insn.dests, per_dest):
-            dkey = (d.x, d.y, d.slot)
-            into[(dkey, d.operand)] += k
-            if (d.x, d.y) == key[:2]:
-                c.tokens_local += k
-            else:
-                c.tokens_mesh += k
-                c.token_hops += k * len(p.route(key[:2], (d.x, d.y)))
-            if not (insns[dkey].op is Op.SWITCH and d.operand == 2):
-                indeg[dkey] -= 1
-                if indeg[dkey] == 0:
-                    ready.append(dkey)
-    if seen != len(insns):
-        raise FdpuError("program_counters: the program has a cycle other than SWITCH "
-                        "feedback edges; run it with run_image")
-    return c
-
-
-# FC layers ----------------------------------------------------------------------------------
-
-@dataclass
-class FcRun:
-    """The result (``N x K`` float16), counters, plan and how it was computed.
-
-    ``running`` is the sum of the magnitudes of the rounded partial sums (``N x K``), the
-    input of the running error bound (:func:`sw.models.reference.check`).
-    """
-    result: np.ndarray
-    counters: Counters
-    plan: object
-    exact: bool
-    events: int = 0
-    cycles: int = 0
-    running: np.ndarray = None
-
-
-def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=50_000_000,
-           validate=True):
-    """Run an FC layer on the golden model and return an :class:`FcRun`.
-
-    ``exact`` runs every pass's image through :func:`run_image`; otherwise the vectorized
-    path computes the same bits and counts (see the module doc).  ``validate=False`` skips
-    the graph validation (to run a deliberately broken graph, e.g. without feedback edges).
-    """
-    w16 = np.asarray(weights, dtype=np.float16)
-    x16 = np.asarray(inputs, dtype=np.float16)
-    if w16.shape != (plan.K, plan.C) or x16.shape != (plan.N, plan.C):
-        raise FdpuError(f"weights {w16.shape} and inputs {x16.shape} do not match the plan "
-                        f"(K x C = {plan.K} x {plan.C}, N x C = {plan.N} x {plan.C})")
-    graph, placement = program(plan)
-    if validate:
-        graph.validate(plan.params)
-    if exact:
-        total = Counters()
-        y = empty_result(plan)
-        events = cycles = 0
-        for p, (image, outputs) in enumerate(pass_images(plan, w16, x16, graph, placement)):
-            res = run_image(image, seed=None if seed is None else seed + p, jitter=jitter,
-                            max_events=max_events)
-            total += res.counters
-            events += res.events
-            cycles += res.time
-            gather_pass(plan, y, outputs, res.memory.read)
-        _, mu = graphs.fc_result(plan, w16, x16, running=True)
-        return FcRun(y, total, plan, True, events, cycles, mu)
-    y, mu = graphs.fc_result(plan, w16, x16, running=True)
-    contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
-    image = assemble(graph, placement, {}, contexts)
-    return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,
-                 running=mu)
-
-
-def _fc_counters(plan, graph, placement, image, w16, contexts):
-    params = plan.params
-    home = {pe: d for pe, d in plan.homes}
-
-    def hops(x, y, slot):
-        return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
-
-    switch_true, accesses = {}, {}
-    if plan.mode == "sparse":
-        nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
-        nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
-        nz = nz.reshape(plan.kblocks, plan.kb)
-        per_engine = np.zeros((plan.engines, plan.kb), dtype=np.int64)
-        items = np.arange(plan.items)
-        engine = (items % plan.per_pass) % plan.engines
-        np.add.at(per_engine, engine, nz[items % plan.kblocks])
-        # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
-        # memory, once per stored weight.
-        for node in graph.nodes:
-            if node.op is Op.SWITCH:
-                e, k = node.meta["engine"], node.meta["row"]
-                switch_true[placement.where[node.id]] = int(per_engine[e, k])
-            elif node.op is Op.LDHBZ:
-                e, k = node.meta["engine"], node.meta["row"]
-                accesses[placement.where[node.id]] = int(per_engine[e, k])
-    return program_counters(image, contexts, switch_true, hops, accesses)

@@ -18,7 +18,7 @@ Contract
   halt (with a cycle bound).  It returns a :class:`JobRun`: per-pass :class:`RtlRun` (counters,
   DMA cycles, results), external bytes and the peak bandwidth requirement.
 * :func:`run_rtl` is a one-pass job; :func:`run_fc_rtl` runs every pass of an FC plan in one
-  simulation and gathers the result like :func:`sw.models.golden.run_fc` (exact) does, so the two
+  simulation and gathers the result like :func:`sw.models.golden_fc.run_fc` (exact) does, so the two
   can be compared bit for bit.
 
 Errors: an image whose configuration does not fit the Cbufs raises :class:`FdpuError` before
@@ -794,10 +794,10 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
     """Run every pass of ``plan`` on the RTL in one simulation; return ``(result, job)``.
 
     The external memory holds every pass's configuration, data and results; per pass the DMA
-    loads it, the MicC runs it, the DMA stores its outputs.  Mirrors :func:`sw.models.golden.run_fc`
-    with ``exact=True`` (same images, same gathering), so the N x K float16 result is
-    comparable bit for bit.  ``kwargs`` go to :func:`run_job`; ``max_cycles`` defaults to
-    :func:`fc_cycle_bound`.
+    loads it, the MicC runs it, the DMA stores its outputs.  Mirrors
+    :func:`sw.models.golden_fc.run_fc` with ``exact=True`` (same images, same gathering), so
+    the N x K float16 result is comparable bit for bit.  ``kwargs`` go to :func:`run_job`;
+    ``max_cycles`` defaults to :func:`fc_cycle_bound`.
     """
     w16 = np.asarray(weights, dtype=np.float16)
     x16 = np.asarray(inputs, dtype=np.float16)

@@ -1,0 +1,104 @@
+"""FC layers on the golden model, run exactly or vectorized.
+
+Contract (``docs/golden.md``)
+-----------------------------
+:func:`run_fc` runs an FC plan either exactly (``exact=True``: every pass's image through
+:func:`sw.models.golden.run_image`) or vectorized (:func:`sw.compiler.graphs.fc_result` for the
+numbers, and the same counters derived from the decoded program by
+:func:`sw.models.golden_counters.program_counters`); the two agree bit for bit and count for
+count (``tests/test_golden.py``).  It returns an :class:`FcRun`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.compiler import graphs
+from sw.compiler.asm import assemble
+from sw.compiler.program import empty_result, gather_pass, pass_images, program
+from sw.models.golden import run_image
+from sw.models.golden_counters import Counters, program_counters
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
+
+__all__ = ["FcRun", "run_fc"]
+
+
+@dataclass
+class FcRun:
+    """The result (``N x K`` float16), counters, plan and how it was computed.
+
+    ``running`` is the sum of the magnitudes of the rounded partial sums (``N x K``), the
+    input of the running error bound (:func:`sw.models.reference.check`).
+    """
+    result: np.ndarray
+    counters: Counters
+    plan: object
+    exact: bool
+    events: int = 0
+    cycles: int = 0
+    running: np.ndarray = None
+
+
+def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=50_000_000,
+           validate=True):
+    """Run an FC layer on the golden model and return an :class:`FcRun`.
+
+    ``exact`` runs every pass's image through :func:`run_image`; otherwise the vectorized
+    path computes the same bits and counts (see the module doc).  ``validate=False`` skips
+    the graph validation (to run a deliberately broken graph, e.g. without feedback edges).
+    """
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    if w16.shape != (plan.K, plan.C) or x16.shape != (plan.N, plan.C):
+        raise FdpuError(f"weights {w16.shape} and inputs {x16.shape} do not match the plan "
+                        f"(K x C = {plan.K} x {plan.C}, N x C = {plan.N} x {plan.C})")
+    graph, placement = program(plan)
+    if validate:
+        graph.validate(plan.params)
+    if exact:
+        total = Counters()
+        y = empty_result(plan)
+        events = cycles = 0
+        for p, (image, outputs) in enumerate(pass_images(plan, w16, x16, graph, placement)):
+            res = run_image(image, seed=None if seed is None else seed + p, jitter=jitter,
+                            max_events=max_events)
+            total += res.counters
+            events += res.events
+            cycles += res.time
+            gather_pass(plan, y, outputs, res.memory.read)
+        _, mu = graphs.fc_result(plan, w16, x16, running=True)
+        return FcRun(y, total, plan, True, events, cycles, mu)
+    y, mu = graphs.fc_result(plan, w16, x16, running=True)
+    contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
+    image = assemble(graph, placement, {}, contexts)
+    return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,
+                 running=mu)
+
+
+def _fc_counters(plan, graph, placement, image, w16, contexts):
+    params = plan.params
+    home = {pe: d for pe, d in plan.homes}
+
+    def hops(x, y, slot):
+        return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
+
+    switch_true, accesses = {}, {}
+    if plan.mode == "sparse":
+        nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
+        nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
+        nz = nz.reshape(plan.kblocks, plan.kb)
+        per_engine = np.zeros((plan.engines, plan.kb), dtype=np.int64)
+        items = np.arange(plan.items)
+        engine = (items % plan.per_pass) % plan.engines
+        np.add.at(per_engine, engine, nz[items % plan.kblocks])
+        # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
+        # memory, once per stored weight.
+        for node in graph.nodes:
+            if node.op is Op.SWITCH:
+                e, k = node.meta["engine"], node.meta["row"]
+                switch_true[placement.where[node.id]] = int(per_engine[e, k])
+            elif node.op is Op.LDHBZ:
+                e, k = node.meta["engine"], node.meta["row"]
+                accesses[placement.where[node.id]] = int(per_engine[e, k])
+    return program_counters(image, contexts, switch_true, hops, accesses)
