@@ -15,10 +15,10 @@ blocking, instructions per weight, the issues per column of one engine (from the
 rates: every INT/MEM/CTRL issue, and split as the RTL PE's pipes with ``int_issue = 2``:
 pipe 2 the INT/CTRL issues with BSCAN tokens, pipe 0 loads, stores and ITER tokens; FP;
 memory accesses) and bytes read per weight.  ``--chooser K,C,N`` prints the blocking
-chooser's candidates for that layer in both modes (``sw.compiler.graphs.blocking_costs``: issues per
-column, the bounding term, estimated cycles), on the array of ``--rows/--cols/--slots/
---int-issue`` (``--table`` uses the same array); ``--sparse-graph`` chooses the sparse graph of
-the timed run and of ``--chooser``.
+chooser's candidates for that layer in both modes (``sw.compiler.blocking.blocking_costs``:
+issues per column, the bounding term, estimated cycles), on the array of ``--rows/--cols/
+--slots/--int-issue`` (``--table`` uses the same array); ``--sparse-graph`` chooses the sparse
+graph of the timed run and of ``--chooser``.
 """
 
 import argparse
@@ -27,36 +27,36 @@ import time
 
 sys.path.insert(0, __file__.rsplit("/scripts/", 1)[0])
 
-from sw.compiler import graphs, layers
+from sw.compiler import blocking, fc_plan, layers, planner
 from sw.models import golden_fc  # noqa: E402
 from sw.spec.arch import ArrayParams  # noqa: E402
 
 
-def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
+def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Return ``(seconds, FcRun)`` of one vectorized golden run of zoo layer ``name``."""
     spec = layers.get_layer(name)
     w = layers.make_weights(spec, None, seed)
     x = layers.make_inputs(spec.in_features, batch, seed)
     start = time.perf_counter()
-    plan = graphs.plan_fc(spec.out_features, spec.in_features, batch, mode, params,
-                          sparse_graph=sparse_graph)
+    plan = planner.plan_fc(spec.out_features, spec.in_features, batch, mode, params,
+                           sparse_graph=sparse_graph)
     res = golden_fc.run_fc(plan, w, x)
     return time.perf_counter() - start, res
 
 
-def print_chooser(K, C, N, params, top=6, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
+def print_chooser(K, C, N, params, top=6, sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Print the blocking chooser's ``top`` candidates of a ``K x C`` layer at batch ``N``."""
-    for mode in graphs.MODES:
+    for mode in fc_plan.MODES:
         cw = C if mode == "dense" else -(-C // 16) * 16
-        plan = graphs.plan_fc(K, C, N, mode, params, sparse_graph=sparse_graph)
+        plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=sparse_graph)
         print(f"\n{mode} {K} x {C}, batch {N}, {params.rows}x{params.cols}, {params.slots} "
               f"slots, int_issue {params.int_issue}: plan_fc picks {plan.kb} x {plan.gb}"
               + (f", wfan {plan.wfan} ({sparse_graph} graph)" if mode == "sparse" else ""))
         print(f"  {'kb x gb':>7} {'wfan':>4} {'slots':>5} {'pipe2/col':>9} {'pipe0/col':>9} "
               f"{'fp/col':>6} {'mem/col':>7} {'rounds':>6} {'cycles/ctx':>10} {'bound':>11} "
               f"{'cycles':>8}")
-        for d in graphs.blocking_costs(mode, K, -(-N // 4), cw, params,
-                                       sparse_graph=sparse_graph)[:top]:
+        for d in blocking.blocking_costs(mode, K, -(-N // 4), cw, params,
+                                         sparse_graph=sparse_graph)[:top]:
             c = d["issues"]
             pipe2, pipe0 = c.pipes(2)
             print(f"  {d['kb']:>3} x {d['gb']:<2} {d['wfan']:4} {c.slots:5} {pipe2 / 64:9.2f} "
@@ -68,7 +68,7 @@ def main(argv=None):
     """Run the benchmark; return the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layer", default="alexnet-fc8")
-    ap.add_argument("--mode", default="sparse", choices=graphs.MODES)
+    ap.add_argument("--mode", default="sparse", choices=fc_plan.MODES)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--exact-small", action="store_true")
@@ -77,8 +77,8 @@ def main(argv=None):
     ap.add_argument("--cols", type=int, default=8)
     ap.add_argument("--slots", type=int, default=64)
     ap.add_argument("--int-issue", type=int, default=1, choices=(1, 2))
-    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
-                    choices=graphs.SPARSE_GRAPHS)
+    ap.add_argument("--sparse-graph", default=fc_plan.DEFAULT_SPARSE_GRAPH,
+                    choices=fc_plan.SPARSE_GRAPHS)
     args = ap.parse_args(argv)
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
@@ -99,10 +99,10 @@ def main(argv=None):
             for batch in (1, 4, 64):
                 _, r = timed_run("alexnet-fc8", mode, batch, params=params,
                                  sparse_graph=graph if mode == "sparse" else
-                                 graphs.DEFAULT_SPARSE_GRAPH)
+                                 fc_plan.DEFAULT_SPARSE_GRAPH)
                 p = r.plan
-                c = graphs.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan,
-                                         sparse_graph=p.sparse_graph)
+                c = blocking.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan,
+                                           sparse_graph=p.sparse_graph)
                 pipe2, pipe0 = c.pipes(2)
                 weights = p.K * p.C
                 print(f"{graph:7} {batch:3d} {p.kb:>4} x {p.gb:<2} "
@@ -113,7 +113,7 @@ def main(argv=None):
     if args.exact_small:
         w = layers.make_weights((16, 256), 0.25, 0)
         x = layers.make_inputs(256, 8, 0)
-        plan = graphs.plan_fc(16, 256, 8, "sparse", ArrayParams(rows=2, cols=2))
+        plan = planner.plan_fc(16, 256, 8, "sparse", ArrayParams(rows=2, cols=2))
         start = time.perf_counter()
         r = golden_fc.run_fc(plan, w, x, exact=True, seed=1)
         s = time.perf_counter() - start

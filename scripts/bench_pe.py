@@ -19,7 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from sw.compiler import graphs
+from sw.compiler import fc_plan
 from tb.host.runner import run_cocotb
 from tb.pe import cases
 from tb.pe.cases import PARAMS_1X1, top_params
@@ -37,13 +37,13 @@ def micro(sim, tmp):
 
 
 def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=False,
-       depth=None, pool=32, sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
+       depth=None, pool=32, sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Run the dense and sparse FC images; return ``{mode: {cycles, facc, ...}}``.
 
     ``slots`` overrides the PE's slots (default: the tests' 32), ``layer`` is ``(k, c, n)``;
     ``probe`` adds the per-cycle stall counts of :class:`tb.pe.probe.StallProbe`; ``depth``
     overrides the operand FIFO depth, ``pool`` sets the reorder pool entries,
-    ``sparse_graph`` is the sparse image's graph (``sw.compiler.graphs.SPARSE_GRAPHS``).
+    ``sparse_graph`` is the sparse image's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``).
     """
     k, c, n = layer
     p = dataclasses.replace(PARAMS_1X1, int_issue=int_issue,
@@ -88,8 +88,8 @@ def main():
                     help="count FP-pipe and memory-lane stall reasons per cycle (slow)")
     ap.add_argument("--seed", type=int, default=20261130,
                     help="seed of the FC layers' data and the Dbuf latencies (default %(default)s)")
-    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
-                    choices=graphs.SPARSE_GRAPHS,
+    ap.add_argument("--sparse-graph", default=fc_plan.DEFAULT_SPARSE_GRAPH,
+                    choices=fc_plan.SPARSE_GRAPHS,
                     help="the sparse FC image's graph (default: the gather graph)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()

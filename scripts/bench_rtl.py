@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from sw.cli.rtl import figures
-from sw.compiler import graphs, layers
+from sw.compiler import fc_plan, layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
@@ -42,10 +42,10 @@ from tb.host import runtime
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
              dma_channels=1, config_ports=4, overlap=True,
-             sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
+             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Run one case; return its record (see the module doc).
 
-    ``sparse_graph`` is the sparse engine's graph (``sw.compiler.graphs.SPARSE_GRAPHS``; sparse
+    ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
     only).
     """
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
@@ -55,8 +55,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     else:
         w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(w.shape[1], N, seed)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
-                          sparse_graph=sparse_graph)
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
+                           sparse_graph=sparse_graph)
     t0 = time.perf_counter()
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
@@ -141,8 +141,8 @@ def main(argv=None):
     ap.add_argument("--backdoor-in", action="store_true",
                     help="load the Dbufs/Cbufs by backdoor instead of simulating the DMA-in "
                          "(labeled; DMA-in reported as an estimate)")
-    ap.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS,
-                    default=graphs.DEFAULT_SPARSE_GRAPH,
+    ap.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
+                    default=fc_plan.DEFAULT_SPARSE_GRAPH,
                     help="sparse engine graph: the branch-free gather graph (default) or the "
                          "paper's SWITCH graph (docs/dataflow.md)")
     ap.add_argument("--json", metavar="PATH", help="append one JSON record per case")

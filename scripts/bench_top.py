@@ -15,10 +15,9 @@ import json
 import sys
 import time
 
-import numpy as np
 
 from sw.cli.rtl import figures
-from sw.compiler import graphs, layers
+from sw.compiler import fc_plan, layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
@@ -36,7 +35,7 @@ def main(argv=None):
     ap.add_argument("--out-features", type=int, default=8)
     ap.add_argument("--in-features", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--mode", choices=graphs.MODES, default="sparse")
+    ap.add_argument("--mode", choices=fc_plan.MODES, default="sparse")
     ap.add_argument("--density", type=float, default=0.25)
     ap.add_argument("--json", metavar="PATH", help="append the record (JSON lines)")
     args = ap.parse_args(argv)
@@ -46,7 +45,7 @@ def main(argv=None):
     else:
         w = layers.make_weights((args.out_features, args.in_features), args.density, 0)
     x = layers.make_inputs(w.shape[1], args.batch, 0)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, p)
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, p)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=10_000_000)

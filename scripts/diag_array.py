@@ -4,20 +4,20 @@ Usage: ``.venv/bin/python scripts/diag_array.py [--rows R] [--cols C] [--mode de
 [--homes current|straight] [--run icarus|verilator] [--in-features C --out-features K
 --batch N --density D --slots S --int-issue 1|2 --dma-channels D] [--json FILE]``
 
-Static part (no simulation, instant): the plan of the layer (``sw.compiler.graphs.plan_fc``), each
+Static part (no simulation, instant): the plan of the layer (``sw.compiler.planner.plan_fc``), each
 engine's PE and home Dbuf, the routers each load crosses (request + reply), and the load of
 every mesh link when every engine runs at 1 FACC/cycle (``loads per FACC`` of the engine:
 dense ``(kb + gb) / (kb * gb)``).  A link carrying more than 1 flit/cycle caps the engines
 through it at ``1 / load`` of full speed, and every engine runs the same work, so the busiest
 link bounds the contexts' FP utilization: that bound is printed.
 
-``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.graphs.engine_homes`` as it
-is (since commit d587c9f the straight policy below); ``nearest`` the greedy it was before (each PE
-the nearest Dbuf with room: on the 8 x 8 four engines' loads share links); ``straight`` replaces
-it (a monkeypatch of this process only) by :func:`homes_straight`, which gives each PE a Dbuf
-on its own row or column (the XY route is then a straight line, so a link only ever carries
-the flows of one Dbuf) with the fewest hops (an assignment problem).  ``pairs`` and
-``transposed`` are experiments (their docstrings).
+``--homes`` chooses the home-Dbuf policy: ``current`` is ``sw.compiler.home_dbufs.engine_homes``
+as it is (since commit d587c9f the straight policy below); ``nearest`` the greedy it was
+before (each PE the nearest Dbuf with room: on the 8 x 8 four engines' loads share links);
+``straight`` replaces it (a monkeypatch of this process only) by :func:`homes_straight`, which
+gives each PE a Dbuf on its own row or column (the XY route is then a straight line, so a link
+only ever carries the flows of one Dbuf) with the fewest hops (an assignment problem).
+``pairs`` and ``transposed`` are experiments (their docstrings).
 
 ``--run icarus|verilator`` then runs the layer on the RTL (``fdpu run``, bit-exact check
 included) with that policy and prints the measured utilization of the contexts next to the
@@ -37,21 +37,21 @@ from pathlib import Path
 
 import numpy as np
 
-from sw.compiler import graphs
+from sw.compiler import fc_plan, graphs, home_dbufs, planner
 from sw.spec.arch import ArrayParams, Dir
 
 #: Step of each mesh direction, ``(dx, dy)``.
 STEP = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.NORTH: (0, -1), Dir.SOUTH: (0, 1)}
 #: The unpatched policy, kept before any monkeypatch.
-CURRENT_HOMES = graphs.engine_homes
+CURRENT_HOMES = home_dbufs.engine_homes
 
 
 def homes_straight(params, count, cap=None):
     """Return ``[(pe, dbuf)]`` for ``count`` engines, each Dbuf on the PE's row or column.
 
-    The policy of :func:`sw.compiler.graphs.engine_homes` (since d587c9f; before the monkeypatch of
-    this process).  ``cap`` overrides the engines per Dbuf (an experiment: ``straight2`` puts two
-    engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
+    The policy of :func:`sw.compiler.home_dbufs.engine_homes` (since d587c9f; before the
+    monkeypatch of this process).  ``cap`` overrides the engines per Dbuf (an experiment:
+    ``straight2`` puts two engines on each Dbuf used, as the 8 x 8 has, on a smaller array).
     """
     return CURRENT_HOMES(params, count, cap)
 
@@ -87,8 +87,8 @@ def homes_transposed(params, count):
 
 
 def homes_nearest(params, count):
-    """Return ``[(pe, dbuf)]`` as ``sw.compiler.graphs.engine_homes`` did before commit d587c9f (the
-    greedy).
+    """Return ``[(pe, dbuf)]`` as ``sw.compiler.home_dbufs.engine_homes`` did before commit
+    d587c9f (the greedy).
 
     Each PE, edge PEs first, takes the nearest Dbuf with room (``ceil(P / D)`` engines each);
     the interior PEs of the 8 x 8 get Dbufs 4-7 routers away whose routes cross (kept here to
@@ -312,7 +312,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--cols", type=int, default=8)
-    ap.add_argument("--mode", choices=graphs.MODES, default="dense")
+    ap.add_argument("--mode", choices=fc_plan.MODES, default="dense")
     ap.add_argument("--in-features", type=int, default=256)
     ap.add_argument("--out-features", type=int, default=96)
     ap.add_argument("--batch", type=int, default=64)
@@ -336,12 +336,14 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
     import tb.host.runner
-    saved = (graphs.engine_homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb)
+    saved = (home_dbufs.engine_homes, planner.plan_fc, graphs.build_engine,
+             tb.host.runner.run_cocotb)
     try:
         return _main(args)
     finally:
         # The experiments monkeypatch these for this process; callers (tests) get them back.
-        graphs.engine_homes, graphs.plan_fc, graphs.build_engine, tb.host.runner.run_cocotb = saved
+        (home_dbufs.engine_homes, planner.plan_fc, graphs.build_engine,
+         tb.host.runner.run_cocotb) = saved
 
 
 def _main(args):
@@ -349,17 +351,17 @@ def _main(args):
     params = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots,
                          int_issue=args.int_issue)
     if args.kb or args.gb:
-        plain_plan = graphs.plan_fc
+        plain_plan = planner.plan_fc
 
         def plan_fc(*a, **kw):
             kw.update(kb=args.kb, gb=args.gb)
             return plain_plan(*a, **kw)
 
-        graphs.plan_fc = plan_fc
-    graphs.engine_homes = POLICIES[args.homes]
+        planner.plan_fc = plan_fc
+    home_dbufs.engine_homes = POLICIES[args.homes]
     if args.end_join:
         end_join()
-    plan = graphs.plan_fc(args.out_features, args.in_features, args.batch, args.mode, params)
+    plan = planner.plan_fc(args.out_features, args.in_features, args.batch, args.mode, params)
     figures = static_report(params, plan, args.homes)
     status = 0
     if args.run:

@@ -13,7 +13,7 @@ engine graph (``sw.compiler.graphs`` node meta) the firings, the mean interval b
 firings of one slot and the picks without firing, the SWITCH loop's trip times (SWITCH firing
 -> next firing of the same SWITCH, split by the branch taken: zero when its ``IMM`` fired in
 between), the same-PE latency SWITCH -> join, and the golden model's cycle estimate of the
-same image.  ``--kb/--gb/--wfan`` force a blocking (``sw.compiler.graphs.plan_fc``'s arguments;
+same image.  ``--kb/--gb/--wfan`` force a blocking (``sw.compiler.planner.plan_fc``'s arguments;
 wfan: lane groups per sparse value load, 4 or 16) in this process, for experiments.
 
 When imported by cocotb (``FDPU_TRACE_OUT`` set) the module is the test module itself.
@@ -76,7 +76,7 @@ def main():
     import tempfile
     from pathlib import Path
 
-    from sw.compiler import graphs
+    from sw.compiler import fc_plan, graphs, planner
     from sw.compiler.place import place
     from sw.models.golden import run_image
     from sw.spec.isa import Op
@@ -87,28 +87,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])
     ap.add_argument("--layer", default="6,64,32")
-    ap.add_argument("--mode", default="sparse", choices=list(graphs.MODES))
+    ap.add_argument("--mode", default="sparse", choices=list(fc_plan.MODES))
     ap.add_argument("--slots", type=int, default=128)
     ap.add_argument("--int-issue", type=int, default=2, choices=[1, 2])
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--kb", type=int)
     ap.add_argument("--gb", type=int)
     ap.add_argument("--wfan", type=int, choices=[4, 16])
-    ap.add_argument("--sparse-graph", default=graphs.DEFAULT_SPARSE_GRAPH,
-                    choices=list(graphs.SPARSE_GRAPHS))
+    ap.add_argument("--sparse-graph", default=fc_plan.DEFAULT_SPARSE_GRAPH,
+                    choices=list(fc_plan.SPARSE_GRAPHS))
     ap.add_argument("--mem-delay", default="2,30", help="Dbuf latency lo,hi (default 2,30)")
     ap.add_argument("--json", help="write the firing trace and the summary here")
     args = ap.parse_args()
     k, c, n = (int(v) for v in args.layer.split(","))
-    if args.kb or args.gb or args.wfan or args.sparse_graph != graphs.DEFAULT_SPARSE_GRAPH:
-        plan_fc = graphs.plan_fc
-        graphs.plan_fc = lambda *a, **kw: plan_fc(*a, **dict(kw, kb=args.kb, gb=args.gb,
-                                                               wfan=args.wfan,
-                                                               sparse_graph=args.sparse_graph))
+    if args.kb or args.gb or args.wfan or args.sparse_graph != fc_plan.DEFAULT_SPARSE_GRAPH:
+        plan_fc = planner.plan_fc
+        planner.plan_fc = lambda *a, **kw: plan_fc(*a, **dict(kw, kb=args.kb, gb=args.gb,
+                                                                wfan=args.wfan,
+                                                                sparse_graph=args.sparse_graph))
     p = dataclasses.replace(PARAMS_1X1, int_issue=args.int_issue, slots=args.slots,
                             dbuf_bytes=1 << 16)
     image = cases.fc_image(args.mode, k, c, n, p, args.seed)
-    plan = graphs.plan_fc(k, c, n, args.mode, p)
+    plan = planner.plan_fc(k, c, n, args.mode, p)
     g = graphs.build_graph(plan)
     pl = place(g, p)
     node_at = {pl.where[nid][2]: g.nodes[nid]

@@ -7,9 +7,11 @@ import pytest
 
 from sw.compiler import layers
 from sw.compiler.asm import assemble, listing
-from sw.compiler.graphs import build_graph, pass_memory, plan_fc
+from sw.compiler.dbuf_layout import pass_memory
+from sw.compiler.graphs import build_graph
 from sw.compiler.image import Image, load
 from sw.compiler.place import place
+from sw.compiler.planner import plan_fc
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError

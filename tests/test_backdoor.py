@@ -10,7 +10,7 @@
 import numpy as np
 import pytest
 
-from sw.compiler import graphs, layers
+from sw.compiler import layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
@@ -31,7 +31,7 @@ def test_backdoor_in_matches_the_dma_cycle_for_cycle():
     p = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=512)
     w = layers.make_weights((8, 32), 1.0, 5)
     x = layers.make_inputs(32, 4, 5)
-    plan = graphs.plan_fc(8, 32, 4, "dense", p)
+    plan = planner.plan_fc(8, 32, 4, "dense", p)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     runs = {}
     for backdoor in (False, True):

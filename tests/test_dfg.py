@@ -4,7 +4,8 @@ rule, MOV fan-out trees and DOT export."""
 import pytest
 
 from sw.compiler.dfg import DfgError, Graph
-from sw.compiler.graphs import FcPlan, build_engine
+from sw.compiler.fc_plan import FcPlan
+from sw.compiler.graphs import build_engine
 from sw.spec.arch import ArrayParams
 from sw.spec.isa import Op
 

@@ -12,11 +12,11 @@ import random
 import numpy as np
 import pytest
 
-from sw.compiler import layers
+from sw.compiler import dbuf_layout, graphs, layers
 from sw.compiler.asm import assemble
 from sw.compiler.dfg import DfgError, Graph
-from sw.compiler.graphs import plan_fc
 from sw.compiler.place import place
+from sw.compiler.planner import plan_fc
 from sw.models import reference
 from sw.models.golden import (ContextOrderError, DeadlockError, GoldenTimeout,
                               MemoryFault, OperandOverflowError, bscan, run_image)
@@ -479,12 +479,11 @@ def test_context_window(window):
     w = layers.make_weights((8, 16), 1.0, SEED)
     x = layers.make_inputs(16, 4, SEED)
     plan = plan_fc(8, 16, 4, "dense", ArrayParams(rows=1, cols=1), kb=1, gb=1)
-    from sw.compiler import graphs
     g = graphs.build_graph(plan)
-    segments, outputs = graphs.pass_memory(plan, w, x, 0)
+    segments, outputs = dbuf_layout.pass_memory(plan, w, x, 0)
     img = assemble(g, place(g, plan.params), segments, plan.pass_contexts(0), window=window)
     res = run_image(img, seed=SEED)
-    y = graphs.gather_outputs(plan, outputs, res.memory.read)
+    y = dbuf_layout.gather_outputs(plan, outputs, res.memory.read)
     assert np.array_equal(y.view(np.uint16), graphs.fc_result(plan, w, x).view(np.uint16))
 
 

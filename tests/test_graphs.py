@@ -1,6 +1,8 @@
-"""Tests of the FC plans, engine graphs and memory layouts (:mod:`sw.compiler.graphs`): blocking
-fits the slots, items cover the layer, inputs/weights/FD-CSR land where the graph reads them, and
-the vectorized result follows the documented accumulation order."""
+"""Tests of the FC plans, engine graphs and memory layouts (:mod:`sw.compiler.fc_plan`,
+:mod:`sw.compiler.planner`, :mod:`sw.compiler.blocking`, :mod:`sw.compiler.home_dbufs`,
+:mod:`sw.compiler.graphs`, :mod:`sw.compiler.dbuf_layout`): blocking fits the slots, items
+cover the layer, inputs/weights/FD-CSR land where the graph reads them, and the vectorized
+result follows the documented accumulation order."""
 
 import os
 
@@ -8,13 +10,18 @@ import numpy as np
 import pytest
 
 from sw.compiler import fdcsr, layers
-from sw.compiler.graphs import (build_graph, engine_costs, fc_result,
-                                gather_outputs, pass_memory, plan_fc)
+from sw.compiler.blocking import blocking_costs, engine_costs, engine_issues
+from sw.compiler.dbuf_layout import gather_outputs, pass_memory
+from sw.compiler.fc_plan import SPARSE_GRAPHS, WFANS
+from sw.compiler.graphs import build_graph, fc_result
+from sw.compiler.home_dbufs import engine_homes, link_engines
+from sw.compiler.planner import plan_fc
 from sw.models.golden import Memory
 from sw.models.golden_fc import run_fc
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 
@@ -135,7 +142,6 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
     # (LDHBZ: +0.0 without a Dbuf access); the join feeds the feedback edge and one
     # value load per 4 lane groups, which name their FACCs directly (no MOV tree); inputs
     # likewise (docs/dataflow.md).
-    from sw.spec.isa import Op
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, sparse_graph="switch")
     g = build_graph(plan)
@@ -164,8 +170,6 @@ def test_sparse_decode_is_one_bscan_per_row():
     # per weight row LDH colidx -> BSCAN.0, LDW of the relocated rowoff -> MOV ->
     # BSCAN.1, BSCAN (count 16) -> SWITCH data and condition; no SHR/AND/SCAN, no shift/add
     # of the base, no repeat ITERs left.
-    from sw.compiler.graphs import engine_issues
-    from sw.spec.isa import Op
     plan = plan_fc(3, 64, 32, "sparse", ArrayParams(rows=1, cols=1, slots=128, int_issue=2),
                    kb=3, gb=8, wfan=4, sparse_graph="switch")
     g = build_graph(plan)
@@ -196,8 +200,6 @@ def test_value_loads_per_row_follow_the_mesh_links():
     # and link, and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per
     # column, 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) one load per 4
     # lane groups (fewer pipe-2 issues) is cheaper (docs/mapping.md, "Blocking choice").
-    from sw.compiler.graphs import WFANS, link_engines
-    from sw.spec.isa import Op
     p8 = ArrayParams(slots=128, int_issue=2)
     plan = plan_fc(96, 256, 64, "sparse", p8, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
@@ -221,7 +223,6 @@ def test_value_loads_per_row_follow_the_mesh_links():
 def test_homes_are_straight_and_shared_fairly(rows, cols):
     # Every PE's home Dbuf is on its row or column (a straight XY route), no Dbuf has more
     # than ceil(P / D) engines, so no mesh link carries more than one Dbuf's engines.
-    from sw.compiler.graphs import engine_homes, link_engines
     p = ArrayParams(rows=rows, cols=cols)
     homes = engine_homes(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
@@ -246,8 +247,6 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     # else, so per column of the 3 x 8 engine pipe 2 drops from 18.5 to 12.5 issues and pipe 0
     # rises from 14.05 to 20.05.  Measured slower on the RTL (one PE and 8 x 8,
     # docs/mapping.md), so the default plans hint nothing; the chooser's pick is unchanged.
-    from sw.compiler.graphs import blocking_costs, engine_issues
-    from sw.spec.isa import Op
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True,
                    sparse_graph="switch")
@@ -304,15 +303,12 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
     assert "SWITCH" not in ops and "IMM" not in ops
     assert ops["FACC"] == runs["switch"].counters.ops["FACC"]
     # LDHBZ: the value loads of zero weights access no Dbuf, in both graphs.
-    nnz = np.count_nonzero(w.view(np.uint16))
     for run in runs.values():
         assert run.counters.ops["LDHBZ"] >= k * c * run.plan.gb // run.plan.wfan
     assert runs["gather"].counters.mem_packets == runs["switch"].counters.mem_packets
 
 
 def test_gather_graph_is_bscan_straight_into_the_value_loads():
-    from sw.compiler.graphs import SPARSE_GRAPHS, engine_issues
-    from sw.spec.isa import Op
     assert SPARSE_GRAPHS == ("switch", "gather")
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=4, sparse_graph="gather")

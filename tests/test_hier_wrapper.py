@@ -23,7 +23,7 @@ import pytest
 
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import verilator_env
-from sw.compiler import graphs, layers
+from sw.compiler import layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import hier_wrapper, runner, runtime, verilator
@@ -180,7 +180,7 @@ def _job(monkeypatch, wrapper):
     p = ArrayParams(rows=1, cols=2, slots=16, dbuf_bytes=4096)     # a small PE: fast builds
     w = layers.make_weights((6, 40), 0.5, 5)
     x = layers.make_inputs(40, 3, 5)
-    plan = graphs.plan_fc(6, 40, 3, "dense", p)
+    plan = planner.plan_fc(6, 40, 3, "dense", p)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     y, job = runtime.run_fc_rtl(plan, w, x, "verilator", max_cycles=50_000)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
@@ -249,7 +249,7 @@ def test_skip_with_backdoor_writes_between_passes(monkeypatch):
     p = ArrayParams(rows=4, cols=4, slots=16, dbuf_bytes=1024)
     w = layers.make_weights((128, 64), 1.0, 7)      # 4 passes through 1-kB Dbufs
     x = layers.make_inputs(64, 4, 7)
-    plan = graphs.plan_fc(128, 64, 4, "dense", p)
+    plan = planner.plan_fc(128, 64, 4, "dense", p)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     jobs = {}
     for skip in ("0", "1"):

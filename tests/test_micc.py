@@ -249,16 +249,16 @@ def test_cbuf_word_is_64_bits(params):
     (1, 32, 2, 16, 1, "sparse", 0.5), (2, 32, 5, 33, 8, "sparse", 0.25),
     (8, 64, 64, 64, 4, "sparse", 0.25), (8, 128, 96, 256, 4, "dense", 1.0)])
 def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
-    from sw.compiler import graphs, layers
+    from sw.compiler import dbuf_layout, layers, planner
     from sw.compiler.asm import assemble
     from sw.compiler.program import program
     from tb.host import runtime
     p = ArrayParams(rows=rows, cols=rows, slots=slots)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
-    plan = graphs.plan_fc(K, C, N, mode, p)
+    plan = planner.plan_fc(K, C, N, mode, p)
     graph, placement = program(plan)
-    segments, _ = graphs.pass_memory(plan, w, x, 0)
+    segments, _ = dbuf_layout.pass_memory(plan, w, x, 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
     config, templates = runtime.image_flits(image)
     cw, tw = image.cbuf_words()
@@ -425,16 +425,16 @@ def test_bad_port_parameters():
 def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
     from collections import defaultdict
 
-    from sw.compiler import graphs, layers
+    from sw.compiler import dbuf_layout, layers, planner
     from sw.compiler.asm import assemble
     from sw.compiler.program import program
     from sw.spec.ports import config_port_of, config_ports
     p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
     K, C = (96, 256) if rows == 8 else (5, 40)
-    plan = graphs.plan_fc(K, C, 4, "dense", p)
+    plan = planner.plan_fc(K, C, 4, "dense", p)
     graph, placement = program(plan)
-    segments, _ = graphs.pass_memory(plan, layers.make_weights((K, C), 1.0, 1),
-                                     layers.make_inputs(C, 4, 1), 0)
+    segments, _ = dbuf_layout.pass_memory(plan, layers.make_weights((K, C), 1.0, 1),
+                                          layers.make_inputs(C, 4, 1), 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
     one, templates = image.cbuf_words()
     configs, templates2 = image.cbuf_port_words(ports)

@@ -17,6 +17,7 @@ from hw.pe.operands import OperandSelect
 from hw.pe.pe import Pe, make_pe
 from hw.pe.slot_state import SlotState
 from hw.tooling.verilog import lint, to_verilog
+from sw.compiler import graphs, home_dbufs
 from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -284,18 +285,17 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     import json
     from pathlib import Path
 
-    from sw.compiler import graphs
     path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
     spec = importlib.util.spec_from_file_location("diag_array", path)
     diag = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(diag)
-    before = (graphs.engine_homes, graphs.build_engine)
+    before = (home_dbufs.engine_homes, graphs.build_engine)
     out = tmp_path / "diag.json"
     status = diag.main(["--rows", "2", "--cols", "2", "--in-features", "32", "--out-features",
                         "12", "--batch", "8", "--slots", "128", "--homes", "straight",
                         "--end-join", "--run", "icarus", "--probe", "8", "--json", str(out)])
     assert status == 0
-    assert (graphs.engine_homes, graphs.build_engine) == before
+    assert (home_dbufs.engine_homes, graphs.build_engine) == before
     fig = json.loads(out.read_text())
     assert fig["run"]["match"]
     b = fig["breakdown"]

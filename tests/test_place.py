@@ -4,8 +4,9 @@ determinism and the per-PE report."""
 import pytest
 
 from sw.compiler.dfg import Graph
-from sw.compiler.graphs import build_graph, plan_fc
+from sw.compiler.graphs import build_graph
 from sw.compiler.place import place
+from sw.compiler.planner import plan_fc
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op

@@ -8,7 +8,7 @@ import pytest
 from cliutil import assert_user_error, run
 
 import sw.cli
-from sw.compiler import graphs, layers
+from sw.compiler import layers, planner
 from sw.models import reference
 from sw.spec.arch import ArrayParams
 
@@ -158,8 +158,8 @@ def test_int_issue_two_speeds_up_the_sparse_estimate(tmp_path, capsys):
 
 def test_golden_auto_picks_exact_for_small_layers_only():
     from sw.cli.rtl import EXACT_LIMIT, golden_exact
-    small = graphs.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
-    big = graphs.plan_fc(96, 256, 64, "dense", ArrayParams())
+    small = planner.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
+    big = planner.plan_fc(96, 256, 64, "dense", ArrayParams())
     assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups
     assert golden_exact("auto", small) and not golden_exact("auto", big)
     assert golden_exact("exact", big) and not golden_exact("fast", small)

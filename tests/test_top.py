@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sw.cli
-from sw.compiler import graphs, layers
+from sw.compiler import dbuf_layout, fc_plan, layers, planner
 from sw.compiler.asm import assemble
 from sw.compiler.program import program
 from sw.models import golden_fc
@@ -35,7 +35,7 @@ def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, plan_kw=No
     p = ArrayParams(rows=rows, cols=cols, **{**SMALL, **params})
     w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(C, N, seed)
-    plan = graphs.plan_fc(K, C, N, mode, p, **(plan_kw or {}))
+    plan = planner.plan_fc(K, C, N, mode, p, **(plan_kw or {}))
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000, **kwargs)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
@@ -52,9 +52,9 @@ def _image(**params):
     p = ArrayParams(rows=1, cols=1, **{**SMALL, **params})
     w = layers.make_weights((2, 16), 1.0, 3)
     x = layers.make_inputs(16, 1, 3)
-    plan = graphs.plan_fc(2, 16, 1, "dense", p)
+    plan = planner.plan_fc(2, 16, 1, "dense", p)
     graph, placement = program(plan)
-    segments, outputs = graphs.pass_memory(plan, w, x, 0)
+    segments, outputs = dbuf_layout.pass_memory(plan, w, x, 0)
     return assemble(graph, placement, segments, plan.pass_contexts(0))
 
 
@@ -89,7 +89,7 @@ def test_sparse_gather_graph_1x1(sim):
     # the golden model's (checked in _fc); the two INT pipes as in the 8 x 8 measurements.
     job = _fc(1, 1, 3, 40, 8, "sparse", 0.3, sim, slots=64, int_issue=2)
     assert job.passes[0].status["o_retired"] > 0
-    assert graphs.DEFAULT_SPARSE_GRAPH == "gather"
+    assert fc_plan.DEFAULT_SPARSE_GRAPH == "gather"
 
 
 def test_unknown_opcode_is_reported():
@@ -139,9 +139,9 @@ def test_fc_cycle_bound_grows_with_the_work():
     # A small layer keeps the fixed 200k; alexnet-fc8's sparse pass (4 contexts of 4,096
     # columns per engine) needs millions: the old fixed bound stopped it at 208k cycles.
     p = ArrayParams(slots=128, int_issue=2)
-    small = runtime.fc_cycle_bound(graphs.plan_fc(96, 256, 64, "dense", p))
+    small = runtime.fc_cycle_bound(planner.plan_fc(96, 256, 64, "dense", p))
     assert 200_000 < small < 400_000
-    fc8 = runtime.fc_cycle_bound(graphs.plan_fc(1000, 4096, 1, "sparse", p))
+    fc8 = runtime.fc_cycle_bound(planner.plan_fc(1000, 4096, 1, "sparse", p))
     assert fc8 > 2_000_000
 
 
@@ -268,10 +268,10 @@ def test_bad_dma_channels(build, error, match):
 def _2x3_image():
     """Return the 2 x 3 dense image of :func:`_ports_fc` (5 x 40, batch 3)."""
     p = ArrayParams(rows=2, cols=3, **{**SMALL, "slots": 32})
-    plan = graphs.plan_fc(5, 40, 3, "dense", p)
+    plan = planner.plan_fc(5, 40, 3, "dense", p)
     graph, placement = program(plan)
-    segments, _ = graphs.pass_memory(plan, layers.make_weights((5, 40), 1.0, 1),
-                                     layers.make_inputs(40, 3, 1), 0)
+    segments, _ = dbuf_layout.pass_memory(plan, layers.make_weights((5, 40), 1.0, 1),
+                                          layers.make_inputs(40, 3, 1), 0)
     return assemble(graph, placement, segments, plan.pass_contexts(0))
 
 

@@ -40,7 +40,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import VERILATOR_MAKEFLAGS, verilator_env

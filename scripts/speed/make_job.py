@@ -35,7 +35,7 @@ from amaranth.lib import wiring
 
 import hw.lib.shared
 from hw.tooling.verilog import to_verilog
-from sw.compiler import graphs, layers
+from sw.compiler import fc_plan, layers, planner
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
 
@@ -82,7 +82,7 @@ def capture(out, p, w, x, mode):
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p)
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p)
 
     def fake_run(top, params, test_module, sim, **kwargs):
         spec_path = kwargs["extra_env"]["FDPU_RUN_SPEC"]
@@ -139,7 +139,7 @@ def main(argv=None):
     ap.add_argument("--out-features", type=int, default=64)
     ap.add_argument("--in-features", type=int, default=256)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--mode", choices=graphs.MODES, default="sparse")
+    ap.add_argument("--mode", choices=fc_plan.MODES, default="sparse")
     ap.add_argument("--density", type=float, default=0.25)
     args = ap.parse_args(argv)
     p = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots, dbuf_bytes=1 << 21)

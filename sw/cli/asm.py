@@ -11,7 +11,7 @@
 """
 
 from sw.cli.options import add_layer_args, plan_options, resolve
-from sw.compiler import graphs
+from sw.compiler import dbuf_layout, graphs, planner
 from sw.compiler.asm import assemble, listing
 from sw.compiler.image import load
 from sw.compiler.place import place
@@ -41,15 +41,15 @@ def register(subparsers):
 def run_asm(args):
     """Assemble the layer; return the exit status."""
     name, w, x, params = resolve(args)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                          **plan_options(args))
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                           **plan_options(args))
     if not 0 <= args.pass_index < plan.passes:
         raise FdpuError(f"--pass must be in 0..{plan.passes - 1} for this layer, got "
                         f"{args.pass_index}")
     graph = graphs.build_graph(plan)
     graph.validate(params)
     placement = place(graph, params)
-    segments, outputs = graphs.pass_memory(plan, w, x, args.pass_index)
+    segments, outputs = dbuf_layout.pass_memory(plan, w, x, args.pass_index)
     image = assemble(graph, placement, segments, plan.pass_contexts(args.pass_index),
                      meta=dict(layer=name, plan=plan.describe(), pass_index=args.pass_index,
                                outputs=outputs))

@@ -4,7 +4,7 @@ RTL simulation's hardware options (:func:`add_hw_args`)."""
 
 import argparse
 
-from sw.compiler import graphs, layers
+from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -28,9 +28,9 @@ def add_layer_args(parser):
     src.add_argument("--seed", type=int, default=0, metavar="S",
                      help="seed of the synthetic weights and inputs (default 0)")
     arr = parser.add_argument_group("graph and array")
-    arr.add_argument("--mode", choices=graphs.MODES, default="sparse",
+    arr.add_argument("--mode", choices=fc_plan.MODES, default="sparse",
                      help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
-    arr.add_argument("--sparse-graph", choices=graphs.SPARSE_GRAPHS,
+    arr.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
                      help="sparse: the branch-free gather graph (default: BSCAN's token "
                           "addresses the value load) or the paper's SWITCH graph with its "
                           "feedback edges; the same bits")
@@ -38,14 +38,14 @@ def add_layer_args(parser):
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
                      help="lane groups (4 batch elements) per engine (default: the chooser's)")
-    arr.add_argument("--wfan", type=int, choices=graphs.WFANS,
+    arr.add_argument("--wfan", type=int, choices=fc_plan.WFANS,
                      help="sparse: lane groups per value load (default: the chooser's)")
     arr.add_argument("--rows", type=int, default=8, metavar="R", help="PE rows (default 8)")
     arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
 
 
 def plan_options(args):
-    """Return the :func:`sw.compiler.graphs.plan_fc` keywords of the graph options."""
+    """Return the :func:`sw.compiler.planner.plan_fc` keywords of the graph options."""
     if args.mode != "sparse":
         given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
                                       ("--wfan", args.wfan is not None)) if v]
@@ -53,7 +53,7 @@ def plan_options(args):
             verb = "applies" if len(given) == 1 else "apply"
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
     return dict(kb=args.kb, gb=args.gb, wfan=args.wfan,
-                sparse_graph=args.sparse_graph or graphs.DEFAULT_SPARSE_GRAPH)
+                sparse_graph=args.sparse_graph or fc_plan.DEFAULT_SPARSE_GRAPH)
 
 
 def resolve(args):

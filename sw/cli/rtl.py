@@ -30,7 +30,7 @@ from rich.table import Table
 from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
                             plan_options, resolve)
 from sw.cli.output import console, write_json
-from sw.compiler import graphs
+from sw.compiler import planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
@@ -69,8 +69,8 @@ def run_rtl_command(args):
     params = ArrayParams(rows=base.rows, cols=base.cols, slots=args.slots,
                          int_issue=args.int_issue,
                          dbuf_bytes=args.dbuf_bytes)
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                          **plan_options(args))
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                           **plan_options(args))
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
     ref = golden_fc.run_fc(plan, w, x, exact=exact)

@@ -25,7 +25,7 @@ from rich.table import Table
 from sw.cli.options import add_hw_args, add_layer_args, plan_options, resolve
 from sw.cli.output import console, write_json
 from sw.cli import rtl
-from sw.compiler import graphs
+from sw.compiler import planner
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
@@ -82,15 +82,15 @@ def run_command(args):
     if args.no_feedback and args.sparse_graph != "switch":
         raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
                         "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
-    plan = graphs.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                          feedback=not args.no_feedback, **plan_options(args))
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                           feedback=not args.no_feedback, **plan_options(args))
     size = plan.K * plan.Cw * plan.groups
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
     if args.no_feedback and not exact:
         raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
     start = time.perf_counter()
     res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
-                           validate=not args.no_feedback)
+                        validate=not args.no_feedback)
     seconds = time.perf_counter() - start
     chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
     c = res.counters

@@ -7,7 +7,7 @@ Contract
   pass, since passes differ only in their data and context count.
 * :func:`pass_images` yields, pass after pass, the assembled :class:`~sw.compiler.image.Image`
   (its Dbuf segments: descriptors, weights, inputs) and the pass's outputs
-  (``[(item, address)]``, :func:`sw.compiler.graphs.pass_memory`).
+  (``[(item, address)]``, :func:`sw.compiler.dbuf_layout.pass_memory`).
 * :func:`gather_pass` writes one pass's outputs, read back from the memory after the run,
   into the ``N x K`` float16 result.
 
@@ -18,7 +18,7 @@ comparable bit for bit.
 
 import numpy as np
 
-from sw.compiler import graphs
+from sw.compiler import dbuf_layout, graphs
 from sw.compiler.asm import assemble
 from sw.compiler.place import place
 
@@ -40,7 +40,7 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
     if graph is None or placement is None:
         graph, placement = program(plan, graph)
     for p in range(plan.passes):
-        segments, outputs = graphs.pass_memory(plan, weights, inputs, p)
+        segments, outputs = dbuf_layout.pass_memory(plan, weights, inputs, p)
         yield assemble(graph, placement, segments, plan.pass_contexts(p)), outputs
 
 
@@ -55,7 +55,7 @@ def gather_pass(plan, result, outputs, read):
     ``outputs`` is the pass's ``[(item, address)]``; ``read(address, nbytes)`` returns bytes
     of the memory after the pass.  Only the pass's own output blocks are written.
     """
-    part = graphs.gather_outputs(plan, outputs, read)
+    part = dbuf_layout.gather_outputs(plan, outputs, read)
     mask = np.zeros((plan.N, plan.K), dtype=bool)
     for i, _ in outputs:
         kbi, gbi = plan.item(i)

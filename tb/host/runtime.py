@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sw.compiler.graphs import engine_costs
+from sw.compiler.blocking import engine_costs
 from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec import isa
 from sw.spec.arch import ArrayParams

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sw.compiler import graphs, layers
+from sw.compiler import dbuf_layout, fc_plan, graphs, layers, planner
 from sw.compiler.asm import assemble
 from sw.compiler.dfg import Graph
 from sw.compiler.image import load
@@ -76,17 +76,17 @@ def read_case(folder):
 
 
 def fc_image(mode, k, c, n, params, seed, feedback=True, window=None,
-             sparse_graph=graphs.DEFAULT_SPARSE_GRAPH):
+             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Return the image of pass 0 of an FC layer (``k x c`` weights, batch ``n``)."""
     w = layers.make_weights((k, c), 0.4, seed)
     x = layers.make_inputs(c, n, seed + 1)
-    plan = graphs.plan_fc(k, c, n, mode, params, feedback=feedback, sparse_graph=sparse_graph)
+    plan = planner.plan_fc(k, c, n, mode, params, feedback=feedback, sparse_graph=sparse_graph)
     if plan.passes != 1:
         raise ValueError(f"the FC case needs one pass, the plan has {plan.passes}")
     g = graphs.build_graph(plan)
     if feedback:
         g.validate(params)
-    segments, _ = graphs.pass_memory(plan, w, x, 0)
+    segments, _ = dbuf_layout.pass_memory(plan, w, x, 0)
     return assemble(g, place(g, params), segments, plan.pass_contexts(0), window=window)
 
 

@@ -1,0 +1,151 @@
+"""The Dbuf layout of one FC pass: what each Dbuf holds, and the result read back after it.
+
+Contract (``docs/dataflow.md`` has the reasoning)
+-------------------------------------------------
+Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
+per context: item base, input base, output base, and a zero pad word; sparse engines feed
+``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
+the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
+element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
+column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
+``values``), and the output blocks (``kb x gb`` tokens).  A layer whose data do not fit the
+Dbufs runs in several passes (one memory image each, the same program).
+
+:func:`pass_memory` returns the image of pass ``p`` of an :class:`~sw.compiler.fc_plan.FcPlan`
+and where each item's output goes; :func:`gather_outputs` assembles the ``N x K`` result from
+the outputs after the run.
+"""
+
+import numpy as np
+
+from sw.compiler import fdcsr
+from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.spec.errors import FdpuError
+
+__all__ = ["pass_memory", "gather_outputs"]
+
+
+def _item_weights(plan, w16, kbi):
+    """Return the ``kb x C`` float16 block of row block ``kbi`` (zero rows past K)."""
+    blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+    rows = w16[kbi * plan.kb:(kbi + 1) * plan.kb]
+    blk[:rows.shape[0]] = rows
+    return blk
+
+
+def _item_encoding(plan, blk):
+    """Return the item's FD-CSR encoding (sparse) or ``None`` (dense) and its data bytes."""
+    if plan.mode == "dense":
+        return None, blk.size * 2
+    enc = fdcsr.encode(blk)
+    r = plan.kb * plan.R16
+    return enc, align(2 * r, 4) + align(4 * r, 8) + 2 * enc.nnz
+
+
+def _item_bytes(plan, blk, enc, nbytes, base):
+    """Return the bytes of an item's data stored at global address ``base``.
+
+    Sparse: ``colidx``, the *relocated* ``rowoff`` (``base + 2 x rowoff``, the BSCAN base of
+    each 16-weight row, so the engine needs no shift and add per row) and ``values``
+    (docs/dataflow.md, "Item data").
+    """
+    if enc is None:
+        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+    r = plan.kb * plan.R16
+    out = bytearray(nbytes)
+    out[0:2 * r] = enc.colidx.astype("<u2").tobytes()
+    o = align(2 * r, 4)
+    rel = np.uint64(base) + 2 * enc.rowoff.astype(np.uint64)
+    if r and int(rel.max()) >= 1 << 32:
+        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
+    out[o:o + 4 * r] = rel.astype("<u4").tobytes()
+    o += align(4 * r, 8)
+    out[o:] = enc.values.view("<u2").tobytes()
+    return bytes(out)
+
+
+def _input_block(plan, x16, gbi):
+    """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cw`` tokens of 4 lanes."""
+    blk = np.zeros((plan.gb * LANES, plan.Cw), dtype=np.float16)
+    rows = x16[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES]
+    blk[:rows.shape[0], :plan.C] = rows
+    # token (g, c) lane l = batch element 4 g + l
+    t = blk.reshape(plan.gb, LANES, plan.Cw).transpose(0, 2, 1)
+    return np.ascontiguousarray(t).view(np.uint8).tobytes()
+
+
+def pass_memory(plan, weights, inputs, p):
+    """Return ``(segments, outputs)`` of pass ``p``.
+
+    ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
+    ``(item index, global output address)``.
+    """
+    params = plan.params
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    items = list(plan.pass_items(p))
+    ctxs = plan.pass_contexts(p)
+    engines_at = {}
+    for e, (_, d) in enumerate(plan.homes):
+        engines_at.setdefault(d, []).append(e)
+    cursor = {d: params.dbuf_base(d) + len(es) * plan.contexts * DESC_BYTES
+              for d, es in engines_at.items()}
+    segments, outputs = {}, []
+    desc = {e: bytearray(ctxs * DESC_BYTES) for e in range(plan.engines)}
+    inputs_at = {}
+
+    def alloc(d, nbytes):
+        addr = align(cursor[d], 8)
+        cursor[d] = addr + nbytes
+        if cursor[d] > params.dbuf_base(d) + params.dbuf_bytes:
+            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes)")
+        return addr
+
+    for slot in range(ctxs * plan.engines):
+        e, t = slot % plan.engines, slot // plan.engines
+        d = plan.homes[e][1]
+        if slot < len(items):
+            i = items[slot]
+            kbi, gbi = plan.item(i)
+            if (d, gbi) not in inputs_at:
+                inputs_at[d, gbi] = alloc(d, plan.input_bytes)
+                segments[inputs_at[d, gbi]] = _input_block(plan, x16, gbi)
+            xaddr = inputs_at[d, gbi]
+            blk = _item_weights(plan, w16, kbi)
+        else:
+            i = None
+            # A dummy item reads any input block of its Dbuf (its weights are zero).
+            have = [a for (dd, _), a in inputs_at.items() if dd == d]
+            if not have:
+                inputs_at[d, None] = alloc(d, plan.input_bytes)
+                have = [inputs_at[d, None]]
+            xaddr = have[0]
+            blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+        enc, nbytes = _item_encoding(plan, blk)
+        baddr = alloc(d, nbytes)
+        if nbytes:
+            segments[baddr] = _item_bytes(plan, blk, enc, nbytes, baddr)
+        oaddr = alloc(d, plan.output_bytes)
+        if i is not None:
+            outputs.append((i, oaddr))
+        entry = np.array([baddr, xaddr, oaddr, 0], dtype="<u4").tobytes()
+        desc[e][t * DESC_BYTES:(t + 1) * DESC_BYTES] = entry
+    for e in range(plan.engines):
+        segments[plan.desc_base[e]] = bytes(desc[e])
+    return segments, outputs
+
+
+def gather_outputs(plan, outputs, read):
+    """Return the ``N x K`` float16 result from ``outputs`` (see :func:`pass_memory`).
+
+    ``read(address, nbytes)`` returns bytes of the memory after the run.
+    """
+    y = np.zeros((plan.gblocks * plan.gb * LANES, plan.kblocks * plan.kb), dtype=np.uint16)
+    for i, addr in outputs:
+        kbi, gbi = plan.item(i)
+        blk = np.frombuffer(read(addr, plan.output_bytes), dtype="<u2")
+        blk = blk.reshape(plan.kb, plan.gb, LANES)       # [k][g][lane]
+        blk = blk.transpose(1, 2, 0).reshape(plan.gb * LANES, plan.kb)
+        y[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES,
+          kbi * plan.kb:(kbi + 1) * plan.kb] = blk
+    return y[:plan.N, :plan.K].view(np.float16)

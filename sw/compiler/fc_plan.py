@@ -1,0 +1,159 @@
+"""The plan of an FC layer: its work items, engines, contexts and passes, and its graph options.
+
+Contract (``docs/dataflow.md`` and ``docs/mapping.md`` have the reasoning)
+--------------------------------------------------------------------------
+A layer ``O[n][k] = sum_c W[k][c] * I[n][c]`` (``W`` is ``K x C``, ``I`` is ``N x C``,
+binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *lane groups*
+(4 batch elements per SIMD-4 token, the batch padded to a multiple of 4).  An item covers all
+``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  One *engine* per PE (a
+self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
+runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
+compute a *dummy* item (zero weights, discarded output).  A layer whose data do not fit the
+Dbufs runs in several passes (one memory image each, the same program).
+
+:class:`FcPlan` records one such cut: the shapes, the blocking (``kb``, ``gb``, sparse
+``wfan``), the graph options, each engine's PE and home Dbuf and descriptor table, the contexts
+per pass, and what follows from them (items, passes, the byte sizes of an item's blocks).
+:func:`sw.compiler.planner.plan_fc` chooses a plan; :mod:`sw.compiler.graphs` builds its
+engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
+"""
+
+from dataclasses import dataclass, field
+
+from sw.compiler.fdcsr import ROW
+from sw.spec.arch import ArrayParams
+
+__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "DEFAULT_SPARSE_GRAPH", "LANES", "DESC_BYTES",
+           "FcPlan", "align"]
+
+MODES = ("dense", "sparse")
+LANES = ArrayParams.LANES
+#: Bytes of one descriptor: item base, input base, output base, pad.
+DESC_BYTES = 16
+
+#: Lane groups one sparse value load feeds: ``4`` (one load per 4 lane groups, naming its
+#: FACCs directly) or ``16`` (one load per weight row and a MOV tree on the INT pipe: fewer
+#: Dbuf accesses, more INT issues).  The blocking chooser picks one per plan
+#: (``FcPlan.wfan``, docs/mapping.md).
+WFANS = (4, 16)
+
+#: How a sparse engine turns FD-CSR into the weight stream (``FcPlan.sparse_graph``):
+#: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
+#: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
+#: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
+#: with ``LDHBZ`` (address 0 gives +0.0 without a Dbuf access).  Same weights in the
+#: same order, so the same bits (docs/dataflow.md, "The gather graph").
+SPARSE_GRAPHS = ("switch", "gather")
+
+#: The sparse graph of a plan when none is named: ``gather``, the faster of the two on the RTL
+#: with the same bits (alexnet-fc8 batch 64 on the 8 x 8: 97.7 % of peak against the SWITCH
+#: graph's 88.3 %, dense 98.1 %; docs/dataflow.md, "Which sparse graph is the default").
+#: ``switch`` reproduces the paper's graph and its order hazard (``feedback=False``).
+DEFAULT_SPARSE_GRAPH = "gather"
+
+
+def align(n, a):
+    """Return ``n`` rounded up to a multiple of ``a``."""
+    return -(-n // a) * a
+
+
+@dataclass
+class FcPlan:
+    """How one FC layer runs: shapes, blocking, engines, passes and their memory layouts."""
+    mode: str
+    K: int
+    C: int
+    N: int
+    params: ArrayParams
+    kb: int
+    gb: int
+    feedback: bool = True
+    wfan: int = 4                                  # sparse: lane groups per value load
+    homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
+    contexts: int = 0                              # contexts per pass (the last may be fewer)
+    desc_base: list = field(default_factory=list)  # engine -> global address of its table
+    fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
+    sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
+
+    @property
+    def groups(self):
+        """Return the lane groups ``ceil(N / 4)``."""
+        return -(-self.N // LANES)
+
+    @property
+    def Cw(self):
+        """Return the columns an item iterates over (``C`` dense, ``C`` rounded to 16 sparse)."""
+        return self.C if self.mode == "dense" else align(self.C, ROW)
+
+    @property
+    def R16(self):
+        """Return the FD-CSR rows per weight row (sparse)."""
+        return self.Cw // ROW
+
+    @property
+    def kblocks(self):
+        """Return the row blocks ``ceil(K / kb)``."""
+        return -(-self.K // self.kb)
+
+    @property
+    def gblocks(self):
+        """Return the lane-group blocks ``ceil(groups / gb)``."""
+        return -(-self.groups // self.gb)
+
+    @property
+    def items(self):
+        """Return the number of work items."""
+        return self.kblocks * self.gblocks
+
+    @property
+    def engines(self):
+        """Return the number of engines (PEs used)."""
+        return len(self.homes)
+
+    @property
+    def per_pass(self):
+        """Return the items of a full pass."""
+        return self.engines * self.contexts
+
+    @property
+    def passes(self):
+        """Return the number of passes."""
+        return -(-self.items // self.per_pass)
+
+    def item(self, i):
+        """Return ``(kbi, gbi)`` of item ``i`` (row blocks vary fastest)."""
+        return i % self.kblocks, i // self.kblocks
+
+    def pass_items(self, p):
+        """Return the item indices of pass ``p``."""
+        return range(p * self.per_pass, min(self.items, (p + 1) * self.per_pass))
+
+    def pass_contexts(self, p):
+        """Return the contexts of pass ``p``."""
+        return -(-len(self.pass_items(p)) // self.engines)
+
+    @property
+    def item_bound(self):
+        """Return the largest number of bytes one item's weights can take."""
+        if self.mode == "dense":
+            return align(self.Cw * self.kb * 2, 8)
+        r = self.kb * self.R16
+        return align(2 * r, 4) + align(4 * r, 8) + align(self.kb * self.Cw * 2, 8)
+
+    @property
+    def input_bytes(self):
+        """Return the bytes of one input block (``gb`` groups of ``Cw`` tokens)."""
+        return self.gb * self.Cw * 8
+
+    @property
+    def output_bytes(self):
+        """Return the bytes of one item's output block."""
+        return self.kb * self.gb * 8
+
+    def describe(self):
+        """Return a JSON-friendly summary."""
+        return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
+                    groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
+                    contexts=self.contexts, passes=self.passes, feedback=self.feedback,
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0,
+                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None)

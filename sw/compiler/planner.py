@@ -1,0 +1,127 @@
+"""The FC planner: the blocking, the engines' homes and the contexts per pass of a layer.
+
+Contract (``docs/mapping.md`` has the reasoning)
+------------------------------------------------
+:func:`plan_fc` checks a layer's shape and options and returns its
+:class:`~sw.compiler.fc_plan.FcPlan`: the cheapest blocking
+(:func:`sw.compiler.blocking.choose_blocking`) whose single item fits a Dbuf, one engine per PE
+up to the number of items with its home Dbuf (:func:`sw.compiler.home_dbufs.engine_homes`),
+as many contexts per pass as fit the Dbufs, and each engine's descriptor table
+(:data:`~sw.compiler.fc_plan.DESC_BYTES` per context) at the start of its home Dbuf, the
+tables of a Dbuf's engines in engine order.
+"""
+
+import numpy as np
+
+from sw.compiler import home_dbufs
+from sw.compiler.blocking import choose_blocking, engine_costs
+from sw.compiler.fc_plan import (DEFAULT_SPARSE_GRAPH, DESC_BYTES, LANES, MODES, SPARSE_GRAPHS,
+                                 WFANS, FcPlan, align)
+from sw.compiler.fdcsr import ROW
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+
+__all__ = ["plan_fc"]
+
+
+def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=DEFAULT_SPARSE_GRAPH):
+    """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
+
+    ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
+    :data:`~sw.compiler.fc_plan.WFANS`) default to the blocking with the lowest estimated time
+    that fits the slots (``docs/mapping.md``); ``contexts`` (per pass) defaults to as many as fit
+    the Dbufs.  ``fan_pipe0`` (sparse, ``wfan`` 16) gives the value loads' MOV trees the ISA's
+    ``pipe0`` hint: an experiment, off by default (slower on the RTL, docs/mapping.md); the
+    blocking choice does not depend on it.  ``sparse_graph`` (sparse) is one of
+    :data:`~sw.compiler.fc_plan.SPARSE_GRAPHS`: the branch-free ``gather`` graph
+    (:data:`~sw.compiler.fc_plan.DEFAULT_SPARSE_GRAPH`) or the paper's ``switch`` graph (its
+    feedback edges dropped with ``feedback=False``, for the order-hazard demo).
+
+    Raises
+    ------
+    FdpuError
+        For a bad mode, shape or batch, or a layer whose single item does not fit a Dbuf.
+    """
+    params = params or ArrayParams()
+    if mode not in MODES:
+        raise FdpuError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    for name, v in (("out_features K", K), ("in_features C", C), ("batch", N)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+    K, C, N = int(K), int(C), int(N)
+    cw = C if mode == "dense" else align(C, ROW)
+    if cw > 0xFFFF:
+        raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
+    groups = -(-N // LANES)
+    for name, v in (("kb", kb), ("gb", gb)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                              or v < 1):
+            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+    if sparse_graph not in SPARSE_GRAPHS:
+        raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
+                        f"got {sparse_graph!r}")
+    if wfan is not None and wfan not in WFANS:
+        raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
+    if not feedback and (mode != "sparse" or sparse_graph != "switch"):
+        raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
+                        "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
+                        "have no SWITCH)")
+    if kb is None or gb is None:
+        # The cheapest blocking whose single item fits a Dbuf.
+        for ckb, cgb, cwfan in choose_blocking(mode, K, groups, cw, params, feedback,
+                                               sparse_graph):
+            if kb is not None and ckb != kb or gb is not None and cgb != gb or \
+                    wfan is not None and mode == "sparse" and cgb > WFANS[0] and cwfan != wfan:
+                continue
+            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
+                           sparse_graph=sparse_graph)
+            probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
+            if _fits(probe, 1):
+                break
+        kb, gb, wfan = ckb, cgb, cwfan
+    wfan = WFANS[0] if wfan is None else wfan
+    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
+                  sparse_graph=sparse_graph)
+    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
+                         sparse_graph=sparse_graph)[0]
+    if slots > params.slots:
+        raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
+                        f"slots; the PE has {params.slots}")
+    plan.homes = home_dbufs.engine_homes(params, min(params.num_pes, plan.items))
+    full = -(-plan.items // plan.engines)
+    if contexts is None:
+        lo, hi = 1, full
+        if not _fits(plan, 1):
+            raise FdpuError(
+                f"one work item of the {K} x {C} layer (batch {N}, {mode}) needs more than "
+                f"the {params.dbuf_bytes} bytes of a Dbuf; use fewer in_features or bigger "
+                f"Dbufs")
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _fits(plan, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        contexts = lo
+    plan.contexts = min(int(contexts), full)
+    per_dbuf = {}
+    plan.desc_base = []
+    for pe, d in plan.homes:
+        i = per_dbuf.get(d, 0)
+        per_dbuf[d] = i + 1
+        plan.desc_base.append(params.dbuf_base(d) + i * plan.contexts * DESC_BYTES)
+    return plan
+
+
+def _fits(plan, contexts):
+    """Set ``plan.contexts`` to ``contexts``; return whether the fullest Dbuf holds a pass."""
+    plan.contexts = contexts
+    per = {}
+    for _, d in plan.homes:
+        per[d] = per.get(d, 0) + 1
+    worst = max(per.values())
+    gblocks = max(1, min(plan.gblocks, worst * contexts))
+    need = (worst * contexts * (DESC_BYTES + plan.item_bound + plan.output_bytes + 8)
+            + gblocks * (plan.input_bytes + 8))
+    return need <= plan.params.dbuf_bytes
