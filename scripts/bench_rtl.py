@@ -37,6 +37,7 @@ from sw.compiler import fc_plan, layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
+from tb.host.job_plan import MemModel
 
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
@@ -94,7 +95,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                overlap=overlap, wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
-        mem = runtime.MemModel()
+        mem = MemModel()
         est = sum(i // 8 for i in job.ext_in) // dma_channels \
             + sum(n for n, _ in job.descriptors) // dma_channels * (mem.latency + 8)
         rec["dma_in_estimate"] = est

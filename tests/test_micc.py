@@ -2,7 +2,7 @@
 CONFIG flits exactly as sw.compiler.image.expand_cbuf does, context window, end counting, done, and
 the error bits (configuration too big, bad registers, stray ends); and the Cbuf encoding of
 real images (sw.compiler.image.Image.cbuf_words) against the flits of
-tb.host.runtime.image_flits."""
+tb.host.memories.image_flits."""
 
 import os
 import random
@@ -20,6 +20,7 @@ from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits)
 from sw.spec.packet import ConfigWhat, Kind, body_layout, pack_flit, unpack_flit
 from sw.spec.status import MiccError
+from tb.host.memories import image_flits
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -252,7 +253,6 @@ def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, densit
     from sw.compiler import dbuf_layout, layers, planner
     from sw.compiler.asm import assemble
     from sw.compiler.program import program
-    from tb.host import runtime
     p = ArrayParams(rows=rows, cols=rows, slots=slots)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
@@ -260,7 +260,7 @@ def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, densit
     graph, placement = program(plan)
     segments, _ = dbuf_layout.pass_memory(plan, w, x, 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
-    config, templates = runtime.image_flits(image)
+    config, templates = image_flits(image)
     cw, tw = image.cbuf_words()
     assert expand_cbuf(p, cw, tw, ctx=0) == config + templates
     # About one word per flit: one header per run of slots (per PE) or registers.

@@ -22,8 +22,9 @@ from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_template_layout
 from sw.spec.errors import FdpuError
-from tb.host import runtime
-from tb.host.runtime import RtlError
+from tb.host import memories, runtime
+from tb.host.job_plan import MemModel
+from tb.host.run_results import RtlError
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -66,7 +67,7 @@ def test_dense_1x1_icarus():
 
 def test_multipass_layer_through_the_dma_icarus():
     # 4 passes in one simulation; a slow, stalling external memory.
-    mem = runtime.MemModel(latency=30, bandwidth=2.0, stall=0.25)
+    mem = MemModel(latency=30, bandwidth=2.0, stall=0.25)
     job = _fc(1, 1, 8, 32, 4, "dense", 1.0, "icarus", dbuf_bytes=512, kwargs=dict(mem=mem))
     assert len(job.passes) == 4
     assert job.final["o_ext_rd_bytes"] == sum(job.ext_in) > 0
@@ -118,10 +119,10 @@ def test_address_outside_the_dbufs_is_reported():
 def test_configuration_larger_than_the_cbufs():
     image = _image(cbufs=1, cbuf_bytes=4096)      # 512 Cbuf words: a small DMA load
     cfg, templates = image.cbuf_words()
-    cap = runtime.cbuf_capacity(image.params)
+    cap = memories.cbuf_capacity(image.params)
     big = list(cfg) * (cap // len(cfg) + 1)
     with pytest.raises(FdpuError, match="more than the 1 Cbufs of 4096 bytes hold"):
-        runtime.write_memories(image, "/tmp", big, templates)
+        memories.write_memories(image, "/tmp", big, templates)
     # The hardware check: the MicC refuses a length beyond its Cbufs.
     with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
         runtime.run_rtl(image, "icarus", config=(big, templates), max_cycles=5_000)
@@ -165,7 +166,7 @@ def test_fc_layers(sim, rows, cols, K, C, N, mode, density, graph):
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_sparse_multipass_1x1(sim):
     job = _fc(1, 1, 6, 32, 1, "sparse", 0.25, sim, slots=32, dbuf_bytes=512,
-              kwargs=dict(mem=runtime.MemModel(latency=40, bandwidth=1.0, stall=0.1)))
+              kwargs=dict(mem=MemModel(latency=40, bandwidth=1.0, stall=0.1)))
     assert len(job.passes) == 3
 
 
@@ -244,7 +245,7 @@ def test_multichannel_dma(sim, rows):
     # stalling memory: the Dbufs of each pass are spread over the channels (1 x 1: the Cbufs on
     # channel 0, the data on channel 1, at the east port), the result is bit-exact, and every
     # external byte is counted once (the 8 x 8 speed-up is in docs/system.md).
-    mem = runtime.MemModel(latency=20, bandwidth=8.0, stall=0.1)
+    mem = MemModel(latency=20, bandwidth=8.0, stall=0.1)
     job = _fc(rows, rows, 8, 64, 4, "dense", 1.0, sim, dbuf_bytes=1024,
               kwargs=dict(mem=mem, dma_channels=3))
     assert job.final["o_ext_rd_bytes"] == sum(job.ext_in)
@@ -289,11 +290,11 @@ def test_config_ports_on_several_edges_and_overlap(sim, overlap):
     image = _2x3_image()
     configs, _ = image.cbuf_port_words(4)
     assert sum(1 for c in configs if len(c)) >= 3            # ports on several edges
-    mem = runtime.MemModel(latency=20, bandwidth=2.0)
+    mem = MemModel(latency=20, bandwidth=2.0)
     job = _fc(2, 3, 5, 40, 3, "dense", 1.0, sim, slots=32,
               kwargs=dict(config_ports=4, dma_channels=2, overlap=overlap, mem=mem))
     run = job.passes[0]
-    assert 0 < run.config_cycles < len(runtime.image_flits(image)[0])
+    assert 0 < run.config_cycles < len(memories.image_flits(image)[0])
     if overlap:
         assert run.config_hidden_cycles == run.config_cycles
         assert run.hold_cycles > 0                           # the array waited for the DMA

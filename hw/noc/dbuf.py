@@ -2,8 +2,9 @@
 
 ::
 
-    i_req ──> check (mine? aligned? size?) ──> SRAM read / byte write ──> format REPLY ──> [FIFO] ──> o_reply
-                 accepted only while the reply FIFO has a free slot (credit counter)
+    i_req ──> check (mine? aligned? size?) ──> SRAM read / byte write ──> format REPLY
+          ──> [FIFO] ──> o_reply
+    (accepted only while the reply FIFO has a free slot: a credit counter)
 
 Contract
 --------

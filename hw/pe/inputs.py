@@ -120,9 +120,10 @@ class InputStage(wiring.Component):
         # INT/CTRL slots pipe 2.  The FC graphs' ITERs are address and repeat streams that
         # feed loads and run ahead of their consumers; beside the loads they leave pipe 2 to
         # the decode and SWITCH loop of the sparse engine.  BSCAN, that loop's decode, stays
-        # on pipe 2 (pipe 0 is the loads' and carries the FC graphs' repeat ITERs).  An INT/CTRL slot whose word has
-        # the pipe0 hint (in part 0) goes to pipe 0 too, for a graph builder to
-        # balance the pipes (the FC plans set none by default: docs/mapping.md).  The pipe
+        # on pipe 2 (pipe 0 is the loads' and carries the FC graphs' repeat ITERs).  An
+        # INT/CTRL slot whose word has the pipe0 hint (in part 0) goes to pipe 0 too, for a
+        # graph builder to balance the pipes (the FC plans set none by default:
+        # docs/mapping.md).  The pipe
         # is fixed for the slot's life: its results leave through one dispatcher in firing
         # order, and its ITER/SCAN state is read and written by one pipe.
         two_int = p.int_issue == 2

@@ -15,9 +15,10 @@ end-to-end cycles are less than their sum: the table shows how much configuratio
 hid and how long the configured array waited for it); utilization (floating-point
 operations executed / (peak per cycle x compute cycles)), the dense-equivalent utilization
 (2 K C N / (peak x compute cycles)) and the end-to-end one (all cycles); external bytes the
-DMA read and wrote, the peak bandwidth requirement (:attr:`tb.host.runtime.JobRun.peak_bandwidth`)
-and the DMA's achieved bandwidth; a per-PE busy map.  Exit status 0 on a bit-exact match, 1 on
-a mismatch, 2 for bad input or an RTL error/timeout.
+DMA read and wrote, the peak bandwidth requirement
+(:attr:`tb.host.run_results.JobRun.peak_bandwidth`) and the DMA's achieved bandwidth; a per-PE
+busy map.  Exit status 0 on a bit-exact match, 1 on a mismatch, 2 for bad input or an RTL
+error/timeout.
 """
 
 import sys
@@ -34,6 +35,7 @@ from sw.compiler import planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
+from tb.host.job_plan import MemModel
 
 #: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
 FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4}
@@ -75,7 +77,7 @@ def run_rtl_command(args):
     exact = golden_exact(args.golden, plan)
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
-    mem = runtime.MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
+    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before building
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),

@@ -165,8 +165,8 @@ def fc_result(plan, weights, inputs, running=False):
     """Return the ``N x K`` float16 result the graph computes, vectorized over ``k`` and ``n``.
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
-    :mod:`sw.spec.fp16`).  With ``running=True`` return ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum
-    of the magnitudes of every rounded partial sum, for the running error bound of
+    :mod:`sw.spec.fp16`).  With ``running=True`` return ``(result, mu)`` where ``mu``
+    (``N x K`` float64) is the sum of the magnitudes of every rounded partial sum, for the running error bound of
     :func:`sw.models.reference.check`.
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)

@@ -137,7 +137,7 @@ class Image:
         """Return ``(config, templates)``: the image as Cbuf words (uint64 arrays, module doc).
 
         Only what the graph uses: the configured slots, the non-zero registers, the preloads
-        and the CTX slots, in the order of the flits of ``tb.host.runtime.image_flits``.
+        and the CTX slots, in the order of the flits of ``tb.host.memories.image_flits``.
         """
         configs, templates = self.cbuf_port_words(1)
         return configs[0], templates

@@ -2,7 +2,7 @@
 
 A descriptor is :data:`DESC_BYTES` bytes of external memory, two little-endian 64-bit words,
 read by :mod:`hw.ctrl.dma` (one ``data.View`` of :func:`descriptor_layout`) and written by
-:mod:`tb.host.runtime` (:func:`pack_descriptor`):
+:mod:`tb.host.job_plan` (:func:`pack_descriptor`):
 
 ========  =======  ==========================================================================
 field     bits     meaning

@@ -4,7 +4,7 @@ An R x C mesh has ``2 (R + C)`` free edge ports, one Dbuf each (:class:`sw.spec.
 numbers them).  The MicC and the DMA channels share some of them: one per array edge first,
 each at a corner, so that with XY routing the flits of each port to its quadrant use links no
 other port uses.  ``hw.top`` wires the ports here; the compiler (:mod:`sw.compiler.image`) and
-the runtime (:mod:`tb.host.runtime`) split the work over them.
+the runtime (:mod:`tb.host.job_plan`) split the work over them.
 """
 
 import numpy as np
@@ -55,7 +55,7 @@ def dma_ports(params):
     the last row, the north port of the last column and the south port of column 0, so that
     each edge has a channel and a channel writing the Dbufs of its own edge uses links no
     other such channel uses (west: column 0 southwards, east: column C-1 northwards, north:
-    row 0 westwards, south: row R-1 eastwards; ``tb.host.runtime`` assigns Dbufs that way).  More
+    row 0 westwards, south: row R-1 eastwards; ``tb.host.job_plan`` assigns Dbufs that way).  More
     channels take the remaining west, east, north and south ports.
     """
     p = params

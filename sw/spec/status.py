@@ -4,7 +4,7 @@ The hardware (:mod:`hw.ctrl.micc`, :mod:`hw.ctrl.dma`) shows its state in a
 :data:`STATE_BITS`-bit register (``o_state``, the top's ``o_state`` / ``o_dma_state``) and its
 errors in a sticky register with one bit per error (``o_error``, bit ``e`` set for error
 ``e``); a PE (:mod:`hw.pe.errors`) keeps its :class:`PeError` flags the same way.  The host
-(:mod:`tb.host.runtime`) names what it reads with the same enums.
+(:mod:`tb.host.run_results`) names what it reads with the same enums.
 
 These are plain :class:`enum.IntEnum` (the spec needs no Amaranth); :func:`hw.lib.spec.shaped_enum`
 derives the shaped Amaranth enums the state machines hold, with the same names and values.

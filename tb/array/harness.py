@@ -5,7 +5,7 @@
 * **Dbufs**: every edge port ``k`` sinks ``o_req[k]`` (random backpressure), checks that the
   request reached the Dbuf that owns its address, and answers on ``i_reply[k]`` with
   :class:`sw.models.noc.DbufModel` ``k`` after a random latency, replies in any order.
-* **MicC** at its edge port: the image's CONFIG flits (:func:`tb.host.runtime.image_flits`,
+* **MicC** at its edge port: the image's CONFIG flits (:func:`tb.host.memories.image_flits`,
   the MicC's order), then context IDs to every CTX slot (window-limited), injected on
   ``i_reply[micc]`` in order; CTX_END flits on ``o_reply[micc]`` retire contexts.
 * ``o_fire[n]`` is counted per opcode over all PEs; every wait is bounded and says "deadlock".
@@ -19,7 +19,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from sw.models.noc import DbufModel
 from sw.spec.isa import Op
 from sw.spec.packet import Kind, end_count, flit_fields, pack_flit
-from tb.host.runtime import image_flits
+from tb.host.memories import image_flits
 from tb.pe.harness import wait_until_retired
 
 __all__ = ["TB"]

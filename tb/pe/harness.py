@@ -7,7 +7,7 @@
 * **Dbufs**: LOAD/STORE requests are answered by one :class:`sw.models.noc.DbufModel` per
   Dbuf after a random latency, in *any* order (replies from different banks overtake each
   other); the bench checks the request went to the Dbuf that owns its address;
-* **MicC**: the image's CONFIG flits addressed to this PE (:func:`tb.host.runtime.image_flits`,
+* **MicC**: the image's CONFIG flits addressed to this PE (:func:`tb.host.memories.image_flits`,
   the MicC's order) first, then context IDs to every CTX slot with at most ``window``
   contexts in flight, counting CTX_END messages (and flits) per context ID;
 * **counting**: ``o_fire`` pulses per opcode, LOAD/STORE requests (``requests``); the
@@ -34,7 +34,7 @@ from sw.spec.isa import Op, encode
 from sw.spec.packet import ConfigWhat, Kind, bias, end_count, flit_fields, pack_flit, unpack_flit
 from tb.common.clock import reset
 from tb.common.stream import StreamSink, pause_pattern
-from tb.host.runtime import image_flits
+from tb.host.memories import image_flits
 
 __all__ = ["TB", "params_from_env", "reset_pe", "make_rng", "wait_until_retired"]
 

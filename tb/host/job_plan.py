@@ -1,0 +1,361 @@
+"""The plan of an RTL job: the external memory image and the DMA descriptor lists of its passes.
+
+Contract
+--------
+* :func:`plan_job` lays out the external memory for a list of passes (per pass: the Cbuf
+  image, unless it equals the previous pass's; the Dbuf segments as whole-word runs; room for
+  the results; the DMA descriptor lists, ``hw.ctrl.dma``), one external memory per DMA
+  channel, and returns a :class:`JobPlan`: the memory images, the per-pass descriptor lists
+  and registers of the run spec of ``tb.top.test_run``, where each pass's results land, the
+  external bytes each pass moves, the memory size and the default cycle bounds.
+* The Dbufs of a pass are spread over the channels by words, each Dbuf's runs on one channel,
+  most to the channel on the Dbuf's own edge (``sw.spec.ports.dma_ports``); the Cbuf image
+  stays on channel 0; the DMA-out is spread the same way.  Segments of one Dbuf closer than
+  :data:`MERGE_GAP` bytes share a descriptor.
+* :class:`MemModel` holds the external memory model's registers (latency, bandwidth, stalls).
+
+Errors: :class:`FdpuError` for a DMA channel or configuration port count the top cannot
+have, a configuration that does not fit the Cbufs, a job that needs more than the 32-bit
+address space, or memory model values out of range.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.spec.arch import ArrayParams
+from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
+from sw.spec.errors import FdpuError
+from sw.spec.ports import config_ports as config_port_coords, dma_ports
+from tb.host.memories import cbuf_capacity, check_fits, port_configs
+
+__all__ = ["MemModel", "JobPlan", "plan_job", "EXT_MIN_BYTES", "DESC_OUT", "DESC_CBUF",
+           "MERGE_GAP"]
+
+#: Smallest external memory per simulator (bigger jobs take the next power of two).
+EXT_MIN_BYTES = {"icarus": 1 << 20, "verilator": 1 << 25}
+
+#: Descriptor flags (``sw.spec.dma``).
+DESC_OUT, DESC_CBUF = DescFlag.OUT, DescFlag.CBUF
+
+
+@dataclass(frozen=True)
+class MemModel:
+    """The external memory model's registers (``tb.host.extmem.ExtMem``).
+
+    ``latency``: cycles from a read request to its data (at least 2); ``bandwidth``: bytes per
+    cycle, 1/8 .. 8 in steps of 1/8; ``stall``: probability (0 .. 255/256) of a cycle in which
+    the memory takes nothing (random backpressure).
+    """
+    latency: int = 20
+    bandwidth: float = 8.0
+    stall: float = 0.0
+
+    def registers(self):
+        """Return ``{"latency", "bw", "stall"}`` as the hardware takes them."""
+        bw = round(self.bandwidth * 8)
+        if not 1 <= bw <= 64 or abs(bw - self.bandwidth * 8) > 1e-9:
+            raise FdpuError(f"memory bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes per "
+                            f"cycle, got {self.bandwidth}")
+        if not isinstance(self.latency, int) or not 0 <= self.latency < 1 << 16:
+            raise FdpuError(f"memory latency must be an integer in 0 .. 65535 cycles, got "
+                            f"{self.latency!r}")
+        stall = round(self.stall * 256)
+        if not 0 <= stall <= 255:
+            raise FdpuError(f"memory stall probability must be in [0, 255/256], got "
+                            f"{self.stall}")
+        return dict(latency=self.latency, bw=bw, stall=stall)
+
+
+def _edge(params, k):
+    """Return the edge (0 north, 1 east, 2 south, 3 west) of Dbuf ``k``."""
+    x, y = params.dbuf_coord(k)
+    return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
+
+
+def _channel_ports(params, channels):
+    """Return the edge ports (Dbuf numbers) of the DMA channels (``sw.spec.ports.dma_ports``)."""
+    return dma_ports(params)[:channels]
+
+
+def _assign(runs, channels, load, params):
+    """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
+
+    A Dbuf takes one request per cycle, so one Dbuf's runs stay on one channel (splitting them
+    over channels would only make the channels wait for each other).  The Dbufs go, most
+    words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream then
+    shares no link with the other edges' channels) unless that channel is ahead of the least
+    loaded one by more than this Dbuf's words, else to the least loaded channel (``load``:
+    words already given to each, updated).
+    """
+    ports = dma_ports(params)[:channels]
+    home = {}
+    for c, k in enumerate(ports):
+        home.setdefault(_edge(params, k), c)
+    per = {}
+    for lo, w in runs:
+        per.setdefault(params.dbuf_of(lo)[0], []).append((lo, w))
+    out = []
+    for k in sorted(per, key=lambda k: -sum(len(w) for _, w in per[k])):
+        words = sum(len(w) for _, w in per[k])
+        least = min(range(channels), key=lambda i: load[i])
+        c = home.get(_edge(params, k), least)
+        if load[c] > load[least] + words:
+            c = least
+        load[c] += words
+        out += [(c, lo, w) for lo, w in per[k]]
+    return out
+
+
+#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor (:func:`_runs`).
+MERGE_GAP = 256
+
+
+def _out_runs(params, reads, channels):
+    """Return ``[(channel, lo, hi, [(address, nbytes)])]``: the DMA-out descriptors of ``reads``.
+
+    Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
+    more is written out); the Dbufs are spread over the channels as :func:`_assign` spreads
+    the DMA-in (each on its edge's channel), so the DMA-out runs on every channel at once.
+    """
+    spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
+    runs = []
+    for lo, hi, addr, n in spans:
+        if runs and lo <= runs[-1][1] and params.dbuf_of(lo)[0] == \
+                params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append((addr, n))
+        else:
+            runs.append([lo, hi, [(addr, n)]])
+    chan = {lo: c for c, lo, _ in _assign([(lo, np.zeros((hi - lo) // 8)) for lo, hi, _ in runs],
+                                          channels, [0] * channels, params)}
+    return [(chan[lo], lo, hi, group) for lo, hi, group in runs]
+
+
+def _runs(image):
+    """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
+
+    Overlapping or touching segments merge, and so do segments of one Dbuf less than
+    :data:`MERGE_GAP` bytes apart (the zeros between them cost fewer DMA cycles than a
+    descriptor more: about the memory latency); every word a run covers is written (zeros
+    included), so a pass never sees the data of the pass before it where its own is zero.
+    """
+    spans = []
+    for addr, blob in image.segments.items():
+        if len(blob):
+            spans.append((addr & ~7, -(-(addr + len(blob)) // 8) * 8, addr, bytes(blob)))
+    spans.sort()
+    runs = []
+    for lo, hi, addr, blob in spans:
+        if runs and lo <= runs[-1][1] + MERGE_GAP and image.params.dbuf_of(lo)[0] == \
+                image.params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append((addr, blob))
+        else:
+            runs.append([lo, hi, [(addr, blob)]])
+    out = []
+    for lo, hi, parts in runs:
+        buf = bytearray(hi - lo)
+        for addr, blob in parts:
+            buf[addr - lo:addr - lo + len(blob)] = blob
+        out.append((lo, np.frombuffer(bytes(buf), dtype="<u8")))
+    return out
+
+
+class _ExtImage:
+    """The external memory image under construction: blobs at 16-aligned addresses."""
+
+    def __init__(self):
+        self.parts, self.cursor = [], 0
+
+    def put(self, words):
+        """Place ``words`` (uint64 array); return their byte address."""
+        addr = self.cursor
+        self.parts.append((addr, np.asarray(words, dtype=np.uint64)))
+        self.cursor = -(-(addr + 8 * len(words)) // 16) * 16
+        return addr
+
+    def reserve(self, nbytes):
+        """Reserve ``nbytes`` of zeros; return the address."""
+        addr = self.cursor
+        self.cursor = -(-(addr + nbytes) // 16) * 16
+        return addr
+
+    def words(self, size):
+        """Return the whole image as a uint64 array of ``size`` bytes."""
+        out = np.zeros(size // 8, dtype=np.uint64)
+        for addr, w in self.parts:
+            out[addr // 8:addr // 8 + len(w)] = w
+        return out
+
+
+def _desc(ext, local, length, flags=DescFlag(0)):
+    return pack_descriptor(ext, local, length, flags)
+
+
+@dataclass
+class JobPlan:
+    """The external memory and descriptor lists of a job (:func:`plan_job`).
+
+    ``exts``: per DMA channel, its external memory image; ``passes``: per pass, a dict of its
+    descriptor lists (``descs``, ``outs``: per channel, packed descriptors in and out; ``ndesc``,
+    ``nouts``: their counts), Cbuf words loaded (``cbuf_words``), records per configuration
+    port (``cfg``), CTX templates (``templates``), ``image``, bytes moved in (``moved``) and out
+    (``out_bytes``); ``results``: per pass, ``[(address, nbytes, channel, external address)]``
+    of the ranges stored out; ``reads``: per channel with results, ``[channel, word, words]``:
+    the range of its external memory read back at the end, ``result_base``: channel ->
+    ``(index in reads, byte address)``; ``spec_passes``: the passes of the run spec
+    (``dma_in``, ``dma_out``: per channel ``[list address, count]``; ``in_descs``; ``regs``);
+    ``ext_in``/``ext_out``: external bytes each pass moves in (descriptors included) and out.
+    """
+    params: ArrayParams
+    exts: list
+    passes: list
+    results: list
+    reads: list
+    result_base: dict
+    spec_passes: list
+    ext_in: list
+    ext_out: list
+
+    @property
+    def descriptors(self):
+        """Return per pass ``(descriptors in, descriptors out)``."""
+        return [(pl["ndesc"], pl["nouts"]) for pl in self.passes]
+
+    def ext_size(self, sim):
+        """Return the bytes of each external memory on ``sim``: a power of two, at least
+        :data:`EXT_MIN_BYTES`; raise :class:`FdpuError` past the 32-bit address space."""
+        # Sizes come in a few steps only: each size is a build of its own.
+        most_bytes = max(e.cursor for e in self.exts)
+        size = max(EXT_MIN_BYTES[sim], 1 << (most_bytes - 1).bit_length())
+        if size > 1 << 32:
+            raise FdpuError(f"the job needs {most_bytes} bytes of external memory, more than "
+                            f"the 32-bit address space")
+        return size
+
+    def default_max_cycles(self):
+        """Return the default cycle bound of a compute phase: ``200_000 + 2_000 * contexts``."""
+        return 200_000 + 2_000 * max(pl["image"].contexts for pl in self.passes)
+
+    def default_dma_max_cycles(self, regs_mem):
+        """Return the default cycle bound of a DMA phase, from the words moved, the bandwidth
+        and the latency of ``regs_mem`` (:meth:`MemModel.registers`)."""
+        most = max(pl["moved"] + pl["out_bytes"] for pl in self.passes) // 8
+        ndesc = max(pl["ndesc"] + pl["nouts"] for pl in self.passes)
+        return 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
+            + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
+
+    def memory_arrays(self, size):
+        """Return ``{"idx<c>", "val<c>"}``: the non-zero words of channel ``c``'s memory of
+        ``size`` bytes, by word index."""
+        arrays = {}
+        for c, e in enumerate(self.exts):
+            words = e.words(size)
+            nz = np.nonzero(words)[0]
+            arrays[f"idx{c}"], arrays[f"val{c}"] = nz.astype(np.int64), words[nz]
+        return arrays
+
+
+def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
+    """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
+
+    The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``.
+    """
+    nch = len(exts)
+    region = cbuf_capacity(p) // config_ports
+    mask = (1 << 64) - 1
+    if config is None:
+        cfgs, templates = image.cbuf_port_words(config_ports)
+        for q, c in enumerate(cfgs):
+            check_fits(p, len(c), len(templates) if q == 0 else 0, q, config_ports)
+    else:
+        cfgs, templates = port_configs(p, config[0], config_ports), config[1]
+    cwords = [np.array([int(w) & mask for w in list(c) + (list(templates) if q == 0
+                                                            else [])][:region],
+                       dtype=np.uint64) for q, c in enumerate(cfgs)]
+    descs, moved = [[] for _ in range(nch)], 0
+    load = [0] * nch
+    cbuf_words = 0
+    if prev_cbuf is None or not all(np.array_equal(a, b) for a, b in zip(prev_cbuf, cwords)):
+        for q, words in enumerate(cwords):
+            if len(words):
+                descs[0].append(_desc(exts[0].put(words), 8 * q * region, 8 * len(words),
+                                      DESC_CBUF))
+                moved += 8 * len(words)
+                load[0] += len(words)
+                cbuf_words += len(words)
+        prev_cbuf = cwords
+    # Each channel loads the Dbuf at its own edge port last: that Dbuf's store acks enter
+    # the reply mesh through the merge a configuration port's CONFIG flits take there,
+    # which would halve the configuration's rate while the two overlap.
+    own = _channel_ports(p, nch)
+    for c, lo, words in sorted(_assign(_runs(image), nch, load, p),
+                               key=lambda t: p.dbuf_of(t[1])[0] == own[t[0]]):
+        descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
+        moved += 8 * len(words)
+    outs, out_bytes, where = [[] for _ in range(nch)], 0, []
+    for c, lo, hi, group in _out_runs(p, reads, nch):
+        at = exts[c].reserve(hi - lo)
+        outs[c].append(_desc(at, lo, hi - lo, DESC_OUT))
+        where += [(addr, n, c, at + addr - lo) for addr, n in group]
+        out_bytes += hi - lo
+    plan = dict(descs=descs, cbuf_words=cbuf_words, ndesc=sum(len(d) for d in descs), outs=outs,
+                nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
+                templates=len(templates), image=image, moved=moved, out_bytes=out_bytes)
+    return plan, where, prev_cbuf
+
+
+def _spec_pass(pl, exts, backdoor_in, overlap):
+    """Place a pass's descriptor lists in ``exts``; return its pass of the run spec."""
+    lin = [[exts[c].put(np.array(d, dtype=np.uint64).reshape(-1)) if d else 0, len(d)]
+           for c, d in enumerate(pl["descs"])]
+    lout = [[exts[c].put(np.array(o, dtype=np.uint64).reshape(-1)) if o else 0, len(o)]
+            for c, o in enumerate(pl["outs"])]
+    image = pl["image"]
+    all_in = [(c, d) for c, ds in enumerate(pl["descs"]) for d in ds]
+    return dict(
+        dma_in=lin, dma_out=lout,
+        in_descs=[[c, *(int(f) for f in unpack_descriptor(d))]
+                  for c, d in all_in] if backdoor_in else [],
+        regs=dict(i_n_config=pl["cfg"][0], i_n_ctx=pl["templates"],
+                  **{f"i_n_config_{q}": n for q, n in enumerate(pl["cfg"]) if q},
+                  i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
+                  i_contexts=image.contexts, i_window=image.window,
+                  i_ends=image.ends_per_context))
+
+
+def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
+             overlap=False):
+    """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
+
+    ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
+    out; ``configs``: per pass, Cbuf words (records, CTX templates) instead of the image's.
+    """
+    p = params
+    if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
+            or not 1 <= dma_channels <= p.num_dbufs:
+        raise FdpuError(f"dma_channels must be an integer in 1..{p.num_dbufs} (the edge "
+                        f"ports), got {dma_channels!r}")
+    nch = dma_channels
+    config_port_coords(p, config_ports)    # raises FdpuError for a bad count
+    exts = [_ExtImage() for _ in range(nch)]
+    plan, prev_cbuf, results = [], None, []
+    for j, (image, reads) in enumerate(passes):
+        pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
+                                          exts, prev_cbuf, config_ports)
+        plan.append(pl)
+        results.append(where)
+    # The results: per channel one range of its external memory, read back at the end.
+    reads_spec, res_base = [], {}
+    for c in range(nch):
+        spans = [(at, n) for w in results for _, n, cc, at in w if cc == c]
+        if spans:
+            lo = min(a for a, _ in spans) & ~7
+            hi = max(a + n for a, n in spans)
+            res_base[c] = (len(reads_spec), lo)
+            reads_spec.append([c, lo // 8, (hi - lo + 7) // 8])
+    spec_passes = [_spec_pass(pl, exts, backdoor_in, overlap) for pl in plan]
+    ext_in = [pl["moved"] + 16 * (pl["ndesc"] + pl["nouts"]) for pl in plan]
+    ext_out = [pl["out_bytes"] for pl in plan]
+    return JobPlan(p, exts, plan, results, reads_spec, res_base, spec_passes, ext_in, ext_out)
