@@ -81,7 +81,7 @@ from hw.lib.logic import any_of, equals, increment, popcount, sum_of
 from hw.lib.shared import Shared
 from hw.lib.spec import check_params
 from hw.noc.dbuf import Dbuf
-from hw.noc.flit import Bits, FlitKind
+from hw.noc.flit import Bits, FlitKind, body_view
 from hw.noc.mesh import Mesh
 from hw.pe.pe import Pe
 from sw.spec.arch import ArrayParams
@@ -295,7 +295,7 @@ class FDPU(wiring.Component):
             # PE requests only: the DMA's STOREs/LOADs come in through the same port (they
             # overlap the MicC's run when configuration hides behind the DMA-in); a PE's
             # reply-to coordinate is inside the array (biased 1..cols, 1..rows).
-            src = req.o_edge[k].payload.body.load
+            src = body_view(req.o_edge[k].payload, FlitKind.LOAD, p)
             from_pe = (src.src_x.any() & ~equals(src.src_x, p.cols + 1)
                        & src.src_y.any() & ~equals(src.src_y, p.rows + 1))
             accepted.append(dbuf.i_req.valid & dbuf.i_req.ready & from_pe)

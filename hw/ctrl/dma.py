@@ -56,7 +56,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, zero_extend
 from hw.lib.spec import check_params, shaped_enum
-from hw.noc.flit import Bits, FlitKind, flit_layout
+from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
@@ -231,7 +231,7 @@ class Dma(wiring.Component):
 
         # Requests into the request mesh: STORE (IN, Dbuf) or LOAD (OUT).
         req = self.o_req.payload
-        body = req.body.store
+        body = body_view(req, FlitKind.STORE, p)
         cx, cy = self.coord
         moving = is_state(DmaState.MOVE)
         store_v = moving & ~is_out & ~is_cbuf & st_left.any() & rdq.r_rdy
@@ -278,7 +278,7 @@ class Dma(wiring.Component):
 
         # Replies: store acks are counted, load data goes to repq, then to external memory.
         rep = self.i_rep.payload
-        rbody = rep.body.reply
+        rbody = body_view(rep, FlitKind.REPLY, p)
         m.d.comb += self.i_rep.ready.eq(1)
         rep_ok = self.i_rep.valid
         with m.If(rep_ok & rbody.err):

@@ -59,7 +59,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, popcount, zero_extend
 from hw.lib.spec import check_params, shaped_enum
-from hw.noc.flit import Bits, FlitKind, flit_layout
+from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
@@ -195,7 +195,7 @@ class Micc(wiring.Component):
             r_left = Signal(16, name=f"r_left{s}")
             is_data = r_left.any()
             cfg_flit = Signal(lay, name=f"cfg_flit{s}")
-            cview = cfg_flit.body.config
+            cview = body_view(cfg_flit, Kind.CONFIG, p)
             m.d.comb += [
                 cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x),
                 cfg_flit.dst_y.eq(r_y), cview.what.eq(r_what), cview.index.eq(r_index),
@@ -219,7 +219,7 @@ class Micc(wiring.Component):
             if q == 0:
                 tpl = data.View(tpl_lay, rd_data)
                 ctx_flit = Signal(lay)
-                oview = ctx_flit.body.operand
+                oview = body_view(ctx_flit, Kind.OPERAND, p)
                 m.d.comb += [
                     ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
                     ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
@@ -244,7 +244,7 @@ class Micc(wiring.Component):
         counts = [Signal(16, name=f"ends{i}") for i in range(table)]
         inc = Signal(table)
         fl = self.i_flit.payload
-        end_body = fl.body.ctx_end
+        end_body = body_view(fl, Kind.CTX_END, p)
         end_id, age, outstanding = Signal(32), Signal(32), Signal(32)
         m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
                      age.eq(end_id - retired), outstanding.eq(issued - retired)]

@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.spec import check_params
 from hw.lib.sram import Sram
-from hw.noc.flit import Bits, FlitKind, flit_layout
+from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec.arch import ArrayParams
 
 __all__ = ["Dbuf"]
@@ -103,7 +103,7 @@ class Dbuf(wiring.Component):
         m.submodules.replies = out = fifo.SyncFIFO(width=self.layout.size, depth=self.reply_depth)
 
         req = self.i_req.payload
-        store = req.body.store
+        store = body_view(req, FlitKind.STORE, p)
         offset_bits = (p.dbuf_bytes - 1).bit_length()
 
         # Credits: free reply slots not yet promised to an accepted request.
@@ -162,7 +162,7 @@ class Dbuf(wiring.Component):
         load_data = Mux(pend_bcast, Cat(half, half, half, half), value)
 
         reply = Signal(self.layout)
-        body = reply.body.reply
+        body = body_view(reply, FlitKind.REPLY, p)
         m.d.comb += [
             reply.kind.eq(FlitKind.REPLY),
             reply.dst_x.eq(pend_x),

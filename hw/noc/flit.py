@@ -7,8 +7,11 @@ Nothing here defines a bit position: every layout is built from the ``sw`` layou
   biased coordinates) and an opaque ``body``.  Its width is :func:`sw.spec.packet.flit_width` by
   default; a narrower ``width`` (at least the header plus one bit) gives small meshes for tests
   and benchmarks that carry a private body.
-* :func:`body_layout` views the ``body`` of one :class:`sw.spec.packet.Kind`
-  (``flit.body.load`` is ``data.View(body_layout(Kind.LOAD, p), flit.body.bits)``).
+* :func:`body_layout` is the ``body`` of one :class:`sw.spec.packet.Kind`, and
+  :func:`body_view` views a flit's ``body`` through it (``body_view(flit, Kind.LOAD, p).addr``).
+  The body stays plain bits in :func:`flit_layout`: every signal of a layout shape gets a
+  named wire per field in the Verilog, and a union of every kind's fields on each of the
+  mesh's hundreds of flit signals doubled the system's Verilog and its build time.
 * :data:`FlitKind` is :class:`sw.spec.packet.Kind` as an Amaranth enum with its 3-bit shape.
 * :func:`is_request` is :func:`sw.spec.packet.net_of` in hardware.
 """
@@ -24,8 +27,8 @@ from sw.spec.packet import flit_width
 from sw.spec.packet import header_layout as _sw_header_layout
 from sw.spec.packet import net_of
 
-__all__ = ["Bits", "FlitKind", "header_layout", "flit_layout", "body_layout", "default_width",
-           "is_request"]
+__all__ = ["Bits", "FlitKind", "header_layout", "flit_layout", "body_layout", "body_view",
+           "default_width", "is_request"]
 
 _KIND_BITS = _sw_header_layout(ArrayParams(rows=1, cols=1)).field("kind").width
 
@@ -58,12 +61,8 @@ def _body_bits(params, width):
 
 
 def flit_layout(params, width=None):
-    """Return the ``StructLayout`` of a whole flit: the header fields, then ``body``.
-
-    ``body`` is a ``UnionLayout``: ``body.bits`` is the raw body, and ``body.operand``,
-    ``body.load``, ... (one member per :class:`sw.spec.packet.Kind` whose body fits the width,
-    named in lower case) view it as that kind's fields (:func:`body_layout`).  The union is
-    exactly as wide as the body, so every view reads the same bits.
+    """Return the ``StructLayout`` of a whole flit: the header fields, then ``body`` (plain
+    bits; :func:`body_view` reads it as one kind's fields).
 
     Parameters
     ----------
@@ -71,8 +70,8 @@ def flit_layout(params, width=None):
         Sizes the coordinates.
     width : int, optional
         Flit width in bits; default :func:`default_width`.  Must exceed the header width; a
-        narrower flit than the default (small meshes for tests and benchmarks that carry a
-        private body) has only the views that fit.
+        narrower flit than the default gives small meshes for tests and benchmarks that carry
+        a private body.
 
     Raises
     ------
@@ -80,19 +79,13 @@ def flit_layout(params, width=None):
         If ``width`` is not an integer larger than the header.
     """
     header = header_layout(params)
-    bits = _body_bits(params, width)
-    views = {}
-    for kind in Kind:
-        fields = _sw_body_layout(kind, params).struct_fields()
-        if sum(fields.values()) <= bits:
-            views[kind.name.lower()] = body_layout(kind, params, width)
     return data.StructLayout({**{name: field.shape for name, field in header},
-                              "body": data.UnionLayout({"bits": bits, **views})})
+                              "body": _body_bits(params, width)})
 
 
 def body_layout(kind, params, width=None):
     """Return the ``StructLayout`` of the body of a flit of ``kind``, padded to the ``body``
-    of :func:`flit_layout` ``(params, width)`` (``flit.body.<kind>`` is a view of it)."""
+    of :func:`flit_layout` ``(params, width)`` (:func:`body_view` reads a flit through it)."""
     body = _body_bits(params, width)
     fields = _sw_body_layout(Kind(getattr(kind, "value", kind)), params).struct_fields()
     used = sum(fields.values())
@@ -102,6 +95,13 @@ def body_layout(kind, params, width=None):
     if used < body:
         fields["_pad"] = fields.pop("_pad", 0) + body - used
     return data.StructLayout(fields)
+
+
+def body_view(flit, kind, params):
+    """Return the ``body`` of ``flit`` (a :func:`flit_layout` view of ``params``) as a
+    ``data.View`` of the fields of ``kind`` (:func:`body_layout`)."""
+    width = header_layout(params).size + len(flit.body)
+    return data.View(body_layout(kind, params, width), flit.body)
 
 
 class Bits:

@@ -54,9 +54,9 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.fifo import StreamFIFO
 from hw.lib.logic import equals
 from hw.lib.spec import check_params
-from hw.noc.flit import FlitKind, flit_layout
+from hw.noc.flit import FlitKind, body_view, flit_layout
 from hw.pe.layouts import coord_layout, dispatch_layout, local_layout
-from sw.spec.packet import END_COUNT_BITS, bias
+from sw.spec.packet import END_COUNT_BITS, Kind, bias
 
 __all__ = ["Dispatcher", "ReplyPort", "HOLD"]
 
@@ -141,22 +141,23 @@ class Dispatcher(wiring.Component):
         m.d.comb += self.o_flit.valid.eq(busy & (f_remote | (~have_dest & cur.end)))
         flit = self.o_flit.payload
         m.d.comb += flit.as_value().eq(cur.data.replicate(2)[:len(flit.as_value())])
+        operand, end = body_view(flit, Kind.OPERAND, p), body_view(flit, Kind.CTX_END, p)
         with m.If(have_dest):
             m.d.comb += [
                 flit.kind.eq(FlitKind.OPERAND),
                 flit.dst_x.eq(dest.x + 1),
                 flit.dst_y.eq(dest.y + 1),
-                flit.body.operand.slot.eq(dest.slot),
-                flit.body.operand.operand.eq(dest.operand),
-                flit.body.operand.data.eq(cur.data),
+                operand.slot.eq(dest.slot),
+                operand.operand.eq(dest.operand),
+                operand.data.eq(cur.data),
             ]
         with m.Else():
             m.d.comb += [
                 flit.kind.eq(FlitKind.CTX_END),
                 flit.dst_x.eq(bias(self._micc[0])),
                 flit.dst_y.eq(bias(self._micc[1])),
-                flit.body.ctx_end.data.eq(cur.ectx),
-                flit.body.ctx_end.count.eq(1),
+                end.data.eq(cur.ectx),
+                end.count.eq(1),
             ]
 
         sent = Signal()                             # the flit port moved this cycle
@@ -222,7 +223,7 @@ class ReplyPort(wiring.Component):
         m.submodules.rep_q = rep_q = StreamFIFO(width=flit_w, depth=self._depth)
 
         is_end = [Signal(name=f"is_end{j}") for j in range(n)]
-        ctx_of = [self.i_flit[j].payload.body.ctx_end.data[:32] for j in range(n)]
+        ctx_of = [body_view(self.i_flit[j].payload, Kind.CTX_END, p).data[:32] for j in range(n)]
         for j in range(n):
             m.d.comb += is_end[j].eq(self.i_flit[j].payload.kind == FlitKind.CTX_END)
 
@@ -274,8 +275,8 @@ class ReplyPort(wiring.Component):
             out_flit.kind.eq(FlitKind.CTX_END),
             out_flit.dst_x.eq(bias(self._micc[0])),
             out_flit.dst_y.eq(bias(self._micc[1])),
-            out_flit.body.ctx_end.data.eq(out_ctx),
-            out_flit.body.ctx_end.count.eq(out_count),
+            body_view(out_flit, Kind.CTX_END, p).data.eq(out_ctx),
+            body_view(out_flit, Kind.CTX_END, p).count.eq(out_count),
         ]
         m.d.comb += [
             self.o_rep.valid.eq(offer_end | rep_q.o_data.valid),

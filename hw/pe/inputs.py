@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.logic import equals, is_one_of
 from hw.lib.select import onehot
 from hw.lib.spec import check_params
-from hw.noc.flit import body_layout, flit_layout
+from hw.noc.flit import body_layout, body_view, flit_layout
 from hw.pe.layouts import insn_struct, local_layout
 from sw.spec.isa import PIPE0_OPS, Op, Unit
 from sw.spec.packet import ConfigWhat, Kind
@@ -87,7 +87,7 @@ class InputStage(wiring.Component):
             return kinds[k]
 
         # CONFIG
-        cfg = fin.body.config
+        cfg = body_view(fin, Kind.CONFIG, p)
         is_cfg = is_kind(Kind.CONFIG)
         cfg_insn = Signal()
         cfg_part0 = Signal()                      # part 0 makes the slot live, clears its state
@@ -145,14 +145,14 @@ class InputStage(wiring.Component):
         preload = is_cfg & equals(cfg.what, ConfigWhat.PRELOAD)
         m.d.comb += self.o_token.valid.eq(is_kind(Kind.OPERAND) | preload)
         with m.If(is_kind(Kind.OPERAND)):
-            m.d.comb += [net_tok.slot.eq(fin.body.operand.slot),
-                         net_tok.operand.eq(fin.body.operand.operand),
-                         net_tok.data.eq(fin.body.operand.data)]
+            tok = body_view(fin, Kind.OPERAND, p)
+            m.d.comb += [net_tok.slot.eq(tok.slot), net_tok.operand.eq(tok.operand),
+                         net_tok.data.eq(tok.data)]
         with m.If(preload):
             m.d.comb += [net_tok.slot.eq(cfg.slot),
                          net_tok.operand.eq(cfg.index[:2]), net_tok.data.eq(cfg.data)]
 
         # REPLY
         m.d.comb += [self.o_reply.valid.eq(is_kind(Kind.REPLY)),
-                     self.o_reply.body.eq(fin.body.reply)]
+                     self.o_reply.body.eq(body_view(fin, Kind.REPLY, p))]
         return m

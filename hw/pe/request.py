@@ -23,11 +23,11 @@ from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, is_one_of
 from hw.lib.spec import check_params
-from hw.noc.flit import FlitKind, flit_layout
+from hw.noc.flit import FlitKind, body_view, flit_layout
 from hw.pe.layouts import coord_layout, insn_struct
 from sw.spec.arch import bits_for
 from sw.spec.isa import Op
-from sw.spec.packet import TAG_BITS, bias
+from sw.spec.packet import TAG_BITS, Kind, bias
 
 __all__ = ["MemRequest"]
 
@@ -96,18 +96,18 @@ class MemRequest(wiring.Component):
                     m.d.comb += size.eq(_SIZE[op.access_bytes])
             with m.Default():
                 m.d.comb += size.eq(0)
+        body = body_view(req, Kind.STORE, p)        # (a LOAD's fields are a STORE's first)
         m.d.comb += [
             req.kind.eq(Mux(is_store, FlitKind.STORE, FlitKind.LOAD)),
             req.dst_x.eq(dxy[:p.x_bits]),
             req.dst_y.eq(dxy[p.x_bits:]),
-            req.body.store.addr.eq(addr),
-            req.body.store.size.eq(size),
-            req.body.store.bcast.eq(equals(insn.op, int(Op.LDHB))
-                                    | equals(insn.op, int(Op.LDHBZ))),
-            req.body.store.src_x.eq(_biased(coord.x, p.x_bits)),
-            req.body.store.src_y.eq(_biased(coord.y, p.y_bits)),
-            req.body.store.slot.eq(entry[TAG_BITS:]),
-            req.body.store.tag.eq(entry[:TAG_BITS]),
-            req.body.store.data.eq(Mux(is_store, self.i_b, Const(0, 64))),
+            body.addr.eq(addr),
+            body.size.eq(size),
+            body.bcast.eq(equals(insn.op, int(Op.LDHB)) | equals(insn.op, int(Op.LDHBZ))),
+            body.src_x.eq(_biased(coord.x, p.x_bits)),
+            body.src_y.eq(_biased(coord.y, p.y_bits)),
+            body.slot.eq(entry[TAG_BITS:]),
+            body.tag.eq(entry[:TAG_BITS]),
+            body.data.eq(Mux(is_store, self.i_b, Const(0, 64))),
         ]
         return m

@@ -166,8 +166,8 @@ def fc_result(plan, weights, inputs, running=False):
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
     :mod:`sw.spec.fp16`).  With ``running=True`` return ``(result, mu)`` where ``mu``
-    (``N x K`` float64) is the sum of the magnitudes of every rounded partial sum, for the running error bound of
-    :func:`sw.models.reference.check`.
+    (``N x K`` float64) is the sum of the magnitudes of every rounded partial sum, for the
+    running error bound of :func:`sw.models.reference.check`.
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)

@@ -125,11 +125,11 @@ class RouterOccupancyHarness(Elaboratable):
         m.d.comb += Assume((r.i_x < p.cols) & (r.i_y < p.rows))
         with m.If(started):
             m.d.comb += Assume(Cat(r.i_x, r.i_y) == coord)
-        tag = [data.View(r.layout, r.o_flit[o].payload.as_value()).body.bits[:self.TAG_BITS]
+        tag = [data.View(r.layout, r.o_flit[o].payload.as_value()).body[:self.TAG_BITS]
                for o in range(n)]
         for d in range(n):
             port = r.i_flit[d]
-            m.d.comb += Assume(port.payload.body.bits[:self.TAG_BITS] == d)
+            m.d.comb += Assume(port.payload.body[:self.TAG_BITS] == d)
             occupancy = Signal(range(-1, self.depth + 2), name=f"occ_{PORTS[d].name.lower()}")
             entered = port.valid & port.ready
             left = [r.o_flit[o].valid & r.o_flit[o].ready & (tag[o] == d) for o in range(n)]
