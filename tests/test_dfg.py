@@ -7,7 +7,7 @@ from sw.compiler.dfg import DfgError, Graph
 from sw.compiler.fc_plan import FcPlan
 from sw.compiler.graphs import build_engine
 from sw.spec.arch import ArrayParams
-from sw.spec.isa import Op
+from sw.spec.isa import Op, loop_imm
 
 
 def chain():
@@ -135,7 +135,7 @@ def test_too_many_initial_tokens():
 def test_rates_and_rate_rule():
     g = Graph()
     c = g.add(Op.CTX, group=0)
-    it = g.add(Op.ITER, imm=(1 << 16) | 10, group=0)
+    it = g.add(Op.ITER, imm=loop_imm(10, 1), group=0)
     acc = g.add(Op.FACC, imm=10, group=0)
     st = g.add(Op.STD, end=True, group=0)
     g.connect(c, it, 0)
@@ -153,7 +153,7 @@ def test_rates_and_rate_rule():
 def test_rate_mismatch_and_end_rate():
     g = Graph()
     c = g.add(Op.CTX, group=0)
-    it = g.add(Op.ITER, imm=(1 << 16) | 4, group=0)
+    it = g.add(Op.ITER, imm=loop_imm(4, 1), group=0)
     a = g.add(Op.ADD, group=0, name="a")
     g.connect(c, it, 0)
     g.connect(it, a, 0)
@@ -162,7 +162,7 @@ def test_rate_mismatch_and_end_rate():
         g.validate()
     g = Graph()
     c = g.add(Op.CTX, group=0)
-    it = g.add(Op.ITER, imm=(1 << 16) | 4, group=0)
+    it = g.add(Op.ITER, imm=loop_imm(4, 1), group=0)
     s = g.add(Op.MOV, end=True, group=0, name="s")
     g.connect(c, it, 0)
     g.connect(it, s, 0)

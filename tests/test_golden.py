@@ -25,7 +25,7 @@ from sw.models.golden_fc import run_fc
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op
+from sw.spec.isa import Op, loop_imm
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
@@ -157,7 +157,7 @@ def test_iter_scan_facc():
     # of (1.0 * 2.0) -> 10.0 in every lane; store the last SCAN value and the FACC.
     g = Graph()
     c = g.add(Op.CTX, group=0)
-    it = g.add(Op.ITER, imm=(3 << 16) | 5, group=0)
+    it = g.add(Op.ITER, imm=loop_imm(5, 3), group=0)
     g.connect(imm(g, c, 10), it, 0)
     base = g.add(Op.ITER, imm=5, group=0)               # step 0: repeat 100 five times
     g.connect(imm(g, c, 100), base, 0)
@@ -201,7 +201,7 @@ def bscan_graph(mask, base, count, contexts=1):
     bs = g.add(Op.BSCAN, imm=count, group=0)
     g.connect(imm(g, c, mask - (1 << 32) if mask >> 31 else mask), bs, 0)
     g.connect(imm(g, c, base - (1 << 32) if base >> 31 else base), bs, 1)
-    addr = g.add(Op.ITER, imm=(4 << 16) | count, group=0)
+    addr = g.add(Op.ITER, imm=loop_imm(count, 4), group=0)
     g.connect(imm(g, c, OUT), addr, 0)
     st = g.add(Op.STW, group=0)
     g.connect(addr, st, 0)
@@ -336,7 +336,7 @@ def test_counters_of_a_two_pe_graph():
 def test_operand_overflow_is_detected():
     g = Graph()
     c = g.add(Op.CTX, group=0, pe=(0, 0))
-    it = g.add(Op.ITER, imm=(1 << 16) | 8, group=0, pe=(0, 0))
+    it = g.add(Op.ITER, imm=loop_imm(8, 1), group=0, pe=(0, 0))
     g.connect(c, it, 0)
     add = g.add(Op.ADD, group=1, pe=(1, 0), end=True)
     g.connect(it, add, 0)                       # operand 1 never comes: tokens pile up
@@ -373,7 +373,7 @@ def test_memory_fault_and_timeout():
         run_graph(g)
     g = Graph()
     c = g.add(Op.CTX, group=0)
-    it = g.add(Op.ITER, imm=(1 << 16) | 1000, group=0)
+    it = g.add(Op.ITER, imm=loop_imm(1000, 1), group=0)
     g.connect(c, it, 0)
     acc = g.add(Op.FACC, imm=1000, group=0)
     g.fanout(it, [(acc, 0), (acc, 1)])

@@ -23,7 +23,7 @@ from sw.compiler.image import load
 from sw.compiler.place import place
 from sw.models.golden import run_image
 from sw.spec.arch import ArrayParams
-from sw.spec.isa import Op
+from sw.spec.isa import Op, loop_imm
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
            "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
@@ -188,7 +188,7 @@ def kernels_image(params, contexts, pe=(0, 0)):
     c = g.add(Op.CTX, pe=pe, group=pe)
     first = g.add(Op.SHL, 1, imm=2, pe=pe, group=pe)                # 4c
     g.connect(c, first, 0)
-    it = g.add(Op.ITER, imm=(1 << 16) | 4, pe=pe, group=pe)
+    it = g.add(Op.ITER, imm=loop_imm(4, 1), pe=pe, group=pe)
     g.connect(first, it, 0)
     idx = g.add(Op.AND, 1, imm=31, pe=pe, group=pe)                 # tables hold 32 entries
     g.connect(it, idx, 0)
@@ -282,7 +282,7 @@ def bscan_image(params, contexts, seed, pe=(0, 0)):
     for count, offset in BSCAN_COUNTS:
         bs = g.add(Op.BSCAN, imm=count, pe=pe, group=pe)
         scans.append(bs)
-        it = g.add(Op.ITER, imm=(4 << 16) | count, pe=pe, group=pe)
+        it = g.add(Op.ITER, imm=loop_imm(count, 4), pe=pe, group=pe)
         iters.append(it)
         _store_stream(g, it, bs, Op.STW, offset, count, pe)
     g.fanout(ldm, [(bs, 0) for bs in scans])
@@ -382,14 +382,14 @@ def ldhbz_image(params, contexts, seed, pe=(0, 0)):
     ldv = g.add(Op.LDHBZ, imm=_LDHBZ_TAB_V - 2, pe=pe, group=pe)
     g.connect(bs, ldv, 0)
     first = _chain(g, c, [(Op.SHL, 2)], pe)
-    it = g.add(Op.ITER, imm=(1 << 16) | 4, pe=pe, group=pe)
+    it = g.add(Op.ITER, imm=loop_imm(4, 1), pe=pe, group=pe)
     g.connect(first, it, 0)
     lda = _chain(g, it, [(Op.AND, 15), (Op.SHL, 3), (Op.LDD, _LDHBZ_TAB_A)], pe)
     far = g.add(Op.LDHBZ, imm=LDHBZ_FAR, pe=pe, group=pe)
     g.connect(lda, far, 0)
     block = _ctx_address(g, c, out, 8, pe)
     for src, count, offset in ((ldv, 16, 0), (far, 4, 128)):
-        at = g.add(Op.ITER, imm=(8 << 16) | count, pe=pe, group=pe)
+        at = g.add(Op.ITER, imm=loop_imm(count, 8), pe=pe, group=pe)
         g.connect(block, at, 0)
         _store_stream(g, at, src, Op.STD, offset, count, pe)
     g.validate(params)
