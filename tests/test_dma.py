@@ -8,6 +8,7 @@ import os
 import random
 
 import pytest
+from amaranth.sim import Simulator
 
 from hw.ctrl.dma import Dma, build_dma
 from hw.tooling.verilog import lint, to_verilog
@@ -51,7 +52,6 @@ def test_dma_random_jobs_and_bad_descriptors(sim):
 
 def _sim_one_descriptor(dma, words, cycles=60):
     """Run ``dma`` (amaranth.sim) on a one-descriptor list; return (halt, done, error, reqs)."""
-    from amaranth.sim import Simulator
     out = {}
 
     async def bench(ctx):

@@ -23,6 +23,7 @@ import pytest
 
 from hw.lib.shared import shared_modules
 from hw.tooling.verilog import verilator_env
+from sw.cli.noc_bench import measure
 from sw.compiler import layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
@@ -217,8 +218,6 @@ def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     Only the routers are hierarchical: a hierarchical traffic node leaves reset a cycle late
     (``register_block_inputs``) and misses the seed load of cycle 0 (``tb.noc.bench``), so it
     offers a flit every cycle whatever the rate."""
-    from sw.cli.noc_bench import measure
-
     monkeypatch.setattr(verilator, "hier_blocks", lambda verilog: [
         name for name in shared_modules(verilog) if name.startswith("router")])
     monkeypatch.setenv("FDPU_HIER_SKIP_STATS", "1")

@@ -12,7 +12,7 @@ from sw.spec import isa, packet
 from sw.spec.arch import PAPER, ArrayParams, Dir
 from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Dest, Instruction, Op, Unit
+from sw.spec.isa import PIPE0_OPS, Dest, Instruction, Op, Unit, issue_pipe
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 SMALL = ArrayParams(rows=2, cols=3, slots=16, regs=4)
@@ -250,7 +250,6 @@ def test_issue_pipe_is_the_one_rule_of_the_pes_pipes():
     # Loads, stores and ITER on pipe 0 (and any INT/CTRL op with the pipe0 hint), FP ops on
     # the FP pipe whatever the hint, every other INT/CTRL op (BSCAN, SWITCH) on pipe 2; the
     # PE decodes PIPE0_OPS at configuration, the golden estimate and the chooser call it.
-    from sw.spec.isa import PIPE0_OPS, issue_pipe
     assert set(PIPE0_OPS) == {op for op in Op if op.is_load or op.is_store} | {Op.ITER}
     assert {issue_pipe(op) for op in (Op.BSCAN, Op.SWITCH, Op.MOV, Op.ADD, Op.CTX)} == {"p2"}
     assert issue_pipe(Op.MOV, pipe0=True) == "p0" and issue_pipe(Op.LDD, pipe0=True) == "p0"

@@ -2,15 +2,25 @@
 Icarus and Verilator with every traffic pattern, edge traffic and random backpressure."""
 
 import collections
+import importlib.util
+import json
+import os
 import random
+from pathlib import Path
 
 import pytest
+from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from hw.noc.mesh import Mesh, Noc
+from hw.noc.router import VoqBuffer
+from sw.cli import main
+from sw.cli.noc_bench import measure
 from sw.spec.arch import ArrayParams
 from sw.spec.packet import Kind, pack_flit
 from tb.host.runner import run_cocotb
+from tb.noc.cycle_model import simulate
+from tb.noc.memory import NocMemory
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -144,9 +154,6 @@ def test_cocotb_mesh_4x4(sim):
 ], ids=["icarus-2x2", "verilator-2x3"])
 def test_cocotb_noc_memory(sim, rows, cols, dbuf_bytes):
     """Loads, stores and operands through the whole Noc and its Dbufs (tb.noc.test_memory)."""
-    import json
-
-    from tb.noc.memory import NocMemory
     top = NocMemory(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes))
     cfg = json.dumps({"rows": rows, "cols": cols, "dbuf_bytes": dbuf_bytes})
     result = run_cocotb(top, {}, "tb.noc.test_memory", sim,
@@ -155,7 +162,6 @@ def test_cocotb_noc_memory(sim, rows, cols, dbuf_bytes):
 
 
 def test_noc_bench_rejects_bad_input(capsys):
-    from sw.cli import main
     assert main(["noc-bench", "--rows", "2", "--cols", "3", "--pattern", "transpose"]) == 2
     assert "transpose needs a square array" in capsys.readouterr().err
     assert main(["noc-bench", "--rate", "1.5"]) == 2
@@ -166,7 +172,6 @@ def test_noc_bench_patterns_share_one_build():
     """The HDL bench on Icarus 2x2: pattern and rate are inputs, so two patterns reuse one
     build; below saturation everything offered is accepted, and neighbor traffic (one link,
     two routers) has latency exactly 3 (routers + 1)."""
-    from sw.cli.noc_bench import measure
     uniform = measure(2, 2, "uniform", 0.3, 600, 100, sim="icarus")
     neighbor = measure(2, 2, "neighbor", 0.3, 600, 100, sim="icarus")
     for r in (uniform, neighbor):
@@ -177,7 +182,6 @@ def test_noc_bench_patterns_share_one_build():
 
 @pytest.mark.slow
 def test_noc_bench_2x2(tmp_path):
-    from sw.cli.noc_bench import measure
     r = measure(2, 2, "uniform", 0.2, 2000, 200)
     assert r["bad_flits"] == 0 and abs(r["accepted"] - r["offered"]) < 0.02
 
@@ -185,7 +189,6 @@ def test_noc_bench_2x2(tmp_path):
 def test_cycle_model_voq_beats_fifo():
     """The design model (tb.noc.cycle_model): below saturation everything offered is
     accepted; at saturation the virtual output queues carry more than one FIFO per input."""
-    from tb.noc.cycle_model import simulate
     offered, accepted, latency = simulate(4, 4, 0.1, cycles=1500, warmup=300)
     assert abs(offered - accepted) < 0.02 and 3 < latency < 6
     fifo = simulate(4, 4, 0.9, depth=4, cycles=1500, warmup=300)[1]
@@ -197,11 +200,6 @@ def test_voq_buffer_order_per_output():
     """hw.noc.router.VoqBuffer alone (amaranth.sim): random flits to random outputs, random
     readies: every flit leaves once, unchanged, through its output, in arrival order per
     output; a flit for a stalled output does not hold back the others (head-of-line)."""
-    import os
-
-    from amaranth.lib import data
-
-    from hw.noc.router import VoqBuffer
     seed = int(os.environ.get("FDPU_SEED", random.randrange(1 << 30)))
     print(f"seed={seed}")
     rng = random.Random(seed)
@@ -257,8 +255,6 @@ def test_voq_buffer_order_per_output():
 
 def _diag_array():
     """Import ``scripts/diag_array.py`` (a script, not a package module)."""
-    import importlib.util
-    from pathlib import Path
     path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
     spec = importlib.util.spec_from_file_location("diag_array", path)
     module = importlib.util.module_from_spec(spec)

@@ -6,6 +6,7 @@ tb.host.memories.image_flits."""
 
 import os
 import random
+from collections import defaultdict
 
 import pytest
 from amaranth import Module
@@ -14,11 +15,16 @@ from amaranth.sim import Simulator
 
 from hw.ctrl.cbuf import Cbuf
 from hw.ctrl.micc import Micc, MiccState
+from sw.compiler import dbuf_layout, layers, planner
+from sw.compiler.asm import assemble
 from sw.compiler.image import expand_cbuf
+from sw.compiler.program import program
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits)
+from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, body_layout, pack_flit, unpack_flit
+from sw.spec.ports import config_port_of, config_ports
 from sw.spec.status import MiccError
 from tb.host.memories import image_flits
 
@@ -250,9 +256,6 @@ def test_cbuf_word_is_64_bits(params):
     (1, 32, 2, 16, 1, "sparse", 0.5), (2, 32, 5, 33, 8, "sparse", 0.25),
     (8, 64, 64, 64, 4, "sparse", 0.25), (8, 128, 96, 256, 4, "dense", 1.0)])
 def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
-    from sw.compiler import dbuf_layout, layers, planner
-    from sw.compiler.asm import assemble
-    from sw.compiler.program import program
     p = ArrayParams(rows=rows, cols=rows, slots=slots)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
@@ -269,7 +272,6 @@ def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, densit
 
 
 def test_expand_cbuf_refuses_a_record_past_the_end():
-    from sw.spec.errors import FdpuError
     hdr = cbuf_header_layout(P)
     with pytest.raises(FdpuError, match="Cbuf record at word 0 announces 3 data words; only 1"):
         expand_cbuf(P, [hdr.pack(what=0, dst_x=1, dst_y=1, slot=0, index=0, count=3), 5], [])
@@ -423,12 +425,6 @@ def test_bad_port_parameters():
 
 @pytest.mark.parametrize("rows, cols, ports", [(8, 8, 4), (2, 3, 4), (4, 4, 2), (1, 1, 4)])
 def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
-    from collections import defaultdict
-
-    from sw.compiler import dbuf_layout, layers, planner
-    from sw.compiler.asm import assemble
-    from sw.compiler.program import program
-    from sw.spec.ports import config_port_of, config_ports
     p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
     K, C = (96, 256) if rows == 8 else (5, 40)
     plan = planner.plan_fc(K, C, 4, "dense", p)

@@ -8,11 +8,14 @@ replays one.
 """
 
 import dataclasses
+import importlib.util
 import json
 import os
+from pathlib import Path
 
 import pytest
 
+from hw.array import make_pe_array
 from hw.pe.operands import OperandSelect
 from hw.pe.pe import Pe, make_pe
 from hw.pe.slot_state import SlotState
@@ -20,8 +23,9 @@ from hw.tooling.verilog import lint, to_verilog
 from sw.compiler import graphs, home_dbufs
 from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op
+from sw.spec.isa import Op, encode
 from tb.host.runner import run_cocotb
 from tb.pe import cases
 
@@ -256,7 +260,6 @@ def _array_cases(root):
 
 
 def _run_array(sim, root):
-    from hw.array import make_pe_array
     cfg = cases.array_params(cases.PARAMS_2X2)
     run_cocotb(make_pe_array(**cfg), {}, "tb.array.test_array", sim, name="pe_array", seed=SEED,
                extra_env={"FDPU_PE_CASES": json.dumps(_array_cases(root)),
@@ -281,10 +284,6 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     """scripts/diag_array.py end to end on a 2 x 2 (Icarus): the straight homes and the END
     join keep the layer bit-exact, the FACC-counter probe sees every PE's FACCs, and the
     module's monkeypatches are undone afterwards."""
-    import importlib.util
-    import json
-    from pathlib import Path
-
     path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
     spec = importlib.util.spec_from_file_location("diag_array", path)
     diag = importlib.util.module_from_spec(spec)
@@ -306,8 +305,6 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
 
 def _with_pipe0(image, ops):
     """Return a copy of ``image`` whose slots of opcodes ``ops`` carry the pipe0 hint."""
-    from sw.spec.cbuf import word_parts
-    from sw.spec.isa import encode
     img = dataclasses.replace(image, program=image.program.copy())
     parts = word_parts(img.params)
     for (x, y, s), insn in image.instructions().items():
@@ -325,7 +322,6 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
     # firings per opcode the bench compares.  Verilator is slow-marked: its build of the
     # int_issue 2 PE takes ~4 min here (shared with the two-int-issue Verilator test).
-    from sw.spec.isa import Op
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     plain = cases.kernels_image(p, 6)
     hinted_ops = (Op.MOV, Op.SHL, Op.SCAN)

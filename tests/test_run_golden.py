@@ -8,6 +8,8 @@ import pytest
 from cliutil import assert_user_error, run
 
 import sw.cli
+from sw.cli import rtl
+from sw.cli.rtl import EXACT_LIMIT, golden_exact
 from sw.compiler import layers, planner
 from sw.models import reference
 from sw.spec.arch import ArrayParams
@@ -101,7 +103,6 @@ def test_bad_input(capsys, argv, match):
 def test_rtl_simulators_delegate_to_fdpu_rtl(monkeypatch):
     # `fdpu run --sim icarus|verilator` is the same run as `fdpu rtl` (tests/test_top.py runs
     # that on the RTL); here only the hand-over is checked, without building the top.
-    from sw.cli import rtl
     seen = []
     monkeypatch.setattr(rtl, "run_rtl_command", lambda args: seen.append(args) or 0)
     assert sw.cli.main(["run", "--sim", "icarus", "--in-features", "16", "--out-features", "2",
@@ -157,7 +158,6 @@ def test_int_issue_two_speeds_up_the_sparse_estimate(tmp_path, capsys):
 
 
 def test_golden_auto_picks_exact_for_small_layers_only():
-    from sw.cli.rtl import EXACT_LIMIT, golden_exact
     small = planner.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
     big = planner.plan_fc(96, 256, 64, "dense", ArrayParams())
     assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups

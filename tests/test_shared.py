@@ -9,9 +9,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+import tb.host.verilator
 from hw.lib.fifo import StreamFIFO
 from hw.lib.shared import Shared
 from hw.tooling.verilog import lint, to_verilog
+from tb.host.tops import build
+from tb.host.verilator import HIER_MIN_INSTANCES, hier_blocks, register_block_inputs
 
 
 class Chain(wiring.Component):
@@ -112,7 +115,6 @@ def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
     # tb.host.verilator: a shared module with >= HIER_MIN_INSTANCES instances is a Verilator
     # hier_block, and its rst (and constant coordinates) are registered inside it
     # (docs/harness.md, "Simulation speed").
-    from tb.host.verilator import HIER_MIN_INSTANCES, hier_blocks, register_block_inputs
     few = to_verilog(Chain(n=3), "chain")
     assert hier_blocks(few) == []
     assert register_block_inputs(few, []) == few
@@ -127,8 +129,6 @@ def test_verilator_builds_register_reset_and_coordinates_inside_hier_blocks():
 
 
 def test_router_coordinates_are_registered(monkeypatch):
-    import tb.host.verilator
-    from tb.host.tops import build
     monkeypatch.setattr(tb.host.verilator, "HIER_MIN_INSTANCES", 2)    # a 1 x 2 mesh: 2 routers
     mesh, _ = build("mesh", {"rows": 1, "cols": 2, "width": 64, "depth": 2})
     text = to_verilog(mesh, "mesh")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import hw.tooling.verilog
 from hw.lib.fifo import StreamFIFO
 from hw.tooling.verilog import (LINT_WAIVERS, VERILATOR_MAKEFLAGS, lint,
                                 to_verilog, verilator_env)
@@ -192,7 +193,6 @@ def test_cli_lint(capsys, monkeypatch):
     monkeypatch.setattr(tops, "TOPS", small)
     assert main(["lint", "--all"]) == 0
     assert capsys.readouterr().out.count("lint clean") == len(small)
-    import hw.tooling.verilog
     monkeypatch.setattr(hw.tooling.verilog, "lint",
                         lambda text, top: ["%Warning-WIDTH: x.v:1:1: bad"])
     assert main(["lint", "--top", "fifo"]) == 1
