@@ -15,6 +15,7 @@ from amaranth.sim import Simulator
 
 from hw.ctrl.cbuf import Cbuf
 from hw.ctrl.micc import Micc, MiccState
+from hw.top import FDPU
 from sw.compiler import dbuf_layout, layers, planner
 from sw.compiler.asm import assemble
 from sw.compiler.image import expand_cbuf
@@ -420,7 +421,7 @@ def test_bad_port_parameters():
         Cbuf(P, ports=4)
     with pytest.raises(TypeError, match=r"config_ports must be an integer in 1..4 dividing "
                                         r"cbufs \(8\), not 5"):
-        __import__("hw.top").top.FDPU(ArrayParams(rows=1, cols=1), config_ports=5)
+        FDPU(ArrayParams(rows=1, cols=1), config_ports=5)
 
 
 @pytest.mark.parametrize("rows, cols, ports", [(8, 8, 4), (2, 3, 4), (4, 4, 2), (1, 1, 4)])

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pytest
 
+from hw.top import FDPU
 import sw.cli
 from sw.compiler import dbuf_layout, fc_plan, layers, planner
 from sw.compiler.asm import assemble
@@ -256,7 +257,7 @@ def test_multichannel_dma(sim, rows):
 @pytest.mark.parametrize("build, error, match", [
     (lambda: runtime.run_job(ArrayParams(rows=1, cols=1), [], "icarus", dma_channels=5),
      FdpuError, r"dma_channels must be an integer in 1..4 \(the edge ports\), got 5"),
-    (lambda: __import__("hw.top").top.FDPU(ArrayParams(rows=1, cols=1), dma_channels=0),
+    (lambda: FDPU(ArrayParams(rows=1, cols=1), dma_channels=0),
      TypeError, r"dma_channels must be an integer in 1..4 \(the edge ports\), not 0"),
 ])
 def test_bad_dma_channels(build, error, match):
