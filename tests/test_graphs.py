@@ -215,8 +215,11 @@ def test_value_loads_per_row_follow_the_mesh_links():
     assert link_engines(p1, plan.homes) == 1
     assert plan_fc(6, 64, 32, "sparse", p1, wfan=16, sparse_graph="switch").wfan == 16
     assert WFANS == (4, 16)
-    with pytest.raises(FdpuError, match="wfan must be one of 4, 16, got 8"):
+    with pytest.raises(FdpuError, match=r"wfan \(lane groups per value load\) is one of 4, 16 "
+                                        r"in mode 'sparse', got 8"):
         plan_fc(6, 64, 32, "sparse", p1, wfan=8)
+    with pytest.raises(FdpuError, match="is one of 4, 16 in mode 'sparse', got 16 in mode 'dense'"):
+        plan_fc(6, 64, 32, "dense", p1, wfan=16)
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (2, 2), (2, 3), (3, 5), (4, 4), (8, 8)])
@@ -330,9 +333,31 @@ def test_gather_graph_is_bscan_straight_into_the_value_loads():
 
 @pytest.mark.parametrize("kw, match", [
     (dict(sparse_graph="select"), "sparse_graph must be one of switch, gather, got 'select'"),
-    (dict(kb=0), "kb must be a positive integer, got 0"),
-    (dict(gb=1.5), "gb must be a positive integer, got 1.5"),
+    (dict(kb=0), r"kb must be an integer in 1..4 \(out_features 4\), got 0"),
+    (dict(kb=5), r"kb must be an integer in 1..4 \(out_features 4\), got 5"),
+    (dict(gb=1.5), r"gb must be an integer in 1..1 \(the 1 lane groups of batch 4\), got 1.5"),
+    (dict(gb=100000), r"gb must be an integer in 1..1 .* got 100000"),
+    (dict(contexts=2), r"contexts must be an integer in 1..1 .* got 2"),
+    (dict(contexts=0), r"contexts must be an integer in 1..1 .* got 0"),
 ])
 def test_plan_rejects_bad_graph_options(kw, match):
     with pytest.raises(FdpuError, match=match):
         plan_fc(4, 16, 4, "sparse", **kw)
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_an_explicit_blocking_is_honoured_or_refused(mode):
+    # kb 5 is none of the chooser's own candidates: it is planned as given, not replaced by a
+    # neighbour; a wfan or a context count is kept as given too.
+    p = ArrayParams(rows=2, cols=2)
+    plan = plan_fc(16, 64, 8, mode, p, kb=5)
+    assert plan.kb == 5
+    if mode == "sparse":
+        assert plan_fc(16, 64, 8, mode, p, kb=5, wfan=16).wfan == 16
+    assert plan_fc(16, 64, 8, mode, p, kb=3, gb=2, contexts=1).contexts == 1
+    with pytest.raises(FdpuError, match=r"needs 18\d instruction slots; the PE has 64"
+                       if mode == "sparse" else "instruction slots; the PE has 64"):
+        plan_fc(16, 64, 8, mode, p, kb=16, gb=2)
+    with pytest.raises(FdpuError, match=rf"no blocking of the {mode} engine with kb=16 fits "
+                                        r"64 slots per PE"):
+        plan_fc(16, 64, 8, mode, ArrayParams(rows=2, cols=2, slots=64), kb=16)

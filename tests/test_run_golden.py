@@ -92,7 +92,10 @@ def test_fig7_from_the_cli(capsys):
      "--no-feedback drops the SWITCH graph's feedback edges: it needs --sparse-graph switch"),
     (("--in-features", 10, "--out-features", 3, "--no-feedback"),
      "needs --sparse-graph switch (the gather graph, the default, has no SWITCH)"),
-    (("--in-features", 10, "--out-features", 3, "--kb", 0), "kb must be a positive integer"),
+    (("--in-features", 10, "--out-features", 3, "--kb", 0),
+     "kb must be an integer in 1..3 (out_features 3), got 0"),
+    (("--in-features", 32, "--out-features", 16, "--gb", 100000),
+     "gb must be an integer in 1..1 (the 1 lane groups of batch 1), got 100000"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
 ])

@@ -114,8 +114,13 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
     return c.slots, integer, c.fp
 
 
-def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFAULT_SPARSE_GRAPH):
+def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFAULT_SPARSE_GRAPH,
+                   kb=None, gb=None, wfan=None):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
+
+    A given ``kb``, ``gb`` or ``wfan`` is the only value of that parameter considered (also
+    when it is not one of the chooser's own candidates), so that an explicit choice is
+    estimated as it is, never replaced by a neighbour.
 
     One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
     :class:`EngineIssues` over ``min(Cw, 64)`` columns), ``items``, ``rounds`` (contexts per
@@ -140,13 +145,15 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
     cols = min(Cw, 64)
     scale = Cw / cols
     per_dbuf = -(-params.num_pes // params.num_dbufs)
-    for kb in _BLOCKS:
-        if kb > K and kb > 1:
+    given_kb, given_gb, given_wfan = kb, gb, wfan
+    for kb in (given_kb,) if given_kb is not None else _BLOCKS:
+        if given_kb is None and kb > K and kb > 1:
             continue
-        for gb in _BLOCKS:
-            if gb > groups and gb > 1:
+        for gb in (given_gb,) if given_gb is not None else _BLOCKS:
+            if given_gb is None and gb > groups and gb > 1:
                 continue
-            for wfan in (WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]):
+            fans = WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]
+            for wfan in (given_wfan,) if given_wfan is not None else fans:
                 c = engine_issues(mode, kb, gb, cols, feedback, wfan,
                                   sparse_graph=sparse_graph)
                 if c.slots > params.slots:
@@ -186,15 +193,20 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
     return sorted(cands, key=lambda d: d["cost"])
 
 
-def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph):
-    """Return the ``(kb, gb, wfan)`` of every blocking that fits, cheapest first.
+def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph, kb=None, gb=None,
+                    wfan=None):
+    """Return the ``(kb, gb, wfan)`` of every blocking that fits, cheapest first (a given
+    ``kb``, ``gb`` or ``wfan`` fixes that parameter: :func:`blocking_costs`).
 
     Raises
     ------
     FdpuError
         When no blocking's engine fits the PE's slots.
     """
-    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph)
+    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph, kb, gb, wfan)
     if not cands:
-        raise FdpuError(f"no blocking of the {mode} engine fits {params.slots} slots per PE")
+        given = ", ".join(f"{n}={v}" for n, v in (("kb", kb), ("gb", gb), ("wfan", wfan))
+                          if v is not None)
+        raise FdpuError(f"no blocking of the {mode} engine{' with ' + given if given else ''} "
+                        f"fits {params.slots} slots per PE")
     return [(d["kb"], d["gb"], d["wfan"]) for d in cands]

@@ -54,32 +54,39 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
-    for name, v in (("kb", kb), ("gb", gb)):
+    for name, v, most, what in (("kb", kb, K, f"out_features {K}"),
+                                ("gb", gb, groups, f"the {groups} lane groups of batch {N}")):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                              or v < 1):
-            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
+                              or not 1 <= v <= most):
+            raise FdpuError(f"{name} must be an integer in 1..{most} ({what}), got {v!r}")
     if sparse_graph not in SPARSE_GRAPHS:
         raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
                         f"got {sparse_graph!r}")
-    if wfan is not None and wfan not in WFANS:
-        raise FdpuError(f"wfan must be one of {', '.join(map(str, WFANS))}, got {wfan!r}")
+    if wfan is not None and (wfan not in WFANS or mode != "sparse"):
+        raise FdpuError(f"wfan (lane groups per value load) is one of "
+                        f"{', '.join(map(str, WFANS))} in mode 'sparse', got {wfan!r} in mode "
+                        f"{mode!r}")
     if not feedback and (mode != "sparse" or sparse_graph != "switch"):
         raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
                         "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
                         "have no SWITCH)")
     if kb is None or gb is None:
-        # The cheapest blocking whose single item fits a Dbuf.
+        # The cheapest blocking whose single item fits a Dbuf; a given kb, gb or wfan is kept.
         for ckb, cgb, cwfan in choose_blocking(mode, K, groups, cw, params, feedback,
-                                               sparse_graph):
-            if kb is not None and ckb != kb or gb is not None and cgb != gb or \
-                    wfan is not None and mode == "sparse" and cgb > WFANS[0] and cwfan != wfan:
-                continue
+                                               sparse_graph, kb, gb, wfan):
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
                            sparse_graph=sparse_graph)
             probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
             if _fits(probe, 1):
+                kb, gb, wfan = ckb, cgb, cwfan
                 break
-        kb, gb, wfan = ckb, cgb, cwfan
+        else:
+            given = "".join(f", {n}={v}" for n, v in (("kb", kb), ("gb", gb), ("wfan", wfan))
+                            if v is not None)
+            raise FdpuError(f"every blocking of the {K} x {C} layer (batch {N}, {mode}{given}) "
+                            f"has a work item that needs more than the {params.dbuf_bytes} "
+                            f"bytes of a Dbuf; use fewer in_features, bigger Dbufs or another "
+                            f"blocking")
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
                   sparse_graph=sparse_graph)
@@ -90,7 +97,15 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                         f"slots; the PE has {params.slots}")
     plan.homes = home_dbufs.engine_homes(params, min(params.num_pes, plan.items))
     full = -(-plan.items // plan.engines)
-    if contexts is None:
+    if contexts is not None:
+        if isinstance(contexts, bool) or not isinstance(contexts, (int, np.integer)) \
+                or not 1 <= contexts <= full:
+            raise FdpuError(f"contexts must be an integer in 1..{full} (the contexts per engine "
+                            f"of this layer), got {contexts!r}")
+        if not _fits(plan, int(contexts)):
+            raise FdpuError(f"{contexts} contexts per pass of the {K} x {C} layer (batch {N}, "
+                            f"{mode}) need more than the {params.dbuf_bytes} bytes of a Dbuf")
+    else:
         lo, hi = 1, full
         if not _fits(plan, 1):
             raise FdpuError(
@@ -104,7 +119,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
             else:
                 hi = mid - 1
         contexts = lo
-    plan.contexts = min(int(contexts), full)
+    plan.contexts = int(contexts)
     per_dbuf = {}
     plan.desc_base = []
     for pe, d in plan.homes:
