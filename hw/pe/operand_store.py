@@ -86,6 +86,7 @@ class OperandStore(wiring.Component):
     """
 
     def __init__(self, params, banks, ports, pipes, groups, dests):
+        self._MustUse__silence = True      # (a rejected one is never elaborated: no warning)
         check_params(params)
         if banks not in (2, 4) or banks > params.slots:
             raise TypeError(f"banks must be 2 or 4 and at most slots, not {banks!r}")
@@ -101,6 +102,7 @@ class OperandStore(wiring.Component):
         p, S, K, sb = params, params.slots, params.MAX_OPERANDS, params.slot_bits
         tok = local_layout(p)
         flag = data.StructLayout({"valid": 1, "slot": sb})
+        self._MustUse__silence = False
         super().__init__({
             "i_known": In(S),
             "i_net": In(data.StructLayout({"valid": 1, "tok": tok})),

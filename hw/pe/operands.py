@@ -40,9 +40,11 @@ class OperandSelect(wiring.Component):
     """
 
     def __init__(self, params, pipe):
+        self._MustUse__silence = True      # (a rejected one is never elaborated: no warning)
         check_params(params)
         self._params, self._pipe = params, pipe
         p = params
+        self._MustUse__silence = False
         super().__init__({
             "i_insn": In(insn_struct(p)),
             "i_tokens": In(p.TOKEN_BITS).array(p.MAX_OPERANDS),

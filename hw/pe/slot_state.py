@@ -53,6 +53,7 @@ class SlotState(wiring.Component):
     """
 
     def __init__(self, params, int_pipes):
+        self._MustUse__silence = True      # (a rejected one is never elaborated: no warning)
         check_params(params)
         if tuple(int_pipes) not in ((0,), (0, 2)):
             raise TypeError(f"int_pipes must be (0,) or (0, 2), not {int_pipes!r}")
@@ -63,6 +64,7 @@ class SlotState(wiring.Component):
         def access(layout):
             return data.StructLayout({"pick": sb, "slot": sb, "en": 1, "data": layout})
 
+        self._MustUse__silence = False
         super().__init__({
             "i_ends": In(data.StructLayout({"slot": sb, "inc": 1})).array(pipes),
             "o_ends": Out(32).array(pipes),
