@@ -261,7 +261,7 @@ def test_bscan_is_an_emitter_in_the_graph():
     g = bscan_graph(0xF0F0, 8, 16)
     bs = next(n.id for n in g.nodes if n.op is Op.BSCAN)
     rates = g.rates()
-    assert rates[bs] == 1 and g._out_rate(bs, rates[bs]) == 16
+    assert rates[bs] == 1 and g.out_rate(bs, rates[bs]) == 16
     g.nodes[bs].group = 1                    # 16 tokens per context may not leave the PE
     with pytest.raises(DfgError, match="rate rule: BSCAN#.* fires 16 times"):
         g.validate(P1)

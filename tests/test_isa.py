@@ -29,9 +29,13 @@ def instructions(draw, params):
                        draw(st.integers(0, params.slots - 1)), draw(st.integers(0, 2)))
                   for _ in range(ndest))
     imm = draw(st.integers(-(1 << 31), (1 << 31) - 1))
-    if op in (Op.ITER, Op.SCAN, Op.FACC) and imm & 0xFFFF == 0:
+    if op is Op.SCAN and imm & 0xFFFF == 0:
         imm |= 1
-    if op is Op.BSCAN:
+    if op is Op.FACC:
+        # nsrc 2: the count is the immediate's (1..65535); nsrc 3: operand 2 (a token) is.
+        imm = imm & ~0xFFFF if nsrc == 3 else imm | (0 if imm & 0xFFFF else 1)
+        regmask &= 0b011
+    if op in (Op.BSCAN, Op.BPOS):
         imm = (imm & ~0xFFFF) | (imm & 0xFFFF) % 32 + 1
     ntrue = draw(st.integers(0, ndest)) if op is Op.SWITCH else 0
     pipe0 = draw(st.booleans()) if op.unit is not Unit.FP else False
@@ -102,8 +106,12 @@ def test_decode_gapped_destinations():
     (Instruction(Op.FMADD, 3, regmask=0b1000), "regmask"),
     (Instruction(Op.MOV, 1, ntrue=1), "ntrue is only for SWITCH"),
     (Instruction(Op.SWITCH, 2, ntrue=1), "ntrue = 1 must be in 0..0"),
-    (Instruction(Op.ITER, 1, imm=0x50000), "count imm"),
     (Instruction(Op.SCAN, 2, imm=0), "count imm"),
+    (Instruction(Op.FACC, 2, imm=0), "count imm"),
+    (Instruction(Op.FACC, 3, imm=4), "count operand .* must be 0, got 4"),
+    (Instruction(Op.FACC, 3, regmask=0b100), "operand 2.* must be a token"),
+    (Instruction(Op.BPOS, 2, imm=0), "BPOS: count imm"),
+    (Instruction(Op.BPOS, 2, imm=33), "must be in 1..32"),
     (Instruction(Op.BSCAN, 2, imm=33), "must be in 1..32"),
     (Instruction(Op.BSCAN, 2, imm=0), "count imm"),
     (Instruction(Op.MOV, 1, dests=(Dest(8, 0, 0, 0),)), "not a PE"),
@@ -130,6 +138,14 @@ def test_decode_rejects_malformed_word():
         isa.decode(1 << 128, PAPER)
 
 
+def test_token_count_is_bits_47_to_32():
+    tok = isa.count_token(0x1234_5678, 513)
+    assert tok == 0x0201_1234_5678 and isa.token_count(tok) == 513
+    assert isa.token_count(tok | 0xFFFF << 48) == 513
+    with pytest.raises(FdpuError, match="count 65536 in 0..65535"):
+        isa.count_token(0, 65536)
+
+
 def test_scan_and_opcode_properties():
     assert Op.SCAN.arity == 2 and Op.SCAN.min_operands == 2 and Op.SCAN.unit.value == "int"
     assert Op.FACC.unit.value == "fp" and Op.SWITCH.min_operands == 2
@@ -147,6 +163,10 @@ def test_scan_and_opcode_properties():
     (Instruction(Op.ITER, 1, imm=(-2 << 16) | 3), "ITER t0, count=3 step=-2"),
     (Instruction(Op.SCAN, 2, imm=16), "SCAN t0, t1, count=16"),
     (Instruction(Op.BSCAN, 2, imm=16), "BSCAN t0, t1, count=16"),
+    (Instruction(Op.BPOS, 2, imm=(8 << 16) | 32), "BPOS t0, t1, count=32 step=8"),
+    (Instruction(Op.ITER, 1, imm=2 << 16), "ITER t0, count=token step=2"),
+    (Instruction(Op.FACC, 2, imm=7), "FACC t0, t1, count=7"),
+    (Instruction(Op.FACC, 3), "FACC t0, t1, t2"),
     (Instruction(Op.FIMM, 1, imm=0x3C00), "FIMM t0, #0x3c00"),
     (Instruction(Op.LDHB, 1, imm=6), "LDHB t0, #6"),
     (Instruction(Op.INVALID), "INVALID"),

@@ -89,7 +89,7 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
         node = g.nodes[nid]
         op = node.op
         if op in (Op.ITER, Op.BSCAN):
-            r = g._out_rate(nid, r)
+            r = g.out_rate(nid, r)
         pipe = issue_pipe(op, node.pipe0)
         role = ("fp" if pipe == "fp" else "other" if pipe == "p2" else "iter" if op is Op.ITER
                 else "mem" if op.unit is Unit.MEM else "hinted")

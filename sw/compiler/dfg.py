@@ -19,7 +19,7 @@ the MicC, never by an edge.
 :meth:`Graph.validate` raises :class:`DfgError` (a :class:`~sw.spec.errors.FdpuError`) for: a wrong
 operand count; an edge naming an unknown node or an operand the node does not have; a token
 operand with no producer; more than ``MAX_DESTS`` destinations; a cycle with no initial token;
-an END flag on ``ITER``/``BSCAN`` (neither sends a context-end message); ``pipe0`` on an FP
+an END flag on ``ITER``/``BSCAN``/``BPOS`` (they send no context-end message); ``pipe0`` on an FP
 node; two producers into
 one operand unless they are the two branches of one SWITCH (a *join*); a join without a
 feedback edge from the join (or a node after it) to that SWITCH; and a violation of the
@@ -30,10 +30,15 @@ Rates
 :meth:`Graph.rates` gives each node's firings per context (a :class:`fractions.Fraction`):
 a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` and
 ``BSCAN`` multiply their rate by their count, ``FACC`` divides by its count; a SWITCH branch
-carries *at most* the SWITCH's rate (the bound is used).  The rate rule (``docs/isa.md``):
-every edge whose producer fires more than once per context must stay inside one placement
-group (``Node.group``; the mapper puts a group on one PE), the operands of one node must have
-equal rates, and END nodes fire exactly once per context.
+carries *at most* the SWITCH's rate (the bound is used).  A data-dependent emitter (``BPOS``,
+an ``ITER`` whose count comes from its token) emits :data:`VARYING` tokens per context, and
+so does everything they feed, until a ``FACC`` with a count operand brings the rate back to
+its count operand's (whose token is what says how many steps the data hold).  The rate rule
+(``docs/isa.md``): every edge whose producer fires more than once per context (or
+:data:`VARYING` times) must stay inside one placement group (``Node.group``; the mapper puts
+a group on one PE), the operands of one node must have equal rates (two :data:`VARYING`
+streams are taken as equal: the data the host writes promise it), and END nodes fire exactly
+once per context.
 """
 
 from dataclasses import dataclass, field
@@ -43,11 +48,37 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, Unit, loop_count
 
-__all__ = ["DfgError", "Node", "Edge", "Graph"]
+__all__ = ["DfgError", "Node", "Edge", "Graph", "VARYING"]
 
 
-#: The instructions whose one firing emits ``count`` tokens (``imm[15:0]``).
-_EMITTERS = (Op.ITER, Op.BSCAN)
+#: The instructions whose one firing emits several tokens.
+_EMITTERS = (Op.ITER, Op.BSCAN, Op.BPOS)
+
+
+class _Varying:
+    """The rate of a data-dependent token stream (:data:`VARYING`)."""
+
+    def __repr__(self):
+        return "VARYING"
+
+    def __str__(self):
+        return "a data-dependent number of"
+
+
+#: The firings per context of a node fed by a data-dependent emitter (module doc).
+VARYING = _Varying()
+
+
+def _above_one(r):
+    return r is VARYING or r > 1
+
+
+def _varying_emitter(node):
+    return node.op is Op.BPOS or node.op is Op.ITER and not loop_count(node.imm)
+
+
+def _counted_facc(node):
+    return node.op is Op.FACC and node.nsrc == 3
 
 
 class DfgError(FdpuError):
@@ -107,14 +138,21 @@ class Graph:
         self.name = name
         self.nodes = []
         self.edges = []
+        self._count_rates = {}       # a counted FACC's results per context (rates())
 
     # Building ---------------------------------------------------------------------------------
 
     def add(self, op, nsrc=None, imm=0, end=False, name="", group=None, pe=None, pipe0=False,
             **meta):
-        """Add a node and return its id; ``nsrc`` defaults to the arity of ``op``."""
+        """Add a node and return its id.
+
+        ``nsrc`` defaults to the arity of ``op``; a ``FACC``'s to 2, or 3 (the count operand)
+        when the count of its immediate is 0.
+        """
         op = Op(op)
-        node = Node(len(self.nodes), op, op.arity if nsrc is None else nsrc, imm, end,
+        if nsrc is None:
+            nsrc = op.arity if op is not Op.FACC else 2 if loop_count(imm) else 3
+        node = Node(len(self.nodes), op, nsrc, imm, end,
                     {}, name, group, pe, meta, bool(pipe0))
         self.nodes.append(node)
         return node.id
@@ -322,32 +360,60 @@ class Graph:
                                f"operand 2 (PAPER.md section 4)")
 
     def rates(self):
-        """Return ``{node id: firings per context}`` as Fractions (see the module doc)."""
+        """Return ``{node id: firings per context}`` (see the module doc).
+
+        A rate is a :class:`~fractions.Fraction`, or :data:`VARYING` for a node fed by a
+        data-dependent emitter (a FACC with a count operand included: its steps depend on the
+        data, its results do not; :meth:`out_rate` gives those).
+        """
         out, inn = self.out_edges(), self.in_edges()
         order = self._topo(out)
-        rate = {}
+        rate, self._count_rates = {}, {}
         for nid in order:
             node = self.nodes[nid]
             if node.op is Op.CTX:
-                r = Fraction(1)
+                rate[nid] = Fraction(1)
+                continue
+            rs = set()
+            for i in node.token_operands:
+                if not (_counted_facc(node) and i == 2):
+                    rs |= self._arriving(inn, nid, i, rate)
+            if _counted_facc(node):
+                self._count_rates[nid] = self._counted_facc_rate(node, rs, inn, rate)
+            if not rs:
+                rate[nid] = Fraction(0)
+            elif len(rs) > 1:
+                raise DfgError(f"node {node.label()}: its operands arrive at different "
+                               f"rates per context ({', '.join(map(str, rs))})")
             else:
-                rs = set()
-                for i in node.token_operands:
-                    for e in inn.get((nid, i), ()):
-                        if not e.init:
-                            rs.add(self._out_rate(e.src, rate[e.src]))
-                if not rs:
-                    r = Fraction(0)
-                elif len(rs) > 1:
-                    raise DfgError(f"node {node.label()}: its operands arrive at different "
-                                   f"rates per context ({', '.join(map(str, sorted(rs)))})")
-                else:
-                    r = rs.pop()
-            rate[nid] = r
+                rate[nid] = rs.pop()
         return rate
 
-    def _out_rate(self, nid, r):
+    def _arriving(self, inn, nid, i, rate):
+        return {self.out_rate(e.src, rate[e.src]) for e in inn.get((nid, i), ()) if not e.init}
+
+    def _counted_facc_rate(self, node, rs, inn, rate):
+        counts = self._arriving(inn, node.id, 2, rate)
+        if rs and rs != {VARYING}:
+            raise DfgError(f"node {node.label()}: a FACC with a count operand steps through a "
+                           f"data-dependent stream, but its operands 0 and 1 arrive "
+                           f"{', '.join(map(str, rs))} times per context")
+        if VARYING in counts or len(counts) > 1:
+            raise DfgError(f"node {node.label()}: its count operand (operand 2) must arrive "
+                           f"a fixed number of times per context")
+        return counts.pop() if counts else Fraction(0)
+
+    def out_rate(self, nid, r):
+        """Return the tokens per context node ``nid`` sends to each destination.
+
+        ``r`` is its rate from :meth:`rates` (which must have run: a FACC with a count
+        operand sends its count operand's rate).
+        """
         node = self.nodes[nid]
+        if _counted_facc(node):
+            return self._count_rates[nid]
+        if r is VARYING or _varying_emitter(node):
+            return VARYING
         if node.op in _EMITTERS:
             return r * loop_count(node.imm)
         if node.op is Op.FACC:
@@ -379,16 +445,15 @@ class Graph:
             if node.end and rate[node.id] != 1:
                 raise DfgError(f"END node {node.label()} fires {rate[node.id]} times per "
                                f"context; an END instruction must fire exactly once")
-            r = self._out_rate(node.id, rate[node.id])
-            if node.op in _EMITTERS:
-                r = max(r, rate[node.id])
-            if r <= 1 and rate[node.id] <= 1:
+            r = self.out_rate(node.id, rate[node.id])
+            if not (_above_one(r) or _above_one(rate[node.id])):
                 continue
             for e in out[node.id]:
                 dst = self.nodes[e.dst]
                 if node.group is None or dst.group != node.group:
+                    most = r if _above_one(r) else rate[node.id]
                     raise DfgError(
-                        f"rate rule: {node.label()} fires {max(r, rate[node.id])} times per "
+                        f"rate rule: {node.label()} fires {most} times per "
                         f"context but its edge to {dst.label()} leaves its placement group "
                         f"({node.group!r} -> {dst.group!r}); edges above one token per "
                         f"context must stay on one PE")

@@ -6,8 +6,10 @@ Contract (``docs/golden.md``)
 under the execution model of ``docs/isa.md``: per-operand FIFOs of ``operand_depth`` matched
 in arrival order; an instruction fires when every token operand is present and its PE-local
 destinations have room (remote ones are not checked; a remote token that finds its FIFO full
-is an :class:`OperandOverflowError`); ``ITER`` and ``BSCAN`` emit one token per step, the first
-with the firing; loads and stores keep up to ``2**TAG_BITS`` accesses in flight per slot and
+is an :class:`OperandOverflowError`); ``ITER``, ``BSCAN`` and ``BPOS`` emit one token per step,
+the first with the firing (a token-count ``ITER`` of count 0 and a ``BPOS`` of no set bit fire
+and emit nothing); a ``FACC`` with a count operand takes it at the first step of each
+accumulation; loads and stores keep up to ``2**TAG_BITS`` accesses in flight per slot and
 forward their replies in issue order; the MicC delivers context IDs to every ``CTX`` slot with
 at most ``window`` contexts in flight and retires a context when ``ends_per_context`` END
 messages carrying its ID have arrived.
@@ -16,7 +18,10 @@ Timing is an event order, not a cycle count: every delivery gets a latency (unit
 step per mesh hop, a Dbuf round trip) plus, when ``seed`` is given, a random extra delay; a
 mesh link and a PE-local path stay in order, loads may come back out of order.  Each token
 carries a *shadow tag* (context ID and loop indices; not a hardware field): an instruction
-whose operands carry different tags raises :class:`ContextOrderError` (PAPER.md Fig. 7).  A run
+whose operands carry different tags raises :class:`ContextOrderError` (PAPER.md Fig. 7).  The
+tokens of a data-dependent emitter (``BPOS``, a token-count ``ITER``) carry their context and
+the mark ``*`` instead of loop indices: their number depends on the data, so they are checked
+for their context only.  A run
 that stops with contexts unfinished raises :class:`DeadlockError` with what is waiting where;
 ``max_events`` bounds a run (:class:`GoldenTimeout`).  All these are
 :class:`~sw.spec.errors.FdpuError` s.
@@ -34,11 +39,11 @@ from dataclasses import dataclass
 from sw.models.golden_counters import Counters
 from sw.spec import fp16
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, issue_pipe
+from sw.spec.isa import Op, Unit, issue_pipe, token_count
 from sw.spec.packet import TAG_BITS
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
-           "GoldenTimeout", "MemoryFault", "Memory", "RunResult", "run_image", "bscan"]
+           "GoldenTimeout", "MemoryFault", "Memory", "RunResult", "run_image", "bscan", "bpos"]
 
 M32 = 0xFFFF_FFFF
 M64 = (1 << 64) - 1
@@ -124,7 +129,7 @@ class RunResult:
 
 class _Slot:
     __slots__ = ("key", "insn", "ops", "fifos", "reserved", "local", "hops", "iter", "acc",
-                 "count", "memq", "ends", "producers", "last", "retry")
+                 "count", "left", "memq", "ends", "producers", "last", "retry")
 
     def __init__(self, key, insn):
         self.key = key
@@ -135,6 +140,7 @@ class _Slot:
         self.iter = None
         self.acc = None
         self.count = 0
+        self.left = 0            # a count-operand FACC: steps left in this accumulation
         self.memq = deque()
         self.ends = 0
         self.producers = set()
@@ -196,6 +202,18 @@ def bscan(mask, base, count):
             out.append(0)
     return out
 
+
+def bpos(mask, base, count, step):
+    """Return the tokens of one ``BPOS mask, base`` firing (``docs/isa.md``).
+
+    One token ``base + j * step`` (32-bit wrap) per set bit ``j < count`` of ``mask`` (low 32
+    bits), in increasing ``j``; none for a mask without such a bit.
+    """
+    return [(base + j * step) & M32 for j in range(count) if mask >> j & 1]
+
+
+#: The shadow-tag mark of a data-dependent emitter's tokens (module doc).
+VARYING = "*"
 
 _PIPE_NAMES = {"fp": "fp", "p0": "mem", "p2": "int"}
 
@@ -410,13 +428,33 @@ class _Machine:
                 return
 
     def _emit(self, st):
-        # One token of an ITER/BSCAN firing: token i, tagged with the loop index i.
+        # One token of an ITER/BSCAN/BPOS firing: token i, tagged with the loop index i (a
+        # data-dependent emitter's tag is fixed: its context and the VARYING mark).
         emit, total, i, tag, pipe = st.iter
         value = emit(i)
+        if tag is not None and tag[-1] != VARYING:
+            tag = tag + (i,)
         for j in range(len(st.insn.dests)):
-            self._send(st, j, value, None if tag is None else tag + (i,), 1)
+            self._send(st, j, value, tag, 1)
         i += 1
-        st.iter = None if i == total else (emit, total, i, tag, pipe)
+        st.iter = None if i == total else (emit, total, i, st.iter[3], pipe)
+
+    def _start_emitter(self, st, tokens, tag, pipe, varying):
+        # An emitter's firing: its first token now, the others one per cycle; none at all
+        # (a token-count ITER of count 0, a BPOS of no set bit) is a firing that sends nothing.
+        if not tokens:
+            return
+        if varying and tag is not None:
+            tag = tag[:1] + (VARYING,)
+        st.iter = (tokens.__getitem__, len(tokens), 0, tag, pipe)
+        self._emit(st)
+
+    def _needed(self, st):
+        # The token operands this firing needs: a count-operand FACC takes operand 2 only at
+        # the first step of an accumulation.
+        if st.insn.op is Op.FACC and st.insn.nsrc == 3 and st.left:
+            return st.ops[:2]
+        return st.ops
 
     def _operand(self, st, i, popped):
         insn = st.insn
@@ -428,7 +466,8 @@ class _Machine:
 
     def _fire(self, st):
         insn, op = st.insn, st.insn.op
-        for i in st.ops:
+        ops = self._needed(st)
+        for i in ops:
             if not st.fifos[i]:
                 return False
         if op.is_load or op.is_store:
@@ -439,7 +478,12 @@ class _Machine:
             taken = (cond & M32) != 0
             ndest = range(insn.ntrue) if taken else range(insn.ntrue, len(insn.dests))
         elif op is Op.FACC:
-            ndest = range(len(insn.dests)) if st.count + 1 == insn.count else ()
+            if insn.nsrc == 3:
+                left = st.left or max(1, token_count(st.fifos[2][0][0]))
+                last = left == 1
+            else:
+                last = st.count + 1 == insn.count
+            ndest = range(len(insn.dests)) if last else ()
         elif op.is_load or op.is_store:
             ndest = ()
         else:
@@ -450,13 +494,15 @@ class _Machine:
         pipe = _pipe(insn)
         if not self._issue(st, pipe):
             return False
-        popped = {i: st.fifos[i].popleft() for i in st.ops}
+        popped = {i: st.fifos[i].popleft() for i in ops}
         self._wake(st)
-        tags = [popped[i][1] for i in st.ops if not (op is Op.SWITCH and i == 2)]
+        tags = [popped[i][1] for i in ops if not (op is Op.SWITCH and i == 2)]
         known = [t for t in tags if t is not None]
+        if any(t[-1] == VARYING for t in known):
+            known = [t[:1] for t in known]
         if any(t != known[0] for t in known):
             x, y, s = st.key
-            detail = ", ".join(f"operand {i}: {self._tagtext(popped[i][1])}" for i in st.ops)
+            detail = ", ".join(f"operand {i}: {self._tagtext(popped[i][1])}" for i in ops)
             raise ContextOrderError(
                 f"context-order error at ({x},{y}).{s} {op.name}: it consumed operands of "
                 f"different contexts/iterations ({detail}); a SWITCH whose branches rejoin "
@@ -496,15 +542,17 @@ class _Machine:
             self._push(delay, "mem", st.key, entry, value)
             return True
         if op is Op.ITER:
-            count, step = insn.count, insn.step
-            start = a(0)
-            st.iter = (lambda i: (start + i * step) & M32, count, 0, tag, pipe)
-            self._emit(st)
+            step, start = insn.step, a(0) & M32
+            count = insn.count or token_count(a(0))
+            self._start_emitter(st, [(start + i * step) & M32 for i in range(count)], tag,
+                                pipe, varying=not insn.count)
             return True
         if op is Op.BSCAN:
-            st.iter = (bscan(a(0), a(1), insn.count).__getitem__, insn.count, 0,
-                       tag, pipe)
-            self._emit(st)
+            self._start_emitter(st, bscan(a(0), a(1), insn.count), tag, pipe, varying=False)
+            return True
+        if op is Op.BPOS:
+            self._start_emitter(st, bpos(a(0), a(1), insn.count, insn.step), tag, pipe,
+                                varying=True)
             return True
         if op is Op.SWITCH:
             value = a(0)
@@ -523,9 +571,20 @@ class _Machine:
         elif op is Op.FACC:
             acc = _FACC_INIT if st.acc is None else st.acc
             st.acc = int(fp16.simd4_fma(a(0), a(1), acc))
-            st.count += 1
-            if st.count < insn.count:
-                return True
+            if insn.nsrc == 3:
+                if not st.left:
+                    st.left = token_count(a(2))
+                    if not st.left:
+                        x, y, s = st.key
+                        raise GoldenError(f"FACC at ({x},{y}).{s}: its count operand gives a "
+                                          f"count of 0 (the PE's BAD_COUNT error)")
+                st.left -= 1
+                if st.left:
+                    return True
+            else:
+                st.count += 1
+                if st.count < insn.count:
+                    return True
             value, st.acc, st.count = st.acc, None, 0
             tag = None if tag is None else tag[:1]
         elif op is Op.FADD:
@@ -557,7 +616,7 @@ class _Machine:
             have = [len(f) for f in st.fifos]
             pre = [self.preloaded[(*key, o)] for o in range(3)]
             if any(h > p for h, p in zip(have, pre)) or st.memq or st.iter:
-                miss = [i for i in st.ops if not st.fifos[i]]
+                miss = [i for i in self._needed(st) if not st.fifos[i]]
                 waiting.append(f"({key[0]},{key[1]}).{key[2]} {st.insn.op.name} holds "
                                f"{have} tokens" + (f", waits for operand {miss}" if miss
                                                    else ", waits for room downstream"))

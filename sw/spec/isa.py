@@ -33,7 +33,9 @@ Special instructions:
   expects ``ends_per_context`` such messages per context.
 * ``ITER start`` (the loop instruction): ``imm[15:0]`` = ``count`` (1..65535), ``imm[31:16]`` =
   signed ``step`` (:func:`loop_imm_layout`: the sub-fields of every counting instruction's
-  immediate); one firing emits ``count`` tokens ``start + i * step``, in order.
+  immediate); one firing emits ``count`` tokens ``start + i * step``, in order.  With
+  ``count = 0`` in the immediate the count comes from the token (:func:`token_count`): start is
+  ``start[31:0]``, count ``start[47:32]`` (0..65535); a token count of 0 fires and emits nothing.
 * ``SCAN base, x`` (the integer prefix sum, for the sparse graph's ADD chain):
   keeps a 32-bit accumulator per slot, starting at 0; each firing computes ``acc += x`` and
   emits ``base + acc``; after ``imm[15:0]`` (1..65535) firings it restarts at 0.
@@ -44,9 +46,21 @@ Special instructions:
   (low 32 bits) is set, else ``0``.  With ``base`` = twice the row's value offset plus the
   item base this is the stored value's address plus 2, never 0, so a ``SWITCH`` whose data
   and condition are the same token sends stored weights one way and zeros the other.
-* ``FACC a, b`` (the accumulating loop body): keeps a SIMD-4 accumulator per slot, starting at
-  -0.0 in every lane (so the first step is exactly ``a * b``); each firing computes
-  ``acc = fma(a, b, acc)``; after ``imm`` (1..65535) firings it emits ``acc`` and restarts.
+* ``BPOS mask, base`` (the set-bit iterator, the zero-skipping graph's decode of one FD-CSR
+  word): ``imm[15:0]`` = ``count`` (1..32), ``imm[31:16]`` = signed ``step``.  One firing
+  consumes one ``mask`` and one ``base`` token and emits, in increasing ``j``, one token
+  ``base + j * step`` (32-bit wrap) for each set bit ``j < count`` of ``mask`` (low 32 bits),
+  one per issue cycle; a mask with no such bit fires and emits nothing.  Zero bits cost no
+  token and no cycle: a row's input addresses, only where a weight is stored.
+* ``FACC a, b[, n]`` (the accumulating loop body): keeps a SIMD-4 accumulator per slot,
+  starting at -0.0 in every lane (so the first step is exactly ``a * b``); each firing computes
+  ``acc = fma(a, b, acc)``; after ``count`` firings it emits ``acc`` and restarts.  With
+  ``nsrc = 2`` the count is ``imm[15:0]`` (1..65535).  With ``nsrc = 3`` the immediate's
+  count is 0 and the count comes from the token operand ``n``: the first step of each
+  accumulation also consumes ``n`` (the other steps do not wait for it) and the accumulation
+  takes ``n[47:32]`` steps (:func:`token_count`); a count of 0 is the PE's sticky
+  ``BAD_COUNT`` error (the step is done as if the count were 1; the golden model raises), so
+  a row with no stored weight is given one stored +0.0 by the host.
 * ``LDH/LDHB/LDW/LDD addr``: load 2 (zero-extended), 2 (binary16 broadcast to four lanes),
   4 or 8 bytes from ``addr + imm``; ``STH/STW/STD addr, data``: store the low 2, 4 or 8 bytes
   of ``data`` at ``addr + imm`` and, once the Dbuf has written them, send a 0 token to the
@@ -74,7 +88,7 @@ from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
 
 __all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "loop_imm_layout", "loop_imm",
-           "loop_count",
+           "loop_count", "token_count", "count_token", "TOKEN_COUNT_AT",
            "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS"]
 
 #: Width of the opcode field.
@@ -112,6 +126,7 @@ class Op(enum.IntEnum):
     ITER = 16
     SCAN = 17
     BSCAN = 18
+    BPOS = 19
     # SIMD-4 binary16.
     FIMM = 24
     FADD = 25
@@ -166,23 +181,24 @@ _ARITY = {
     Op.INVALID: 0,
     Op.ADD: 2, Op.SUB: 2, Op.MUL: 2, Op.AND: 2, Op.OR: 2, Op.XOR: 2, Op.SHL: 2, Op.SHR: 2,
     Op.SRA: 2, Op.EQ: 2, Op.LT: 2, Op.LTU: 2,
-    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2,
-    Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 2,
+    Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2, Op.BPOS: 2,
+    Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 3,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
     Op.LDHBZ: 1, Op.SWITCH: 3,
 }
 # Operations whose last operand may be the immediate accept one operand fewer; SWITCH's
-# feedback operand is optional.  Operations that use the immediate for something else
-# (IMM, FIMM, ITER, SCAN, BSCAN, FACC, loads, stores) need all their operands.
+# feedback operand is optional, and so is FACC's count operand (else the count is the
+# immediate's).  Operations that use the immediate for something else (IMM, FIMM, ITER, SCAN,
+# BSCAN, BPOS, loads, stores) need all their operands.
 _MIN_OPERANDS = {
     Op.ADD: 1, Op.SUB: 1, Op.MUL: 1, Op.AND: 1, Op.OR: 1, Op.XOR: 1, Op.SHL: 1, Op.SHR: 1,
     Op.SRA: 1, Op.EQ: 1, Op.LT: 1, Op.LTU: 1,
-    Op.FADD: 1, Op.FSUB: 1, Op.FMUL: 1, Op.FMADD: 2,
+    Op.FADD: 1, Op.FSUB: 1, Op.FMUL: 1, Op.FMADD: 2, Op.FACC: 2,
     Op.SWITCH: 2,
 }
 _UNIT = {op: Unit.INT for op in Op}
 _UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.CTX: Unit.CTRL,
-              Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL})
+              Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL, Op.BPOS: Unit.CTRL})
 _UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC)})
 _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW,
                                       Op.STD, Op.LDHBZ)})
@@ -195,8 +211,8 @@ def issue_pipe(op, pipe0=False):
 
     FP operations issue on the FP pipe; loads, stores, ``ITER`` and the INT/CTRL instructions
     with the ``pipe0`` hint (``Instruction.pipe0``) on pipe 0, beside the loads; every other
-    INT/CTRL instruction (``BSCAN`` included) on pipe 2.  With ``int_issue = 1`` pipes 0 and 2
-    are one pipe.  The one statement of the rule: the PE fixes a slot's pipe by it when the
+    INT/CTRL instruction (``BSCAN`` and ``BPOS`` included) on pipe 2.  With ``int_issue = 1``
+    pipes 0 and 2 are one pipe.  The one statement of the rule: the PE fixes a slot's pipe by it when the
     slot is configured (``hw.pe.pe``), the golden model's cycle estimate and the blocking
     chooser's issue counts follow it (docs/pe.md, "Second INT pipe").
     """
@@ -285,12 +301,20 @@ class Instruction:
                 raise FdpuError(f"SWITCH: ntrue = {self.ntrue} must be in 0..{len(self.dests)}")
         elif self.ntrue:
             raise FdpuError(f"{op.name}: ntrue is only for SWITCH")
-        if op in (Op.ITER, Op.SCAN, Op.FACC) and not 1 <= self.count <= _LOOP_COUNT_MASK:
-            raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..{_LOOP_COUNT_MASK}, "
-                            f"got 0")
-        if op is Op.BSCAN and not 1 <= self.count <= 32:
-            raise FdpuError(f"BSCAN: count imm[15:0] must be in 1..32 (the bits of the mask), "
-                            f"got {self.count}")
+        if op is Op.SCAN or op is Op.FACC and self.nsrc == 2:
+            if not 1 <= self.count <= _LOOP_COUNT_MASK:
+                raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..{_LOOP_COUNT_MASK}, "
+                                f"got 0")
+        if op is Op.FACC and self.nsrc == 3:
+            if self.count:
+                raise FdpuError(f"FACC with a count operand (nsrc = 3): count imm[15:0] must be "
+                                f"0, got {self.count}")
+            if self.regmask >> 2 & 1:
+                raise FdpuError("FACC: the count operand (operand 2) must be a token, "
+                                "not a register")
+        if op in (Op.BSCAN, Op.BPOS) and not 1 <= self.count <= 32:
+            raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..32 (the bits of the "
+                            f"mask), got {self.count}")
         for d in self.dests:
             if not (0 <= d.x < params.cols and 0 <= d.y < params.rows):
                 raise FdpuError(f"{op.name}: destination {d} is not a PE of the "
@@ -332,9 +356,11 @@ def loop_imm_layout():
     """Return the :class:`~sw.spec.bitfields.Layout` of the 32-bit immediate of the counting
     instructions (the ``imm`` field of :func:`insn_layout`).
 
-    * ``count`` (``imm[15:0]``): ``ITER``'s and ``BSCAN``'s tokens per firing, ``SCAN``'s
-      firings per restart, ``FACC``'s firings per result.
-    * ``step`` (``imm[31:16]``, signed): ``ITER``'s increment (unused by the others).
+    * ``count`` (``imm[15:0]``): ``ITER``'s and ``BSCAN``'s tokens per firing, ``BPOS``'s
+      mask bits, ``SCAN``'s firings per restart, ``FACC``'s firings per result; 0 for an
+      ``ITER`` or ``FACC`` whose count comes from a token (:func:`token_count`).
+    * ``step`` (``imm[31:16]``, signed): ``ITER``'s and ``BPOS``'s increment (unused by the
+      others).
 
     :attr:`Instruction.count` and :attr:`Instruction.step` read it, :func:`loop_imm` writes it,
     the PE decodes it (``hw.pe.layouts.loop_imm_struct``).
@@ -361,6 +387,27 @@ def loop_imm(count, step=0):
 def loop_count(imm):
     """Return the ``count`` sub-field of the immediate ``imm`` (:func:`loop_imm_layout`)."""
     return (imm >> _LOOP_COUNT_AT) & _LOOP_COUNT_MASK
+
+
+#: Where a count token carries its count: bits ``[47:32]`` (``ITER`` with count 0 reads its
+#: start from bits ``[31:0]`` of the same token; ``FACC``'s operand 2).
+TOKEN_COUNT_AT = 32
+
+
+def token_count(token):
+    """Return the count a count token carries: bits ``[47:32]`` of the 64-bit ``token``."""
+    return (token >> TOKEN_COUNT_AT) & _LOOP_COUNT_MASK
+
+
+def count_token(start, count):
+    """Return the 64-bit token of ``start`` (low 32 bits) and ``count`` (bits 47:32).
+
+    Raises :class:`FdpuError` unless ``start`` fits 32 bits and ``count`` is in 0..65535.
+    """
+    if not 0 <= start < 1 << 32 or not 0 <= count <= _LOOP_COUNT_MASK:
+        raise FdpuError(f"count token: start {start} must be in 0..2**32-1 and count {count} "
+                        f"in 0..{_LOOP_COUNT_MASK}")
+    return start | count << TOKEN_COUNT_AT
 
 
 def encode(insn, params):
@@ -412,14 +459,18 @@ def disassemble(insn):
         return "INVALID"
     operands = [f"r{insn.regs[i]}" if insn.regmask >> i & 1 else f"t{i}"
                 for i in range(insn.nsrc)]
-    if insn.nsrc < op.arity and op.min_operands <= insn.nsrc and op is not Op.SWITCH:
+    if insn.nsrc < op.arity and op.min_operands <= insn.nsrc and \
+            op not in (Op.SWITCH, Op.FACC):
         operands.append(f"#{insn.imm}")
     elif op in (Op.IMM, Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW, Op.STD):
         operands.append(f"#{insn.imm}")
     elif op is Op.FIMM:
         operands.append(f"#0x{insn.imm & 0xFFFF:04x}")
-    elif op is Op.ITER:
-        operands.append(f"count={insn.count} step={insn.step}")
+    elif op in (Op.ITER, Op.BPOS):
+        count = "token" if op is Op.ITER and insn.count == 0 else insn.count
+        operands.append(f"count={count} step={insn.step}")
+    elif op is Op.FACC and insn.nsrc == 3:
+        pass                                      # the count is operand 2
     elif op in (Op.FACC, Op.SCAN, Op.BSCAN):
         operands.append(f"count={insn.count}")
     text = f"{op.name} {', '.join(operands)}".rstrip()

@@ -77,3 +77,6 @@ class PeError(enum.IntEnum):
     BAD_ADDRESS = 2
     #: A Dbuf answered with its error bit (misaligned or out-of-range access).
     DBUF_ERROR = 3
+    #: A FACC with a count operand started an accumulation with a count of 0 (the step is
+    #: done as if the count were 1: the run's results are not to be trusted).
+    BAD_COUNT = 4
