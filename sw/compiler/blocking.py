@@ -14,14 +14,14 @@ constants below calibrate the model against the RTL and are used only to choose 
 from dataclasses import dataclass
 
 from sw.compiler import graphs, home_dbufs
-from sw.compiler.dfg import Graph
+from sw.compiler.dfg import VARYING, Graph
 from sw.compiler.fc_plan import DEFAULT_SPARSE_GRAPH, LANES, WFANS, FcPlan
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, Unit, issue_pipe
 
 __all__ = ["EngineIssues", "engine_issues", "engine_costs", "blocking_costs", "choose_blocking",
-           "SPARSE_LOOP_CYCLES", "SPARSE_INT_UTIL", "SPARSE_P0_UTIL"]
+           "SPARSE_LOOP_CYCLES", "SPARSE_INT_UTIL", "SPARSE_P0_UTIL", "SKIP_DENSITY"]
 
 #: The block sizes ``kb`` and ``gb`` the chooser tries.
 _BLOCKS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -45,6 +45,10 @@ SPARSE_INT_UTIL = 0.68
 #: reached 0.64 and did not bind, so the term applies only to shared Dbufs (docs/mapping.md).
 #: Used only to choose the blocking.
 SPARSE_P0_UTIL = 0.5
+#: The density the chooser assumes for the ``skip`` graph, whose work per context depends on
+#: the stored weights (a data-dependent stream counts ``SKIP_DENSITY x Cw`` tokens per weight
+#: row and context).  The paper's alexnet-fc8 density; used only to choose the blocking.
+SKIP_DENSITY = 0.25
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,10 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
                   sparse_graph=DEFAULT_SPARSE_GRAPH):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
-    From the graph's rates: an ITER or BSCAN issues once per token it emits; a SWITCH branch
-    counts at the SWITCH's rate (so the zero branch's IMM counts as if every weight were 0).
+    From the graph's rates: an ITER, BSCAN or BPOS issues once per token it emits (a BPOS at
+    least once per firing); a SWITCH branch counts at the SWITCH's rate (so the zero branch's
+    IMM counts as if every weight were 0); a data-dependent stream (``skip``) counts
+    :data:`SKIP_DENSITY` ``x Cw`` tokens per weight row.
     ``fan_pipe0`` and ``sparse_graph`` are :attr:`FcPlan.fan_pipe0` and
     :attr:`FcPlan.sparse_graph`.
     """
@@ -85,17 +91,23 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
     graphs.build_engine(g, plan, 0)
     rates = g.rates()
     cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0, "hinted": 0}
+    stream = SKIP_DENSITY * Cw
     for nid, r in rates.items():
         node = g.nodes[nid]
         op = node.op
-        if op in (Op.ITER, Op.BSCAN):
-            r = g.out_rate(nid, r)
+        if op in (Op.ITER, Op.BSCAN, Op.BPOS):
+            r = max(_nominal(g.out_rate(nid, r), stream), _nominal(r, stream))
+        r = _nominal(r, stream)
         pipe = issue_pipe(op, node.pipe0)
         role = ("fp" if pipe == "fp" else "other" if pipe == "p2" else "iter" if op is Op.ITER
                 else "mem" if op.unit is Unit.MEM else "hinted")
         cost[role] += r
     return EngineIssues(len(g.nodes), *(float(cost[k])
                                         for k in ("other", "iter", "mem", "fp", "hinted")))
+
+
+def _nominal(rate, stream):
+    return stream if rate is VARYING else rate
 
 
 def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,

@@ -19,10 +19,11 @@ the outputs after the run.
 import numpy as np
 
 from sw.compiler import fdcsr
-from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.compiler.fc_plan import DESC_BYTES, LANES, SKIP_WORD, align
 from sw.spec.errors import FdpuError
+from sw.spec.isa import count_token
 
-__all__ = ["pass_memory", "gather_outputs"]
+__all__ = ["pass_memory", "gather_outputs", "skip_stored"]
 
 
 def _item_weights(plan, w16, kbi):
@@ -33,13 +34,61 @@ def _item_weights(plan, w16, kbi):
     return blk
 
 
+def skip_stored(plan, blk):
+    """Return the ``kb x Cw`` stored-weight map the ``skip`` graph runs over ``blk``.
+
+    A weight is stored where its bit pattern is not ``0x0000`` (FD-CSR's rule); a row with no
+    stored weight gets column 0 stored (an explicit ``+0.0``): a counted ``FACC`` needs at
+    least one step (docs/isa.md).  That step adds ``+0.0 x I[n][0]`` to ``-0.0``: ``+0.0``
+    for a non-negative finite input, ``-0.0`` for a negative one, where the dense graph's
+    all-zero row gives ``+0.0`` unless every input is negative (docs/dataflow.md, "The skip
+    graph").
+    """
+    u = np.zeros((blk.shape[0], plan.Cw), dtype=np.uint16)
+    u[:, :blk.shape[1]] = blk.view(np.uint16)
+    stored = u != 0
+    stored[~stored.any(axis=1), 0] = True
+    return stored
+
+
 def _item_encoding(plan, blk):
     """Return the item's FD-CSR encoding (sparse) or ``None`` (dense) and its data bytes."""
     if plan.mode == "dense":
         return None, blk.size * 2
+    if plan.skip:
+        return _skip_encoding(plan, blk)
     enc = fdcsr.encode(blk)
     r = plan.kb * plan.R16
     return enc, align(2 * r, 4) + align(4 * r, 8) + 2 * enc.nnz
+
+
+def _skip_encoding(plan, blk):
+    """Return the ``skip`` item's stored-weight map (:func:`skip_stored`) and its data bytes
+    (``FcPlan.skip_offsets``)."""
+    stored = skip_stored(plan, blk)
+    return stored, plan.skip_offsets[2] + align(2 * int(stored.sum()), 8)
+
+
+def _skip_bytes(plan, blk, stored, nbytes, base):
+    """Return the ``skip`` item's bytes at global address ``base``: mask words (FD-CSR's
+    ``colidx`` bits, 32 columns a word), row words (count tokens), values
+    (``FcPlan.skip_offsets``)."""
+    off_m, off_t, off_v = plan.skip_offsets
+    kb = plan.kb
+    out = bytearray(nbytes)
+    words = np.packbits(stored.reshape(kb, plan.R32, SKIP_WORD), axis=2, bitorder="little")
+    out[off_m:off_m + 4 * kb * plan.R32] = words.tobytes()
+    u = np.zeros((kb, plan.Cw), dtype=np.uint16)
+    u[:, :plan.C] = blk.view(np.uint16)
+    values = u[stored]                         # row-major: each row's stored values in order
+    counts = stored.sum(axis=1)
+    first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
+    if kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
+        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
+    tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
+    out[off_t:off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
+    out[off_v:off_v + 2 * len(values)] = values.astype("<u2").tobytes()
+    return bytes(out)
 
 
 def _item_bytes(plan, blk, enc, nbytes, base):
@@ -51,6 +100,8 @@ def _item_bytes(plan, blk, enc, nbytes, base):
     """
     if enc is None:
         return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+    if plan.skip:
+        return _skip_bytes(plan, blk, enc, nbytes, base)
     r = plan.kb * plan.R16
     out = bytearray(nbytes)
     out[0:2 * r] = enc.colidx.astype("<u2").tobytes()

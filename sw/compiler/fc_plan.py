@@ -42,8 +42,16 @@ WFANS = (4, 16)
 #: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
 #: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
 #: with ``LDHBZ`` (address 0 gives +0.0 without a Dbuf access).  Same weights in the
-#: same order, so the same bits (docs/dataflow.md, "The gather graph").
-SPARSE_GRAPHS = ("switch", "gather")
+#: same order, so the same bits (docs/dataflow.md, "The gather graph").  ``skip`` does only
+#: the stored weights' work: per weight row a ``BPOS`` turns each 32-column mask word into the
+#: stored weights' input addresses, an ``ITER`` whose count is the row's number of stored
+#: weights loads their values, and a ``FACC`` with that count as operand sums them (its
+#: instructions, FACC firings and cycles scale with the stored weights, not with ``K x C``;
+#: docs/dataflow.md, "The skip graph").
+SPARSE_GRAPHS = ("switch", "gather", "skip")
+
+#: The columns one mask word of the ``skip`` graph covers (two FD-CSR rows).
+SKIP_WORD = 32
 
 #: The sparse graph of a plan when none is named: ``gather``, the faster of the two on the RTL
 #: with the same bits (alexnet-fc8 batch 64 on the 8 x 8: 97.7 % of peak against the SWITCH
@@ -81,14 +89,27 @@ class FcPlan:
         return -(-self.N // LANES)
 
     @property
+    def skip(self):
+        """Return whether the plan runs the zero-skipping ``skip`` graph."""
+        return self.mode == "sparse" and self.sparse_graph == "skip"
+
+    @property
     def Cw(self):
-        """Return the columns an item iterates over (``C`` dense, ``C`` rounded to 16 sparse)."""
-        return self.C if self.mode == "dense" else align(self.C, ROW)
+        """Return the columns of an item's input blocks: ``C`` dense, ``C`` rounded to 16
+        sparse (to 32 for the ``skip`` graph, whose mask words cover 32 columns)."""
+        if self.mode == "dense":
+            return self.C
+        return align(self.C, SKIP_WORD if self.skip else ROW)
 
     @property
     def R16(self):
         """Return the FD-CSR rows per weight row (sparse)."""
         return self.Cw // ROW
+
+    @property
+    def R32(self):
+        """Return the ``skip`` graph's mask words per weight row."""
+        return self.Cw // SKIP_WORD
 
     @property
     def kblocks(self):
@@ -137,8 +158,22 @@ class FcPlan:
         """Return the largest number of bytes one item's weights can take."""
         if self.mode == "dense":
             return align(self.Cw * self.kb * 2, 8)
+        if self.skip:
+            return self.skip_offsets[1] + 8 * self.kb + align(self.kb * self.Cw * 2, 8)
         r = self.kb * self.R16
         return align(2 * r, 4) + align(4 * r, 8) + align(self.kb * self.Cw * 2, 8)
+
+    @property
+    def skip_offsets(self):
+        """Return the ``skip`` item's ``(mask words, row words, values)`` byte offsets.
+
+        Mask words: ``kb x R32`` ``u32`` (row-major; word ``r`` of row ``k`` is FD-CSR
+        ``colidx[k][2r] | colidx[k][2r + 1] << 16``); row words: ``kb`` 64-bit count tokens
+        (the address of the row's first value, and its number of stored values in bits 47:32);
+        values: the stored values, row-major (``sw.compiler.dbuf_layout``).
+        """
+        words = 4 * self.kb * self.R32
+        return 0, align(words, 8), align(words, 8) + 8 * self.kb
 
     @property
     def input_bytes(self):

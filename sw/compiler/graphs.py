@@ -11,15 +11,18 @@ block.
 
 Accumulation order (fixed, what the golden model and the hardware both compute): for every
 ``(k, n)``, ``acc = -0.0``, then ``acc = fma(W[k][c], I[n][c], acc)`` for ``c = 0 .. Cw-1`` in
-order, one rounding per step (``FACC``); sparse mode feeds ``+0.0`` for every weight that
-FD-CSR does not store, including the padding columns ``C .. Cw-1`` (whose inputs are 0).
+order, one rounding per step (``FACC``); the ``switch`` and ``gather`` graphs feed ``+0.0``
+for every weight that FD-CSR does not store, including the padding columns ``C .. Cw-1``
+(whose inputs are 0); the ``skip`` graph steps only over the stored weights (a row with none
+over one explicit ``+0.0`` at column 0).
 :func:`fc_result` is that loop, vectorized.
 """
 
 import numpy as np
 
+from sw.compiler.dbuf_layout import skip_stored
 from sw.compiler.dfg import Graph
-from sw.compiler.fc_plan import align
+from sw.compiler.fc_plan import SKIP_WORD, align
 from sw.compiler.fdcsr import ROW
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
@@ -58,14 +61,18 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     ld_x = add("ldX", Op.LDW, imm=desc + 4)
     ld_o = add("ldO", Op.LDW, imm=desc + 8)
     g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)])
-    facc = [[add("facc", Op.FACC, imm=Cw, row=k, lane=j) for j in range(gb)]
-            for k in range(kb)]
+    # The skip graph's FACCs take their count (the row's stored weights) as operand 2.
+    facc = [[add("facc", Op.FACC, imm=0 if plan.skip else Cw, row=k, lane=j)
+             for j in range(gb)] for k in range(kb)]
     st = [[add("st", Op.STD, imm=(k * gb + j) * 8, end=True, row=k, lane=j)
            for j in range(gb)] for k in range(kb)]
     for k in range(kb):
         for j in range(gb):
             g.connect(facc[k][j], st[k][j], 1)
     g.fanout(ld_o, [(st[k][j], 0) for k in range(kb) for j in range(gb)])
+    if plan.skip:
+        _skip_streams(g, plan, add, ld_b, ld_x, facc)
+        return ids
     if plan.mode == "dense":
         it_x = add("itX", Op.ITER, imm=loop_imm(Cw, 8))
         g.connect(ld_x, it_x, 0)
@@ -153,6 +160,41 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     return ids
 
 
+def _skip_streams(g, plan, add, ld_b, ld_x, facc):
+    """Add the ``skip`` graph's weight and input streams, feeding ``facc[k][j]``.
+
+    Per weight row ``k``: the row word (a count token: the row's first value address and its
+    stored weights ``n``) feeds an ``ITER`` of ``n`` value addresses (count from the token)
+    and, as the count operand, the row's FACCs; per 32-column mask word a ``BPOS`` emits the
+    input address of each stored weight, which ``gb`` input loads (one per lane group) turn
+    into the FACCs' operand 1.  Both streams hold ``n`` tokens per row and context, in column
+    order (docs/dataflow.md, "The skip graph").
+    """
+    kb, gb, Cw, r32 = plan.kb, plan.gb, plan.Cw, plan.R32
+    off_m, off_t, _ = plan.skip_offsets
+    it_m = add("itM", Op.ITER, imm=loop_imm(r32, 4))
+    it_x = add("itX", Op.ITER, imm=loop_imm(r32, 8 * SKIP_WORD))
+    g.connect(ld_x, it_x, 0)
+    rw = [add("rw", Op.LDD, imm=off_t + 8 * k, row=k) for k in range(kb)]
+    g.fanout(ld_b, [(it_m, 0)] + [(v, 0) for v in rw])
+    masks = [add("mask", Op.LDW, imm=off_m + 4 * k * r32, row=k) for k in range(kb)]
+    g.fanout(it_m, [(v, 0) for v in masks])
+    bp = [add("bpos", Op.BPOS, imm=loop_imm(SKIP_WORD, 8), row=k) for k in range(kb)]
+    g.fanout(it_x, [(v, 1) for v in bp])
+    for k in range(kb):
+        g.connect(masks[k], bp[k], 0)
+        x = [add("x", Op.LDD, imm=j * 8 * Cw, row=k, lane=j) for j in range(gb)]
+        g.fanout(bp[k], [(v, 0) for v in x])
+        for j in range(gb):
+            g.connect(x[j], facc[k][j], 1)
+        it_v = add("itV", Op.ITER, imm=loop_imm(0, 2), row=k)
+        g.fanout(rw[k], [(it_v, 0)] + [(facc[k][j], 2) for j in range(gb)])
+        lds = [add("ld", Op.LDHB, row=k, lane=q) for q in range(len(_chunks(gb, plan.wfan)))]
+        g.fanout(it_v, [(v, 0) for v in lds])
+        for ld, lanes in zip(lds, _chunks(gb, plan.wfan)):
+            g.fanout(ld, [(facc[k][j], 0) for j in lanes])
+
+
 def build_graph(plan):
     """Return the whole graph of ``plan``: one engine per home PE, pinned there."""
     g = Graph(f"fc-{plan.mode}-{plan.K}x{plan.C}-n{plan.N}")
@@ -165,7 +207,8 @@ def fc_result(plan, weights, inputs, running=False):
     """Return the ``N x K`` float16 result the graph computes, vectorized over ``k`` and ``n``.
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
-    :mod:`sw.spec.fp16`).  With ``running=True`` return ``(result, mu)`` where ``mu``
+    :mod:`sw.spec.fp16`); the ``skip`` graph steps only over the stored weights
+    (:func:`sw.compiler.dbuf_layout.skip_stored`).  With ``running=True`` return ``(result, mu)`` where ``mu``
     (``N x K`` float64) is the sum of the magnitudes of every rounded partial sum, for the
     running error bound of :func:`sw.models.reference.check`.
     """
@@ -177,8 +220,10 @@ def fc_result(plan, weights, inputs, running=False):
     wt = np.ascontiguousarray(w.T)
     xt = np.ascontiguousarray(x.T)
     mu = np.zeros((plan.K, plan.N)) if running else None
+    keep = skip_stored(plan, w[:, :plan.C].view(np.float16)).T if plan.skip else None
     for c in range(plan.Cw):
-        acc = fp16.fma(wt[c][:, None], xt[c][None, :], acc)
+        step = fp16.fma(wt[c][:, None], xt[c][None, :], acc)
+        acc = step if keep is None else np.where(keep[c][:, None], step, acc)
         if running:
             mu += np.abs(acc.view(np.float16).astype(np.float64))
     y = np.ascontiguousarray(acc.T).view(np.float16)

@@ -58,17 +58,20 @@ class Counters:
 
 
 
-def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
+def program_counters(image, contexts, switch_true, mem_hops, accesses=None, emitted=None):
     """Return the :class:`Counters` of running ``contexts`` contexts of ``image``'s program.
 
     Token counts are propagated through the decoded program (edges into SWITCH operand 2 are
     the feedback edges and are not followed).  ``switch_true[(x, y, slot)]`` is the total
     number of SWITCH firings that take the True branch, ``mem_hops(x, y, slot)`` the hops from
     a memory instruction to the Dbuf it accesses, ``accesses[(x, y, slot)]`` the firings of a
-    ``LDHBZ`` that access memory (a non-zero address; default: all).  Supports graphs whose
-    only cycles are SWITCH feedback edges (all FC graphs).
+    ``LDHBZ`` that access memory (a non-zero address; default: all), ``emitted[(x, y, slot)]``
+    the tokens a data-dependent emitter (``BPOS``, a token-count ``ITER``) sends to each
+    destination in all (a ``FACC`` with a count operand sends one result per count token).
+    Supports graphs whose only cycles are SWITCH feedback edges (all FC graphs).
     """
     accesses = accesses or {}
+    emitted = emitted or {}
     p = image.params
     insns = image.instructions()
     into = Counter()
@@ -107,10 +110,12 @@ def program_counters(image, contexts, switch_true, mem_hops, accesses=None):
                 c.bytes_written += m * op.access_bytes
         per_dest = []
         for i, d in enumerate(insn.dests):
-            if op in (Op.ITER, Op.BSCAN):
+            if op is Op.BPOS or op is Op.ITER and not insn.count:
+                k = emitted[key]
+            elif op in (Op.ITER, Op.BSCAN):
                 k = n * insn.count
             elif op is Op.FACC:
-                k = n // insn.count
+                k = into[(key, 2)] if insn.nsrc == 3 else n // insn.count
             elif op is Op.SWITCH:
                 t = switch_true.get(key, 0)
                 k = t if i < insn.ntrue else n - t

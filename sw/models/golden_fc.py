@@ -83,8 +83,14 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
     def hops(x, y, slot):
         return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
 
-    switch_true, accesses = {}, {}
-    if plan.mode == "sparse":
+    switch_true, accesses, emitted = {}, {}, {}
+    if plan.skip:
+        per_engine = _skip_row_steps(plan, w16)
+        for node in graph.nodes:
+            if node.op is Op.BPOS or node.op is Op.ITER and node.meta.get("role") == "itV":
+                emitted[placement.where[node.id]] = int(per_engine[node.meta["engine"],
+                                                                   node.meta["row"]])
+    elif plan.mode == "sparse":
         nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
         nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
         nz = nz.reshape(plan.kblocks, plan.kb)
@@ -101,4 +107,20 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
             elif node.op is Op.LDHBZ:
                 e, k = node.meta["engine"], node.meta["row"]
                 accesses[placement.where[node.id]] = int(per_engine[e, k])
-    return program_counters(image, contexts, switch_true, hops, accesses)
+    return program_counters(image, contexts, switch_true, hops, accesses, emitted)
+
+
+def _skip_row_steps(plan, w16):
+    """Return the ``skip`` graph's FACC steps per engine and weight row over the whole run:
+    each item row's stored weights (at least 1: :func:`sw.compiler.dbuf_layout.skip_stored`),
+    dummy items and rows past ``K`` one each."""
+    nz = np.ones(plan.kblocks * plan.kb, dtype=np.int64)
+    nz[:plan.K] = np.maximum(1, np.count_nonzero(w16.view(np.uint16) != 0, axis=1))
+    nz = nz.reshape(plan.kblocks, plan.kb)
+    steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
+    for p in range(plan.passes):
+        items = np.asarray(plan.pass_items(p))
+        np.add.at(steps, np.arange(len(items)) % plan.engines, nz[items % plan.kblocks])
+        for slot in range(len(items), plan.pass_contexts(p) * plan.engines):
+            steps[slot % plan.engines] += 1
+    return steps

@@ -1,0 +1,103 @@
+"""The zero-skipping ``skip`` graph on the golden model: its results and counts against the
+definition (work proportional to the stored weights), the token-by-token interpreter against
+the vectorized path, and the odd shapes (``sw.compiler.graphs``, ``dbuf_layout``).
+
+Random parts print their seed; ``FDPU_SEED`` replays one.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from sw.compiler import dbuf_layout, graphs, layers
+from sw.compiler.planner import plan_fc
+from sw.models import reference
+from sw.models.golden_fc import run_fc
+from sw.spec.arch import ArrayParams
+
+SEED = int(os.environ.get("FDPU_SEED", "20261202"))
+P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=32768, slots=128, int_issue=2)
+P22 = ArrayParams(rows=2, cols=2, dbuf_bytes=16384, slots=128, int_issue=2)
+
+
+def weights(k, c, density, seed):
+    if density == 0:
+        return np.zeros((k, c), dtype=np.float16)
+    return layers.make_weights((k, c), density, seed)
+
+
+def steps_wanted(plan, w):
+    """FACC firings of the definition: per item row its stored weights (at least one), per
+    lane group; dummy items and rows past K one each."""
+    nz = np.maximum(1, np.count_nonzero(w.view(np.uint16), axis=1))
+    pad_rows = plan.kblocks * plan.kb - plan.K
+    dummies = sum(plan.pass_contexts(p) * plan.engines - len(plan.pass_items(p))
+                  for p in range(plan.passes))
+    return plan.gblocks * plan.gb * (nz.sum() + pad_rows) + dummies * plan.kb * plan.gb
+
+
+CASES = [  # K, C, N, density, params
+    (8, 40, 4, 0.25, P1), (1, 17, 1, 0.5, P1), (5, 100, 3, 0.05, P1), (8, 64, 4, 1.0, P1),
+    (6, 33, 4, 0.0, P1), (32, 100, 8, 0.1, P22), (20, 300, 64, 0.01, P22), (13, 50, 4, 0.25, P22),
+]
+
+
+@pytest.mark.parametrize("k, c, n, density, params", CASES)
+def test_exact_and_fast_agree_and_work_is_the_stored_weights(k, c, n, density, params):
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    w = weights(k, c, density, SEED)
+    x = layers.make_inputs(c, n, SEED + 1)
+    plan = plan_fc(k, c, n, "sparse", params, sparse_graph="skip")
+    exact = run_fc(plan, w, x, exact=True, seed=SEED)
+    fast = run_fc(plan, w, x)
+    assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
+    assert exact.counters == fast.counters
+    assert fast.counters.ops["FACC"] == steps_wanted(plan, w)
+    assert reference.check(fast.result, w, x, fast.running).holds
+    # The vectorized definition is the graph's accumulation order.
+    assert np.array_equal(graphs.fc_result(plan, w, x).view(np.uint16),
+                          fast.result.view(np.uint16))
+
+
+def test_odd_rows_and_blocks():
+    # An all-zero row, an all-zero 32-column block, a single stored weight, a row stored only
+    # in its last column: bit-exact with the definition, and only the stored weights' work.
+    w = np.zeros((6, 70), dtype=np.float16)
+    w[0, 5] = 1.5
+    w[1, 69] = -2.0
+    w[2, :32] = 0.25                     # columns 32..69 all zero
+    w[4, 40:] = np.linspace(-1, 1, 30)
+    x = layers.make_inputs(70, 4, SEED)
+    plan = plan_fc(6, 70, 4, "sparse", P1, sparse_graph="skip")
+    exact = run_fc(plan, w, x, exact=True)
+    assert np.array_equal(exact.result.view(np.uint16),
+                          graphs.fc_result(plan, w, x).view(np.uint16))
+    assert exact.counters.ops["FACC"] == steps_wanted(plan, w)
+    assert exact.counters.ops["BPOS"] == plan.kb * plan.R32 * plan.gblocks
+
+
+def test_empty_row_sign_is_documented():
+    # A row without stored weights steps over one +0.0 at column 0: +0.0 for a non-negative
+    # input there, -0.0 for a negative one (the dense graph gives +0.0 unless every input of
+    # the row is negative).
+    w = np.zeros((2, 16), dtype=np.float16)
+    w[1, 3] = 1.0
+    x = np.ones((4, 16), dtype=np.float16)
+    x[2, 0] = -1.0
+    plan = plan_fc(2, 16, 4, "sparse", P1, sparse_graph="skip")
+    y = run_fc(plan, w, x, exact=True).result.view(np.uint16)
+    assert list(y[:, 0]) == [0x0000, 0x0000, 0x8000, 0x0000]
+    stored = dbuf_layout.skip_stored(plan, w)
+    assert stored[0].sum() == 1 and stored[0, 0] and stored[1].sum() == 1 and stored[1, 3]
+
+
+def test_skip_does_less_work_than_gather():
+    w = layers.make_weights((16, 256), 0.09, SEED)
+    x = layers.make_inputs(256, 8, SEED)
+    runs = {g: run_fc(plan_fc(16, 256, 8, "sparse", P1, sparse_graph=g), w, x, exact=True)
+            for g in ("gather", "skip")}
+    ops = {g: sum(r.counters.ops.values()) for g, r in runs.items()}
+    assert runs["skip"].counters.ops["FACC"] * 5 < runs["gather"].counters.ops["FACC"]
+    assert ops["skip"] * 3 < ops["gather"]
+    assert runs["skip"].cycles * 2 < runs["gather"].cycles
