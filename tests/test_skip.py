@@ -10,11 +10,12 @@ import os
 import numpy as np
 import pytest
 
-from sw.compiler import dbuf_layout, graphs, layers
+from sw.compiler import balance, dbuf_layout, graphs, layers
 from sw.compiler.planner import plan_fc
 from sw.models import reference
 from sw.models.golden_fc import run_fc
 from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
 
 SEED = int(os.environ.get("FDPU_SEED", "20261202"))
 P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=32768, slots=128, int_issue=2)
@@ -101,3 +102,37 @@ def test_skip_does_less_work_than_gather():
     assert runs["skip"].counters.ops["FACC"] * 5 < runs["gather"].counters.ops["FACC"]
     assert ops["skip"] * 3 < ops["gather"]
     assert runs["skip"].cycles * 2 < runs["gather"].cycles
+
+
+def skewed_weights(k, c, seed):
+    """A pruned layer whose rows keep very different numbers of weights (1 to ~60 %)."""
+    rng = np.random.default_rng(seed)
+    keep = rng.uniform(0, 1, (k, c)) < np.geomspace(0.6, 1 / c, k)[rng.permutation(k)][:, None]
+    w = rng.standard_normal((k, c)).astype(np.float16) * keep
+    return w.astype(np.float16)
+
+
+def test_balanced_rows_even_out_the_engines_and_keep_the_bits():
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    w = skewed_weights(48, 96, SEED)
+    x = layers.make_inputs(96, 8, SEED)
+    nnz = np.count_nonzero(w.view(np.uint16), axis=1)
+    plain = plan_fc(48, 96, 8, "sparse", P22, kb=2, gb=2, sparse_graph="skip")
+    even = plan_fc(48, 96, 8, "sparse", P22, kb=2, gb=2, sparse_graph="skip", row_nnz=nnz)
+    assert sorted(even.rows) == list(range(48)) and even.describe()["rows_balanced"]
+    before, after = balance.load_balance(plain, w), balance.load_balance(even, w)
+    print(f"load balance {before:.3f} -> {after:.3f}")
+    assert after > before and after >= 0.95
+    runs = [run_fc(p, w, x, exact=True) for p in (plain, even)]
+    assert np.array_equal(runs[0].result.view(np.uint16), runs[1].result.view(np.uint16))
+    assert runs[0].counters.ops["FACC"] == runs[1].counters.ops["FACC"]
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(sparse_graph="gather", row_nnz=[1] * 8), "row_nnz balances the skip graph"),
+    (dict(sparse_graph="skip", row_nnz=[1] * 7), r"row_nnz must be 8 non-negative integers"),
+    (dict(sparse_graph="skip", row_nnz=[-1] * 8), r"row_nnz must be 8 non-negative"),
+])
+def test_row_nnz_is_checked(kw, match):
+    with pytest.raises(FdpuError, match=match):
+        plan_fc(8, 32, 4, "sparse", P1, **kw)

@@ -42,7 +42,7 @@ def run_asm(args):
     """Assemble the layer; return the exit status."""
     name, w, x, params = resolve(args)
     plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           **plan_options(args))
+                           **plan_options(args, w))
     if not 0 <= args.pass_index < plan.passes:
         raise FdpuError(f"--pass must be in 0..{plan.passes - 1} for this layer, got "
                         f"{args.pass_index}")

@@ -4,12 +4,15 @@ RTL simulation's hardware options (:func:`add_hw_args`)."""
 
 import argparse
 
+import numpy as np
+
 from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["EXACT_LIMIT", "add_layer_args", "plan_options", "resolve", "add_hw_args"]
+__all__ = ["EXACT_LIMIT", "add_layer_args", "plan_options", "graph_name", "resolve",
+           "add_hw_args"]
 
 def add_layer_args(parser):
     """Add the options that choose a layer, its data, the mode and the array."""
@@ -32,8 +35,9 @@ def add_layer_args(parser):
                      help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
     arr.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
                      help="sparse: the branch-free gather graph (default: BSCAN's token "
-                          "addresses the value load) or the paper's SWITCH graph with its "
-                          "feedback edges; the same bits")
+                          "addresses the value load), the paper's SWITCH graph with its "
+                          "feedback edges (the same bits), or the skip graph, whose work is "
+                          "the stored weights only (docs/dataflow.md)")
     arr.add_argument("--kb", type=int, metavar="K",
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
@@ -44,16 +48,25 @@ def add_layer_args(parser):
     arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
 
 
-def plan_options(args):
-    """Return the :func:`sw.compiler.planner.plan_fc` keywords of the graph options."""
+def plan_options(args, weights=None):
+    """Return the :func:`sw.compiler.planner.plan_fc` keywords of the graph options (with
+    ``weights``, the ``skip`` graph's rows are balanced by their stored weights)."""
     if args.mode != "sparse":
         given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
                                       ("--wfan", args.wfan is not None)) if v]
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
-    return dict(kb=args.kb, gb=args.gb, wfan=args.wfan,
-                sparse_graph=args.sparse_graph or fc_plan.DEFAULT_SPARSE_GRAPH)
+    graph = args.sparse_graph or fc_plan.DEFAULT_SPARSE_GRAPH
+    opts = dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=graph)
+    if weights is not None and args.mode == "sparse" and graph == "skip":
+        opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
+    return opts
+
+
+def graph_name(plan):
+    """Return the name of the graph ``plan`` runs: ``dense`` or ``sparse/<sparse graph>``."""
+    return "dense" if plan.mode == "dense" else f"sparse/{plan.sparse_graph}"
 
 
 def resolve(args):

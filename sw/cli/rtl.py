@@ -29,9 +29,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
-                            plan_options, resolve)
+                            graph_name, plan_options, resolve)
 from sw.cli.output import console, write_json
-from sw.compiler import planner
+from sw.compiler import balance, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from tb.host import runtime
@@ -72,7 +72,7 @@ def run_rtl_command(args):
                          int_issue=args.int_issue,
                          dbuf_bytes=args.dbuf_bytes)
     plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           **plan_options(args))
+                           **plan_options(args, w))
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
@@ -108,7 +108,10 @@ def run_rtl_command(args):
     table.add_column("value", justify="right")
     table.add_row("match (bit for bit with the golden model)",
                   "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
+    table.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
     table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}")
+    table.add_row("load balance (engines' mean / max FACC steps)",
+                  f"{rec['load_balance']:.3f}")
     table.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
                   f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
     table.add_row("instructions fired (RTL / golden)",
@@ -125,6 +128,8 @@ def run_rtl_command(args):
     table.add_row("FP utilization of the contexts (after configuration)",
                   f"{rec['utilization_contexts']:.2%}")
     table.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
+    table.add_row("nnz utilization (useful multiply-adds / peak, compute cycles)",
+                  f"{rec['nnz_utilization']:.2%}")
     table.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
     table.add_row("external bytes read / written (DMA)",
                   f"{rec['ext_read_bytes']:,} / {rec['ext_write_bytes']:,}")
@@ -169,6 +174,7 @@ def figures(plan, w, x, ref, y, job):
     dma = job.dma_cycles
     ctx_cycles = job.context_cycles
     rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
+    nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, passes=plan.passes,
@@ -184,6 +190,9 @@ def figures(plan, w, x, ref, y, job):
         flops=flops, utilization=flops / max(1, peak * compute),
         utilization_contexts=flops / max(1, peak * ctx_cycles),
         dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
+        nnz_utilization=2 * nnz * plan.N / max(1, peak * compute),
+        nnz=nnz, graph=graph_name(plan), load_balance=balance.load_balance(plan, w),
+        plan=plan.describe(),
         utilization_end_to_end=flops / max(1, peak * cycles),
         rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
         ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,

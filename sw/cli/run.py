@@ -22,10 +22,10 @@ import time
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import add_hw_args, add_layer_args, plan_options, resolve
+from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_options, resolve
 from sw.cli.output import console, write_json
 from sw.cli import rtl
-from sw.compiler import planner
+from sw.compiler import balance, planner
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
@@ -83,7 +83,7 @@ def run_command(args):
         raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
                         "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
     plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           feedback=not args.no_feedback, **plan_options(args))
+                           feedback=not args.no_feedback, **plan_options(args, w))
     size = plan.K * plan.Cw * plan.groups
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
     if args.no_feedback and not exact:
@@ -99,21 +99,28 @@ def run_command(args):
                   K=plan.K, C=plan.C, N=plan.N, mode=plan.mode, rows=params.rows,
                   cols=params.cols, slots=params.slots, int_issue=params.int_issue,
                   nnz=int(np.count_nonzero(w.view(np.uint16))),
-                  plan=plan.describe(), match=chk.holds, check=chk.as_dict(),
+                  plan=plan.describe(), graph=graph_name(plan),
+                  load_balance=balance.load_balance(plan, w),
+                  match=chk.holds, check=chk.as_dict(),
                   counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
                   seconds=seconds)
     if exact:
         util = c.ops["FACC"] / max(1, res.cycles * params.num_pes)
-        record.update(cycles_estimate=res.cycles, fp_utilization_estimate=util)
+        nnz_util = record["nnz"] * plan.N / max(1, res.cycles * params.num_pes * params.LANES)
+        record.update(cycles_estimate=res.cycles, fp_utilization_estimate=util,
+                      nnz_utilization_estimate=nnz_util)
     table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("engine", record["engine"])
+    table.add_row("graph", record["graph"])
     table.add_row("weights K x C", f"{plan.K} x {plan.C} ({record['nnz']:,} non-zero)")
     table.add_row("blocking kb x gb", f"{plan.kb} rows x {plan.gb} lane groups")
     table.add_row("engines / contexts / passes",
                   f"{plan.engines} / {plan.contexts} / {plan.passes}")
+    table.add_row("load balance (engines' mean / max FACC steps)",
+                  f"{record['load_balance']:.3f}")
     table.add_row("match (error bound holds)", "yes" if chk.holds else
                   f"NO ({chk.failures} outputs)")
     table.add_row("max |error| / max bound", f"{chk.max_error:.3g} / {chk.max_bound:.3g}")
@@ -128,6 +135,8 @@ def run_command(args):
         table.add_row("cycles (estimate, docs/golden.md)", f"{res.cycles:,}")
         table.add_row("FACC issue utilization (estimate)",
                       f"{record['fp_utilization_estimate']:.1%}")
+        table.add_row("nnz utilization: useful multiply-adds / peak (estimate)",
+                      f"{record['nnz_utilization_estimate']:.1%}")
     table.add_row("golden model time", f"{seconds:.2f} s")
     console().print(table)
     if args.out:

@@ -29,8 +29,9 @@ __all__ = ["pass_memory", "gather_outputs", "skip_stored"]
 def _item_weights(plan, w16, kbi):
     """Return the ``kb x C`` float16 block of row block ``kbi`` (zero rows past K)."""
     blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
-    rows = w16[kbi * plan.kb:(kbi + 1) * plan.kb]
-    blk[:rows.shape[0]] = rows
+    for i, r in enumerate(plan.item_rows(kbi)):
+        if r < plan.K:
+            blk[i] = w16[r]
     return blk
 
 
@@ -197,6 +198,5 @@ def gather_outputs(plan, outputs, read):
         blk = np.frombuffer(read(addr, plan.output_bytes), dtype="<u2")
         blk = blk.reshape(plan.kb, plan.gb, LANES)       # [k][g][lane]
         blk = blk.transpose(1, 2, 0).reshape(plan.gb * LANES, plan.kb)
-        y[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES,
-          kbi * plan.kb:(kbi + 1) * plan.kb] = blk
+        y[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES, list(plan.item_rows(kbi))] = blk
     return y[:plan.N, :plan.K].view(np.float16)

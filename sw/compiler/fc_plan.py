@@ -82,6 +82,7 @@ class FcPlan:
     desc_base: list = field(default_factory=list)  # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
     sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
+    row_order: tuple = ()                          # skip: item rows (balance.balanced_rows)
 
     @property
     def groups(self):
@@ -141,6 +142,16 @@ class FcPlan:
         """Return the number of passes."""
         return -(-self.items // self.per_pass)
 
+    @property
+    def rows(self):
+        """Return the weight row of each of the ``kblocks x kb`` item rows, in item order
+        (``row_order``, default ``0, 1, ...``; an index of ``K`` or more is a padding row)."""
+        return self.row_order or tuple(range(self.kblocks * self.kb))
+
+    def item_rows(self, kbi):
+        """Return the weight rows of row block ``kbi`` (those past ``K``: padding)."""
+        return self.rows[kbi * self.kb:(kbi + 1) * self.kb]
+
     def item(self, i):
         """Return ``(kbi, gbi)`` of item ``i`` (row blocks vary fastest)."""
         return i % self.kblocks, i // self.kblocks
@@ -191,4 +202,5 @@ class FcPlan:
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
                     wfan=self.wfan, fan_pipe0=self.fan_pipe0,
-                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None)
+                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None,
+                    rows_balanced=bool(self.row_order))

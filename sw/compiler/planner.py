@@ -14,6 +14,7 @@ tables of a Dbuf's engines in engine order.
 import numpy as np
 
 from sw.compiler import home_dbufs
+from sw.compiler.balance import balanced_rows
 from sw.compiler.blocking import choose_blocking, engine_costs
 from sw.compiler.fc_plan import (DEFAULT_SPARSE_GRAPH, DESC_BYTES, LANES, MODES, SPARSE_GRAPHS,
                                  WFANS, FcPlan, align)
@@ -25,7 +26,8 @@ __all__ = ["plan_fc"]
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=DEFAULT_SPARSE_GRAPH):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=DEFAULT_SPARSE_GRAPH,
+            row_nnz=None):
     """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
@@ -36,7 +38,10 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     blocking choice does not depend on it.  ``sparse_graph`` (sparse) is one of
     :data:`~sw.compiler.fc_plan.SPARSE_GRAPHS`: the branch-free ``gather`` graph
     (:data:`~sw.compiler.fc_plan.DEFAULT_SPARSE_GRAPH`) or the paper's ``switch`` graph (its
-    feedback edges dropped with ``feedback=False``, for the order-hazard demo).
+    feedback edges dropped with ``feedback=False``, for the order-hazard demo) or the
+    zero-skipping ``skip`` graph.  ``row_nnz`` (``skip`` only: the stored weights of each of the
+    ``K`` rows) orders the rows into items so that the engines' work is even
+    (:func:`sw.compiler.balance.balanced_rows`); without it the rows go in order.
 
     Raises
     ------
@@ -66,6 +71,14 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         raise FdpuError(f"wfan (lane groups per value load) is one of "
                         f"{', '.join(map(str, WFANS))} in mode 'sparse', got {wfan!r} in mode "
                         f"{mode!r}")
+    if row_nnz is not None:
+        if mode != "sparse" or sparse_graph != "skip":
+            raise FdpuError("row_nnz balances the skip graph's rows: it needs mode 'sparse' and "
+                            "sparse_graph 'skip' (the other graphs do the same work per row)")
+        row_nnz = np.asarray(row_nnz)
+        if row_nnz.shape != (K,) or row_nnz.dtype.kind not in "iu" or (row_nnz < 0).any():
+            raise FdpuError(f"row_nnz must be {K} non-negative integers (one per weight row), "
+                            f"got shape {row_nnz.shape} of {row_nnz.dtype}")
     if not feedback and (mode != "sparse" or sparse_graph != "switch"):
         raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
                         "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
@@ -96,6 +109,8 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
     plan.homes = home_dbufs.engine_homes(params, min(params.num_pes, plan.items))
+    if row_nnz is not None:
+        plan.row_order = balanced_rows(row_nnz, kb, plan.engines)
     full = -(-plan.items // plan.engines)
     if contexts is not None:
         if isinstance(contexts, bool) or not isinstance(contexts, (int, np.integer)) \

@@ -59,5 +59,6 @@ def gather_pass(plan, result, outputs, read):
     mask = np.zeros((plan.N, plan.K), dtype=bool)
     for i, _ in outputs:
         kbi, gbi = plan.item(i)
-        mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4, kbi * plan.kb:(kbi + 1) * plan.kb] = True
+        rows = [r for r in plan.item_rows(kbi) if r < plan.K]
+        mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4, rows] = True
     result[mask] = part[mask]

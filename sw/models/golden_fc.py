@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sw.compiler import graphs
+from sw.compiler import balance, graphs
 from sw.compiler.asm import assemble
 from sw.compiler.program import empty_result, gather_pass, pass_images, program
 from sw.models.golden import run_image
@@ -85,7 +85,7 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
 
     switch_true, accesses, emitted = {}, {}, {}
     if plan.skip:
-        per_engine = _skip_row_steps(plan, w16)
+        per_engine = balance.engine_row_steps(plan, w16)
         for node in graph.nodes:
             if node.op is Op.BPOS or node.op is Op.ITER and node.meta.get("role") == "itV":
                 emitted[placement.where[node.id]] = int(per_engine[node.meta["engine"],
@@ -109,18 +109,3 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
                 accesses[placement.where[node.id]] = int(per_engine[e, k])
     return program_counters(image, contexts, switch_true, hops, accesses, emitted)
 
-
-def _skip_row_steps(plan, w16):
-    """Return the ``skip`` graph's FACC steps per engine and weight row over the whole run:
-    each item row's stored weights (at least 1: :func:`sw.compiler.dbuf_layout.skip_stored`),
-    dummy items and rows past ``K`` one each."""
-    nz = np.ones(plan.kblocks * plan.kb, dtype=np.int64)
-    nz[:plan.K] = np.maximum(1, np.count_nonzero(w16.view(np.uint16) != 0, axis=1))
-    nz = nz.reshape(plan.kblocks, plan.kb)
-    steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
-    for p in range(plan.passes):
-        items = np.asarray(plan.pass_items(p))
-        np.add.at(steps, np.arange(len(items)) % plan.engines, nz[items % plan.kblocks])
-        for slot in range(len(items), plan.pass_contexts(p) * plan.engines):
-            steps[slot % plan.engines] += 1
-    return steps

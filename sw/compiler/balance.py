@@ -1,0 +1,78 @@
+"""Load balance of the ``skip`` graph: which weight rows go into which work item, and how even
+the engines' work is.
+
+Contract (``docs/mapping.md``, "Load balance")
+----------------------------------------------
+The ``skip`` graph's FACCs step once per stored weight, so an item's work is the sum of its
+rows' stored weights (at least 1 per row: :func:`sw.compiler.dbuf_layout.skip_stored`), and a
+pruned network's rows differ.  :func:`balanced_rows` orders the rows so that items hold equal
+work and the engines, which take items ``e, e + E, ...`` in their contexts, get equal sums:
+the rows go largest first into the row block with the least work that has room (LPT), and the
+blocks, heaviest first, are dealt to the engines in a snake (0 .. E-1, E-1 .. 0, ...).
+:func:`engine_row_steps` is every engine's FACC steps over a run, :func:`load_balance` their mean
+over their maximum: the load-balance efficiency (1.0: the busiest engine does the average).
+"""
+
+import heapq
+
+import numpy as np
+
+__all__ = ["row_steps", "balanced_rows", "engine_row_steps", "load_balance"]
+
+
+def row_steps(plan, w16):
+    """Return the FACC steps of each of the plan's ``kblocks x kb`` item rows (rows past ``K``
+    included): ``Cw`` each, or for the ``skip`` graph the row's stored weights (at least 1)."""
+    steps = np.full(plan.kblocks * plan.kb, plan.Cw if not plan.skip else 1, dtype=np.int64)
+    if plan.skip:
+        nz = np.count_nonzero(np.asarray(w16, dtype=np.float16).view(np.uint16), axis=1)
+        steps[:plan.K] = np.maximum(1, nz)
+    return steps[list(plan.rows)]
+
+
+def balanced_rows(row_nnz, kb, engines):
+    """Return the row order (a tuple of ``ceil(K / kb) x kb`` row indices, those past ``K``
+    padding) that balances items and engines for rows of ``row_nnz`` stored weights."""
+    nnz = np.maximum(1, np.asarray(row_nnz, dtype=np.int64))
+    k = len(nnz)
+    blocks = -(-k // kb)
+    padded = np.concatenate([nnz, np.ones(blocks * kb - k, dtype=np.int64)])
+    heap = [(0, b) for b in range(blocks)]
+    members = [[] for _ in range(blocks)]
+    for r in np.argsort(-padded, kind="stable"):
+        while True:
+            load, b = heapq.heappop(heap)
+            if len(members[b]) < kb:
+                break
+        members[b].append(int(r))
+        if len(members[b]) < kb:
+            heapq.heappush(heap, (load + int(padded[r]), b))
+    work = [sum(int(padded[r]) for r in m) for m in members]
+    by_work = sorted(range(blocks), key=lambda b: -work[b])
+    order = [0] * blocks
+    for i, b in enumerate(by_work):
+        ctx, pos = divmod(i, engines)
+        # Snake: every other context deals from the last engine (not in a partial last one).
+        reverse = ctx % 2 == 1 and (ctx + 1) * engines <= blocks
+        order[ctx * engines + (engines - 1 - pos if reverse else pos)] = b
+    return tuple(r for b in order for r in sorted(members[b]))
+
+
+def engine_row_steps(plan, w16):
+    """Return every engine's FACC steps per item row (``engines x kb``) over the whole run,
+    per lane group (dummy items: one step per row for ``skip``, ``Cw`` otherwise)."""
+    rows = row_steps(plan, w16).reshape(plan.kblocks, plan.kb)
+    dummy = 1 if plan.skip else plan.Cw
+    steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
+    for p in range(plan.passes):
+        items = np.asarray(plan.pass_items(p))
+        np.add.at(steps, np.arange(len(items)) % plan.engines, rows[items % plan.kblocks])
+        for slot in range(len(items), plan.pass_contexts(p) * plan.engines):
+            steps[slot % plan.engines] += dummy
+    return steps
+
+
+def load_balance(plan, w16):
+    """Return the load-balance efficiency: the engines' mean FACC steps over their maximum."""
+    steps = engine_row_steps(plan, w16).sum(axis=1)
+    return float(steps.mean() / steps.max()) if steps.size and steps.max() else 1.0
