@@ -34,10 +34,11 @@ def add_layer_args(parser):
     arr.add_argument("--mode", choices=fc_plan.MODES, default="sparse",
                      help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
     arr.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
-                     help="sparse: the branch-free gather graph (default: BSCAN's token "
-                          "addresses the value load), the paper's SWITCH graph with its "
-                          "feedback edges (the same bits), or the skip graph, whose work is "
-                          "the stored weights only (docs/dataflow.md)")
+                     help="sparse: the skip graph, whose work is the stored weights only, the "
+                          "branch-free gather graph (BSCAN's token addresses the value load) or "
+                          "the paper's SWITCH graph with its feedback edges (the same bits as "
+                          "gather); default: skip where the blocking estimate says it is faster "
+                          "at the layer's density, else gather (docs/dataflow.md)")
     arr.add_argument("--kb", type=int, metavar="K",
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
@@ -57,9 +58,9 @@ def plan_options(args, weights=None):
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
-    graph = args.sparse_graph or fc_plan.DEFAULT_SPARSE_GRAPH
+    graph = args.sparse_graph
     opts = dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=graph)
-    if weights is not None and args.mode == "sparse" and graph == "skip":
+    if weights is not None and args.mode == "sparse" and graph in (None, "skip"):
         opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
     return opts
 

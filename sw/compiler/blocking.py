@@ -46,8 +46,8 @@ SPARSE_INT_UTIL = 0.68
 #: Used only to choose the blocking.
 SPARSE_P0_UTIL = 0.5
 #: The density the chooser assumes for the ``skip`` graph, whose work per context depends on
-#: the stored weights (a data-dependent stream counts ``SKIP_DENSITY x Cw`` tokens per weight
-#: row and context).  The paper's alexnet-fc8 density; used only to choose the blocking.
+#: the stored weights (a data-dependent stream counts ``density x Cw`` tokens per weight row
+#: and context), when the layer's density is not given.  The paper's alexnet-fc8 density.
 SKIP_DENSITY = 0.25
 
 
@@ -75,13 +75,13 @@ class EngineIssues:
 
 
 def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
-                  sparse_graph=DEFAULT_SPARSE_GRAPH):
+                  sparse_graph=DEFAULT_SPARSE_GRAPH, density=SKIP_DENSITY):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER, BSCAN or BPOS issues once per token it emits (a BPOS at
     least once per firing); a SWITCH branch counts at the SWITCH's rate (so the zero branch's
     IMM counts as if every weight were 0); a data-dependent stream (``skip``) counts
-    :data:`SKIP_DENSITY` ``x Cw`` tokens per weight row.
+    ``density x Cw`` tokens per weight row (default :data:`SKIP_DENSITY`).
     ``fan_pipe0`` and ``sparse_graph`` are :attr:`FcPlan.fan_pipe0` and
     :attr:`FcPlan.sparse_graph`.
     """
@@ -91,7 +91,7 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
     graphs.build_engine(g, plan, 0)
     rates = g.rates()
     cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0, "hinted": 0}
-    stream = SKIP_DENSITY * Cw
+    stream = density * Cw
     for nid, r in rates.items():
         node = g.nodes[nid]
         op = node.op
@@ -127,7 +127,7 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
 
 
 def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFAULT_SPARSE_GRAPH,
-                   kb=None, gb=None, wfan=None):
+                   kb=None, gb=None, wfan=None, density=SKIP_DENSITY):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
 
     A given ``kb``, ``gb`` or ``wfan`` is the only value of that parameter considered (also
@@ -167,7 +167,7 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
             fans = WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]
             for wfan in (given_wfan,) if given_wfan is not None else fans:
                 c = engine_issues(mode, kb, gb, cols, feedback, wfan,
-                                  sparse_graph=sparse_graph)
+                                  sparse_graph=sparse_graph, density=density)
                 if c.slots > params.slots:
                     continue
                 items = -(-K // kb) * -(-groups // gb)
@@ -206,7 +206,7 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
 
 
 def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph, kb=None, gb=None,
-                    wfan=None):
+                    wfan=None, density=SKIP_DENSITY):
     """Return the ``(kb, gb, wfan)`` of every blocking that fits, cheapest first (a given
     ``kb``, ``gb`` or ``wfan`` fixes that parameter: :func:`blocking_costs`).
 
@@ -215,7 +215,8 @@ def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph, kb=None
     FdpuError
         When no blocking's engine fits the PE's slots.
     """
-    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph, kb, gb, wfan)
+    cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph, kb, gb, wfan,
+                           density)
     if not cands:
         given = ", ".join(f"{n}={v}" for n, v in (("kb", kb), ("gb", gb), ("wfan", wfan))
                           if v is not None)

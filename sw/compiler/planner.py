@@ -15,9 +15,9 @@ import numpy as np
 
 from sw.compiler import home_dbufs
 from sw.compiler.balance import balanced_rows
-from sw.compiler.blocking import choose_blocking, engine_costs
-from sw.compiler.fc_plan import (DEFAULT_SPARSE_GRAPH, DESC_BYTES, LANES, MODES, SPARSE_GRAPHS,
-                                 WFANS, FcPlan, align)
+from sw.compiler.blocking import SKIP_DENSITY, blocking_costs, choose_blocking, engine_costs
+from sw.compiler.fc_plan import (DEFAULT_SPARSE_GRAPH, DESC_BYTES, LANES, MODES, SKIP_WORD,
+                                 SPARSE_GRAPHS, WFANS, FcPlan, align)
 from sw.compiler.fdcsr import ROW
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -26,8 +26,7 @@ __all__ = ["plan_fc"]
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=DEFAULT_SPARSE_GRAPH,
-            row_nnz=None):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None):
     """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
@@ -39,8 +38,11 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     :data:`~sw.compiler.fc_plan.SPARSE_GRAPHS`: the branch-free ``gather`` graph
     (:data:`~sw.compiler.fc_plan.DEFAULT_SPARSE_GRAPH`) or the paper's ``switch`` graph (its
     feedback edges dropped with ``feedback=False``, for the order-hazard demo) or the
-    zero-skipping ``skip`` graph.  ``row_nnz`` (``skip`` only: the stored weights of each of the
-    ``K`` rows) orders the rows into items so that the engines' work is even
+    zero-skipping ``skip`` graph; ``None`` (the default) picks ``skip`` when ``row_nnz`` is
+    given and the blocking estimate of ``skip`` at the layer's density is lower than that of
+    :data:`~sw.compiler.fc_plan.DEFAULT_SPARSE_GRAPH`, else the latter.  ``row_nnz`` (the
+    stored weights of each of the ``K`` rows; sparse, ``skip`` or ``None``) also orders a
+    ``skip`` plan's rows into items so that the engines' work is even
     (:func:`sw.compiler.balance.balanced_rows`); without it the rows go in order.
 
     Raises
@@ -55,8 +57,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise FdpuError(f"{name} must be a positive integer, got {v!r}")
     K, C, N = int(K), int(C), int(N)
-    cw = C if mode == "dense" else align(C, ROW)
-    if cw > 0xFFFF:
+    if (C if mode == "dense" else align(C, ROW)) > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
     for name, v, most, what in (("kb", kb, K, f"out_features {K}"),
@@ -64,7 +65,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
                               or not 1 <= v <= most):
             raise FdpuError(f"{name} must be an integer in 1..{most} ({what}), got {v!r}")
-    if sparse_graph not in SPARSE_GRAPHS:
+    if sparse_graph is not None and sparse_graph not in SPARSE_GRAPHS:
         raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
                         f"got {sparse_graph!r}")
     if wfan is not None and (wfan not in WFANS or mode != "sparse"):
@@ -72,13 +73,25 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                         f"{', '.join(map(str, WFANS))} in mode 'sparse', got {wfan!r} in mode "
                         f"{mode!r}")
     if row_nnz is not None:
-        if mode != "sparse" or sparse_graph != "skip":
+        if mode != "sparse" or sparse_graph not in (None, "skip"):
             raise FdpuError("row_nnz balances the skip graph's rows: it needs mode 'sparse' and "
-                            "sparse_graph 'skip' (the other graphs do the same work per row)")
+                            "sparse_graph 'skip' or None (the other graphs do the same work per "
+                            "row)")
         row_nnz = np.asarray(row_nnz)
-        if row_nnz.shape != (K,) or row_nnz.dtype.kind not in "iu" or (row_nnz < 0).any():
-            raise FdpuError(f"row_nnz must be {K} non-negative integers (one per weight row), "
+        if row_nnz.shape != (K,) or row_nnz.dtype.kind not in "iu" or (row_nnz < 0).any() \
+                or (row_nnz > C).any():
+            raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
                             f"got shape {row_nnz.shape} of {row_nnz.dtype}")
+    if sparse_graph is None:
+        sparse_graph = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
+    if sparse_graph != "skip":
+        row_nnz = None
+    density = (SKIP_DENSITY if row_nnz is None
+               else float(np.maximum(1, row_nnz).sum()) / (K * C))
+    cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph).Cw
+    if cw > 0xFFFF:
+        raise FdpuError(f"in_features {C} exceeds the {sparse_graph} graph's limit of "
+                        f"{0xFFFF // SKIP_WORD * SKIP_WORD} (its mask words cover 32 columns)")
     if not feedback and (mode != "sparse" or sparse_graph != "switch"):
         raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
                         "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
@@ -86,7 +99,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf; a given kb, gb or wfan is kept.
         for ckb, cgb, cwfan in choose_blocking(mode, K, groups, cw, params, feedback,
-                                               sparse_graph, kb, gb, wfan):
+                                               sparse_graph, kb, gb, wfan, density):
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
                            sparse_graph=sparse_graph)
             probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
@@ -142,6 +155,23 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         per_dbuf[d] = i + 1
         plan.desc_base.append(params.dbuf_base(d) + i * plan.contexts * DESC_BYTES)
     return plan
+
+
+def _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan):
+    """Return the sparse graph a plan without one runs (see :func:`plan_fc`)."""
+    if mode != "sparse" or row_nnz is None:
+        return DEFAULT_SPARSE_GRAPH
+    density = float(np.maximum(1, row_nnz).sum()) / (K * C)
+    groups = -(-N // LANES)
+    best = {}
+    for graph in (DEFAULT_SPARSE_GRAPH, "skip"):
+        cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=graph).Cw
+        cands = blocking_costs(mode, K, groups, cw, params, True, graph, kb, gb, wfan, density)
+        if cands:
+            best[graph] = cands[0]["rounds"] * cands[0]["per_ctx"]
+    if "skip" in best and best["skip"] < best.get(DEFAULT_SPARSE_GRAPH, float("inf")):
+        return "skip"
+    return DEFAULT_SPARSE_GRAPH
 
 
 def _fits(plan, contexts):
