@@ -47,7 +47,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
-    only).
+    only); a ``skip`` plan's rows are balanced by their stored weights.
     """
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue)
@@ -56,8 +56,10 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     else:
         w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(w.shape[1], N, seed)
+    skip = mode == "sparse" and sparse_graph == "skip"
+    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if skip else None
     plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
-                           sparse_graph=sparse_graph)
+                           sparse_graph=sparse_graph, row_nnz=nnz)
     t0 = time.perf_counter()
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
@@ -144,8 +146,9 @@ def main(argv=None):
                          "(labeled; DMA-in reported as an estimate)")
     ap.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
                     default=fc_plan.DEFAULT_SPARSE_GRAPH,
-                    help="sparse engine graph: the branch-free gather graph (default) or the "
-                         "paper's SWITCH graph (docs/dataflow.md)")
+                    help="sparse engine graph: the branch-free gather graph (default), the "
+                         "paper's SWITCH graph or the zero-skipping skip graph "
+                         "(docs/dataflow.md)")
     ap.add_argument("--json", metavar="PATH", help="append one JSON record per case")
     args = ap.parse_args(argv)
     modes = ("dense", "sparse") if args.mode == "both" else (args.mode,)

@@ -129,9 +129,59 @@ def test_random_graphs_have_skipped_and_real_ldhbz():
     assert fired > skipped > 0, (fired, skipped)
 
 
+def _stored(p, res):
+    """Return Dbufs 1 and up after a golden run, as one byte string."""
+    return b"".join(bytes(res.memory.bufs[d]) for d in range(1, p.num_dbufs))
+
+
+def _expected(p, reference):
+    want = bytearray(p.memory_bytes - p.dbuf_bytes)
+    for addr, data in reference.items():
+        want[addr - p.dbuf_bytes:addr - p.dbuf_bytes + len(data)] = data
+    return bytes(want)
+
+
+def test_emitters_case_stores_the_tokens_of_the_definition():
+    # The token-count ITER and BPOS case on the golden model against the ISA's text
+    # (cases.emitters_reference): every stored byte, nothing else written, and the firings
+    # the data imply (the sinks' emitters fire and emit nothing).
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p, contexts = cases.PARAMS_1X1, 12
+    t = cases.counted_tables(SEED, contexts)
+    res = run_image(cases.emitters_image(p, contexts, SEED), seed=SEED, jitter=4)
+    assert _stored(p, res) == _expected(p, cases.emitters_reference(p, SEED, contexts))
+    down = [bin(m & 0xFFFF_FFFF).count("1") for m in t["down"]]
+    up = [bin(m & 0xF_FFFF).count("1") for m in t["up"]]
+    ops = res.counters.ops
+    assert ops["BPOS"] == 3 * contexts and ops["ITER"] == 2 * contexts
+    assert ops["STW"] == sum(down) and ops["STH"] == 2 * sum(up)
+    assert ops["FACC"] == sum(down) + sum(up)
+    # The corners: one bit (bit 0, bit 31, bit 19), all bits, bits above the count ignored,
+    # 20 tokens of the ITER, and sinks with no bit and count 0.
+    low = [m & 0xFFFF_FFFF for m in t["down"]]
+    assert {1, 1 << 31, 0xFFFF_FFFF} <= set(low) and 1 in down and 32 in down
+    assert {1, 20} <= set(up) and any(m >> 20 & 0xFFF for m in t["up"])
+    assert all(m & 0xFF == 0 and not m >> 32 & 0xFFFF for m in t["none"])
+
+
+def test_counted_facc_case_sums_the_rows_of_the_definition():
+    # The FACCs with a count operand on the golden model against the ISA's text
+    # (cases.counted_facc_reference), the count operand early and late.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p, contexts = cases.PARAMS_1X1, 12
+    t = cases.counted_tables(SEED, contexts)
+    want = _expected(p, cases.counted_facc_reference(p, SEED, contexts))
+    for late_hops in (0, 3):
+        res = run_image(cases.counted_facc_image(p, contexts, SEED, late_hops), seed=SEED,
+                        jitter=4)
+        assert _stored(p, res) == want, late_hops
+        assert res.counters.ops["FACC"] == 2 * sum(t["facc_counts"])
+    assert {1, 6} <= set(t["facc_counts"]) and len(set(t["facc_counts"])) > 3
+
+
 def _golden_cases(root, p):
-    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, random
-    graphs."""
+    """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, the
+    data-dependent instructions (emitters, counted FACC), random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED, sparse_graph="switch")),
@@ -141,6 +191,8 @@ def _golden_cases(root, p):
         ("kernels", cases.kernels_image(p, 8)),
         ("bscan", cases.bscan_image(p, 8, SEED)),
         ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
+        ("emitters", cases.emitters_image(p, 12, SEED)),
+        ("counted-facc", cases.counted_facc_image(p, 12, SEED)),
     ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
@@ -155,6 +207,27 @@ def golden_cases(tmp_path_factory):
 def test_golden_images_on_one_pe(sim, golden_cases):
     run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_pe", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(golden_cases)}, seed=SEED)
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_counted_instructions_under_stress(sim, tmp_path):
+    # ITER with a token count, BPOS and FACC with a count operand over three data sets each
+    # (the late FACC's count operand after 0, 3 or 7 MOVs), 30 % input idle, 50 % output
+    # backpressure, Dbuf latencies 2..60: bit-exact with the golden model; and the cocotb test
+    # of a count operand of 0 (BAD_COUNT, no hang).
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    built = []
+    for i, hops in enumerate((0, 3, 7)):
+        built += [(f"emitters-{SEED + i}", cases.emitters_image(p, 12, SEED + i)),
+                  (f"counted-facc-{SEED + i}-late{hops}",
+                   cases.counted_facc_image(p, 12, SEED + i, late_hops=hops))]
+    folders = [str(cases.save_case(tmp_path / name, img, name, seed=SEED))
+               for name, img in built]
+    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+               testcase=["golden_images", "facc_count_zero_is_an_error"],
+               extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0.3,0.5",
+                          "FDPU_PE_MEM_DELAY": "2,60"})
 
 
 def _two_int_issues(sim, root):

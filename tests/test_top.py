@@ -32,12 +32,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 SMALL = dict(slots=16, dbuf_bytes=4096)      # Cbufs: the paper's 8 x 64 KiB
 
 
-def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, plan_kw=None, **params):
+def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, plan_kw=None, w=None,
+        **params):
     kwargs = kwargs or {}
     p = ArrayParams(rows=rows, cols=cols, **{**SMALL, **params})
-    w = layers.make_weights((K, C), density, seed)
+    if w is None:
+        w = layers.make_weights((K, C), density, seed) if density else \
+            np.zeros((K, C), dtype=np.float16)
     x = layers.make_inputs(C, N, seed)
-    plan = planner.plan_fc(K, C, N, mode, p, **(plan_kw or {}))
+    plan_kw = dict(plan_kw or {})
+    if plan_kw.get("sparse_graph") == "skip":
+        plan_kw["row_nnz"] = np.count_nonzero(w.view(np.uint16), axis=1)
+    plan = planner.plan_fc(K, C, N, mode, p, **plan_kw)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=100_000, **kwargs)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16)), \
@@ -82,6 +88,22 @@ def test_multipass_layer_through_the_dma_icarus():
 def test_sparse_switch_graph_1x1_icarus():
     # The paper's SWITCH graph (SWITCH per weight row, its feedback edge) through the system.
     _fc(1, 1, 2, 16, 1, "sparse", 0.5, "icarus", slots=32, plan_kw=dict(sparse_graph="switch"))
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_skip_graph_odd_rows_1x1(sim):
+    # The zero-skipping graph (BPOS, token-count ITER, counted FACC) on the RTL: an all-zero
+    # row, an all-zero 32-column block, a single stored weight, in-features not a multiple of
+    # 16, batch 3; bit-exact, and its instruction counts are the golden model's (in _fc).
+    w = layers.make_weights((5, 70), 0.25, 4)
+    w[1] = 0
+    w[:, 32:64] = 0
+    w[3] = 0
+    w[3, 69] = 1.5
+    job = _fc(1, 1, 5, 70, 3, "sparse", None, sim, slots=64, int_issue=2, w=w,
+              plan_kw=dict(sparse_graph="skip", kb=5, gb=1))
+    status = job.passes[0].status
+    assert status["o_retired"] > 0
 
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
@@ -157,6 +179,11 @@ def test_fc_cycle_bound_grows_with_the_work():
     (2, 2, 5, 33, 8, "sparse", 0.25, "switch"),
     (2, 3, 1, 17, 1, "sparse", 0.05, "switch"),
     (2, 2, 4, 32, 4, "sparse", 0.0, "gather"),
+    (2, 2, 5, 33, 8, "sparse", 0.25, "skip"),
+    (2, 3, 1, 17, 1, "sparse", 0.05, "skip"),
+    (2, 2, 4, 32, 4, "sparse", 0.0, "skip"),
+    (2, 2, 7, 100, 3, "sparse", 0.01, "skip"),
+    (2, 2, 6, 48, 64, "sparse", 1.0, "skip"),
 ])
 def test_fc_layers(sim, rows, cols, K, C, N, mode, density, graph):
     _fc(rows, cols, K, C, N, mode, density, sim, slots=32,
@@ -177,6 +204,7 @@ def test_sparse_multipass_1x1(sim):
     ("verilator", 4, 4, 64, 24, 48, 8, "sparse", 0.25, "switch"),
     ("verilator", 4, 4, 64, 16, 64, 4, "dense", 1.0, None),
     ("verilator", 8, 8, 64, 64, 64, 4, "sparse", 0.25, "gather"),
+    ("verilator", 8, 8, 128, 64, 96, 64, "sparse", 0.09, "skip"),
     ("verilator", 8, 8, 64, 64, 128, 8, "dense", 1.0, None),
 ])
 def test_fc_layers_big_arrays(sim, rows, cols, slots, K, C, N, mode, density, graph):

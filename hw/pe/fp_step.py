@@ -8,28 +8,36 @@ Combinational (no state, no handshake): the FP pipe's S1 offers ``o_fpu`` to its
 * ``i_insn``: the instruction word of the slot in S1; ``i_a``, ``i_b``, ``i_c``: operands 0-2
   (tokens or registers); ``i_has_b``, ``i_has_c``: operand 1, 2 given (else the FP immediate
   ``imm[15:0]`` broadcast to the four lanes); ``i_facc``: the slot's FACC accumulator and
-  firing count (``acc``, ``count``) read at the pick; ``i_slot``: the slot; ``i_ectx``: its END
+  count (``acc``, ``count``) read at the pick; ``i_slot``: the slot; ``i_ectx``: its END
   count; ``i_dmask``: the destinations to serve.
+* FACC's ``count`` is 0 at the first step of an accumulation (the accumulator is then -0.0 in
+  each lane).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
+  with ``nsrc = 3`` (a count operand, the immediate's ``count`` 0) it counts down the steps
+  left: the first step loads it from ``c[47:32]`` (:func:`sw.spec.isa.token_count`), a count
+  of 0 taken as 1 and reported on ``o_bad_count``.  Either way the step whose new count equals
+  the immediate's ``count`` is the last: the new count is 0 and the result leaves.
 * ``o_emits``: the result leaves (every FP instruction but a FACC step before its last); the
   room check counts local destinations only then.
+* ``o_keep_c``: the step does not take operand 2 (a FACC with a count operand past its first
+  step: the next accumulation's count stays in its FIFO).
 * ``o_fpu``: the operation (``op``, ``a``, ``b``, ``c``; FACC is FMADD with ``c`` the
-  accumulator, -0.0 in each lane when ``count`` is 0) and its tag
-  (:func:`hw.pe.layouts.fp_tag_layout`: destinations, END, and for FACC the slot and the
-  new firing count, which the PE writes back when the unit's result comes out).
+  accumulator) and its tag (:func:`hw.pe.layouts.fp_tag_layout`: destinations, END, and for
+  FACC the slot and the new count, which the PE writes back when the unit's result comes out).
 * With ``i_go``: ``o_end_inc`` counts an END; ``o_busy_set`` marks a FACC slot busy while its
-  step is in the unit (its next step needs the new accumulator).
+  step is in the unit (its next step needs the new accumulator); ``o_bad_count`` raises
+  :attr:`sw.spec.status.PeError.BAD_COUNT` (a count operand of 0).
 """
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.lib.logic import equals, increment
+from hw.lib.logic import equals
 from hw.lib.spec import check_params
 from hw.pe.fpu import FpOp
 from hw.pe.layouts import (fp_tag_layout, insn_dest, insn_struct,
                            loop_imm_struct)
-from sw.spec.isa import Op
+from sw.spec.isa import TOKEN_COUNT_AT, Op
 
 __all__ = ["FpStep", "FP_OPS", "NEG_ZERO4"]
 
@@ -42,7 +50,8 @@ FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: 
 
 
 def facc_state_layout():
-    """Return a slot's FACC state: the 64-bit ``acc`` and the 16-bit firing ``count``."""
+    """Return a slot's FACC state: the 64-bit ``acc`` and the 16-bit ``count`` (the steps done,
+    or with a count operand the steps left; 0 at the start of an accumulation)."""
     return data.StructLayout({"acc": 64, "count": 16})
 
 
@@ -71,10 +80,12 @@ class FpStep(wiring.Component):
             "i_dmask": In(params.MAX_DESTS),
             "i_go": In(1),
             "o_emits": Out(1),
+            "o_keep_c": Out(1),
             "o_fpu": Out(data.StructLayout({"op": FpOp, "a": 64, "b": 64, "c": 64,
                                             "tag": fp_tag_layout(params)})),
             "o_end_inc": Out(1),
             "o_busy_set": Out(1),
+            "o_bad_count": Out(1),
         })
 
     def elaborate(self, platform):
@@ -92,15 +103,27 @@ class FpStep(wiring.Component):
         m.d.comb += [is_facc.eq(equals(insn.op, int(Op.FACC))),
                      is_fimm.eq(equals(insn.op, int(Op.FIMM)))]
 
-        # FACC state of this slot.
+        # FACC state of this slot.  A count operand (nsrc 3) turns the up-counter of the steps
+        # done into a down-counter of the steps left, loaded at the first step: one adder
+        # for both, and the last step is the one whose new count equals imm[15:0] (0 then).
         emits = self.o_emits
         acc = Signal(64, name="acc1")
         newcount = Signal(16, name="newcount1")
         fr = self.i_facc
+        counted = Signal(name="facc_counted1")        # FACC with a count operand
+        first = Signal(name="facc_first1")            # ... at the first step of a sum
+        tcount = Signal(16, name="facc_tcount1")      # its count operand's count
+        bad = Signal(name="facc_bad1")                # ... is 0: taken as 1
         m.d.comb += [
-            acc.eq(Mux(fr.count.any(), fr.acc, Const(NEG_ZERO4, 64))),
-            newcount.eq(increment(fr.count)),
+            counted.eq(is_facc & self.i_has_c),
+            first.eq(~fr.count.any()),
+            tcount.eq(opv[2][TOKEN_COUNT_AT:TOKEN_COUNT_AT + 16]),
+            bad.eq(counted & first & ~tcount.any()),
+            acc.eq(Mux(first, Const(NEG_ZERO4, 64), fr.acc)),
+            newcount.eq((Mux(counted & first, Cat(tcount[0] | bad, tcount[1:]), fr.count)
+                         + Mux(counted, Const(0xFFFF, 16), Const(1, 16)))[:16]),
             emits.eq(~is_facc | (newcount == limm.count)),
+            self.o_keep_c.eq(counted & ~first),
         ]
 
         tag = self.o_fpu.tag
@@ -126,5 +149,5 @@ class FpStep(wiring.Component):
                      tag.count.eq(Mux(emits, Const(0, 16), newcount))]
         m.d.comb += [self.o_fpu.op.eq(fop), self.o_fpu.a.eq(fa), self.o_fpu.b.eq(fb),
                      self.o_fpu.c.eq(fc)]
-        m.d.comb += self.o_busy_set.eq(go & is_facc)
+        m.d.comb += [self.o_busy_set.eq(go & is_facc), self.o_bad_count.eq(go & bad)]
         return m

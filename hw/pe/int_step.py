@@ -7,25 +7,33 @@ Combinational (no state, no handshake): the issue pipe's S1 offers ``o_alu`` to 
 
 * ``i_insn``: the instruction word of the slot in S1; ``i_a``, ``i_b``: its operands 0 and 1
   (tokens or registers, 64 bits; ``i_has_b``: operand 1 is given, else ``b`` is the
-  immediate); ``i_cont``: a continuation pick of an emitting ITER or BSCAN (no operands, the
-  next token from ``i_state``); ``i_state``: the slot's SCAN/ITER/BSCAN state
+  immediate); ``i_cont``: a continuation pick of an emitting ITER, BSCAN or BPOS (no operands,
+  the next token from ``i_state``); ``i_state``: the slot's SCAN/ITER/BSCAN/BPOS state
   (:func:`hw.pe.layouts.int_state_layout`) read at the pick; ``i_ectx``: the slot's END count;
   ``i_dmask``: the destinations to serve (SWITCH's branch chosen); ``i_is_mem``: a load or
   store (pipe 0: the END of a load is never sent, a store's is sent on its acknowledgement).
 * ``o_alu``: the ALU operation (``op``, ``a``, ``b``) and its tag
   (:func:`hw.pe.layouts.int_tag_layout`: destinations, END and its context ID, the high half
   that MOV, CTX and SWITCH forward).
+* ``o_emits``: the operation sends a token.  Low only for a firing that emits nothing: an
+  ITER whose count (``imm[15:0]``, or when that is 0 ``a[47:32]``) is 0, a BPOS with no set bit
+  among the low ``count`` bits of its mask; its tag serves no destination (``dmask`` 0), and
+  the room check and the reservations leave its local destinations alone.
 * With ``i_go`` (the instruction fires, or the continuation emits): ``o_state`` writes the
   slot's next state (``en``, ``data``), ``o_end_inc`` counts an END, ``o_busy_set`` marks the
-  slot busy (an ITER/BSCAN that has more tokens to emit) and ``o_busy_clr`` clears it (its
-  last token).
+  slot busy (an ITER/BSCAN/BPOS that has more tokens to emit) and ``o_busy_clr`` clears it
+  (its last token).  An emitter sends one token per pick: ITER ``start + i * step``, BSCAN
+  token ``j`` of its mask, BPOS ``base + j * step`` for the lowest set bit ``j`` of the mask
+  bits left (the state keeps the base and the mask with the emitted bits cleared: zero bits
+  cost no pick).
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.lib.logic import equals, increment, is_one_of
+from hw.lib.select import first_set
 from hw.lib.spec import check_params
 from hw.pe.alu import IntOp
 from hw.pe.layouts import (insn_dest, insn_struct, int_state_layout,
@@ -69,6 +77,7 @@ class IntStep(wiring.Component):
             "o_alu": Out(data.StructLayout({"op": IntOp, "a": 32, "b": 32,
                                             "tag": int_tag_layout(params)})),
             "o_state": Out(data.StructLayout({"en": 1, "data": int_state_layout()})),
+            "o_emits": Out(1),
             "o_end_inc": Out(1),
             "o_busy_set": Out(1),
             "o_busy_clr": Out(1),
@@ -84,7 +93,7 @@ class IntStep(wiring.Component):
         m.d.comb += imm32.eq(insn.imm)
         limm = data.View(loop_imm_struct(), imm32)   # count, step (counting instructions)
         is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
-                 for op in (Op.SWITCH, Op.ITER, Op.SCAN, Op.BSCAN, Op.MOV, Op.CTX)}
+                 for op in (Op.SWITCH, Op.ITER, Op.SCAN, Op.BSCAN, Op.BPOS, Op.MOV, Op.CTX)}
         for op, sig in is_op.items():
             m.d.comb += sig.eq(equals(insn.op, int(op)))
 
@@ -113,39 +122,61 @@ class IntStep(wiring.Component):
                 m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
             with m.Default():
                 m.d.comb += [iop.eq(IntOp.MOV), a.eq(opv[0][:32])]
-        # BSCAN: token j is the running address plus 2 when bit j of the
-        # mask is set, else 0; the first firing takes mask (operand 0) and base
-        # (operand 1), each continuation the state.  The address is kept
-        # incrementally (acc += 2 * bit), so no popcount is needed.
-        bs_mask = Signal(32, name=f"bscan_mask{pp}")
+        # BSCAN and BPOS take mask (operand 0) and base (operand 1) at the firing, the state
+        # at each continuation; only the low `count` bits of the mask count (1..32).
+        count = limm.count
+        step = Cat(limm.step, limm.step[-1].replicate(16))
+        # (The low `count` bits: all ones shifted right by 32 - count, i.e. ~(count - 1) on 5
+        # bits; a right shift keeps the width: one word operation.)
+        in_count = Signal(32, name=f"mask_count{pp}")
+        m.d.comb += in_count.eq(Const(0xFFFF_FFFF, 32) >> ~(count - Const(1, 16))[:5])
+        mask = Signal(32, name=f"mask{pp}")
+        base = Signal(32, name=f"base{pp}")
+        m.d.comb += [mask.eq(Mux(cont, sr.mask, opv[0][:32] & in_count)),
+                     base.eq(Mux(cont, sr.acc, opv[1][:32]))]
+        # BSCAN: token j is the running address plus 2 when bit j of the mask is set, else 0.
+        # The address is kept incrementally (acc += 2 * bit), so no popcount is needed.
         bs_acc = Signal(32, name=f"bscan_acc{pp}")
-        m.d.comb += [bs_mask.eq(Mux(cont, sr.mask, opv[0][:32])),
-                     bs_acc.eq((Mux(cont, sr.acc, opv[1][:32])
-                                + Mux(bs_mask[0], Const(2, 32), Const(0, 32)))[:32])]
+        m.d.comb += bs_acc.eq((base + Mux(mask[0], Const(2, 32), Const(0, 32)))[:32])
+        # BPOS: the lowest set bit j of the mask left gives base + j * step, and leaves the
+        # mask without it; a 5 x 16-bit product instead of a walk over the zero bits.
+        bp_any, bp_j = first_set(m, mask, f"bpos{pp}")
+        bp_rest = Signal(32, name=f"bpos_rest{pp}")
+        bp_off = Signal(signed(32), name=f"bpos_off{pp}")
+        bp_val = Signal(32, name=f"bpos_val{pp}")
+        m.d.comb += [bp_rest.eq(mask & (mask - Const(1, 32))[:32]),
+                     bp_off.eq(bp_j * limm.step.as_signed()),
+                     bp_val.eq((base + bp_off.as_unsigned())[:32])]
         with m.If(is_op[Op.BSCAN]):
-            m.d.comb += a.eq(Mux(bs_mask[0], bs_acc, Const(0, 32)))
+            m.d.comb += a.eq(Mux(mask[0], bs_acc, Const(0, 32)))
+        with m.Elif(is_op[Op.BPOS]):
+            m.d.comb += a.eq(bp_val)
         with m.Elif(cont):
             m.d.comb += a.eq(sr.acc)
         # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
         m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH]) & ~cont),
                      tag.hi.eq(opv[0][32:])]
         m.d.comb += [tag.dests[i].eq(insn_dest(insn, i)) for i in range(p.MAX_DESTS)]
-        # END: every firing but ITER's, BSCAN's and a load's (ISA); a store's is
+        # ITER: the first token is the start value; the state holds the next one.  ITER and
+        # BSCAN count their tokens alike; an ITER of count 0 takes its count from the token.
+        emitter = Signal(name=f"emitter{pp}")          # ITER, BSCAN or BPOS
+        m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN] | is_op[Op.BPOS])
+        it_from = Mux(cont, sr.acc, opv[0][:32])
+        it_count = Mux(count.any(), count, opv[0][32:48])
+        it_left = Signal(16, name=f"it_left{pp}")      # tokens left, this one incl.
+        m.d.comb += it_left.eq(Mux(cont, sr.count, it_count))
+        more = Signal(name=f"emit_more{pp}")           # tokens left after this one
+        m.d.comb += more.eq(Mux(is_op[Op.BPOS], bp_rest.any(), it_left[1:].any()))
+        emits = self.o_emits
+        m.d.comb += emits.eq(~(is_op[Op.ITER] & ~it_left.any()) & ~(is_op[Op.BPOS] & ~bp_any))
+        # END: every firing but ITER's, BSCAN's, BPOS's and a load's (ISA); a store's is
         # counted here and sent on its acknowledgement with the count kept in its pool
         # entry.
         is_store = is_one_of(insn.op, _STORES)
-        end0 = insn.end & ~cont & ~is_op[Op.ITER] & ~is_op[Op.BSCAN] & ~is_mem
-        m.d.comb += [tag.dmask.eq(self.i_dmask), tag.end.eq(end0), tag.ectx.eq(self.i_ectx)]
+        end0 = insn.end & ~cont & ~emitter & ~is_mem
+        m.d.comb += [tag.dmask.eq(self.i_dmask & emits.replicate(p.MAX_DESTS)),
+                     tag.end.eq(end0), tag.ectx.eq(self.i_ectx)]
         m.d.comb += self.o_end_inc.eq(go & (end0 | insn.end & is_mem & is_store))
-        # ITER: the first token is the start value; the state holds the next one.
-        # ITER and BSCAN count their tokens alike.
-        count = limm.count
-        step = Cat(limm.step, limm.step[-1].replicate(16))
-        it_from = Mux(cont, sr.acc, opv[0][:32])
-        it_left = Mux(cont, sr.count, count)              # tokens left, this one incl.
-        it_more = it_left[1:].any()                        # it_left > 1
-        emitter = Signal(name=f"emitter{pp}")          # ITER or BSCAN
-        m.d.comb += emitter.eq(is_op[Op.ITER] | is_op[Op.BSCAN])
         st = self.o_state.data
         m.d.comb += self.o_state.en.eq(go & (is_op[Op.SCAN] | emitter))
         with m.If(is_op[Op.ITER]):
@@ -154,13 +185,15 @@ class IntStep(wiring.Component):
         with m.Elif(is_op[Op.BSCAN]):
             m.d.comb += [st.acc.eq(bs_acc),
                          st.count.eq((it_left - Const(1, 16))[:16]),
-                         st.mask.eq(bs_mask[1:])]
+                         st.mask.eq(mask[1:])]
+        with m.Elif(is_op[Op.BPOS]):
+            m.d.comb += [st.acc.eq(base), st.mask.eq(bp_rest)]
         with m.Else():
             m.d.comb += [st.acc.eq(Mux(scan_wrap, Const(0, 32), scan_acc)),
                          st.count.eq(Mux(scan_wrap, Const(0, 16), scan_count))]
         # (Continuous assignments, not processes: an enable of a vector update must
         # not start X on Icarus, which runs no `always @*` block at time 0.)
-        m.d.comb += [self.o_busy_set.eq(go & emitter & ~cont & it_more),
-                     self.o_busy_clr.eq(go & cont & ~it_more)]
+        m.d.comb += [self.o_busy_set.eq(go & emitter & ~cont & more),
+                     self.o_busy_clr.eq(go & cont & ~more)]
         m.d.comb += [self.o_alu.op.eq(iop), self.o_alu.a.eq(a), self.o_alu.b.eq(b)]
         return m

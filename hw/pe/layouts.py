@@ -13,7 +13,7 @@ bit positions the PE decodes are the ones the assembler encodes.
 * :func:`insn_dest` -- destination ``i`` of an instruction word, as :func:`dest_layout` packs it.
 * :func:`int_tag_layout`, :func:`fp_tag_layout` -- what rides through the INT and FP units
   beside an operation (the result's destinations and END; FACC bookkeeping).
-* :func:`int_state_layout` -- the per-slot state of SCAN, ITER and BSCAN.
+* :func:`int_state_layout` -- the per-slot state of SCAN, ITER, BSCAN and BPOS.
 """
 
 from amaranth import Cat
@@ -34,7 +34,7 @@ def insn_struct(params):
 
 
 def loop_imm_struct():
-    """Return the immediate of the counting instructions (ITER, SCAN, BSCAN, FACC) as a
+    """Return the immediate of the counting instructions (ITER, SCAN, BSCAN, BPOS, FACC) as a
     ``data.StructLayout`` of :func:`sw.spec.isa.loop_imm_layout`: ``count``, then ``step``
     (raw bits; ``step`` is two's complement, sign-extend it)."""
     return data.StructLayout(loop_imm_layout().struct_fields())
@@ -87,16 +87,16 @@ def int_tag_layout(params):
 def fp_tag_layout(params):
     """Return the tag of an FP unit operation: the result's ``dests``, ``dmask``, ``end``,
     ``ectx``; ``facc`` (a FACC step), ``emit`` (its last: the result leaves), its ``slot``
-    and the FACC firing ``count`` to store."""
+    and the FACC ``count`` to store (:func:`hw.pe.fp_step.facc_state_layout`)."""
     return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
                               "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "facc": 1,
                               "emit": 1, "slot": params.slot_bits, "count": 16})
 
 
 def int_state_layout():
-    """Return a slot's SCAN/ITER/BSCAN state: ``acc`` (SCAN's sum, ITER's next value, BSCAN's
-    running address), ``count`` (SCAN's firings, ITER's/BSCAN's tokens left), ``mask``
-    (BSCAN's bits not yet scanned)."""
+    """Return a slot's SCAN/ITER/BSCAN/BPOS state: ``acc`` (SCAN's sum, ITER's next value,
+    BSCAN's running address, BPOS's base), ``count`` (SCAN's firings, ITER's/BSCAN's tokens
+    left), ``mask`` (BSCAN's bits not yet scanned, BPOS's set bits not yet emitted)."""
     return data.StructLayout({"acc": 32, "count": 16, "mask": 32})
 
 

@@ -13,7 +13,9 @@ Contract (all combinational)
   result (``i_emits``: a FACC step before its last emits none), so it needs an entry reserved
   in this PE's operand store.
 * ``o_pop``: with ``i_fire`` (the instruction fires, not a continuation), bit ``k``: pop the
-  head of operand ``k``'s FIFO (a token operand it takes).
+  head of operand ``k``'s FIFO (a token operand it takes), unless bit ``k`` of ``i_keep`` is
+  set (the firing does not take that operand: a FACC with a count operand past the first step
+  of its accumulation keeps operand 2).
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -52,6 +54,7 @@ class OperandSelect(wiring.Component):
             "i_coord": In(coord_layout(p)),
             "i_emits": In(1),
             "i_fire": In(1),
+            "i_keep": In(p.MAX_OPERANDS),
             "o_value": Out(p.TOKEN_BITS).array(p.MAX_OPERANDS),
             "o_has": Out(p.MAX_OPERANDS),
             "o_dmask": Out(p.MAX_DESTS),
@@ -95,5 +98,6 @@ class OperandSelect(wiring.Component):
             here = (getattr(insn, f"d{i}_x") == coord.x) & (getattr(insn, f"d{i}_y") == coord.y)
             m.d.comb += self.o_local[i].eq(self.o_dmask[i] & here & self.i_emits)
         for k in range(K):
-            m.d.comb += self.o_pop[k].eq(self.i_fire & has[k] & ~insn.regmask[k])
+            m.d.comb += self.o_pop[k].eq(self.i_fire & has[k] & ~insn.regmask[k]
+                                         & ~self.i_keep[k])
         return m

@@ -21,7 +21,7 @@ Structure (the components, ``hw/pe/<file>.py``, in brackets)::
                    |                           \--> [MemRequest] -> o_req, [ReorderPool]    |
                    |-> [SlotPicker] FP  --> S1: [OperandSelect] --> [FpStep] -> SimdFpu (4) ->|
                    \-> [SlotPicker] INT2 -> S1: [OperandSelect] --> [IntStep] -> IntAlu (2) ->|
-                     [SlotState]: END counts, SCAN/ITER/BSCAN and FACC state per slot        |
+                     [SlotState]: END counts, SCAN/ITER/BSCAN/BPOS and FACC state per slot   |
                      [Dispatcher] I, F, I2 (unit results) <-------------------------------------+
                        local destinations -> the operand store; others -> [ReplyPort] -> o_rep
                      [ErrorLatch]: sticky error flags -> o_error
@@ -38,7 +38,7 @@ Contract
   invariant 2: ejection never waits on firing).  A registered input stage sinks one flit per
   cycle: OPERAND tokens win the write port of their operand memory over local results;
   CONFIG writes the instruction part / register or pushes a PRELOAD token (configuring part
-  0 of a slot clears its FIFO pointers, END count, SCAN/ITER and FACC state: configuration
+  0 of a slot clears its FIFO pointers, END count, INT and FACC state: configuration
   precedes the run); REPLY fills its reorder pool entry, allocated at issue.
 * ``o_req``: LOAD/STORE flits (request network); the ``tag`` and ``slot`` fields carry the
   pool entry (the Dbuf echoes them).  ``o_rep``: OPERAND flits to other PEs and CTX_END
@@ -46,22 +46,27 @@ Contract
   messages of one context that follow each other within 16 cycles, or wait while ``o_rep``
   is blocked, leave as one CTX_END flit with a ``count``
   (:class:`hw.pe.dispatch.ReplyPort`).
-* Firing: a slot is *ready* when its opcode is known, every token operand FIFO holds a token,
-  and it is not busy (a FACC with an accumulation in flight, an ITER or BSCAN emitting: it
-  is picked again as a *continuation*, one token per pick).  Each cycle a round-robin picker
-  per pipe chooses one ready slot of that pipe (FP slots: the FP pipe; INT slots: pipe 0, or
-  with ``params.int_issue == 2`` LD/ST and ITER slots and those whose instruction has the
-  ``pipe0`` hint pipe 0, the others, BSCAN included, pipe 2, fixed when the slot
-  is configured); one cycle later (S1) the instruction fires if
-  each *local* destination FIFO has room (occupancy counts tokens present plus results
-  reserved in flight), its unit accepts, and for LD/ST the request FIFO has room and the pool
-  a free entry; otherwise it is dropped and picked again.  Each slot's results leave in
-  firing order; each slot's load/store results in issue order (not across slots).
+* Firing: a slot is *ready* when its opcode is known, the FIFO of every token operand it
+  needs holds a token, and it is not busy (a FACC with a step in flight, an ITER, BSCAN or
+  BPOS emitting: it is picked again as a *continuation*, one token per pick).  A FACC with a
+  count operand needs operand 2 only at the first step of each accumulation (the per-slot
+  flip-flop vector ``cmid_v``: the slot's FACC count is not 0); the later steps neither wait
+  for nor take it.  Each cycle a round-robin picker per pipe chooses one ready slot of that
+  pipe (FP slots: the FP pipe; INT slots: pipe 0, or with ``params.int_issue == 2`` LD/ST and
+  ITER slots and those whose instruction has the ``pipe0`` hint pipe 0, the others, BSCAN
+  and BPOS included, pipe 2, fixed when the slot is configured); one cycle later (S1) the
+  instruction fires if each *local* destination FIFO has room (occupancy counts tokens
+  present plus results reserved in flight), its unit accepts, and for LD/ST the request FIFO
+  has room and the pool a free entry; otherwise it is dropped and picked again.  Each slot's
+  results leave in firing order; each slot's load/store results in issue order (not across
+  slots).  A firing that emits nothing (an ITER whose token count is 0, a BPOS of no set bit)
+  serves no destination and reserves no room; the slot does not become busy.
 * ``LDHBZ`` of an address token whose low 32 bits are 0 sends no request (needs no
   request FIFO room, checks no address): it takes its pool entry like any load and retires
   the token 0 in its slot's issue order; other addresses load as ``LDHB``.
 * Remote destinations are not checked; a mesh token finding its FIFO full is dropped and sets
-  the sticky OVERFLOW flag.  Errors (:class:`sw.spec.status.PeError`) are sticky in
+  the sticky OVERFLOW flag; a FACC count operand of 0 sets BAD_COUNT (the step is done as
+  if the count were 1).  Errors (:class:`sw.spec.status.PeError`) are sticky in
   ``o_error.flags``; ``o_error.slot`` is the slot of the first one.
 * ``o_fire``: one pulse per instruction fired on each pipe with its opcode (for counting):
   ``int_*``, ``fp_*`` and, with ``int_issue == 2``, ``int2_*``.
@@ -291,11 +296,19 @@ class Pe(wiring.Component):
         m.d.comb += Signal(self._pool, name="pool_alloc").eq(pool.o_alloc)  # (tb/pe/probe.py)
 
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
-        tok_ok = Signal(S, name="tok_ok")         # every token operand has one
-        m.d.comb += tok_ok.eq(all_of([~slots.tmask[k] | nonempty[k] for k in range(K)]))
+        # A FACC with a count operand needs operand 2 at the first step of an accumulation
+        # only: `cmid` (bit s) says slot s is past that step, i.e. its FACC count is not 0
+        # (written with the count the FPU's result writes back, so it agrees with the state
+        # S1 reads; also set mid-way through a FACC without a count operand, whose operand 2
+        # is never a token).
+        cmid = Signal(S, name="cmid_v")
+        need = [slots.tmask[k] & ~cmid if k == 2 else slots.tmask[k] for k in range(K)]
+        tok_ok = Signal(S, name="tok_ok")         # every token operand it needs has one
+        m.d.comb += tok_ok.eq(all_of([~need[k] | nonempty[k] for k in range(K)]))
         pipes = []
         for pp in range(NP):
-            # INT pipe: a busy slot is an emitting ITER or BSCAN, ready for its next token.
+            # INT pipe: a busy slot is an emitting ITER, BSCAN or BPOS, ready for its next
+            # token.
             go_on = busy if pp != 1 else Const(0, S)
             # Each slot has one pipe, so its results leave in firing order: FP slots pipe 1;
             # with a second INT pipe, LD/ST and ITER slots pipe 0 and the other INT/CTRL
@@ -340,7 +353,9 @@ class Pe(wiring.Component):
                              fstep.i_slot.eq(pipe.slot), fstep.i_ectx.eq(state.o_ends[1]),
                              fstep.i_dmask.eq(sel.o_dmask), sel.i_emits.eq(fstep.o_emits),
                              fstep.i_go.eq(go), state.i_ends[1].inc.eq(fstep.o_end_inc),
+                             sel.i_keep[2].eq(fstep.o_keep_c),
                              pipe.busy_set.eq(fstep.o_busy_set)]
+                raise_err.append((fstep.o_bad_count, PeError.BAD_COUNT, pipe.slot))
                 fo = fstep.o_fpu
                 m.d.comb += [fpu.i_op.payload.op.eq(fo.op), fpu.i_op.payload.a.eq(fo.a),
                              fpu.i_op.payload.b.eq(fo.b), fpu.i_op.payload.c.eq(fo.c),
@@ -349,14 +364,14 @@ class Pe(wiring.Component):
                              go.eq(pipe.valid & room & fpu.i_op.ready), resv.eq(1)]
             else:
                 alu, j = alus[pp], int_pipes.index(pp)
-                # The ALU operation and the slot's next SCAN/ITER/BSCAN state.
+                # The ALU operation and the slot's next SCAN/ITER/BSCAN/BPOS state.
                 m.submodules[f"int_step{pp}"] = istep = IntStep(p, pp)
                 m.d.comb += [istep.i_insn.eq(insn), istep.i_a.eq(opv[0]), istep.i_b.eq(opv[1]),
                              istep.i_has_b.eq(has[1]), istep.i_cont.eq(pipe.cont),
                              istep.i_state.eq(state.o_scan[j]),
                              istep.i_ectx.eq(state.o_ends[pp]), istep.i_dmask.eq(sel.o_dmask),
                              istep.i_is_mem.eq(pipe.is_mem), istep.i_go.eq(go),
-                             sel.i_emits.eq(1),
+                             sel.i_emits.eq(istep.o_emits),
                              state.i_scan[j].slot.eq(pipe.slot),
                              state.i_scan[j].en.eq(istep.o_state.en),
                              state.i_scan[j].data.eq(istep.o_state.data),
@@ -420,6 +435,10 @@ class Pe(wiring.Component):
         bset = any_of([hot(q.slot) & q.busy_set.replicate(S) for q in pipes])
         bclr = any_of([hot(q.busy_clr_slot) & q.busy_clr.replicate(S) for q in pipes])
         m.d.sync += busy.eq((busy | bset) & ~bclr)
+        fp = pipes[1]
+        fdone = hot(fp.busy_clr_slot) & fp.busy_clr.replicate(S)
+        m.d.sync += cmid.eq(((cmid & ~fdone) | (fdone & fp.facc_mid.replicate(S)))
+                            & ~(clear.hot & clear.part0.replicate(S)))
 
         # ---- sticky errors ---------------------------------------------------------------------
         m.submodules.errors = errors = ErrorLatch(p, [flag for _, flag, _ in raise_err])
@@ -431,7 +450,8 @@ class Pe(wiring.Component):
     def _unit_results(self, m, alus, fpu, disp, state, fp_pipe):
         """Hand the ALUs' and the FPU's results to their dispatchers (``disp``: INT, FP, ...,
         INT2); an FPU accumulation step before its last goes back to the slot's FACC state
-        instead, the last one also to the FP dispatcher, and either clears the slot's busy."""
+        instead, the last one also to the FP dispatcher, and either clears the slot's busy and
+        says whether its accumulation goes on (``facc_mid``, for its ``cmid`` bit)."""
         p = self._params
         for pp, alu in alus.items():
             itag = Signal(int_tag_layout(p), name=f"itag{pp}")
@@ -460,7 +480,7 @@ class Pe(wiring.Component):
         m.d.comb += [state.i_facc.slot.eq(ftag.slot), state.i_facc.en.eq(fdone),
                      state.i_facc.data.acc.eq(fpu.o_res.payload.result),
                      state.i_facc.data.count.eq(ftag.count),
-                     fp_pipe.busy_clr.eq(fdone)]
+                     fp_pipe.busy_clr.eq(fdone), fp_pipe.facc_mid.eq(ftag.count.any())]
         fp_pipe.busy_clr_slot = ftag.slot
 
     def _mem_issue(self, m, pipe, insn, opv, coord, room, alu_go, resv, go, req_q, pool, ectx):
@@ -561,6 +581,7 @@ class _Pipe:
         self.busy_clr = Signal(name=f"busy_clr{pp}")
         self.busy_clr_slot = s1.slot              # (the FP pipe: the FPU result's slot)
         self.last = Signal(name=f"goes_last{pp}")  # the slot goes last at its next pick
+        self.facc_mid = Signal(name=f"facc_mid{pp}")  # (FP) the returning step is not the last
 
 
 def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,

@@ -6,8 +6,8 @@ Contract
   present and not busy, or busy and ready to continue); the slot in S1 is left out here, so
   a slot is never in S0 and S1 at once.  ``i_noroom``: the slots whose last pick found a local
   destination full; they go last (picked only when no other slot of the pipe is ready).
-  ``i_busy`` (pipes with ``continuations``): the emitting ITER/BSCAN slots; a pick of one is a
-  *continuation*.
+  ``i_busy`` (pipes with ``continuations``): the emitting ITER/BSCAN/BPOS slots; a pick of
+  one is a *continuation*.
 * ``o_pick`` (combinational, S0): ``valid`` (a slot is picked this cycle), ``slot``, ``cont``;
   the PE addresses the instruction, operand and state memories with it, whose synchronous
   reads are ready in S1.
@@ -35,7 +35,7 @@ class SlotPicker(wiring.Component):
     slots : int
         Instruction slots (the width of the vectors).
     continuations : bool
-        Whether busy slots continue (INT pipes: ITER and BSCAN emit over several picks).
+        Whether busy slots continue (INT pipes: ITER, BSCAN and BPOS emit over several picks).
     pipe : int
         The pipe's number (names the signals in the Verilog).
     """

@@ -1,4 +1,4 @@
-"""The per-slot execution state: END counts, SCAN/ITER/BSCAN state, FACC accumulators.
+"""The per-slot execution state: END counts, SCAN/ITER/BSCAN/BPOS state, FACC accumulators.
 
 Three kinds of state outlive one firing of a slot, each in a memory of one entry per slot:
 
@@ -8,10 +8,11 @@ Three kinds of state outlive one firing of a slot, each in a memory of one entry
   store's count rides in its reorder pool entry to the acknowledgement, which sends it).
 * the INT state (:func:`hw.pe.layouts.int_state_layout`): SCAN's sum and firings, an emitting
   ITER's next value and tokens left, an emitting BSCAN's running address, tokens left and mask
-  bits not yet scanned.  Read at the pick (a synchronous read, ready in S1), written in S1 by
-  the slot's own INT pipe.
-* the FACC state (:func:`hw.pe.fp_step.facc_state_layout`): the partial sum and firings, read
-  at the pick and written when the FPU returns an accumulation step.
+  bits not yet scanned, an emitting BPOS's base and mask bits not yet emitted.  Read at the
+  pick (a synchronous read, ready in S1), written in S1 by the slot's own INT pipe.
+* the FACC state (:func:`hw.pe.fp_step.facc_state_layout`): the partial sum and its count
+  (steps done, or with a count operand steps left), read at the pick and written when the FPU
+  returns an accumulation step.
 
 Contract
 --------

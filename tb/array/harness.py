@@ -19,8 +19,12 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from sw.models.noc import DbufModel
 from sw.spec.isa import Op
 from sw.spec.packet import Kind, end_count, flit_fields, pack_flit
+from sw.spec.status import PeError
 from tb.host.memories import image_flits
 from tb.pe.harness import wait_until_retired
+
+#: The bits of a PE's error flags, below its first error's slot in ``o_error``.
+FLAGS = len(PeError)
 
 __all__ = ["TB"]
 
@@ -171,5 +175,5 @@ class TB:
         out = []
         for n in range(self.p.num_pes):
             v = getattr(self.dut, f"o_error__{n}").value.to_unsigned()
-            out.append((v & 0xF, v >> 4))
+            out.append((v & (1 << FLAGS) - 1, v >> FLAGS))
         return out

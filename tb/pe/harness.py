@@ -32,6 +32,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_parts
 from sw.spec.isa import Op, encode
 from sw.spec.packet import ConfigWhat, Kind, bias, end_count, flit_fields, pack_flit, unpack_flit
+from sw.spec.status import PeError
 from tb.common.clock import reset
 from tb.common.stream import StreamSink, pause_pattern
 from tb.host.memories import image_flits
@@ -314,9 +315,10 @@ class TB:
             await RisingEdge(self.dut.clk)
 
     def error(self):
-        """Return ``(flags, slot)`` of the PE's error status."""
+        """Return ``(flags, slot)`` of the PE's error status (flag ``e``: bit ``e``, a
+        :class:`sw.spec.status.PeError`)."""
         v = self.dut.o_error.value.to_unsigned()
-        return v & 0xF, v >> 4
+        return v & ((1 << len(PeError)) - 1), v >> len(PeError)
 
 
 def make_rng():

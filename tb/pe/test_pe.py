@@ -15,8 +15,11 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
 * ``FDPU_PE_EXPECT_OVF=1``: count the loads sent without room (overflow entries of the
   reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
 * ``FDPU_PE_EXPECT_INT0=1`` (``int_issue == 2``): fail unless INT pipe 0 fired every ITER and
-  no other INT/CTRL instruction (BSCAN included) but loads and stores (the pipe split of
-  ``hw.pe.pe``).
+  no other INT/CTRL instruction (BSCAN and BPOS included) but loads and stores (the pipe split
+  of ``hw.pe.pe``).
+
+Besides the cases, two hand-built tests: ``errors_are_sticky`` and
+``facc_count_zero_is_an_error`` (a FACC count operand of 0: the golden model refuses it).
 """
 
 import json
@@ -25,7 +28,8 @@ import os
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sw.spec.isa import Dest, Instruction, Op, Unit
+from sw.spec.isa import Dest, Instruction, Op, Unit, count_token
+from sw.spec.status import PeError
 from tb.common.clock import start_clock
 from tb.pe.cases import read_case
 from tb.pe.harness import TB, make_rng, params_from_env, reset_pe
@@ -182,4 +186,40 @@ async def errors_are_sticky(dut):
     await tb.wait_quiet(30)
     assert tb.error() == (1 << 2, 7), f"bad address: error status {tb.error()}"
     assert tb.requests == 0, "a request with a bad address left the PE"
+    tb.stop()
+
+
+#: SIMD-4 binary16 words: 1.0, 2.0 and 3.0 in every lane.
+_ONE4, _TWO4, _THREE4 = (v * 0x0001_0001_0001_0001 for v in (0x3C00, 0x4000, 0x4200))
+
+
+@cocotb.test()
+async def facc_count_zero_is_an_error(dut):
+    """A FACC whose count operand says 0 sets the sticky BAD_COUNT flag (and the slot), steps
+    once as if the count were 1 and goes on: the next accumulations, whose count operands
+    already wait in the FIFO, take them at their first steps only."""
+    start_clock(dut.clk)
+    _, x, y, _ = params_from_env(FULL)
+    await reset_pe(dut)
+    tb = _tb(dut, idle=0, backpressure=0)
+    tb.insn(2, Instruction(Op.STD, nsrc=2))                  # address, sum
+    tb.insn(1, Instruction(Op.FACC, nsrc=3, dests=(Dest(x, y, 2, 1),)))
+    # Counts 0 (taken as 1), 2 and 1: all three count tokens first.
+    tb.send(*[tb.operand(1, 2, count_token(0, n)) for n in (0, 2, 1)])
+    tb.send(*[tb.operand(2, 0, 8 * i) for i in range(3)])
+    for a, b in ((_THREE4, _TWO4), (_ONE4, _TWO4), (_THREE4, _TWO4), (_ONE4, _TWO4)):
+        tb.send(tb.operand(1, 0, a), tb.operand(1, 1, b))
+    for _ in range(400):
+        await tb.wait_quiet(1)
+        if tb.fired["STD"] == 3 and not tb.busy:
+            break
+    else:
+        raise AssertionError(f"timeout: deadlock: the three FACC sums were not stored: "
+                             f"{tb.pending()}")
+    await tb.wait_quiet(40)
+    assert tb.error() == (1 << PeError.BAD_COUNT, 1), f"count 0: error status {tb.error()}"
+    assert tb.fired["FACC"] == 4, f"{tb.fired['FACC']} FACC steps, expected 1 + 2 + 1"
+    got = [int.from_bytes(tb.dbuf_bytes(0)[8 * i:8 * i + 8], "little") for i in range(3)]
+    want = [v * 0x0001_0001_0001_0001 for v in (0x4600, 0x4800, 0x4000)]   # 6.0, 8.0, 2.0
+    assert got == want, f"FACC sums {[hex(v) for v in got]}, expected {[hex(v) for v in want]}"
     tb.stop()
