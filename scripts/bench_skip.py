@@ -91,7 +91,7 @@ def _run(args, cache, layer, k, c, densities, batches, graphs):
     return out
 
 
-def _plot(points, path):
+def _plot(points, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -111,6 +111,7 @@ def _plot(points, path):
     ax.set_ylabel("speed-up over dense (compute cycles)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")
@@ -142,7 +143,10 @@ def main(argv=None):
         points = _run(args, cache, None, args.out_features, args.in_features,
                       args.density or [0.04, 0.09, 0.25, 0.5, 1.0], args.batch, args.graphs)
         if args.plot:
-            _plot(points, args.plot)
+            title = (f"{args.rows} x {args.cols} RTL (Verilator): {args.out_features} x "
+                     f"{args.in_features}, batch {', '.join(map(str, args.batch))}, "
+                     f"{args.slots} slots, {args.int_issue} INT issues")
+            _plot(points, args.plot, title)
     return 0 if all(r["match"] for *_, r, _ in points) else 1
 
 
