@@ -167,7 +167,8 @@ def test_varying_rates_in_the_graph():
     assert rates[by_op[Op.STD]] == 1
     # A varying stream may not leave its PE.
     g.nodes[by_op[Op.LDHB]].group = 1
-    with pytest.raises(DfgError, match="rate rule: ITER#.* fires a data-dependent number of times .* to LDHB"):
+    with pytest.raises(DfgError, match="rate rule: ITER#.* fires a data-dependent number of "
+                                       "times .* to LDHB"):
         g.validate(ArrayParams(rows=1, cols=2))
 
 

@@ -181,3 +181,22 @@ def test_graph_options_reach_the_plan(tmp_path, capsys):
     assert {k: rec["plan"][k] for k in ("kb", "gb", "wfan", "sparse_graph")} == \
         dict(kb=3, gb=8, wfan=16, sparse_graph="gather")
     assert "SWITCH" not in rec["counters"]["ops"]
+
+
+def test_run_names_the_graph_and_its_balance(tmp_path, capsys):
+    # Without --sparse-graph a low-density layer runs the skip graph; the table and the JSON
+    # say which graph ran, its load balance and its nnz utilization; --sparse-graph gather is
+    # honoured as given.
+    for graph, want in ((None, "sparse/skip"), ("gather", "sparse/gather")):
+        extra = ("--sparse-graph", graph) if graph else ()
+        status, out, _ = run(capsys, "run", "--in-features", 128, "--out-features", 16,
+                             "--batch", 16, "--density", 0.05, "--slots", 128,
+                             "--int-issue", 2, *SMALL, "--engine", "exact", *extra,
+                             "--json", tmp_path / "r.json")
+        rec = json.loads((tmp_path / "r.json").read_text())
+        assert status == 0 and rec["match"] and rec["graph"] == want and want in out
+        assert "load balance" in out and 0 < rec["load_balance"] <= 1
+        assert 0 < rec["nnz_utilization_estimate"] <= rec["fp_utilization_estimate"] <= 1
+        if graph is None:
+            assert rec["plan"]["rows_balanced"]
+            assert rec["counters"]["ops"]["FACC"] >= rec["nnz"] * 4      # 4 lane groups

@@ -208,9 +208,9 @@ def fc_result(plan, weights, inputs, running=False):
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
     :mod:`sw.spec.fp16`); the ``skip`` graph steps only over the stored weights
-    (:func:`sw.compiler.dbuf_layout.skip_stored`).  With ``running=True`` return ``(result, mu)`` where ``mu``
-    (``N x K`` float64) is the sum of the magnitudes of every rounded partial sum, for the
-    running error bound of :func:`sw.models.reference.check`.
+    (:func:`sw.compiler.dbuf_layout.skip_stored`).  With ``running=True`` return
+    ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum of the magnitudes of every
+    rounded partial sum, for the running error bound of :func:`sw.models.reference.check`.
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)

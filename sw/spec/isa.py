@@ -212,9 +212,9 @@ def issue_pipe(op, pipe0=False):
     FP operations issue on the FP pipe; loads, stores, ``ITER`` and the INT/CTRL instructions
     with the ``pipe0`` hint (``Instruction.pipe0``) on pipe 0, beside the loads; every other
     INT/CTRL instruction (``BSCAN`` and ``BPOS`` included) on pipe 2.  With ``int_issue = 1``
-    pipes 0 and 2 are one pipe.  The one statement of the rule: the PE fixes a slot's pipe by it when the
-    slot is configured (``hw.pe.pe``), the golden model's cycle estimate and the blocking
-    chooser's issue counts follow it (docs/pe.md, "Second INT pipe").
+    pipes 0 and 2 are one pipe.  The one statement of the rule: the PE fixes a slot's pipe by
+    it when the slot is configured (``hw.pe.pe``), the golden model's cycle estimate and the
+    blocking chooser's issue counts follow it (docs/pe.md, "Second INT pipe").
     """
     if op.unit is Unit.FP:
         return "fp"

@@ -579,7 +579,7 @@ def counted_facc_reference(params, seed, contexts):
     t = counted_tables(seed, contexts)
     out = {}
     for c in range(contexts):
-        k, o = t["facc_counts"][c], t["offsets"][c]
+        o = t["offsets"][c]
         bits = [j for j in range(16) if t["facc_masks"][c] >> j & 1]
         acc = 0x8000_8000_8000_8000
         for i, j in enumerate(bits):
