@@ -27,7 +27,7 @@ from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, encode
 from tb.host.runner import run_cocotb
-from tb.pe import cases
+from tb.pe import cases, counted_cases
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 SIMS = ["icarus", "verilator"]
@@ -143,13 +143,13 @@ def _expected(p, reference):
 
 def test_emitters_case_stores_the_tokens_of_the_definition():
     # The token-count ITER and BPOS case on the golden model against the ISA's text
-    # (cases.emitters_reference): every stored byte, nothing else written, and the firings
+    # (counted_cases.emitters_reference): every stored byte, nothing else written, and the firings
     # the data imply (the sinks' emitters fire and emit nothing).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p, contexts = cases.PARAMS_1X1, 12
-    t = cases.counted_tables(SEED, contexts)
-    res = run_image(cases.emitters_image(p, contexts, SEED), seed=SEED, jitter=4)
-    assert _stored(p, res) == _expected(p, cases.emitters_reference(p, SEED, contexts))
+    t = counted_cases.counted_tables(SEED, contexts)
+    res = run_image(counted_cases.emitters_image(p, contexts, SEED), seed=SEED, jitter=4)
+    assert _stored(p, res) == _expected(p, counted_cases.emitters_reference(p, SEED, contexts))
     down = [bin(m & 0xFFFF_FFFF).count("1") for m in t["down"]]
     up = [bin(m & 0xF_FFFF).count("1") for m in t["up"]]
     ops = res.counters.ops
@@ -166,13 +166,13 @@ def test_emitters_case_stores_the_tokens_of_the_definition():
 
 def test_counted_facc_case_sums_the_rows_of_the_definition():
     # The FACCs with a count operand on the golden model against the ISA's text
-    # (cases.counted_facc_reference), the count operand early and late.
+    # (counted_cases.counted_facc_reference), the count operand early and late.
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p, contexts = cases.PARAMS_1X1, 12
-    t = cases.counted_tables(SEED, contexts)
-    want = _expected(p, cases.counted_facc_reference(p, SEED, contexts))
+    t = counted_cases.counted_tables(SEED, contexts)
+    want = _expected(p, counted_cases.counted_facc_reference(p, SEED, contexts))
     for late_hops in (0, 3):
-        res = run_image(cases.counted_facc_image(p, contexts, SEED, late_hops), seed=SEED,
+        res = run_image(counted_cases.counted_facc_image(p, contexts, SEED, late_hops), seed=SEED,
                         jitter=4)
         assert _stored(p, res) == want, late_hops
         assert res.counters.ops["FACC"] == 2 * sum(t["facc_counts"])
@@ -191,8 +191,8 @@ def _golden_cases(root, p):
         ("kernels", cases.kernels_image(p, 8)),
         ("bscan", cases.bscan_image(p, 8, SEED)),
         ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
-        ("emitters", cases.emitters_image(p, 12, SEED)),
-        ("counted-facc", cases.counted_facc_image(p, 12, SEED)),
+        ("emitters", counted_cases.emitters_image(p, 12, SEED)),
+        ("counted-facc", counted_cases.counted_facc_image(p, 12, SEED)),
     ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
@@ -219,9 +219,9 @@ def test_counted_instructions_under_stress(sim, tmp_path):
     p = cases.PARAMS_1X1
     built = []
     for i, hops in enumerate((0, 3, 7)):
-        built += [(f"emitters-{SEED + i}", cases.emitters_image(p, 12, SEED + i)),
+        built += [(f"emitters-{SEED + i}", counted_cases.emitters_image(p, 12, SEED + i)),
                   (f"counted-facc-{SEED + i}-late{hops}",
-                   cases.counted_facc_image(p, 12, SEED + i, late_hops=hops))]
+                   counted_cases.counted_facc_image(p, 12, SEED + i, late_hops=hops))]
     folders = [str(cases.save_case(tmp_path / name, img, name, seed=SEED))
                for name, img in built]
     run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,

@@ -214,7 +214,9 @@ class Dma(wiring.Component):
         wb = self.word_bytes
         wshift = (wb - 1).bit_length()
         misaligned = ext[:3].any() | loc[:3].any() | length[:3].any()
-        dbuf_bad = wraps | (first_idx != last_idx) | ~(Bits(first_idx) < p.num_dbufs)
+        # An empty descriptor spans no Dbuf: its ``last`` (loc - 1) may be in the one before.
+        dbuf_bad = (wraps | (length.any() & (first_idx != last_idx))
+                    | ~(Bits(first_idx) < p.num_dbufs))
         cbuf_bad = (is_out | loc[:wshift].any() | length[:wshift].any() | wraps
                     | (Bits(end) > self.cbuf_words * wb))
         if not self.cbuf:

@@ -224,6 +224,15 @@ async def bad_descriptors(dut):
             f"{what}: done {done}, error bits {err} (want BAD_DESC = 1), descriptor {idx}"
         tb.apply(good)
         tb.check(what)
+    # Empty descriptors move nothing and are good wherever they point, also at the first word
+    # of a Dbuf (whose last byte, loc - 1, is in the Dbuf before) and of the address space.
+    for k in (0, 1, p.num_dbufs - 1):
+        empty = (0, p.dbuf_base(k), 0, 0)
+        done, err, idx, rd, wr, cycles = await tb.run([empty, (DST, p.dbuf_base(k), 0, OUT)],
+                                                     dict(latency=3, bw=64, stall=0,
+                                                          req_stall=0), bound=20_000)
+        assert done and not err and idx == 2 and wr == 0, \
+            f"empty descriptors at Dbuf {k}: done {done}, error bits {err}, descriptor {idx}"
     # A list that is not 16-aligned is refused before anything moves.
     dut.i_list.value, dut.i_count.value = LISTS + 8, 1
     dut.i_start.value = 1
