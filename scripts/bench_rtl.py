@@ -43,14 +43,14 @@ from tb.host.job_plan import MemModel
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
              dma_channels=1, config_ports=4, overlap=True,
-             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
+             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=4):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
     only); a ``skip`` plan's rows are balanced by their stored weights.
     """
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
-                    int_issue=int_issue)
+                    int_issue=int_issue, operand_depth=operand_depth)
     if layer:
         w = layers.make_weights(layers.get_layer(layer), density, seed)
     else:

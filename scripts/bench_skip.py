@@ -35,7 +35,8 @@ GRAPHS = ("dense", "gather", "skip")
 def _key(layer, k, c, density, batch, graph, args):
     return dict(layer=layer, K=k, C=c, density=density, N=batch, graph=graph,
                 rows=args.rows, cols=args.cols, slots=args.slots, int_issue=args.int_issue,
-                dma_channels=args.dma_channels)
+                dma_channels=args.dma_channels,
+                **({"operand_depth": args.operand_depth} if args.operand_depth != 4 else {}))
 
 
 def _cached(path):
@@ -54,6 +55,7 @@ def _point(args, cache, layer, k, c, density, batch, graph):
     rec = bench_rtl.run_case(
         "verilator", args.rows, args.cols, args.slots, k or 0, c or 0, batch, mode, density,
         layer=layer, exact=False, int_issue=args.int_issue, backdoor_in=True,
+        operand_depth=args.operand_depth,
         dma_channels=args.dma_channels, sparse_graph="gather" if graph == "dense" else graph)
     rec["key"] = key
     for drop in ("timeline", "busy_map", "dma_descriptors", "pass_cycles"):
@@ -130,6 +132,9 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--cols", type=int, default=8)
     ap.add_argument("--slots", type=int, default=128)
+    ap.add_argument("--operand-depth", type=int, default=2,
+                    help="tokens per operand (default 2: the paper's 6 KB operand buffer with "
+                         "128 slots; the records without it ran at 4)")
     ap.add_argument("--int-issue", type=int, choices=(1, 2), default=2)
     ap.add_argument("--dma-channels", type=int, default=4)
     ap.add_argument("--json", metavar="PATH", help="the result cache (JSON lines)")

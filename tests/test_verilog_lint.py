@@ -70,8 +70,23 @@ def test_to_verilog_rejects(component, name, error, message):
 
 # -- lint ------------------------------------------------------------------------------------
 
+#: Small parameters for the tops whose defaults are the full 8 x 8 configuration (linted whole
+#: by the slow test below).
+SMALL_TOPS = {"pe": dict(slots=64, operand_depth=4, int_issue=1),
+              "fdpu": dict(rows=1, cols=1, slots=16, operand_depth=4, dbuf_bytes=4096, cbufs=1,
+                           cbuf_bytes=4096, int_issue=1, dma_channels=1, config_ports=1)}
+
+
 @pytest.mark.parametrize("name", sorted(tops.TOPS))
 def test_every_top_lints_clean(name):
+    component, _ = tops.build(name, SMALL_TOPS.get(name, {}))
+    assert lint(to_verilog(component, name), name) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALL_TOPS))
+def test_default_tops_lint_clean(name):
+    # The PE and the whole FDPU at their defaults, the README's configuration.
     component, _ = tops.build(name)
     assert lint(to_verilog(component, name), name) == []
 

@@ -10,7 +10,7 @@
     Check an image and print its listing (one line per configured slot, then the preloads).
 """
 
-from sw.cli.options import add_layer_args, plan_options, resolve
+from sw.cli.options import add_array_args, add_layer_args, plan_options, resolve
 from sw.compiler import dbuf_layout, graphs, planner
 from sw.compiler.asm import assemble, listing
 from sw.compiler.image import load
@@ -25,6 +25,7 @@ def register(subparsers):
         description="Plan, build, validate, map and assemble an FC layer into a binary "
                     "configuration image (instructions, preloads, Dbuf contents).")
     add_layer_args(parser)
+    add_array_args(parser)
     parser.add_argument("--pass", dest="pass_index", type=int, default=0, metavar="P",
                         help="which pass of a layer that runs in several (default 0)")
     parser.add_argument("-o", "--output", metavar="IMAGE.npz", help="write the image")

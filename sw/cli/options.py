@@ -11,8 +11,14 @@ from sw.compiler.prune import check_density, prune
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["EXACT_LIMIT", "add_layer_args", "plan_options", "graph_name", "resolve",
-           "add_hw_args"]
+__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "plan_options", "graph_name",
+           "resolve", "add_array_args", "add_hw_args", "array_params"]
+
+#: The configuration every command defaults to, the one the README's figures are measured on:
+#: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),
+#: its two integer units, 2 MiB Dbufs, and 4 DMA channels (one per array edge).
+DEFAULTS = dict(rows=8, cols=8, slots=128, operand_depth=2, int_issue=2,
+                dbuf_bytes=1 << 21, dma_channels=4)
 
 def add_layer_args(parser):
     """Add the options that choose a layer, its data, the mode and the array."""
@@ -45,8 +51,10 @@ def add_layer_args(parser):
                      help="lane groups (4 batch elements) per engine (default: the chooser's)")
     arr.add_argument("--wfan", type=int, choices=fc_plan.WFANS,
                      help="sparse: lane groups per value load (default: the chooser's)")
-    arr.add_argument("--rows", type=int, default=8, metavar="R", help="PE rows (default 8)")
-    arr.add_argument("--cols", type=int, default=8, metavar="C", help="PE columns (default 8)")
+    arr.add_argument("--rows", type=int, default=DEFAULTS["rows"], metavar="R",
+                     help=f"PE rows (default {DEFAULTS['rows']})")
+    arr.add_argument("--cols", type=int, default=DEFAULTS["cols"], metavar="C",
+                     help=f"PE columns (default {DEFAULTS['cols']})")
 
 
 def plan_options(args, weights=None):
@@ -70,9 +78,17 @@ def graph_name(plan):
     return "dense" if plan.mode == "dense" else f"sparse/{plan.sparse_graph}"
 
 
+def array_params(args):
+    """Return the :class:`ArrayParams` of the array options (``--rows``, ``--cols``, and those
+    of :func:`add_hw_args` the command has)."""
+    given = {name: getattr(args, name) for name in ("slots", "operand_depth", "int_issue",
+                                                    "dbuf_bytes") if hasattr(args, name)}
+    return ArrayParams(rows=args.rows, cols=args.cols, **given)
+
+
 def resolve(args):
     """Return ``(description, weights, inputs, params)`` from the parsed options."""
-    params = ArrayParams(rows=args.rows, cols=args.cols)
+    params = array_params(args)
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.batch is not None and args.batch < 1:
@@ -119,15 +135,29 @@ def resolve(args):
 EXACT_LIMIT = 150_000
 
 
+def add_array_args(parser):
+    """Add the PE and Dbuf size options (``--slots``, ``--operand-depth``, ``--int-issue``,
+    ``--dbuf-bytes``), defaults :data:`DEFAULTS`."""
+    hw = parser.add_argument_group("PEs and Dbufs")
+    hw.add_argument("--slots", type=int, default=DEFAULTS["slots"],
+                    help=f"instruction slots per PE (default {DEFAULTS['slots']})")
+    hw.add_argument("--operand-depth", type=int, default=DEFAULTS["operand_depth"],
+                    metavar="D",
+                    help="tokens each operand of a slot holds, the most contexts in flight "
+                         f"(a power of two; default {DEFAULTS['operand_depth']}: with "
+                         f"{DEFAULTS['slots']} slots the paper's 6 KB operand buffer)")
+    hw.add_argument("--int-issue", type=int, choices=(1, 2), default=DEFAULTS["int_issue"],
+                    help="INT/MEM/CTRL issues per PE and cycle: 1 or 2, the paper's two "
+                         f"integer units (default {DEFAULTS['int_issue']}; docs/mapping.md)")
+    hw.add_argument("--dbuf-bytes", type=int, default=DEFAULTS["dbuf_bytes"],
+                    help="bytes per Dbuf (a power of two; default 2 MiB)")
+
+
 def add_hw_args(parser):
-    """Add the RTL options (``--slots``, ``--dbuf-bytes``, ``--max-cycles``, ``--waves``)."""
-    hw = parser.add_argument_group("hardware (RTL simulators)")
-    hw.add_argument("--slots", type=int, default=64, help="instruction slots per PE (default 64)")
-    hw.add_argument("--int-issue", type=int, choices=(1, 2), default=1,
-                    help="INT/MEM/CTRL issues per PE and cycle: 1 (default) or 2, the paper's "
-                         "two integer units (a second INT pipe in the PE; docs/mapping.md)")
-    hw.add_argument("--dbuf-bytes", type=int, default=1 << 21,
-                    help="bytes per Dbuf (default 2 MiB)")
+    """Add :func:`add_array_args` and the system and simulation options (``--max-cycles``,
+    ``--waves``, the external memory, DMA channels, configuration ports)."""
+    add_array_args(parser)
+    hw = parser.add_argument_group("system and simulation")
     hw.add_argument("--max-cycles", type=int, metavar="N",
                     help="cycle bound per pass (default 200k + 2k per context + 8 per "
                          "instruction an engine issues in the pass)")
@@ -141,9 +171,9 @@ def add_hw_args(parser):
                          "on the same images), fast (the vectorized path: the same bits and "
                          "instruction counts, seconds instead of minutes) or auto (default: exact "
                          f"up to {EXACT_LIMIT:,} FACC firings, else fast)")
-    hw.add_argument("--dma-channels", type=int, default=1, metavar="W",
+    hw.add_argument("--dma-channels", type=int, default=DEFAULTS["dma_channels"], metavar="W",
                     help="DMA channels, each with its own external memory and mesh edge port "
-                         "(default 1): W x the bandwidth")
+                         f"(default {DEFAULTS['dma_channels']}): W x the bandwidth")
     hw.add_argument("--config-ports", type=int, default=4, metavar="P",
                     help="MicC configuration ports, one per array edge, each sending the CONFIG "
                          "flits of the PEs nearest to it (1..4, dividing the 8 Cbufs; default "

@@ -33,7 +33,6 @@ from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
 from sw.cli.output import console, write_json
 from sw.compiler import balance, planner
 from sw.models import golden_fc
-from sw.spec.arch import ArrayParams
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
@@ -67,10 +66,7 @@ def golden_exact(choice, plan):
 
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
-    name, w, x, base = resolve(args)
-    params = ArrayParams(rows=base.rows, cols=base.cols, slots=args.slots,
-                         int_issue=args.int_issue,
-                         dbuf_bytes=args.dbuf_bytes)
+    name, w, x, params = resolve(args)
     plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
                            **plan_options(args, w))
     t0 = time.perf_counter()
@@ -177,12 +173,14 @@ def figures(plan, w, x, ref, y, job):
     nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
-        mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, passes=plan.passes,
+        mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, int_issue=p.int_issue,
+        operand_depth=p.operand_depth, dbuf_bytes=p.dbuf_bytes, passes=plan.passes,
         contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
         pass_cycles=[dict(dma_in=r.in_cycles, compute=r.compute_cycles, config=r.config_cycles,
                           config_hidden=r.config_hidden_cycles, hold=r.hold_cycles,
                           contexts=r.context_cycles, span=r.span_cycles,
-                          dma_out=r.out_cycles) for r in runs],
+                          dma_out=r.out_cycles, ext_in=i, ext_out=o)
+                     for r, i, o in zip(runs, job.ext_in, job.ext_out)],
         config_cycles=job.config_cycles, context_cycles=ctx_cycles,
         config_hidden_cycles=job.config_hidden_cycles,
         config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,

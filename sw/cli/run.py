@@ -15,7 +15,6 @@ for bad input.  ``--sim icarus|verilator`` runs the same layer on the generated 
 it bit for bit with the golden model (:mod:`sw.cli.rtl`).
 """
 
-import dataclasses
 import sys
 import time
 
@@ -24,7 +23,7 @@ from rich.table import Table
 
 from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_options, resolve
 from sw.cli.output import console, write_json
-from sw.cli import rtl
+from sw.cli import model, rtl
 from sw.compiler import balance, planner
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
@@ -40,10 +39,13 @@ def register(subparsers):
         description="Build the dense or sparse FC graph of a layer, map and assemble it, run "
                     "it on a simulator and check the binary16 result against a float64 "
                     "reference within a documented error bound (docs/golden.md).")
-    parser.add_argument("--sim", choices=("golden", "icarus", "verilator"), default="golden",
+    parser.add_argument("--sim", choices=("golden", "icarus", "verilator", "model"),
+                        default="golden",
                         help="golden: the golden model (default); icarus, verilator: the "
                              "generated RTL of the FDPU top, checked bit for bit against the "
-                             "golden model (the same run as 'fdpu rtl')")
+                             "golden model (the same run as 'fdpu rtl'); model: the "
+                             "performance model's cycles, utilization and external bytes, in "
+                             "about a second (no result; docs/perf.md)")
     add_layer_args(parser)
     add_hw_args(parser)
     run = parser.add_argument_group("golden model")
@@ -64,6 +66,8 @@ def register(subparsers):
 
 def run_command(args):
     """Run the layer; return 0 if the result is within the bound, 1 if not."""
+    if args.sim == "model":
+        return model.run_model_command(args)
     if args.sim != "golden":
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
@@ -76,7 +80,6 @@ def run_command(args):
         raise FdpuError("--golden chooses the reference of an RTL run (--sim icarus|verilator); "
                         "with --sim golden use --engine")
     name, w, x, params = resolve(args)
-    params = dataclasses.replace(params, slots=args.slots, int_issue=args.int_issue)
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
@@ -104,11 +107,6 @@ def run_command(args):
                   match=chk.holds, check=chk.as_dict(),
                   counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
                   seconds=seconds)
-    if exact:
-        util = c.ops["FACC"] / max(1, res.cycles * params.num_pes)
-        nnz_util = record["nnz"] * plan.N / max(1, res.cycles * params.num_pes * params.LANES)
-        record.update(cycles_estimate=res.cycles, fp_utilization_estimate=util,
-                      nnz_utilization_estimate=nnz_util)
     table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -131,14 +129,10 @@ def run_command(args):
     table.add_row("tokens PE-local / mesh", f"{c.tokens_local:,} / {c.tokens_mesh:,}")
     table.add_row("memory packets / hops", f"{c.mem_packets:,} / {c.mem_hops:,}")
     table.add_row("bytes read / written", f"{c.bytes_read:,} / {c.bytes_written:,}")
-    if exact:
-        table.add_row("cycles (estimate, docs/golden.md)", f"{res.cycles:,}")
-        table.add_row("FACC issue utilization (estimate)",
-                      f"{record['fp_utilization_estimate']:.1%}")
-        table.add_row("nnz utilization: useful multiply-adds / peak (estimate)",
-                      f"{record['nnz_utilization_estimate']:.1%}")
     table.add_row("golden model time", f"{seconds:.2f} s")
     console().print(table)
+    console().print("cycles, utilization and external bytes: fdpu run --sim model (the "
+                    "performance model) or --sim verilator (the RTL)")
     if args.out:
         with open(args.out, "wb") as f:
             np.save(f, res.result)

@@ -138,6 +138,7 @@ class Graph:
         self.name = name
         self.nodes = []
         self.edges = []
+        self._dests = {}        # node -> edges out of it (fanout's room check)
         self._count_rates = {}       # a counted FACC's results per context (rates())
 
     # Building ---------------------------------------------------------------------------------
@@ -161,6 +162,7 @@ class Graph:
         """Add an edge from ``src`` to operand ``operand`` of ``dst`` and return it."""
         edge = Edge(src, dst, operand, branch, init, init_value)
         self.edges.append(edge)
+        self._dests[src] = self._dests.get(src, 0) + 1
         return edge
 
     def fanout(self, src, targets, branch=None, group=None, pipe0=False):
@@ -173,7 +175,7 @@ class Graph:
         targets = list(targets)
         k = ArrayParams.MAX_DESTS
         # Destinations ``src`` already has (e.g. a feedback edge) count against its k.
-        room = k - sum(1 for e in self.edges if e.src == src)
+        room = k - self._dests.get(src, 0)
         if room < 1 and targets:
             raise DfgError(f"node {self.nodes[src].label()} already has {k} destinations; "
                            f"fan out from a MOV instead")

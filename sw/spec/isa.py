@@ -81,6 +81,7 @@ Opcode 0 is ``INVALID``: an unconfigured slot; a token delivered to it is an err
 """
 
 import enum
+import functools
 from dataclasses import dataclass, field
 
 from sw.spec.arch import bits_for
@@ -327,8 +328,10 @@ class Instruction:
                                 f"allowed 0..{params.MAX_OPERANDS - 1}")
 
 
+@functools.lru_cache(maxsize=32)
 def insn_layout(params):
-    """Return the :class:`~sw.spec.bitfields.Layout` of an instruction word for ``params``.
+    """Return the :class:`~sw.spec.bitfields.Layout` of an instruction word for ``params``
+    (one shared object per ``params``: layouts are not changed after they are made).
 
     The word is padded to a multiple of 64 bits: configuration sends it in 64-bit parts.  The
     fields up to ``imm`` (``pipe0`` included) fit in part 0, which the PE decodes when a slot is

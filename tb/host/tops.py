@@ -107,8 +107,8 @@ TOPS = {top.name: top for top in (
         "hw.pe.pe:make_pe", "Processing element: operand buffer, dataflow issue, INT+FP pipes.", (
         Param("rows", int, 8, "array rows (1..16)"),
         Param("cols", int, 8, "array columns (1..16)"),
-        Param("slots", int, 64, "instruction slots per PE (power of two)"),
-        Param("operand_depth", int, 4, "tokens per operand FIFO (power of two)"),
+        Param("slots", int, 128, "instruction slots per PE (power of two)"),
+        Param("operand_depth", int, 2, "tokens per operand FIFO (power of two)"),
         Param("regs", int, 16, "local 64-bit registers (power of two)"),
         Param("dbuf_bytes", int, 2 * 1024 * 1024, "bytes per Dbuf (power of two)"),
         Param("x", int, -1, "this PE's column as a constant; -1: the i_coord input port"),
@@ -116,7 +116,7 @@ TOPS = {top.name: top for top in (
         Param("micc_x", int, -1, "MicC column (CTX_END destination)"),
         Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
         Param("pool", int, 32, "load/store reorder pool entries (power of two)"),
-        Param("int_issue", int, 1, "INT/CTRL instructions issued per cycle (1 or 2)"),
+        Param("int_issue", int, 2, "INT/CTRL instructions issued per cycle (1 or 2)"),
         Param("banks", int, 4, "operand memories per operand index (2 or 4, by slot bits)"),
     )),
     Top("alu", "hw.pe.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
@@ -188,21 +188,23 @@ TOPS = {top.name: top for top in (
               "memory"),
         Param("config_ports", int, 1, "MicC configuration ports (1..4, dividing cbufs)"),
     )),
-    Top("fdpu", "hw.top:build_fdpu", "The whole FDPU (registry default small: 1x1, 16 slots; "
-        "the paper's is --param rows=8 --param cols=8 --param slots=64 ...).", (
-        Param("rows", int, 1, "PE rows (paper: 8)"),
-        Param("cols", int, 1, "PE columns (paper: 8)"),
-        Param("slots", int, 16, "instruction slots per PE (paper: 64)"),
-        Param("operand_depth", int, 4, "tokens per operand FIFO"),
-        Param("dbuf_bytes", int, 4096, "bytes per Dbuf (paper: 2097152)"),
-        Param("cbufs", int, 1, "Cbufs (paper: 8)"),
-        Param("cbuf_bytes", int, 4096, "bytes per Cbuf (paper: 65536)"),
+    Top("fdpu", "hw.top:build_fdpu", "The whole FDPU; the defaults are the configuration "
+        "every figure of the README is measured on (sw.cli.options.DEFAULTS): the paper's "
+        "8 x 8 array, 6 KB operand buffer, two INT issues, 2 MiB Dbufs, 8 Cbufs of 64 KiB; "
+        "4 DMA channels and 4 configuration ports.", (
+        Param("rows", int, 8, "PE rows"),
+        Param("cols", int, 8, "PE columns"),
+        Param("slots", int, 128, "instruction slots per PE"),
+        Param("operand_depth", int, 2, "tokens per operand FIFO"),
+        Param("dbuf_bytes", int, 2 * 1024 * 1024, "bytes per Dbuf"),
+        Param("cbufs", int, 8, "Cbufs"),
+        Param("cbuf_bytes", int, 65536, "bytes per Cbuf"),
         Param("depth", int, 4, "router input FIFO depth"),
-        Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
+        Param("int_issue", int, 2, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
-        Param("dma_channels", int, 1, "DMA channels (edge ports with an external memory "
+        Param("dma_channels", int, 4, "DMA channels (edge ports with an external memory "
               "port each)"),
-        Param("config_ports", int, 1, "MicC configuration ports (1..4, dividing cbufs)"),
+        Param("config_ports", int, 4, "MicC configuration ports (1..4, dividing cbufs)"),
     )),
 )}
 

@@ -1,0 +1,191 @@
+"""Run the performance model's calibration set on the RTL and re-fit the model's constants.
+
+The calibration set is a list of RTL runs (:data:`POINTS`): array sizes 1 x 1 to 8 x 8, the
+dense graph and each sparse graph, batch 1 to 64, several shapes, layers that take several
+passes.  Each point is an ``fdpu run --sim verilator`` command (or, for the 8 x 8 points
+whose DMA-in is loaded by backdoor, the ``scripts/bench_skip.py`` record it came from); a
+quarter of them are *held out*: not used for fitting, their error reported apart.
+
+Usage::
+
+    python scripts/calibrate.py run              # run the points not yet in the cache
+    python scripts/calibrate.py fit              # fit, write sw/models/calibration.json
+    fdpu model-check                             # predicted vs measured, per point
+
+``run`` keeps every RTL record in ``docs/data/calibration.jsonl`` (a result cache: a point
+already there is not run again, so an interrupted run resumes).  ``fit`` re-fits the
+constants of :mod:`sw.models.perf` on the points not held out (least squares on the relative
+error of the compute cycles, then of the DMA cycles) and writes them, with the measured
+figures of every point and the command that measured it, to
+:data:`sw.models.perf_fit.CALIBRATION` (``sw/models/calibration.json``).
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from sw.cli import app  # noqa: E402
+
+#: The RTL records of the calibration points (a result cache, one JSON object a line).
+CACHE = os.path.join(ROOT, "docs", "data", "calibration.jsonl")
+#: Records of the 8 x 8 skip-graph benchmarks (``scripts/bench_skip.py``), DMA-in by backdoor.
+BENCH = (os.path.join(ROOT, "docs", "data", "skip_fc8.jsonl"),
+         os.path.join(ROOT, "docs", "data", "skip_sweep.jsonl"))
+
+_README = "--slots 128 --int-issue 2 --dma-channels 4"
+
+#: ``(name, fdpu run options)`` of the points run here, on Verilator with the real DMA.
+POINTS = (
+    ("1x1-dense-16x64-b4", "--rows 1 --cols 1 --out-features 16 --in-features 64 --batch 4 "
+                           "--mode dense"),
+    ("1x1-gather-32x128-b4", "--rows 1 --cols 1 --out-features 32 --in-features 128 "
+                             "--batch 4 --density 0.25 --sparse-graph gather"),
+    ("1x1-skip-32x256-b8", "--rows 1 --cols 1 --out-features 32 --in-features 256 --batch 8 "
+                           "--density 0.25 --sparse-graph skip"),
+    ("1x1-switch-16x128-b4", "--rows 1 --cols 1 --out-features 16 --in-features 128 "
+                             "--batch 4 --density 0.25 --sparse-graph switch"),
+    ("1x1-dense-24x96-b1", "--rows 1 --cols 1 --out-features 24 --in-features 96 --batch 1 "
+                           "--mode dense"),
+    ("2x2-dense-64x256-b16", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
+                             "--batch 16 --mode dense"),
+    ("2x2-gather-64x512-b16", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                              "--batch 16 --density 0.25 --sparse-graph gather"),
+    ("2x2-skip-64x512-b16", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                            "--batch 16 --density 0.1 --sparse-graph skip"),
+    ("2x2-switch-32x256-b4", "--rows 2 --cols 2 --out-features 32 --in-features 256 "
+                             "--batch 4 --density 0.25 --sparse-graph switch"),
+    ("2x2-dense-64x256-b1", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
+                            "--batch 1 --mode dense"),
+    ("2x2-skip-96x1024-b64-3pass", "--rows 2 --cols 2 --out-features 96 --in-features 1024 "
+                                   "--batch 64 --density 0.25 --sparse-graph skip "
+                                   "--dbuf-bytes 65536"),
+    ("2x2-dense-64x512-b8-2pass", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                                  "--batch 8 --mode dense --dbuf-bytes 8192"),
+    ("4x4-dense-256x1024-b4", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                              "--batch 4 --mode dense"),
+    ("4x4-skip-256x1024-b4", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                             "--batch 4 --density 0.09 --sparse-graph skip"),
+    ("4x4-gather-256x1024-b64", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                                "--batch 64 --density 0.09 --sparse-graph gather"),
+    ("4x4-dense-128x512-b64", "--rows 4 --cols 4 --out-features 128 --in-features 512 "
+                              "--batch 64 --mode dense"),
+    ("4x4-skip-512x2048-b16", "--rows 4 --cols 4 --out-features 512 --in-features 2048 "
+                              "--batch 16 --density 0.04 --sparse-graph skip"),
+    ("8x8-skip-fc8-b4-d4", "--layer alexnet-fc8 --batch 4 --density 0.04 "
+                           "--sparse-graph skip"),
+    ("8x8-dense-256x1024-b4", "--out-features 256 --in-features 1024 --batch 4 --mode dense"),
+)
+
+#: Points not used for fitting (every fourth, by name), reported apart.
+HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
+                     "2x2-dense-64x512-b8-2pass", "4x4-skip-256x1024-b4",
+                     "8x8-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
+                     "bench-alexnet-fc8-b4-gather-0.25"))
+
+
+def command(opts):
+    """Return the full ``fdpu run`` argument list of a point's options."""
+    return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(_README)]
+
+
+def _density(opts):
+    """Return the ``--density`` of a point's options (``None``: the layer's)."""
+    words = shlex.split(opts)
+    return float(words[words.index("--density") + 1]) if "--density" in words else None
+
+
+def _cache():
+    if not os.path.exists(CACHE):
+        return {}
+    with open(CACHE) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    return {r["point"]: r for r in recs}
+
+
+def run_points(names=None):
+    """Run the points not yet in the cache (or only ``names``); append their records."""
+    have = _cache()
+    for name, opts in POINTS:
+        if (names and name not in names) or name in have:
+            continue
+        argv = command(opts)
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rec.json")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status = app.main(argv + ["--json", path])
+            if status != 0:
+                print(out.getvalue())
+                print(f"  {name}: exit status {status}, not recorded", flush=True)
+                continue
+            with open(path) as f:
+                rec = json.load(f)
+        for drop in ("busy_map", "dma_descriptors", "golden_counters"):
+            rec.pop(drop, None)
+        rec.update(point=name, command="fdpu " + " ".join(argv), density=_density(opts),
+                   seed=0)
+        with open(CACHE, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        print(f"  compute {rec['compute_cycles']:,}, end to end {rec['cycles']:,}, "
+              f"{rec['passes']} pass(es), {rec['sim_s']:.0f} s simulated", flush=True)
+
+
+def bench_points():
+    """Return the 8 x 8 benchmark records (``scripts/bench_skip.py``) as calibration points."""
+    out = []
+    for path in BENCH:
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                name = (f"bench-{rec['layer']}-b{rec['N']}-{rec['graph'].split('/')[-1]}-"
+                        f"{rec['density']:g}")
+                which = "fc8" if rec["layer"] == "alexnet-fc8" else "sweep"
+                rec.update(point=name, command=f"python scripts/bench_skip.py {which} "
+                           f"(record in docs/data/{os.path.basename(path)})")
+                out.append(rec)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("run", "fit", "list"))
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
+    args = ap.parse_args(argv)
+    if args.what == "list":
+        for name, opts in POINTS:
+            print(f"{name:32s} fdpu {' '.join(command(opts))}")
+        return 0
+    if args.what == "run":
+        run_points(args.only)
+        return 0
+    from rich.console import Console
+    from sw.models import perf_fit
+    recs = list(_cache().values()) + bench_points()
+    opts = dict(POINTS)
+    for r in recs:
+        if "density" not in r:
+            r["density"] = _density(opts[r["point"]])
+    points = [perf_fit.point(r, r["point"], r["command"], r["point"] in HOLDOUT) for r in recs]
+    cal = perf_fit.fit(points)
+    perf_fit.save(cal)
+    print(f"fitted on {sum(not p['holdout'] for p in points)} points, "
+          f"{sum(p['holdout'] for p in points)} held out; constants written to "
+          f"{perf_fit.CALIBRATION}:")
+    for name, v in cal["constants"].items():
+        print(f"  {name:10s} {v:10.4f}")
+    perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

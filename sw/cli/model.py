@@ -1,0 +1,145 @@
+"""``fdpu run --sim model`` and ``fdpu model-check``: the performance model from the command line.
+
+``fdpu run --sim model`` takes the layer, graph, array and system options of
+``fdpu run --sim verilator`` and prints, in about a second for any layer, what the RTL run
+would report: per pass the DMA-in, configuration, context, compute, end-to-end and DMA-out
+cycles and the external bytes, and in total the cycles, the utilizations, the external bytes
+beside the layer's minimum and the peak bandwidth (:func:`sw.models.perf.predict`, calibrated
+against the RTL: ``fdpu model-check`` prints its error on every calibration point).  No
+result is computed (``--out`` is refused), nor are the options that only a simulation has
+(``--max-cycles``, ``--waves``, ``--golden``, ``--engine``, ``--order-seed``,
+``--no-feedback``).
+"""
+
+from rich.table import Table
+
+from sw.cli.options import graph_name, plan_options, resolve
+from sw.cli.output import console, megabytes, write_json
+from sw.compiler import balance, planner
+from sw.models import perf, perf_fit
+from sw.spec.errors import FdpuError
+
+__all__ = ["register", "run_model_command", "model_check_command"]
+
+#: Options ``fdpu run`` has that the model refuses (``(flag, attribute, default)``).
+_SIM_ONLY = (("--out", "out", None), ("--max-cycles", "max_cycles", None),
+             ("--waves", "waves", False), ("--golden", "golden", "auto"),
+             ("--engine", "engine", "auto"), ("--order-seed", "order_seed", None),
+             ("--no-feedback", "no_feedback", False))
+
+
+def register(subparsers):
+    """Add the ``model-check`` command."""
+    parser = subparsers.add_parser(
+        "model-check", help="the performance model against its RTL calibration points",
+        description="Predict every calibration point of the performance model "
+                    "(sw/models/calibration.json) and print predicted and measured cycles, "
+                    "their relative error and the mean and largest error, for the points the "
+                    "constants were fitted on and for the held-out points apart.")
+    parser.add_argument("--point", nargs="+", metavar="NAME", help="check only these points")
+    parser.add_argument("--json", metavar="PATH", help="write every row and the summary")
+    parser.set_defaults(func=model_check_command)
+
+
+def model_check_command(args):
+    """Print the model's error on its calibration points; return 0."""
+    cal = perf_fit.load()
+    names = {p["name"] for p in cal["points"]}
+    unknown = sorted(set(args.point or ()) - names)
+    if unknown:
+        raise FdpuError(f"--point: no calibration point named {', '.join(unknown)} (there are: "
+                        f"{', '.join(sorted(names))})")
+    rows, summary = perf_fit.check(cal, args.point)
+    perf_fit.print_check(rows, summary, console())
+    if args.json:
+        write_json(args.json, dict(rows=rows, summary=summary, constants=cal["constants"]))
+    return 0
+
+
+def run_model_command(args):
+    """Run ``fdpu run --sim model``: predict the layer's figures; return 0."""
+    given = [flag for flag, attr, default in _SIM_ONLY if getattr(args, attr) != default]
+    if given:
+        raise FdpuError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a "
+                        f"simulation, not to --sim model (the performance model computes no "
+                        f"result)")
+    name, w, x, params = resolve(args)
+    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
+                           **plan_options(args, w))
+    system = perf.System(dma_channels=args.dma_channels, mem_latency=args.mem_latency,
+                         mem_bandwidth=args.mem_bandwidth, config_ports=args.config_ports,
+                         overlap=args.overlap)
+    _check_system(system, params)
+    pred = perf.predict(plan, w, system)
+    rec = pred.as_dict()
+    rec.update(sim="model", layer=name, K=plan.K, C=plan.C, N=plan.N, mode=plan.mode,
+               graph=graph_name(plan), plan=plan.describe(), passes=plan.passes,
+               contexts=plan.contexts, load_balance=balance.load_balance(plan, w),
+               nnz=pred.useful_flops // (2 * plan.N), rows=params.rows, cols=params.cols,
+               slots=params.slots, int_issue=params.int_issue,
+               operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
+               dma_channels=system.dma_channels, mem_latency=system.mem_latency,
+               mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
+               overlap=system.overlap, calibration=perf_fit.CALIBRATION)
+    _print(rec, pred, plan, params)
+    if args.json:
+        write_json(args.json, rec)
+    return 0
+
+
+def _check_system(system, params):
+    """Refuse system values the RTL top cannot have (the same limits as ``fdpu rtl``)."""
+    if not 1 <= system.dma_channels <= params.num_dbufs:
+        raise FdpuError(f"--dma-channels must be in 1..{params.num_dbufs} (the edge ports of a "
+                        f"{params.rows} x {params.cols} array), got {system.dma_channels}")
+    if system.config_ports not in (1, 2, 4):
+        raise FdpuError(f"--config-ports must be 1, 2 or 4 (dividing the 8 Cbufs), got "
+                        f"{system.config_ports}")
+    bw = system.mem_bandwidth * 8
+    if not 1 <= bw <= 64 or bw != int(bw):
+        raise FdpuError(f"--mem-bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes per "
+                        f"cycle, got {system.mem_bandwidth}")
+    if not 0 <= system.mem_latency < 1 << 16:
+        raise FdpuError(f"--mem-latency must be in 0 .. 65535 cycles, got {system.mem_latency}")
+
+
+def _print(rec, pred, plan, params):
+    """Print the prediction: totals, then one row per pass."""
+    t = Table(title=f"fdpu run --sim model: {rec['layer']} ({plan.mode}, batch {plan.N}, "
+                    f"{params.rows}x{params.cols} PEs, {params.slots} slots, "
+                    f"{params.int_issue} INT issue{'s' if params.int_issue > 1 else ''}, "
+                    f"{rec['dma_channels']} DMA channel{'s' if rec['dma_channels'] > 1 else ''})",
+              title_justify="left")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
+    t.add_row("passes / contexts per pass", f"{plan.passes} / {plan.contexts}")
+    t.add_row("load balance (engines' mean / max FACC steps)", f"{rec['load_balance']:.3f}")
+    t.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
+              f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
+    t.add_row("FP utilization (FACC steps incl. padding / peak, compute cycles)",
+              f"{rec['utilization']:.2%}")
+    t.add_row("nnz utilization (useful multiply-adds / peak, compute cycles)",
+              f"{rec['nnz_utilization']:.2%}")
+    t.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
+    t.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    t.add_row("external MB read / written (DMA)",
+              f"{megabytes(rec['ext_read_bytes'])} / {megabytes(rec['ext_write_bytes'])}")
+    t.add_row("external MB: the layer's minimum (weights as stored + inputs + outputs)",
+              f"{megabytes(rec['min_external_bytes'])} "
+              f"({rec['external_bytes'] / max(1, rec['min_external_bytes']):.2f} x)")
+    t.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")
+    t.add_row("busiest resource (most contexts)", pred.passes[0].bound)
+    t.add_row("model time", f"{rec['model_seconds']:.2f} s")
+    console().print(t)
+    p = Table(title="per pass (cycles; bytes)", title_justify="left")
+    for col in ("pass", "DMA-in", "config", "contexts", "compute", "waits for DMA", "span",
+                "DMA-out", "bytes in", "bytes out"):
+        p.add_column(col, justify="right")
+    for i, f in enumerate(pred.passes):
+        p.add_row(str(i), f"{f.dma_in:,}", f"{f.config:,}", f"{f.contexts:,}",
+                  f"{f.compute:,}", f"{f.hold:,}", f"{f.span:,}", f"{f.dma_out:,}",
+                  f"{f.ext_in:,}", f"{f.ext_out:,}")
+    console().print(p)
+    console().print("figures from the performance model (docs/perf.md; its error against the "
+                    "RTL: fdpu model-check)")

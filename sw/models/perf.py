@@ -1,0 +1,452 @@
+"""The performance model: cycles, utilization and external traffic of an FC plan, in a second.
+
+Contract (``docs/perf.md`` has the reasoning and the error against the RTL)
+---------------------------------------------------------------------------
+:func:`predict` takes an :class:`~sw.compiler.fc_plan.FcPlan`, its binary16 weights (the
+stored weights set the sparse item sizes and the ``skip`` graph's work) and the system around
+the array (:class:`System`: DMA channels, external memory latency and bandwidth,
+configuration ports, configuration behind the DMA-in) and returns a :class:`Prediction`: per
+pass the configuration, DMA-in, context, compute, end-to-end and DMA-out cycles and the
+external bytes in and out, and in total the cycles, utilization, external bytes and peak
+bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no token:
+
+* **Work.** Every engine's issues per context come from its graph's rates
+  (:func:`sw.compiler.blocking.engine_issues`, split by the PE's pipes); for the ``skip`` graph
+  they are linear in the item's stored weights (:func:`sw.compiler.balance.row_steps`).
+* **A context on an engine** takes its busiest resource's cycles plus a fixed overhead: its
+  longest accumulation (one FACC's steps, one after the other), the FP pipe, the INT pipes (two with ``int_issue = 2``), its home Dbuf (one access a cycle,
+  shared by the engines homed there, :data:`~Constants.dbuf`), the busiest mesh link its
+  loads cross (:func:`sw.compiler.home_dbufs.link_engines`) and, for the SWITCH graph, the
+  loop of each weight row; each divided by the rate the RTL reaches (:class:`Constants`).
+* **Contexts** start on each engine as soon as its previous one is done and at most
+  ``window`` (the operand depth) are in flight: context ``c`` waits for context
+  ``c - window`` to retire on every engine (the MicC's window); the pass ends a latency after
+  the last context retires.
+* **Configuration** reads one Cbuf word per cycle and port: the image's records on the
+  busiest port (:meth:`~sw.compiler.image.Image.cbuf_port_words`), plus a drain.
+* **DMA** moves each pass's Dbuf data (descriptor tables, input blocks, item data, laid out
+  as :mod:`sw.compiler.dbuf_layout` lays them out, runs of one Dbuf merged as the runtime merges
+  them), the Cbuf image on the first pass and the descriptors; each Dbuf's data go over one
+  channel (the channels balanced by bytes), at the memory's bandwidth plus a cost per
+  descriptor and the memory latency; the DMA-out moves the pass's output blocks.
+* **A pass** with ``overlap`` configures behind its DMA-in (its contexts wait for both);
+  without, DMA-in, configuration and contexts follow each other; the DMA-out follows.
+
+The rates and overheads are fitted to RTL runs by ``scripts/calibrate.py`` and stored with
+those runs in ``sw/models/calibration.json`` (:func:`sw.models.perf_fit.constants`).
+"""
+
+import heapq
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from sw.compiler import balance, blocking, home_dbufs
+from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
+
+__all__ = ["System", "Constants", "PassFigures", "Prediction", "predict", "MERGE_GAP"]
+
+#: Segments of one Dbuf closer than this many bytes share a DMA descriptor (the runtime's
+#: rule, ``tb.host.job_plan.MERGE_GAP``).
+MERGE_GAP = 256
+
+
+@dataclass(frozen=True)
+class System:
+    """The system around the array: what ``fdpu run --sim verilator`` simulates with it."""
+    dma_channels: int = 4
+    mem_latency: int = 20
+    mem_bandwidth: float = 8.0
+    config_ports: int = 4
+    overlap: bool = True
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The model's fitted rates and overheads (``sw/models/calibration.json``).
+
+    ``fp``, ``pipe2``, ``pipe0``, ``int1``: issues per cycle the FP pipe, INT pipe 2, pipe 0
+    (``int_issue = 2``) and the single INT pipe (``int_issue = 1``) sustain; ``dbuf``: accesses
+    per cycle a Dbuf serves; ``mesh``: flits per cycle a link carries for the engines routed
+    over it; ``loop``: cycles per column of a SWITCH loop; ``acc``: cycles per step of one
+    accumulation (a FACC's steps depend on each other); ``context``: cycles a context adds
+    beside its busiest resource; ``tail``: cycles from the last context's work to the pass's
+    end; ``config0``, ``config1``: configuration cycles, fixed and per Cbuf word of the busiest
+    port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles fixed, per descriptor, and the share of
+    the memory bandwidth a channel reaches.
+    """
+    fp: float = 1.0
+    pipe2: float = 1.0
+    pipe0: float = 1.0
+    int1: float = 1.0
+    dbuf: float = 1.0
+    mesh: float = 1.0
+    loop: float = 20.0
+    acc: float = 1.0
+    context: float = 50.0
+    tail: float = 100.0
+    config0: float = 100.0
+    config1: float = 1.0
+    dma0: float = 50.0
+    dma_desc: float = 30.0
+    dma_bw: float = 1.0
+
+
+@dataclass
+class PassFigures:
+    """One pass's predicted cycles and external bytes (named as the RTL run's ``pass_cycles``)."""
+    dma_in: int
+    config: int
+    contexts: int
+    hold: int
+    span: int
+    dma_out: int
+    ext_in: int
+    ext_out: int
+    bound: str = ""
+
+    @property
+    def compute(self):
+        """Return configuration + contexts (the MicC's cycles without waiting for the DMA)."""
+        return self.config + self.contexts
+
+
+@dataclass
+class Prediction:
+    """What :func:`predict` returns: per pass :class:`PassFigures` and the layer's totals."""
+    passes: list
+    flops: int
+    useful_flops: int
+    dense_flops: int
+    peak_per_cycle: int
+    min_external_bytes: int
+    seconds: float = 0.0
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def compute_cycles(self):
+        return sum(p.compute for p in self.passes)
+
+    @property
+    def cycles(self):
+        """Return the end-to-end cycles (every pass's span and DMA-out)."""
+        return sum(p.span + p.dma_out for p in self.passes)
+
+    @property
+    def dma_cycles(self):
+        return sum(p.dma_in + p.dma_out for p in self.passes)
+
+    @property
+    def ext_in(self):
+        return sum(p.ext_in for p in self.passes)
+
+    @property
+    def ext_out(self):
+        return sum(p.ext_out for p in self.passes)
+
+    @property
+    def peak_bandwidth(self):
+        """Return the largest bytes per compute cycle of a pass (the RTL run's definition)."""
+        return max((p.ext_in + p.ext_out) / max(1, p.compute) for p in self.passes)
+
+    def as_dict(self):
+        """Return the figures as ``fdpu run --sim verilator --json`` names them."""
+        peak = self.peak_per_cycle
+        comp = max(1, self.compute_cycles)
+        return dict(
+            cycles=self.cycles, compute_cycles=self.compute_cycles, dma_cycles=self.dma_cycles,
+            config_cycles=sum(p.config for p in self.passes),
+            context_cycles=sum(p.contexts for p in self.passes),
+            hold_cycles=sum(p.hold for p in self.passes),
+            pass_cycles=[dict(asdict(p), compute=p.compute) for p in self.passes],
+            flops=self.flops, utilization=self.flops / (peak * comp),
+            nnz_utilization=self.useful_flops / (peak * comp),
+            dense_utilization=self.dense_flops / (peak * comp),
+            utilization_end_to_end=self.flops / (peak * max(1, self.cycles)),
+            ext_read_bytes=self.ext_in, ext_write_bytes=self.ext_out,
+            external_bytes=self.ext_in + self.ext_out,
+            min_external_bytes=self.min_external_bytes,
+            peak_bandwidth=self.peak_bandwidth, model_seconds=self.seconds, **self.notes)
+
+
+def predict(plan, weights, system=System(), constants=None, image=None):
+    """Return the :class:`Prediction` of running ``plan`` on ``weights`` (``K x C``).
+
+    ``constants`` default to the calibrated ones (:func:`sw.models.perf_fit.constants`);
+    ``image`` is the plan's assembled image if the caller has it (its Cbuf words set the
+    configuration cycles and bytes), else it is assembled without data.
+    """
+    t0 = time.perf_counter()
+    pred = Workload(plan, weights, system, image).evaluate(constants)
+    pred.seconds = time.perf_counter() - t0
+    return pred
+
+
+class Workload:
+    """What a plan asks of the hardware, before any rate: per pass and context every engine's
+    stored-weight density, per DMA phase and channel the bytes and descriptors, the
+    configuration's Cbuf words.  :meth:`evaluate` turns it into cycles with the constants
+    (the fitting script evaluates one workload with many constants)."""
+
+    def __init__(self, plan, weights, system=System(), image=None):
+        self.plan, self.system = plan, system
+        p = plan.params
+        w16 = np.asarray(weights, dtype=np.float16)
+        rows = balance.row_steps(plan, w16).reshape(plan.kblocks, plan.kb)
+        steps, chain = rows.sum(axis=1), rows.max(axis=1)
+        nnz_rows = _row_nnz(plan, w16)
+        self.work = _Work(plan)
+        self.cfg_words, cbuf_words = _config_words(plan, image, system.config_ports)
+        self.passes = []
+        for q in range(plan.passes):
+            dens = self.work.densities(q, steps, chain)
+            din = _dma_load(_pass_segments(plan, q, nnz_rows), p, system.dma_channels,
+                            cbuf_words if q == 0 else [])
+            dout = _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
+            self.passes.append((dens, din, dout))
+        nnz = int(np.count_nonzero(w16.view(np.uint16)))
+        n = plan.N
+        self.useful_flops = 2 * nnz * n
+        self.dense_flops = 2 * plan.K * plan.C * n
+        self.min_bytes = (plan.K * plan.C * 2 if plan.mode == "dense"
+                          else _fdcsr_bytes(plan, nnz)) + n * plan.C * 2 + n * plan.K * 2
+
+    def evaluate(self, constants=None):
+        """Return the :class:`Prediction` with ``constants`` (default: the calibrated ones)."""
+        if constants is None:
+            from sw.models import perf_fit
+            constants = perf_fit.constants()
+        k, system, p = constants, self.system, self.plan.params
+        config = int(round(k.config0 + k.config1 * self.cfg_words))
+        passes, fsteps = [], 0.0
+        for dens, din, dout in self.passes:
+            ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
+            fsteps += fp
+            dma_in, moved, ndesc = _dma_cycles(din, system, k)
+            dma_out, ext_out, nout = _dma_cycles(dout, system, k)
+            # The DMA reads its descriptor lists, in and out, from external memory.
+            ext_in = moved + DMA_DESC_BYTES * (ndesc + nout)
+            if system.overlap:
+                ready, hold = max(dma_in, config), max(0, dma_in - config)
+            else:
+                ready, hold = dma_in + config, 0
+            passes.append(PassFigures(dma_in, config, ctx_cycles, hold, ready + ctx_cycles,
+                                      dma_out, ext_in, ext_out, bound))
+        return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
+                          useful_flops=self.useful_flops, dense_flops=self.dense_flops,
+                          peak_per_cycle=p.num_pes * LANES * 2,
+                          min_external_bytes=self.min_bytes)
+
+
+def _fdcsr_bytes(plan, nnz):
+    """Return the bytes of the layer in FD-CSR (values, 16-bit masks, 32-bit row offsets)."""
+    rows16 = plan.K * (-(-plan.C // 16))
+    return 2 * nnz + 2 * rows16 + 4 * rows16
+
+
+def _row_nnz(plan, w16):
+    """Return the stored weights of each item row (``kblocks x kb``; the ``skip`` graph's
+    empty rows store one)."""
+    rows = np.asarray(plan.rows)
+    nz = np.zeros(len(rows), dtype=np.int64)
+    live = rows < plan.K
+    nz[live] = np.count_nonzero(w16.view(np.uint16)[rows[live]], axis=1)
+    if plan.skip:
+        nz = np.maximum(nz, 1)
+    return nz.reshape(plan.kblocks, plan.kb).sum(axis=1)
+
+
+class _Work:
+    """Per-context cycles of the engines of a plan (the module doc's "work" and "context")."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        p = plan.params
+        args = (plan.mode, plan.kb, plan.gb, plan.Cw, plan.feedback, plan.wfan, plan.fan_pipe0,
+                plan.sparse_graph)
+        if plan.skip:
+            self.lo = blocking.engine_issues(*args, density=0.0)
+            self.hi = blocking.engine_issues(*args, density=1.0)
+        else:
+            self.lo = self.hi = blocking.engine_issues(*args)
+        self.homes = np.array([d for _, d in plan.homes], dtype=np.int64)
+        self.links = home_dbufs.link_engines(p, plan.homes) if plan.homes else 1
+        self.window = p.operand_depth
+
+    def densities(self, q, steps, chain):
+        """Return pass ``q``'s ``(densities, chains)``, each ``contexts x engines``: the
+        stored-weight density of each context's item (FACC steps over ``kb x Cw``) and its
+        longest accumulation (FACC steps of its fullest row); ``steps`` and ``chain`` are
+        those of each row block, per lane group."""
+        plan = self.plan
+        E, ctxs = plan.engines, plan.pass_contexts(q)
+        items = np.asarray(plan.pass_items(q))
+        dummy = 1 if plan.skip else plan.Cw
+        st = np.full(ctxs * E, plan.kb * dummy, dtype=np.float64)
+        ch = np.full(ctxs * E, dummy, dtype=np.float64)
+        st[:len(items)] = steps[items % plan.kblocks]
+        ch[:len(items)] = chain[items % plan.kblocks]
+        return st.reshape(ctxs, E) / (plan.kb * plan.Cw), ch.reshape(ctxs, E)
+
+    def _issues(self, density):
+        """Return ``(fp, pipe 2, pipe 0 or None, loads)`` at row density ``density`` (arrays)."""
+        lo, hi, p = self.lo, self.hi, self.plan.params
+
+        def lin(name):
+            a, b = getattr(lo, name), getattr(hi, name)
+            return a + (b - a) * density
+        fp, mem = lin("fp"), lin("mem")
+        other, p0 = lin("other"), lin("iter") + lin("hinted") + mem
+        if p.int_issue == 2:
+            return fp, other, p0, mem
+        return fp, other + p0, None, mem
+
+    def pass_cycles(self, work, k):
+        """Return ``(context cycles, busiest bound, FACC steps)`` of a pass whose contexts and
+        engines have the stored-weight densities and accumulations ``work``
+        (:meth:`densities`)."""
+        plan = self.plan
+        dens, chain = work
+        fp, p2, p0, mem = self._issues(dens)
+        terms = {"fp": fp / k.fp, "accumulation": chain * k.acc}
+        if p0 is None:
+            terms["int pipe"] = p2 / k.int1
+        else:
+            terms["pipe 2"], terms["pipe 0"] = p2 / k.pipe2, p0 / k.pipe0
+        share = np.zeros((dens.shape[0], int(self.homes.max()) + 1))
+        for e, d in enumerate(self.homes):
+            share[:, d] += mem[:, e]
+        terms["dbuf"] = share[:, self.homes] / k.dbuf
+        terms["mesh link"] = mem * self.links / k.mesh
+        if plan.mode == "sparse" and plan.sparse_graph == "switch":
+            terms["switch loop"] = np.full(dens.shape, plan.Cw * k.loop)
+        names = list(terms)
+        stack = np.stack([np.broadcast_to(terms[n], dens.shape) for n in names])
+        cyc = stack.max(axis=0) + k.context
+        bound = names[int(np.bincount(stack.argmax(axis=0).ravel(),
+                                      minlength=len(names)).argmax())]
+        finish = np.zeros(dens.shape[1])
+        retired = []
+        for c in range(dens.shape[0]):
+            start = finish if c < self.window else np.maximum(finish, retired[c - self.window])
+            finish = start + cyc[c]
+            retired.append(finish.max())
+        total = (retired[-1] if retired else 0.0) + k.tail
+        return int(round(total)), bound, float(np.sum(fp))
+
+
+def _config_words(plan, image, ports):
+    """Return ``(records' words of the busiest configuration port, the Cbuf words each port
+    loads)`` of the image (port 0's CTX templates included; ports without words left out)."""
+    if image is None:
+        from sw.compiler.asm import assemble
+        from sw.compiler.program import program
+        graph, placement = program(plan)
+        image = assemble(graph, placement, {}, max(1, plan.pass_contexts(0)))
+    cfgs, templates = image.cbuf_port_words(ports)
+    loads = [len(c) + (len(templates) if q == 0 else 0) for q, c in enumerate(cfgs)]
+    return max(len(c) for c in cfgs), [n for n in loads if n]
+
+
+def _pass_segments(plan, q, nnz_rows):
+    """Return ``[(global address, bytes)]`` of pass ``q``'s Dbuf data, laid out as
+    :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only)."""
+    p = plan.params
+    items = list(plan.pass_items(q))
+    ctxs = plan.pass_contexts(q)
+    engines_at = {}
+    for e, (_, d) in enumerate(plan.homes):
+        engines_at.setdefault(d, []).append(e)
+    cursor = {d: p.dbuf_base(d) + len(es) * plan.contexts * DESC_BYTES
+              for d, es in engines_at.items()}
+    segs = [(plan.desc_base[e], ctxs * DESC_BYTES) for e in range(plan.engines)]
+    inputs = set()
+
+    def alloc(d, n):
+        a = align(cursor[d], 8)
+        cursor[d] = a + n
+        return a
+
+    for slot in range(ctxs * plan.engines):
+        d = plan.homes[slot % plan.engines][1]
+        if slot < len(items):
+            kbi, gbi = plan.item(items[slot])
+            nz = int(nnz_rows[kbi])
+            need = (d, gbi) not in inputs
+        else:
+            # A dummy item reads any input block of its Dbuf (one is allocated if none is).
+            gbi, nz = None, plan.kb if plan.skip else 0
+            need = not any(dd == d for dd, _ in inputs)
+        if need:
+            inputs.add((d, gbi))
+            segs.append((alloc(d, plan.input_bytes), plan.input_bytes))
+        nbytes = _item_bytes(plan, nz)
+        a = alloc(d, nbytes)
+        if nbytes:
+            segs.append((a, nbytes))
+        alloc(d, plan.output_bytes)
+    return segs
+
+
+def _item_bytes(plan, nnz):
+    """Return the bytes of an item's data with ``nnz`` stored weights (``dbuf_layout``)."""
+    if plan.mode == "dense":
+        return plan.kb * plan.C * 2
+    if plan.skip:
+        return plan.skip_offsets[2] + align(2 * nnz, 8)
+    r = plan.kb * plan.R16
+    return align(2 * r, 4) + align(4 * r, 8) + 2 * nnz
+
+
+def _output_segments(plan, q):
+    """Return ``[(dbuf, bytes)]`` of the output blocks pass ``q`` stores out."""
+    items = list(plan.pass_items(q))
+    return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
+
+
+def _dma_load(segs, p, channels, cbuf_words, out=False):
+    """Return per DMA channel ``(bytes, descriptors)`` of one DMA phase moving ``segs``.
+
+    DMA-in: ``segs`` are ``(global address, bytes)``, merged per Dbuf into runs as the runtime
+    merges them (:data:`MERGE_GAP`); DMA-out: ``(dbuf, bytes)``, a descriptor each.  Each
+    Dbuf's data go over one channel, the Dbufs given, most bytes first, to the least loaded
+    channel; the Cbuf words (``cbuf_words``: per configuration port, a descriptor each) go
+    over channel 0.
+    """
+    per = {}
+    if out:
+        for d, n in segs:
+            b, r = per.get(d, (0, 0))
+            per[d] = (b + n, r + 1)
+    else:
+        spans = sorted((a & ~7, -(-(a + n) // 8) * 8) for a, n in segs if n)
+        runs = []
+        for lo, hi in spans:
+            if runs and lo <= runs[-1][1] + MERGE_GAP and \
+                    p.dbuf_of(lo)[0] == p.dbuf_of(runs[-1][0])[0]:
+                runs[-1][1] = max(runs[-1][1], hi)
+            else:
+                runs.append([lo, hi])
+        for lo, hi in runs:
+            d = p.dbuf_of(lo)[0]
+            b, r = per.get(d, (0, 0))
+            per[d] = (b + hi - lo, r + 1)
+    heap = [(8 * sum(cbuf_words), c, len(cbuf_words)) if c == 0 else (0, c, 0)
+            for c in range(channels)]
+    heapq.heapify(heap)
+    for d in sorted(per, key=lambda d: -per[d][0]):
+        b, c, r = heapq.heappop(heap)
+        heapq.heappush(heap, (b + per[d][0], c, r + per[d][1]))
+    return [(b, r) for b, _, r in heap]
+
+
+def _dma_cycles(load, system, k):
+    """Return ``(cycles, bytes, descriptors)`` of a DMA phase with per-channel ``load``."""
+    bw = system.mem_bandwidth * k.dma_bw
+    ndesc = sum(r for _, r in load)
+    if not ndesc:
+        return 0, 0, 0
+    cyc = max(b / bw + r * (k.dma_desc + system.mem_latency) for b, r in load)
+    return int(round(cyc + k.dma0)), sum(b for b, _ in load), ndesc

@@ -1,0 +1,249 @@
+"""The performance model's calibration: its constants, the RTL runs they were fitted on, the error.
+
+Contract
+--------
+``sw/models/calibration.json`` (:data:`CALIBRATION`) holds the fitted
+:class:`~sw.models.perf.Constants` and every calibration point: its name, the command that
+measured it, its configuration (layer or shape, density, seed, batch, graph and blocking,
+array, system), what the RTL measured, and whether it was *held out* of the fit.
+
+* :func:`constants` returns the fitted constants (read once).
+* :func:`workload` rebuilds a point's plan and weights and returns its
+  :class:`~sw.models.perf.Workload`; :func:`measured` the figures the model is compared on.
+* :func:`fit` fits the constants to the points not held out (``scipy.optimize.least_squares``
+  on the relative errors: compute cycles; configuration cycles; DMA-in and DMA-out cycles of
+  the points whose DMA ran on the RTL) and returns the new calibration;
+  :func:`save` writes it.
+* :func:`check` predicts every point with the given constants and returns one row per point
+  (predicted, measured, relative error) and the mean and largest errors, fitted and held-out
+  points apart; :func:`print_check` prints them (``fdpu model-check``).
+"""
+
+import functools
+import json
+import os
+from dataclasses import asdict, fields
+
+import numpy as np
+
+from sw.compiler import layers, planner
+from sw.models.perf import Constants, System, Workload
+from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
+
+__all__ = ["CALIBRATION", "constants", "load", "workload", "measured", "fit", "save", "check",
+           "print_check", "TARGETS"]
+
+#: The calibration file: fitted constants and the RTL points they came from.
+CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
+
+#: The error targets: compute cycles within 5 %, end-to-end cycles within 10 % on every point.
+TARGETS = {"compute": 0.05, "end_to_end": 0.10}
+
+#: Constants each residual group fits (the others stay as they are while it is fitted).
+_GROUPS = {
+    "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "context",
+                "tail"),
+    "config": ("config0", "config1"),
+    "dma": ("dma0", "dma_desc", "dma_bw"),
+}
+
+
+def load(path=CALIBRATION):
+    """Return the calibration (the JSON object of :data:`CALIBRATION`)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as exc:
+        raise FdpuError(f"cannot read the performance model's calibration {path}: {exc}") \
+            from exc
+
+
+@functools.lru_cache(maxsize=None)
+def constants(path=CALIBRATION):
+    """Return the fitted :class:`~sw.models.perf.Constants` of the calibration at ``path``."""
+    return Constants(**load(path)["constants"])
+
+
+def _config(rec):
+    """Return the configuration of an RTL record (``fdpu run --sim verilator --json``)."""
+    plan = rec["plan"]
+    return dict(layer=rec["layer"], K=rec["K"], C=rec["C"], N=rec["N"], mode=rec["mode"],
+                density=rec.get("density"), seed=rec.get("seed", 0),
+                sparse_graph=plan.get("sparse_graph"), kb=plan["kb"], gb=plan["gb"],
+                wfan=plan["wfan"], passes=rec["passes"], contexts=rec["contexts"],
+                rows=rec["rows"], cols=rec["cols"], slots=rec["slots"],
+                int_issue=rec.get("int_issue", 1), operand_depth=rec.get("operand_depth", 4),
+                dbuf_bytes=rec.get("dbuf_bytes", 1 << 21),
+                dma_channels=rec.get("dma_channels", 1), mem_latency=rec.get("mem_latency", 20),
+                mem_bandwidth=rec.get("mem_bandwidth", 8.0),
+                config_ports=rec.get("config_ports", 4), overlap=rec.get("overlap", True),
+                backdoor_in=bool(rec.get("dma_in_backdoor", False)))
+
+
+def point(rec, name, command, holdout):
+    """Return the calibration point of an RTL record: configuration and measured figures."""
+    runs = rec.get("pass_cycles")
+    meas = dict(compute=rec["compute_cycles"], config=rec["config_cycles"],
+                contexts=rec["context_cycles"], cycles=rec["cycles"],
+                dma_in=sum(r["dma_in"] for r in runs) if runs else None,
+                dma_out=sum(r["dma_out"] for r in runs) if runs else None,
+                ext_read=rec["ext_read_bytes"], ext_write=rec["ext_write_bytes"],
+                utilization=rec["utilization"])
+    return dict(name=name, command=command, holdout=bool(holdout), config=_config(rec),
+                measured=meas)
+
+
+def workload(pt):
+    """Return the :class:`~sw.models.perf.Workload` of calibration point ``pt``."""
+    c = pt["config"]
+    params = ArrayParams(rows=c["rows"], cols=c["cols"], slots=c["slots"],
+                         int_issue=c["int_issue"], operand_depth=c["operand_depth"],
+                         dbuf_bytes=c["dbuf_bytes"])
+    if c["layer"] in layers.layer_names():
+        w = layers.make_weights(layers.get_layer(c["layer"]), c["density"], c["seed"])
+    else:
+        w = layers.make_weights((c["K"], c["C"]), 1.0 if c["density"] is None else c["density"],
+                                c["seed"])
+    skip = c["mode"] == "sparse" and c["sparse_graph"] == "skip"
+    plan = planner.plan_fc(c["K"], c["C"], c["N"], c["mode"], params, kb=c["kb"], gb=c["gb"],
+                           wfan=c["wfan"] if c["mode"] == "sparse" else None,
+                           sparse_graph=c["sparse_graph"],
+                           row_nnz=np.count_nonzero(w.view(np.uint16), axis=1) if skip else None)
+    if (plan.passes, plan.contexts) != (c["passes"], c["contexts"]):
+        raise FdpuError(f"calibration point {pt['name']}: the plan now has {plan.passes} passes "
+                        f"of {plan.contexts} contexts, the RTL ran {c['passes']} of "
+                        f"{c['contexts']}: re-run it (scripts/calibrate.py run)")
+    system = System(dma_channels=c["dma_channels"], mem_latency=c["mem_latency"],
+                    mem_bandwidth=c["mem_bandwidth"], config_ports=c["config_ports"],
+                    overlap=c["overlap"])
+    return Workload(plan, w, system)
+
+
+def measured(pt):
+    """Return the measured figures of ``pt`` the model is compared on (``None``: not measured,
+    e.g. the DMA-in of a point loaded by backdoor)."""
+    m = dict(pt["measured"])
+    if pt["config"]["backdoor_in"]:
+        m.update(dma_in=None, cycles=None, ext_read=None)
+    return m
+
+
+def _figures(pred):
+    d = pred.as_dict()
+    return dict(compute=d["compute_cycles"], config=d["config_cycles"],
+                contexts=d["context_cycles"], cycles=d["cycles"],
+                dma_in=sum(p.dma_in for p in pred.passes),
+                dma_out=sum(p.dma_out for p in pred.passes), ext_read=d["ext_read_bytes"],
+                ext_write=d["ext_write_bytes"], utilization=d["utilization"])
+
+
+def _residuals(loads, names, base, x, which):
+    k = Constants(**{**base, **dict(zip(names, x))})
+    out = []
+    for wl, meas in loads:
+        pred = _figures(wl.evaluate(k))
+        for key in which:
+            if meas.get(key):
+                out.append((pred[key] - meas[key]) / meas[key])
+    return np.array(out)
+
+
+def fit(points, start=None):
+    """Return the calibration ``{"constants", "points"}`` fitted to ``points`` not held out.
+
+    ``start``: the constants to start from (default :class:`~sw.models.perf.Constants`'s).
+    """
+    from scipy.optimize import least_squares
+    base = asdict(start or Constants())
+    train = [(workload(p), measured(p)) for p in points if not p["holdout"]]
+    if not train:
+        raise FdpuError("no calibration point to fit (all are held out)")
+    for group, which in (("config", ("config",)), ("compute", ("compute",)),
+                         ("dma", ("dma_in", "dma_out"))):
+        names = _GROUPS[group]
+        x0 = np.array([base[n] for n in names], dtype=float)
+        if not len(_residuals(train, names, base, x0, which)):
+            continue
+        res = least_squares(lambda x: _residuals(train, names, base, x, which), x0,
+                            bounds=(np.full(len(x0), 1e-3), np.full(len(x0), np.inf)),
+                            x_scale=np.maximum(np.abs(x0), 1e-2), diff_step=1e-3)
+        base.update(dict(zip(names, (float(v) for v in res.x))))
+    return dict(constants=base, points=list(points))
+
+
+def save(calibration, path=CALIBRATION):
+    """Write ``calibration`` (:func:`fit`'s) to ``path`` and forget the cached constants."""
+    names = {f.name for f in fields(Constants)}
+    if set(calibration["constants"]) != names:
+        raise FdpuError(f"calibration constants must be exactly {sorted(names)}")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(calibration, f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+    constants.cache_clear()
+
+
+def check(calibration=None, names=None):
+    """Return ``(rows, summary)``: each point predicted with the calibration's constants.
+
+    ``rows``: per point its name, ``holdout``, and per figure predicted, measured and relative
+    error (``None`` where not measured); ``summary``: per set (``fitted``, ``held out``) the
+    mean and largest absolute relative error of the compute and end-to-end cycles.
+    ``names`` limits the points checked.
+    """
+    cal = calibration or load()
+    k = Constants(**cal["constants"])
+    rows = []
+    for pt in cal["points"]:
+        if names and pt["name"] not in names:
+            continue
+        wl = workload(pt)
+        pred = wl.evaluate(k)
+        got, meas = _figures(pred), measured(pt)
+        err = {key: (got[key] - meas[key]) / meas[key] if meas.get(key) else None
+               for key in got}
+        rows.append(dict(name=pt["name"], holdout=pt["holdout"], predicted=got, measured=meas,
+                         error=err, bound=pred.passes[0].bound, command=pt["command"]))
+    summary = {}
+    for label, sel in (("fitted", False), ("held out", True)):
+        part = [r for r in rows if r["holdout"] == sel]
+        s = {}
+        for key, fig in (("compute", "compute"), ("end_to_end", "cycles")):
+            errs = [abs(r["error"][fig]) for r in part if r["error"][fig] is not None]
+            s[key] = dict(points=len(errs), mean=float(np.mean(errs)) if errs else None,
+                          max=float(np.max(errs)) if errs else None)
+        summary[label] = s
+    return rows, summary
+
+
+def print_check(rows, summary, console):
+    """Print :func:`check`'s rows and summary as tables on a rich ``console``."""
+    from rich.table import Table
+    t = Table(title="performance model vs RTL (calibration points; * held out of the fit)",
+              title_justify="left")
+    for col in ("point", "compute model", "compute RTL", "error", "end to end model",
+                "end to end RTL", "error", "bound"):
+        t.add_column(col, justify="left" if col in ("point", "bound") else "right")
+
+    def pct(v):
+        return "-" if v is None else f"{v:+.1%}"
+
+    def num(v):
+        return "-" if v is None else f"{v:,}"
+    for r in rows:
+        p, m, e = r["predicted"], r["measured"], r["error"]
+        t.add_row(("* " if r["holdout"] else "") + r["name"], num(p["compute"]),
+                  num(m["compute"]), pct(e["compute"]), num(p["cycles"]), num(m["cycles"]),
+                  pct(e["cycles"]), r["bound"])
+    console.print(t)
+    s = Table(title="error summary (|model - RTL| / RTL)", title_justify="left")
+    for col in ("points", "figure", "n", "mean", "max", "target"):
+        s.add_column(col, justify="left" if col in ("points", "figure") else "right")
+    for label, part in summary.items():
+        for key, v in part.items():
+            s.add_row(label, key.replace("_", " "), str(v["points"]),
+                      "-" if v["mean"] is None else f"{v['mean']:.1%}",
+                      "-" if v["max"] is None else f"{v['max']:.1%}", f"{TARGETS[key]:.0%}")
+    console.print(s)

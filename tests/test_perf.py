@@ -1,0 +1,204 @@
+"""The performance model (``sw.models.perf``): its seams with the runtime, its properties, its
+calibration, and ``fdpu run --sim model`` / ``fdpu model-check``."""
+
+import json
+
+import numpy as np
+import pytest
+from cliutil import assert_user_error, run
+
+from sw.compiler import layers, planner
+from sw.compiler.program import pass_images
+from sw.models import perf, perf_fit
+from sw.spec.arch import ArrayParams
+from tb.host.job_plan import plan_job
+
+P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
+
+
+def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1):
+    w = layers.make_weights((K, C), density, seed)
+    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
+    plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=graph, row_nnz=nnz)
+    return plan, w, layers.make_inputs(C, N, seed)
+
+
+@pytest.mark.parametrize("K, C, N, mode, graph, density, dbuf, channels, ports", [
+    (16, 64, 4, "dense", None, 1.0, 1 << 21, 4, 4),
+    (64, 512, 16, "sparse", "gather", 0.25, 1 << 21, 4, 4),
+    (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2),
+    (64, 512, 8, "dense", None, 1.0, 8192, 1, 1),
+    (32, 256, 4, "sparse", "switch", 0.25, 1 << 21, 2, 1),
+])
+def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, channels, ports):
+    # The model lays out the Dbuf data as dbuf_layout does and merges runs and counts
+    # descriptors as the runtime's job plan does: the same bytes, pass by pass.
+    params = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                         dbuf_bytes=dbuf)
+    plan, w, x = _plan(K, C, N, mode, graph, density, params)
+    passes = [(img, [(a, plan.output_bytes) for _, a in outs])
+              for img, outs in pass_images(plan, w, x)]
+    job = plan_job(params, passes, dma_channels=channels, config_ports=ports)
+    pred = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=ports))
+    assert [p.ext_in for p in pred.passes] == job.ext_in
+    assert [p.ext_out for p in pred.passes] == job.ext_out
+
+
+def test_figures_add_up():
+    plan, w, _ = _plan(96, 1024, 64, "sparse", "skip", 0.25,
+                       ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                                   dbuf_bytes=65536))
+    pred = perf.predict(plan, w)
+    d = pred.as_dict()
+    assert plan.passes > 2 and len(pred.passes) == plan.passes
+    assert d["compute_cycles"] == sum(p.config + p.contexts for p in pred.passes)
+    assert d["cycles"] == sum(p.span + p.dma_out for p in pred.passes) >= d["compute_cycles"]
+    for p in pred.passes:
+        assert p.span == max(p.dma_in, p.config) + p.contexts       # overlap (the default)
+    assert 0 < d["nnz_utilization"] <= d["utilization"] <= 1
+    assert d["external_bytes"] > d["min_external_bytes"] > 0
+    json.dumps(d, allow_nan=False)
+
+
+def test_no_overlap_adds_the_phases():
+    plan, w, _ = _plan(64, 256, 16, "dense")
+    on = perf.predict(plan, w, perf.System(overlap=True))
+    off = perf.predict(plan, w, perf.System(overlap=False))
+    for a, b in zip(on.passes, off.passes):
+        assert b.span == b.dma_in + b.config + b.contexts >= a.span
+        assert b.hold == 0
+
+
+def test_two_int_issues_speed_up_the_sparse_graph():
+    # The gather graph's INT work goes to two pipes with the paper's two integer units.
+    one = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=1)
+    two = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
+    w = layers.make_weights((32, 512), 0.25, 0)
+    cycles = {}
+    for params in (one, two):
+        plan = planner.plan_fc(32, 512, 4, "sparse", params, kb=8, gb=1, wfan=4,
+                               sparse_graph="gather")
+        cycles[params.int_issue] = perf.predict(plan, w).compute_cycles
+    assert cycles[2] < cycles[1], cycles
+
+
+def test_skip_work_follows_the_stored_weights():
+    # The skip graph's cycles fall with the density; the gather graph's do not.
+    got = {}
+    for graph in ("skip", "gather"):
+        for density in (0.05, 0.5):
+            plan, w, _ = _plan(128, 1024, 16, "sparse", graph, density)
+            got[graph, density] = perf.predict(plan, w).compute_cycles
+    assert got["skip", 0.05] * 4 < got["skip", 0.5]
+    assert abs(got["gather", 0.05] - got["gather", 0.5]) < 0.1 * got["gather", 0.5]
+
+
+def test_dbuf_shared_by_engines_costs_cycles():
+    # The same engine's Dbuf accesses: alone on its Dbuf or sharing it takes longer.
+    k = perf_fit.constants()
+    slow = perf.Constants(**{**k.__dict__, "dbuf": k.dbuf / 4, "mesh": k.mesh / 4})
+    plan, w, _ = _plan(128, 1024, 64, "sparse", "skip", 0.25)
+    wl = perf.Workload(plan, w)
+    assert wl.evaluate(slow).compute_cycles > wl.evaluate(k).compute_cycles
+
+
+def test_calibration_file_is_complete():
+    cal = perf_fit.load()
+    pts = cal["points"]
+    assert len(pts) >= 20
+    assert {p["config"]["rows"] for p in pts} >= {1, 2, 4, 8}
+    graphs = {p["config"]["sparse_graph"] or "dense" for p in pts}
+    assert graphs >= {"dense", "gather", "switch", "skip"}
+    assert {p["config"]["N"] for p in pts} >= {1, 4, 64}
+    assert any(p["config"]["passes"] > 1 for p in pts)
+    assert any(p["holdout"] for p in pts) and not all(p["holdout"] for p in pts)
+    assert all(p["command"] for p in pts)
+
+
+def test_model_check_reports_every_point():
+    rows, summary = perf_fit.check()
+    assert len(rows) == len(perf_fit.load()["points"])
+    for part in ("fitted", "held out"):
+        s = summary[part]["compute"]
+        print(f"{part}: compute error mean {s['mean']:.1%}, max {s['max']:.1%} "
+              f"over {s['points']} points")
+    # The fit is a least-squares fit: on the points it was fitted on the mean error is small.
+    assert summary["fitted"]["compute"]["mean"] < perf_fit.TARGETS["compute"]
+
+
+def test_fit_recovers_known_constants():
+    # Points "measured" by the model itself with known constants: the fit finds them again.
+    pts = perf_fit.load()["points"]
+    pick = [p for p in pts if p["config"]["rows"] <= 2][:6]
+    truth = perf.Constants(**{**perf_fit.constants().__dict__, "context": 80.0, "tail": 150.0,
+                              "config1": 1.5})
+    fake = []
+    for p in pick:
+        pred = perf_fit.workload(p).evaluate(truth)
+        meas = dict(p["measured"], compute=pred.compute_cycles,
+                    config=sum(q.config for q in pred.passes),
+                    dma_in=sum(q.dma_in for q in pred.passes),
+                    dma_out=sum(q.dma_out for q in pred.passes))
+        fake.append(dict(p, holdout=False, measured=meas))
+    before, _ = perf_fit.check(dict(constants=perf_fit.constants().__dict__, points=fake))
+    cal = perf_fit.fit(fake, start=perf_fit.constants())
+    after, _ = perf_fit.check(cal)
+
+    def worst(rows):
+        return max(abs(r["error"]["compute"]) for r in rows)
+    assert worst(after) < min(0.03, worst(before) / 3), (worst(before), worst(after))
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def test_run_sim_model(tmp_path, capsys):
+    path = tmp_path / "m.json"
+    status, out, _ = run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8", "--batch",
+                         64, "--json", path)
+    assert status == 0 and "sparse/skip" in out and "per pass" in out
+    rec = json.loads(path.read_text())
+    assert rec["sim"] == "model" and rec["passes"] == 1
+    assert (rec["slots"], rec["operand_depth"], rec["int_issue"], rec["dma_channels"]) == \
+        (128, 2, 2, 4)
+    assert rec["cycles"] >= rec["compute_cycles"] > 0
+    assert rec["external_bytes"] > rec["min_external_bytes"]
+
+
+def test_run_sim_model_takes_the_system_options(tmp_path, capsys):
+    got = {}
+    for ch in (1, 4):
+        path = tmp_path / f"m{ch}.json"
+        status, _, _ = run(capsys, "run", "--sim", "model", "--in-features", 512,
+                           "--out-features", 64, "--batch", 16, "--rows", 2, "--cols", 2,
+                           "--dma-channels", ch, "--json", path)
+        assert status == 0
+        got[ch] = json.loads(path.read_text())
+    assert got[4]["dma_cycles"] < got[1]["dma_cycles"]
+    assert got[4]["compute_cycles"] == got[1]["compute_cycles"]
+
+
+@pytest.mark.parametrize("extra, match", [
+    (("--out", "y.npy"), "--out applies to a simulation, not to --sim model"),
+    (("--waves",), "--waves applies to a simulation"),
+    (("--max-cycles", 10), "--max-cycles applies to a simulation"),
+    (("--engine", "exact"), "--engine applies to a simulation"),
+    (("--golden", "fast", "--no-feedback"), "--golden, --no-feedback apply to a simulation"),
+    (("--dma-channels", 0), "--dma-channels must be in 1..8"),
+    (("--config-ports", 3), "--config-ports must be 1, 2 or 4"),
+    (("--mem-bandwidth", 0.1), "--mem-bandwidth must be a multiple of 1/8"),
+    (("--operand-depth", 3), "operand_depth must be a power of two"),
+])
+def test_run_sim_model_refuses(capsys, extra, match):
+    assert_user_error(capsys, "run", "--sim", "model", "--in-features", 64, "--out-features",
+                      8, "--rows", 2, "--cols", 2, *extra, match=match)
+
+
+def test_model_check_command(tmp_path, capsys):
+    name = perf_fit.load()["points"][0]["name"]
+    path = tmp_path / "c.json"
+    status, out, _ = run(capsys, "model-check", "--point", name, "--json", path)
+    assert status == 0 and name in out and "error summary" in out
+    rec = json.loads(path.read_text())
+    assert [r["name"] for r in rec["rows"]] == [name]
+    assert_user_error(capsys, "model-check", "--point", "no-such-point",
+                      match="no calibration point named no-such-point")
