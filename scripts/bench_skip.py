@@ -68,13 +68,23 @@ def _point(args, cache, layer, k, c, density, batch, graph):
     return rec
 
 
+def _issue(rec):
+    """FP issue utilization (records before the metrics were renamed call it utilization)."""
+    return rec.get("issue_utilization", rec["utilization"])
+
+
+def _useful(rec):
+    """Useful utilization (records before the rename call it nnz_utilization)."""
+    return rec["nnz_utilization"] if "nnz_utilization" in rec else rec["utilization"]
+
+
 def _line(rec, dense):
     ratio = rec["compute_cycles"] / dense["compute_cycles"] if dense else float("nan")
     k = rec["key"]
     print(f"{k['layer'] or str(k['K']) + 'x' + str(k['C'])} density {k['density']} batch "
           f"{k['N']} {k['graph']:6}: match {rec['match']}, compute {rec['compute_cycles']:,} "
-          f"cycles ({ratio:.3f} x dense), FP util {rec['utilization']:.1%}, nnz util "
-          f"{rec['nnz_utilization']:.1%}, load balance {rec['load_balance']:.3f}, external "
+          f"cycles ({ratio:.3f} x dense), FP issue util {_issue(rec):.1%}, util "
+          f"{_useful(rec):.1%}, load balance {rec['load_balance']:.3f}, external "
           f"{rec['external_bytes']:,} B", flush=True)
 
 

@@ -41,6 +41,7 @@ CACHE = os.path.join(ROOT, "docs", "data", "calibration.jsonl")
 BENCH = (os.path.join(ROOT, "docs", "data", "skip_fc8.jsonl"),
          os.path.join(ROOT, "docs", "data", "skip_sweep.jsonl"))
 
+#: The README's configuration, at the operand depth each point states.
 _README = "--slots 128 --int-issue 2 --dma-channels 4"
 
 #: ``(name, fdpu run options)`` of the points run here, on Verilator with the real DMA.
@@ -65,10 +66,10 @@ POINTS = (
                              "--batch 4 --density 0.25 --sparse-graph switch"),
     ("2x2-dense-64x256-b1", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
                             "--batch 1 --mode dense"),
-    ("2x2-skip-96x1024-b64-3pass", "--rows 2 --cols 2 --out-features 96 --in-features 1024 "
+    ("2x2-skip-96x1024-b64-multipass", "--rows 2 --cols 2 --out-features 96 --in-features 1024 "
                                    "--batch 64 --density 0.25 --sparse-graph skip "
                                    "--dbuf-bytes 65536"),
-    ("2x2-dense-64x512-b8-2pass", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+    ("2x2-dense-64x512-b8-multipass", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
                                   "--batch 8 --mode dense --dbuf-bytes 8192"),
     ("4x4-dense-256x1024-b4", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
                               "--batch 4 --mode dense"),
@@ -85,16 +86,56 @@ POINTS = (
     ("8x8-dense-256x1024-b4", "--out-features 256 --in-features 1024 --batch 4 --mode dense"),
 )
 
+#: The same kind of points at operand depth 2 (the defaults: the paper's 6 KB operand
+#: buffer); :data:`POINTS` above ran at depth 4.
+POINTS_D2 = (
+    ("d2-1x1-dense-16x64-b4", "--rows 1 --cols 1 --out-features 16 --in-features 64 --batch 4 "
+                              "--mode dense"),
+    ("d2-1x1-skip-32x256-b8", "--rows 1 --cols 1 --out-features 32 --in-features 256 "
+                              "--batch 8 --density 0.25 --sparse-graph skip"),
+    ("d2-1x1-gather-32x128-b4", "--rows 1 --cols 1 --out-features 32 --in-features 128 "
+                                "--batch 4 --density 0.25 --sparse-graph gather"),
+    ("d2-1x1-switch-16x128-b4", "--rows 1 --cols 1 --out-features 16 --in-features 128 "
+                                "--batch 4 --density 0.25 --sparse-graph switch"),
+    ("d2-2x2-dense-64x256-b16", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
+                                "--batch 16 --mode dense"),
+    ("d2-2x2-skip-64x512-b16", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                               "--batch 16 --density 0.1 --sparse-graph skip"),
+    ("d2-2x2-gather-64x512-b64", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                                 "--batch 64 --density 0.25 --sparse-graph gather"),
+    ("d2-2x2-dense-64x256-b1", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
+                               "--batch 1 --mode dense"),
+    ("d2-2x2-skip-64x1024-b16-multipass", "--rows 2 --cols 2 --out-features 64 "
+                                          "--in-features 1024 --batch 16 --density 0.25 "
+                                          "--sparse-graph skip --dbuf-bytes 32768"),
+    ("d2-4x4-dense-256x1024-b4", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                                 "--batch 4 --mode dense"),
+    ("d2-4x4-skip-256x1024-b64", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                                 "--batch 64 --density 0.09 --sparse-graph skip"),
+    ("d2-4x4-gather-128x512-b4", "--rows 4 --cols 4 --out-features 128 --in-features 512 "
+                                 "--batch 4 --density 0.25 --sparse-graph gather"),
+    ("d2-8x8-skip-fc8-b1-d4", "--layer alexnet-fc8 --batch 1 --density 0.04 "
+                              "--sparse-graph skip"),
+)
+
 #: Points not used for fitting (every fourth, by name), reported apart.
 HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
-                     "2x2-dense-64x512-b8-2pass", "4x4-skip-256x1024-b4",
+                     "d2-1x1-gather-32x128-b4", "d2-2x2-dense-64x256-b1",
+                     "d2-4x4-skip-256x1024-b64",
+                     "2x2-dense-64x512-b8-multipass", "4x4-skip-256x1024-b4",
                      "8x8-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
                      "bench-alexnet-fc8-b4-gather-0.25"))
 
 
-def command(opts):
+def command(name, opts):
     """Return the full ``fdpu run`` argument list of a point's options."""
-    return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(_README)]
+    depth = 2 if name.startswith("d2-") else 4
+    return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(_README),
+            "--operand-depth", str(depth)]
+
+
+def _points():
+    return POINTS + POINTS_D2
 
 
 def _density(opts):
@@ -114,10 +155,10 @@ def _cache():
 def run_points(names=None):
     """Run the points not yet in the cache (or only ``names``); append their records."""
     have = _cache()
-    for name, opts in POINTS:
+    for name, opts in _points():
         if (names and name not in names) or name in have:
             continue
-        argv = command(opts)
+        argv = command(name, opts)
         print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "rec.json")
@@ -162,8 +203,8 @@ def main(argv=None):
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
     args = ap.parse_args(argv)
     if args.what == "list":
-        for name, opts in POINTS:
-            print(f"{name:32s} fdpu {' '.join(command(opts))}")
+        for name, opts in _points():
+            print(f"{name:36s} fdpu {' '.join(command(name, opts))}")
         return 0
     if args.what == "run":
         run_points(args.only)
@@ -171,10 +212,11 @@ def main(argv=None):
     from rich.console import Console
     from sw.models import perf_fit
     recs = list(_cache().values()) + bench_points()
-    opts = dict(POINTS)
+    opts = dict(_points())
     for r in recs:
-        if "density" not in r:
-            r["density"] = _density(opts[r["point"]])
+        if r["point"] in opts:
+            r["command"] = "fdpu " + " ".join(command(r["point"], opts[r["point"]]))
+            r.setdefault("density", _density(opts[r["point"]]))
     points = [perf_fit.point(r, r["point"], r["command"], r["point"] in HOLDOUT) for r in recs]
     cal = perf_fit.fit(points)
     perf_fit.save(cal)

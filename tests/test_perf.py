@@ -11,6 +11,7 @@ from sw.compiler import layers, planner
 from sw.compiler.program import pass_images
 from sw.models import perf, perf_fit
 from sw.spec.arch import ArrayParams
+from tb.host import runtime
 from tb.host.job_plan import plan_job
 
 P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
@@ -55,7 +56,8 @@ def test_figures_add_up():
     assert d["cycles"] == sum(p.span + p.dma_out for p in pred.passes) >= d["compute_cycles"]
     for p in pred.passes:
         assert p.span == max(p.dma_in, p.config) + p.contexts       # overlap (the default)
-    assert 0 < d["nnz_utilization"] <= d["utilization"] <= 1
+    assert 0 < d["utilization"] <= d["issue_utilization"] <= 1
+    assert d["utilization"] <= d["utilization_contexts"]
     assert d["external_bytes"] > d["min_external_bytes"] > 0
     json.dumps(d, allow_nan=False)
 
@@ -202,3 +204,23 @@ def test_model_check_command(tmp_path, capsys):
     assert [r["name"] for r in rec["rows"]] == [name]
     assert_user_error(capsys, "model-check", "--point", "no-such-point",
                       match="no calibration point named no-such-point")
+
+
+# -- against the RTL ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["d2-1x1-dense-16x64-b4", "d2-1x1-skip-32x256-b8"])
+def test_model_error_on_the_rtl(name):
+    # Run a calibration point on the RTL again (Icarus: the same cycles as the Verilator run
+    # that measured it) and check the model's error against the targets.
+    pt = next(p for p in perf_fit.load()["points"] if p["name"] == name)
+    plan, w, x, system = perf_fit.rebuild(pt)
+    _, job = runtime.run_fc_rtl(plan, w, x, "icarus", dma_channels=system.dma_channels,
+                                config_ports=system.config_ports, overlap=system.overlap)
+    assert job.compute_cycles == pt["measured"]["compute"]          # deterministic RTL
+    pred = perf.Workload(plan, w, system).evaluate()
+    compute = pred.compute_cycles / job.compute_cycles - 1
+    end = pred.cycles / job.cycles - 1
+    print(f"{name}: compute {pred.compute_cycles:,} model / {job.compute_cycles:,} RTL "
+          f"({compute:+.1%}); end to end {pred.cycles:,} / {job.cycles:,} ({end:+.1%})")
+    assert abs(compute) < perf_fit.TARGETS["compute"]
+    assert abs(end) < perf_fit.TARGETS["end_to_end"]

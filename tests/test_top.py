@@ -216,7 +216,8 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     out = tmp_path / "r.json"
     status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "20", "--out-features", "3",
                           "--batch", "4", "--mode", "dense", "--rows", "1", "--cols", "1",
-                          "--slots", "16", "--dbuf-bytes", "4096", "--json", str(out)])
+                          "--slots", "16", "--dbuf-bytes", "4096", "--operand-depth", "4",
+                          "--int-issue", "1", "--dma-channels", "1", "--json", str(out)])
     text = capsys.readouterr().out
     assert status == 0 and "match (bit for bit with the golden model)" in text
     rec = json.loads(out.read_text())
@@ -233,6 +234,8 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     assert rec["config_cycles"] + rec["context_cycles"] == rec["compute_cycles"]
     assert rec["utilization_contexts"] > rec["utilization"]
     assert rec["golden"] == "exact"                   # --golden auto: a small layer runs exactly
+    assert (rec["slots"], rec["operand_depth"], rec["int_issue"], rec["dma_channels"]) == \
+        (16, 4, 1, 1)                                 # the whole configuration, as given
     assert len(rec["busy_map"]) == 1 and len(rec["busy_map"][0]) == 1
 
 
@@ -243,7 +246,7 @@ def test_second_int_pipe_on_the_rtl_is_exact_and_counted(tmp_path, capsys):
     status = sw.cli.main(["rtl", "--sim", "icarus", "--in-features", "32", "--out-features", "4",
                           "--batch", "4", "--density", "0.25", "--rows", "1", "--cols", "1",
                           "--slots", "32", "--dbuf-bytes", "4096", "--int-issue", "2",
-                          "--json", str(out)])
+                          "--operand-depth", "4", "--dma-channels", "1", "--json", str(out)])
     capsys.readouterr()
     rec = json.loads(out.read_text())
     assert status == 0 and rec["match"]

@@ -11,6 +11,7 @@ result is computed (``--out`` is refused), nor are the options that only a simul
 ``--no-feedback``).
 """
 
+import numpy as np
 from rich.table import Table
 
 from sw.cli.options import graph_name, plan_options, resolve
@@ -75,7 +76,8 @@ def run_model_command(args):
     rec.update(sim="model", layer=name, K=plan.K, C=plan.C, N=plan.N, mode=plan.mode,
                graph=graph_name(plan), plan=plan.describe(), passes=plan.passes,
                contexts=plan.contexts, load_balance=balance.load_balance(plan, w),
-               nnz=pred.useful_flops // (2 * plan.N), rows=params.rows, cols=params.cols,
+               nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
+               rows=params.rows, cols=params.cols,
                slots=params.slots, int_issue=params.int_issue,
                operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
                dma_channels=system.dma_channels, mem_latency=system.mem_latency,
@@ -117,15 +119,16 @@ def _print(rec, pred, plan, params):
     t.add_row("load balance (engines' mean / max FACC steps)", f"{rec['load_balance']:.3f}")
     t.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
               f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
-    t.add_row("FP utilization (FACC steps incl. padding / peak, compute cycles)",
+    t.add_row("utilization (useful multiply-adds / peak, compute cycles)",
               f"{rec['utilization']:.2%}")
-    t.add_row("nnz utilization (useful multiply-adds / peak, compute cycles)",
-              f"{rec['nnz_utilization']:.2%}")
-    t.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
-    t.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    t.add_row("FP issue utilization (FP operations issued, padding included / peak)",
+              f"{rec['issue_utilization']:.2%}")
+    t.add_row("dense-equivalent utilization (2 K C N / peak)", f"{rec['dense_utilization']:.2%}")
+    t.add_row("utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
     t.add_row("external MB read / written (DMA)",
               f"{megabytes(rec['ext_read_bytes'])} / {megabytes(rec['ext_write_bytes'])}")
-    t.add_row("external MB: the layer's minimum (weights as stored + inputs + outputs)",
+    t.add_row("external MB: the layer's minimum (weights, sparse: values + 1-bit mask; "
+              "inputs; outputs)",
               f"{megabytes(rec['min_external_bytes'])} "
               f"({rec['external_bytes'] / max(1, rec['min_external_bytes']):.2f} x)")
     t.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")

@@ -32,7 +32,7 @@ from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
                             graph_name, plan_options, resolve)
 from sw.cli.output import console, write_json
 from sw.compiler import balance, planner
-from sw.models import golden_fc
+from sw.models import golden_fc, perf
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
@@ -112,7 +112,10 @@ def run_rtl_command(args):
                   f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
     table.add_row("instructions fired (RTL / golden)",
                   f"{rec['rtl_instructions']:,} / {rec['golden_instructions']:,}")
-    table.add_row("FP utilization (ops / peak, compute cycles)", f"{rec['utilization']:.2%}")
+    table.add_row("utilization (useful multiply-adds / peak, compute cycles)",
+                  f"{rec['utilization']:.2%}")
+    table.add_row("FP issue utilization (FP operations issued, padding included / peak)",
+                  f"{rec['issue_utilization']:.2%}")
     table.add_row("  of which configuring the PEs / running contexts",
                   f"{rec['config_cycles']:,} / {rec['context_cycles']:,} cycles")
     table.add_row(f"configuration hidden behind the DMA-in / exposed ({rec['config_ports']} "
@@ -121,14 +124,16 @@ def run_rtl_command(args):
     if rec["overlap"]:
         table.add_row("configured array waiting for the DMA-in (not compute)",
                       f"{rec['hold_cycles']:,} cycles")
-    table.add_row("FP utilization of the contexts (after configuration)",
+    table.add_row("utilization of the contexts (after configuration)",
                   f"{rec['utilization_contexts']:.2%}")
-    table.add_row("dense-equivalent utilization", f"{rec['dense_utilization']:.2%}")
-    table.add_row("nnz utilization (useful multiply-adds / peak, compute cycles)",
-                  f"{rec['nnz_utilization']:.2%}")
-    table.add_row("FP utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    table.add_row("dense-equivalent utilization (2 K C N / peak)",
+                  f"{rec['dense_utilization']:.2%}")
+    table.add_row("utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
     table.add_row("external bytes read / written (DMA)",
                   f"{rec['ext_read_bytes']:,} / {rec['ext_write_bytes']:,}")
+    table.add_row("external bytes: the layer's minimum (weights, sparse: values + 1-bit mask; "
+                  "inputs; outputs)", f"{rec['min_external_bytes']:,} "
+                  f"({rec['external_bytes'] / max(1, rec['min_external_bytes']):.2f} x)")
     table.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")
     table.add_row("DMA bandwidth achieved", f"{rec['dma_bandwidth']:.2f} B/cycle")
     table.add_row("simulation speed", f"{rec['cycles_per_s']:,.0f} cycles/s "
@@ -152,6 +157,13 @@ def run_rtl_command(args):
     return 0
 
 
+def useful_flops(plan, nnz):
+    """Return the floating-point operations that count as useful work: 2 per multiply-add of a
+    weight (every weight dense, each stored one sparse) with a real batch element (no lane,
+    row or column padding, no dummy item)."""
+    return 2 * (plan.K * plan.C if plan.mode == "dense" else nnz) * plan.N
+
+
 def figures(plan, w, x, ref, y, job):
     """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
     p = plan.params
@@ -171,6 +183,7 @@ def figures(plan, w, x, ref, y, job):
     ctx_cycles = job.context_cycles
     rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
     nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
+    useful = useful_flops(plan, nnz)
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, int_issue=p.int_issue,
@@ -185,15 +198,16 @@ def figures(plan, w, x, ref, y, job):
         config_hidden_cycles=job.config_hidden_cycles,
         config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,
         hold_cycles=job.hold_cycles,
-        flops=flops, utilization=flops / max(1, peak * compute),
-        utilization_contexts=flops / max(1, peak * ctx_cycles),
+        flops=flops, useful_flops=useful, utilization=useful / max(1, peak * compute),
+        issue_utilization=flops / max(1, peak * compute),
+        utilization_contexts=useful / max(1, peak * ctx_cycles),
         dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
-        nnz_utilization=2 * nnz * plan.N / max(1, peak * compute),
         nnz=nnz, graph=graph_name(plan), load_balance=balance.load_balance(plan, w),
         plan=plan.describe(),
-        utilization_end_to_end=flops / max(1, peak * cycles),
+        utilization_end_to_end=useful / max(1, peak * cycles),
         rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
         ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,
+        min_external_bytes=perf.min_external_bytes(plan, nnz),
         peak_bandwidth=job.peak_bandwidth, dma_bandwidth=(rd + wr) / max(1, dma),
         dbuf_requests=sum(r.status["o_dbuf_reqs"] for r in runs),
         mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),

@@ -128,7 +128,7 @@ def run_command(args):
         table.add_row(f"  {op}", f"{n:,}")
     table.add_row("tokens PE-local / mesh", f"{c.tokens_local:,} / {c.tokens_mesh:,}")
     table.add_row("memory packets / hops", f"{c.mem_packets:,} / {c.mem_hops:,}")
-    table.add_row("bytes read / written", f"{c.bytes_read:,} / {c.bytes_written:,}")
+    table.add_row("Dbuf bytes loaded / stored", f"{c.bytes_read:,} / {c.bytes_written:,}")
     table.add_row("golden model time", f"{seconds:.2f} s")
     console().print(table)
     console().print("cycles, utilization and external bytes: fdpu run --sim model (the "

@@ -174,10 +174,13 @@ class Image:
             words.append(hdr.pack(what=ConfigWhat.PRELOAD, dst_x=x + 1, dst_y=y + 1, slot=s,
                                   index=o, count=1))
             words.append(v)
+        # The CTX slots, by row, column and slot: their opcode field is in part 0.
+        lay = isa.insn_layout(p)
+        ops = (self.program[..., 0] >> np.uint64(lay.offsets["op"])) \
+            & np.uint64((1 << lay.field("op").width) - 1)
+        ys, xs, ss = np.nonzero(configured & (ops == isa.Op.CTX.value))
         templates = [tpl.pack(dst_x=x + 1, dst_y=y + 1, slot=s, operand=0)
-                     for (x, y, s), insn in sorted(self.instructions().items(),
-                                                   key=lambda t: (t[0][1], t[0][0], t[0][2]))
-                     if insn.op is isa.Op.CTX]
+                     for y, x, s in zip(ys.tolist(), xs.tolist(), ss.tolist())]
         return ([np.array([int(w) for w in words], dtype=np.uint64) for words in out],
                 np.array(templates, dtype=np.uint64))
 

@@ -14,7 +14,8 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   (:func:`sw.compiler.blocking.engine_issues`, split by the PE's pipes); for the ``skip`` graph
   they are linear in the item's stored weights (:func:`sw.compiler.balance.row_steps`).
 * **A context on an engine** takes its busiest resource's cycles plus a fixed overhead: its
-  longest accumulation (one FACC's steps, one after the other), the FP pipe, the INT pipes (two with ``int_issue = 2``), its home Dbuf (one access a cycle,
+  slowest operand stream (one token a step, delivered to every FACC that shares it through a
+  MOV tree, the loads keeping at most ``operand_depth`` tokens in flight), the FP pipe, the INT pipes (two with ``int_issue = 2``), its home Dbuf (one access a cycle,
   shared by the engines homed there, :data:`~Constants.dbuf`), the busiest mesh link its
   loads cross (:func:`sw.compiler.home_dbufs.link_engines`) and, for the SWITCH graph, the
   loop of each weight row; each divided by the rate the RTL reaches (:class:`Constants`).
@@ -46,7 +47,8 @@ from sw.compiler import balance, blocking, home_dbufs
 from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
 
-__all__ = ["System", "Constants", "PassFigures", "Prediction", "predict", "MERGE_GAP"]
+__all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "predict",
+           "min_external_bytes", "MERGE_GAP"]
 
 #: Segments of one Dbuf closer than this many bytes share a DMA descriptor (the runtime's
 #: rule, ``tb.host.job_plan.MERGE_GAP``).
@@ -70,8 +72,14 @@ class Constants:
     ``fp``, ``pipe2``, ``pipe0``, ``int1``: issues per cycle the FP pipe, INT pipe 2, pipe 0
     (``int_issue = 2``) and the single INT pipe (``int_issue = 1``) sustain; ``dbuf``: accesses
     per cycle a Dbuf serves; ``mesh``: flits per cycle a link carries for the engines routed
-    over it; ``loop``: cycles per column of a SWITCH loop; ``acc``: cycles per step of one
-    accumulation (a FACC's steps depend on each other); ``context``: cycles a context adds
+    over it; ``loop``: cycles per column of a SWITCH loop; ``acc``, ``fan``, ``credit``: cycles
+    per step of one operand stream, ``acc + fan x f + credit / operand_depth`` for a token that
+    ``f`` FACCs share (one input token feeds ``kb`` FACCs, one skip-graph value ``gb``) and
+    whose loads keep at most ``operand_depth`` tokens in flight; ``wstream``: cycles per
+    column the gather graph's weight streams take (``wstream + fan x kb + credit /
+    operand_depth``: the rows' BSCAN tokens, value loads and FACCs in turn);
+    ``shallow``: a sparse graph's loads take ``1 + shallow / operand_depth`` times their share
+    of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back); ``context``: cycles a context adds
     beside its busiest resource; ``tail``: cycles from the last context's work to the pass's
     end; ``config0``, ``config1``: configuration cycles, fixed and per Cbuf word of the busiest
     port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles fixed, per descriptor, and the share of
@@ -84,7 +92,11 @@ class Constants:
     dbuf: float = 1.0
     mesh: float = 1.0
     loop: float = 20.0
-    acc: float = 1.0
+    acc: float = 2.0
+    fan: float = 1.5
+    credit: float = 4.0
+    wstream: float = 14.0
+    shallow: float = 0.2
     context: float = 50.0
     tail: float = 100.0
     config0: float = 100.0
@@ -161,10 +173,13 @@ class Prediction:
             context_cycles=sum(p.contexts for p in self.passes),
             hold_cycles=sum(p.hold for p in self.passes),
             pass_cycles=[dict(asdict(p), compute=p.compute) for p in self.passes],
-            flops=self.flops, utilization=self.flops / (peak * comp),
-            nnz_utilization=self.useful_flops / (peak * comp),
+            flops=self.flops, useful_flops=self.useful_flops,
+            utilization=self.useful_flops / (peak * comp),
+            issue_utilization=self.flops / (peak * comp),
+            utilization_contexts=self.useful_flops / (
+                peak * max(1, sum(p.contexts for p in self.passes))),
             dense_utilization=self.dense_flops / (peak * comp),
-            utilization_end_to_end=self.flops / (peak * max(1, self.cycles)),
+            utilization_end_to_end=self.useful_flops / (peak * max(1, self.cycles)),
             ext_read_bytes=self.ext_in, ext_write_bytes=self.ext_out,
             external_bytes=self.ext_in + self.ext_out,
             min_external_bytes=self.min_external_bytes,
@@ -208,24 +223,27 @@ class Workload:
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         n = plan.N
-        self.useful_flops = 2 * nnz * n
+        self.useful_flops = 2 * (plan.K * plan.C if plan.mode == "dense" else nnz) * n
         self.dense_flops = 2 * plan.K * plan.C * n
-        self.min_bytes = (plan.K * plan.C * 2 if plan.mode == "dense"
-                          else _fdcsr_bytes(plan, nnz)) + n * plan.C * 2 + n * plan.K * 2
+        self.min_bytes = min_external_bytes(plan, nnz)
 
-    def evaluate(self, constants=None):
-        """Return the :class:`Prediction` with ``constants`` (default: the calibrated ones)."""
+    def evaluate(self, constants=None, rounded=True):
+        """Return the :class:`Prediction` with ``constants`` (default: the calibrated ones);
+        ``rounded=False`` keeps the cycles as floats (a fit needs them smooth)."""
         if constants is None:
             from sw.models import perf_fit
             constants = perf_fit.constants()
         k, system, p = constants, self.system, self.plan.params
-        config = int(round(k.config0 + k.config1 * self.cfg_words))
+        cyc = _rounder(rounded)
+        config = cyc(k.config0 + k.config1 * self.cfg_words)
         passes, fsteps = [], 0.0
         for dens, din, dout in self.passes:
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
+            ctx_cycles = cyc(ctx_cycles)
             fsteps += fp
             dma_in, moved, ndesc = _dma_cycles(din, system, k)
             dma_out, ext_out, nout = _dma_cycles(dout, system, k)
+            dma_in, dma_out = cyc(dma_in), cyc(dma_out)
             # The DMA reads its descriptor lists, in and out, from external memory.
             ext_in = moved + DMA_DESC_BYTES * (ndesc + nout)
             if system.overlap:
@@ -240,10 +258,17 @@ class Workload:
                           min_external_bytes=self.min_bytes)
 
 
-def _fdcsr_bytes(plan, nnz):
-    """Return the bytes of the layer in FD-CSR (values, 16-bit masks, 32-bit row offsets)."""
-    rows16 = plan.K * (-(-plan.C // 16))
-    return 2 * nnz + 2 * rows16 + 4 * rows16
+def _rounder(rounded):
+    """Return the function that turns a modelled cycle count into a reported one."""
+    return (lambda v: int(round(v))) if rounded else float
+
+
+def min_external_bytes(plan, nnz):
+    """Return the layer's minimal external traffic: its weights once (dense: 2 B each; sparse:
+    2 B per stored weight and a 1-bit mask per weight, the skip graph's format without its
+    8-byte row words), its inputs once and its outputs once (2 B each)."""
+    weights = 2 * plan.K * plan.C if plan.mode == "dense" else 2 * nnz + -(-plan.K * plan.C // 8)
+    return weights + 2 * plan.N * (plan.C + plan.K)
 
 
 def _row_nnz(plan, w16):
@@ -304,22 +329,29 @@ class _Work:
         return fp, other + p0, None, mem
 
     def pass_cycles(self, work, k):
-        """Return ``(context cycles, busiest bound, FACC steps)`` of a pass whose contexts and
-        engines have the stored-weight densities and accumulations ``work``
+        """Return ``(context cycles (float), busiest bound, FACC steps)`` of a pass whose
+        contexts and engines have the stored-weight densities and accumulations ``work``
         (:meth:`densities`)."""
         plan = self.plan
         dens, chain = work
         fp, p2, p0, mem = self._issues(dens)
-        terms = {"fp": fp / k.fp, "accumulation": chain * k.acc}
+        depth = self.plan.params.operand_depth
+        share = plan.gb if plan.skip else plan.kb
+        step = k.acc + k.fan * share + k.credit / depth
+        terms = {"fp": fp / k.fp, "stream": chain * step}
+        if plan.mode == "sparse" and plan.sparse_graph == "gather":
+            terms["weight stream"] = np.full(dens.shape, plan.Cw * (
+                k.wstream + k.fan * plan.kb + k.credit / depth))
+        held = 1 + k.shallow / depth if plan.mode == "sparse" else 1.0
         if p0 is None:
-            terms["int pipe"] = p2 / k.int1
+            terms["int pipe"] = (p2 + (held - 1) * mem) / k.int1
         else:
-            terms["pipe 2"], terms["pipe 0"] = p2 / k.pipe2, p0 / k.pipe0
-        share = np.zeros((dens.shape[0], int(self.homes.max()) + 1))
+            terms["pipe 2"], terms["pipe 0"] = p2 / k.pipe2, (p0 + (held - 1) * mem) / k.pipe0
+        home = np.zeros((dens.shape[0], int(self.homes.max()) + 1))
         for e, d in enumerate(self.homes):
-            share[:, d] += mem[:, e]
-        terms["dbuf"] = share[:, self.homes] / k.dbuf
-        terms["mesh link"] = mem * self.links / k.mesh
+            home[:, d] += mem[:, e]
+        terms["dbuf"] = home[:, self.homes] * held / k.dbuf
+        terms["mesh link"] = mem * self.links * held / k.mesh
         if plan.mode == "sparse" and plan.sparse_graph == "switch":
             terms["switch loop"] = np.full(dens.shape, plan.Cw * k.loop)
         names = list(terms)
@@ -334,7 +366,7 @@ class _Work:
             finish = start + cyc[c]
             retired.append(finish.max())
         total = (retired[-1] if retired else 0.0) + k.tail
-        return int(round(total)), bound, float(np.sum(fp))
+        return total, bound, float(np.sum(fp))
 
 
 def _config_words(plan, image, ports):
@@ -449,4 +481,4 @@ def _dma_cycles(load, system, k):
     if not ndesc:
         return 0, 0, 0
     cyc = max(b / bw + r * (k.dma_desc + system.mem_latency) for b, r in load)
-    return int(round(cyc + k.dma0)), sum(b for b, _ in load), ndesc
+    return cyc + k.dma0, sum(b for b, _ in load), ndesc

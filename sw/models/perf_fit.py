@@ -8,8 +8,9 @@ measured it, its configuration (layer or shape, density, seed, batch, graph and 
 array, system), what the RTL measured, and whether it was *held out* of the fit.
 
 * :func:`constants` returns the fitted constants (read once).
-* :func:`workload` rebuilds a point's plan and weights and returns its
-  :class:`~sw.models.perf.Workload`; :func:`measured` the figures the model is compared on.
+* :func:`rebuild` returns a point's plan, weights, inputs and system as it ran; :func:`workload`
+  its :class:`~sw.models.perf.Workload`; :func:`measured` the figures the model is compared
+  on.
 * :func:`fit` fits the constants to the points not held out (``scipy.optimize.least_squares``
   on the relative errors: compute cycles; configuration cycles; DMA-in and DMA-out cycles of
   the points whose DMA ran on the RTL) and returns the new calibration;
@@ -31,8 +32,8 @@ from sw.models.perf import Constants, System, Workload
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["CALIBRATION", "constants", "load", "workload", "measured", "fit", "save", "check",
-           "print_check", "TARGETS"]
+__all__ = ["CALIBRATION", "constants", "load", "point", "rebuild", "workload", "measured", "fit",
+           "save", "check", "print_check", "TARGETS"]
 
 #: The calibration file: fitted constants and the RTL points they came from.
 CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
@@ -42,8 +43,8 @@ TARGETS = {"compute": 0.05, "end_to_end": 0.10}
 
 #: Constants each residual group fits (the others stay as they are while it is fitted).
 _GROUPS = {
-    "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "context",
-                "tail"),
+    "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
+                "credit", "wstream", "shallow", "context", "tail"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw"),
 }
@@ -62,7 +63,18 @@ def load(path=CALIBRATION):
 @functools.lru_cache(maxsize=None)
 def constants(path=CALIBRATION):
     """Return the fitted :class:`~sw.models.perf.Constants` of the calibration at ``path``."""
-    return Constants(**load(path)["constants"])
+    return _constants(load(path)["constants"], path)
+
+
+def _constants(values, path=CALIBRATION):
+    """Return :class:`Constants` of ``values``, which must name exactly the model's constants."""
+    names = {f.name for f in fields(Constants)}
+    if set(values) != names:
+        raise FdpuError(f"the calibration {path} does not fit the model: constants "
+                        f"{sorted(set(values) - names) or 'none'} unknown, "
+                        f"{sorted(names - set(values)) or 'none'} missing; re-fit it "
+                        f"(python scripts/calibrate.py fit)")
+    return Constants(**values)
 
 
 def _config(rec):
@@ -88,14 +100,13 @@ def point(rec, name, command, holdout):
                 contexts=rec["context_cycles"], cycles=rec["cycles"],
                 dma_in=sum(r["dma_in"] for r in runs) if runs else None,
                 dma_out=sum(r["dma_out"] for r in runs) if runs else None,
-                ext_read=rec["ext_read_bytes"], ext_write=rec["ext_write_bytes"],
-                utilization=rec["utilization"])
+                ext_read=rec["ext_read_bytes"], ext_write=rec["ext_write_bytes"])
     return dict(name=name, command=command, holdout=bool(holdout), config=_config(rec),
                 measured=meas)
 
 
-def workload(pt):
-    """Return the :class:`~sw.models.perf.Workload` of calibration point ``pt``."""
+def rebuild(pt):
+    """Return ``(plan, weights, inputs, system)`` of calibration point ``pt``, as it ran."""
     c = pt["config"]
     params = ArrayParams(rows=c["rows"], cols=c["cols"], slots=c["slots"],
                          int_issue=c["int_issue"], operand_depth=c["operand_depth"],
@@ -105,6 +116,7 @@ def workload(pt):
     else:
         w = layers.make_weights((c["K"], c["C"]), 1.0 if c["density"] is None else c["density"],
                                 c["seed"])
+    x = layers.make_inputs(c["C"], c["N"], c["seed"])
     skip = c["mode"] == "sparse" and c["sparse_graph"] == "skip"
     plan = planner.plan_fc(c["K"], c["C"], c["N"], c["mode"], params, kb=c["kb"], gb=c["gb"],
                            wfan=c["wfan"] if c["mode"] == "sparse" else None,
@@ -117,6 +129,12 @@ def workload(pt):
     system = System(dma_channels=c["dma_channels"], mem_latency=c["mem_latency"],
                     mem_bandwidth=c["mem_bandwidth"], config_ports=c["config_ports"],
                     overlap=c["overlap"])
+    return plan, w, x, system
+
+
+def workload(pt):
+    """Return the :class:`~sw.models.perf.Workload` of calibration point ``pt``."""
+    plan, w, _, system = rebuild(pt)
     return Workload(plan, w, system)
 
 
@@ -135,14 +153,14 @@ def _figures(pred):
                 contexts=d["context_cycles"], cycles=d["cycles"],
                 dma_in=sum(p.dma_in for p in pred.passes),
                 dma_out=sum(p.dma_out for p in pred.passes), ext_read=d["ext_read_bytes"],
-                ext_write=d["ext_write_bytes"], utilization=d["utilization"])
+                ext_write=d["ext_write_bytes"])
 
 
 def _residuals(loads, names, base, x, which):
     k = Constants(**{**base, **dict(zip(names, x))})
     out = []
     for wl, meas in loads:
-        pred = _figures(wl.evaluate(k))
+        pred = _figures(wl.evaluate(k, rounded=False))
         for key in which:
             if meas.get(key):
                 out.append((pred[key] - meas[key]) / meas[key])
@@ -161,22 +179,28 @@ def fit(points, start=None):
         raise FdpuError("no calibration point to fit (all are held out)")
     for group, which in (("config", ("config",)), ("compute", ("compute",)),
                          ("dma", ("dma_in", "dma_out"))):
-        names = _GROUPS[group]
+        names = list(_GROUPS[group])
         x0 = np.array([base[n] for n in names], dtype=float)
-        if not len(_residuals(train, names, base, x0, which)):
+        r0 = _residuals(train, names, base, x0, which)
+        if not len(r0):
             continue
+        # Only the constants some point depends on are fitted (no point with one INT issue:
+        # int1 keeps its value).
+        used = [i for i in range(len(names))
+                if any(not np.allclose(_residuals(train, names, base, x0 * np.where(
+                    np.arange(len(names)) == i, f, 1.0), which), r0) for f in (0.3, 3.0))]
+        names, x0 = [names[i] for i in used], x0[used]
         res = least_squares(lambda x: _residuals(train, names, base, x, which), x0,
                             bounds=(np.full(len(x0), 1e-3), np.full(len(x0), np.inf)),
-                            x_scale=np.maximum(np.abs(x0), 1e-2), diff_step=1e-3)
+                            x_scale=np.maximum(np.abs(x0), 1e-2), diff_step=1e-3,
+                            loss="soft_l1", f_scale=0.05)
         base.update(dict(zip(names, (float(v) for v in res.x))))
     return dict(constants=base, points=list(points))
 
 
 def save(calibration, path=CALIBRATION):
     """Write ``calibration`` (:func:`fit`'s) to ``path`` and forget the cached constants."""
-    names = {f.name for f in fields(Constants)}
-    if set(calibration["constants"]) != names:
-        raise FdpuError(f"calibration constants must be exactly {sorted(names)}")
+    _constants(calibration["constants"], path)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(calibration, f, indent=1, allow_nan=False)
@@ -194,7 +218,7 @@ def check(calibration=None, names=None):
     ``names`` limits the points checked.
     """
     cal = calibration or load()
-    k = Constants(**cal["constants"])
+    k = _constants(cal["constants"])
     rows = []
     for pt in cal["points"]:
         if names and pt["name"] not in names:
