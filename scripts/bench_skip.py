@@ -1,7 +1,8 @@
 """Benchmark the zero-skipping ``skip`` graph on the RTL against the dense and gather graphs.
 
 Every point is one ``scripts/bench_rtl.py`` case (one simulation, bit for bit against the
-golden model), on the 8 x 8 Verilator model with 128 slots, two INT issues and 4 DMA channels
+golden model), on the 8 x 8 Verilator model with 128 slots at operand depth 2 (the defaults;
+the records without an ``operand_depth`` key ran at depth 4), two INT issues and 4 DMA channels
 unless told otherwise, the Dbufs loaded by backdoor (``--backdoor-in``: compute is what is
 measured; the DMA-in is reported as an estimate).  Per point it prints compute cycles, FP
 utilization (FACC steps, padding included), nnz utilization (useful multiply-adds / peak), the

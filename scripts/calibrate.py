@@ -10,6 +10,7 @@ Usage::
 
     python scripts/calibrate.py run              # run the points not yet in the cache
     python scripts/calibrate.py fit              # fit, write sw/models/calibration.json
+    python scripts/calibrate.py table            # the error table of docs/perf.md
     fdpu model-check                             # predicted vs measured, per point
 
 ``run`` keeps every RTL record in ``docs/data/calibration.jsonl`` (a result cache: a point
@@ -116,21 +117,29 @@ POINTS_D2 = (
                                  "--batch 4 --density 0.25 --sparse-graph gather"),
     ("d2-8x8-skip-fc8-b1-d4", "--layer alexnet-fc8 --batch 1 --density 0.04 "
                               "--sparse-graph skip"),
+    ("d2-2x2-gather-64x512-b16-int1", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                                      "--batch 16 --density 0.25 --sparse-graph gather"),
+    ("d2-2x2-dense-64x256-b16-int1", "--rows 2 --cols 2 --out-features 64 --in-features 256 "
+                                     "--batch 16 --mode dense"),
 )
 
-#: Points not used for fitting (every fourth, by name), reported apart.
+#: Points not used for fitting, reported apart: one or two of each kind (array size, graph,
+#: batch, depth, multi-pass), none that is the only one of its kind (the fit needs those).
 HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-1x1-gather-32x128-b4", "d2-2x2-dense-64x256-b1",
                      "d2-4x4-skip-256x1024-b64",
-                     "2x2-dense-64x512-b8-multipass", "4x4-skip-256x1024-b4",
-                     "8x8-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
-                     "bench-alexnet-fc8-b4-gather-0.25"))
+                     "d2-2x2-skip-64x1024-b16-multipass", "4x4-skip-256x1024-b4",
+                     "4x4-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
+                     "bench-alexnet-fc8-b4-gather-0.25", "d2-bench-alexnet-fc8-b4-skip-0.25"))
 
 
 def command(name, opts):
-    """Return the full ``fdpu run`` argument list of a point's options."""
+    """Return the full ``fdpu run`` argument list of a point's options (``-int1``: one INT
+    issue instead of the README's two)."""
     depth = 2 if name.startswith("d2-") else 4
-    return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(_README),
+    readme = _README.replace("--int-issue 2", "--int-issue 1") if name.endswith("-int1") \
+        else _README
+    return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(readme),
             "--operand-depth", str(depth)]
 
 
@@ -190,6 +199,8 @@ def bench_points():
                 rec = json.loads(line)
                 name = (f"bench-{rec['layer']}-b{rec['N']}-{rec['graph'].split('/')[-1]}-"
                         f"{rec['density']:g}")
+                if rec.get("operand_depth", 4) != 4:
+                    name = f"d{rec['operand_depth']}-{name}"
                 which = "fc8" if rec["layer"] == "alexnet-fc8" else "sweep"
                 rec.update(point=name, command=f"python scripts/bench_skip.py {which} "
                            f"(record in docs/data/{os.path.basename(path)})")
@@ -197,9 +208,37 @@ def bench_points():
     return out
 
 
+def print_markdown():
+    """Print the calibration's error table as Markdown (docs/perf.md)."""
+    from sw.models import perf_fit
+    rows, summary = perf_fit.check()
+    cfg = {p["name"]: p["config"] for p in perf_fit.load()["points"]}
+    print("| point | array | depth | graph | K x C | batch | passes | compute model / RTL | "
+          "error | end to end model / RTL | error |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        c, p, m, e = cfg[r["name"]], r["predicted"], r["measured"], r["error"]
+        graph = c["sparse_graph"] or "dense"
+        if c["mode"] == "sparse" and c["density"]:
+            graph += f" {c['density']:g}"
+        end = "-" if e["cycles"] is None else f"{e['cycles']:+.1%}"
+        meas = "-" if m["cycles"] is None else f"{m['cycles']:,}"
+        print(f"| {'*' if r['holdout'] else ''}{r['name']} | {c['rows']}x{c['cols']} | "
+              f"{c['operand_depth']} | {graph} | {c['K']} x {c['C']} | {c['N']} | "
+              f"{c['passes']} | {p['compute']:,} / {m['compute']:,} | {e['compute']:+.1%} | "
+              f"{p['cycles']:,} / {meas} | {end} |")
+    print()
+    print("| points | figure | n | mean | max | target |")
+    print("|---|---|---:|---:|---:|---:|")
+    for label, part in summary.items():
+        for key, v in part.items():
+            print(f"| {label} | {key.replace('_', ' ')} | {v['points']} | {v['mean']:.1%} | "
+                  f"{v['max']:.1%} | {perf_fit.TARGETS[key]:.0%} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("run", "fit", "list"))
+    ap.add_argument("what", choices=("run", "fit", "list", "table"))
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
     args = ap.parse_args(argv)
     if args.what == "list":
@@ -208,6 +247,9 @@ def main(argv=None):
         return 0
     if args.what == "run":
         run_points(args.only)
+        return 0
+    if args.what == "table":
+        print_markdown()
         return 0
     from rich.console import Console
     from sw.models import perf_fit

@@ -15,10 +15,12 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   they are linear in the item's stored weights (:func:`sw.compiler.balance.row_steps`).
 * **A context on an engine** takes its busiest resource's cycles plus a fixed overhead: its
   slowest operand stream (one token a step, delivered to every FACC that shares it through a
-  MOV tree, the loads keeping at most ``operand_depth`` tokens in flight), the FP pipe, the INT pipes (two with ``int_issue = 2``), its home Dbuf (one access a cycle,
-  shared by the engines homed there, :data:`~Constants.dbuf`), the busiest mesh link its
-  loads cross (:func:`sw.compiler.home_dbufs.link_engines`) and, for the SWITCH graph, the
-  loop of each weight row; each divided by the rate the RTL reaches (:class:`Constants`).
+  MOV tree, the loads keeping at most ``operand_depth`` tokens in flight; for the gather
+  graph also its weight streams), the FP pipe, the INT pipes (two with ``int_issue = 2``),
+  its home Dbuf (one access a cycle, shared by the engines homed there), the busiest mesh
+  link its loads cross (:func:`sw.compiler.home_dbufs.link_engines`) and, for the SWITCH
+  graph, the loop of each weight row; each divided by the rate the RTL reaches
+  (:class:`Constants`).
 * **Contexts** start on each engine as soon as its previous one is done and at most
   ``window`` (the operand depth) are in flight: context ``c`` waits for context
   ``c - window`` to retire on every engine (the MicC's window); the pass ends a latency after
@@ -34,21 +36,32 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   without, DMA-in, configuration and contexts follow each other; the DMA-out follows.
 
 The rates and overheads are fitted to RTL runs by ``scripts/calibrate.py`` and stored with
-those runs in ``sw/models/calibration.json`` (:func:`sw.models.perf_fit.constants`).
+those runs in ``sw/models/calibration.json`` (:data:`CALIBRATION`, read by :func:`calibrated`;
+``sw.models.perf_fit`` fits and checks them).
 """
 
+import functools
 import heapq
+import json
+import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
 from sw.compiler import balance, blocking, home_dbufs
+from sw.compiler.asm import assemble
 from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.compiler.program import program
 from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
+from sw.spec.errors import FdpuError
 
 __all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "predict",
-           "min_external_bytes", "MERGE_GAP"]
+           "min_external_bytes", "calibrated", "constants_of", "CALIBRATION", "MERGE_GAP"]
+
+#: The calibration file: the fitted constants and the RTL points they came from
+#: (``sw.models.perf_fit`` writes it).
+CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
 
 #: Segments of one Dbuf closer than this many bytes share a DMA descriptor (the runtime's
 #: rule, ``tb.host.job_plan.MERGE_GAP``).
@@ -79,31 +92,54 @@ class Constants:
     column the gather graph's weight streams take (``wstream + fan x kb + credit /
     operand_depth``: the rows' BSCAN tokens, value loads and FACCs in turn);
     ``shallow``: a sparse graph's loads take ``1 + shallow / operand_depth`` times their share
-    of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back); ``context``: cycles a context adds
-    beside its busiest resource; ``tail``: cycles from the last context's work to the pass's
-    end; ``config0``, ``config1``: configuration cycles, fixed and per Cbuf word of the busiest
-    port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles fixed, per descriptor, and the share of
-    the memory bandwidth a channel reaches.
+    of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back);
+    ``context``: cycles a context adds beside its busiest resource; ``tail``: cycles from the
+    last context's work to the pass's end; ``config0``, ``config1``: configuration cycles,
+    fixed and per Cbuf word of the busiest port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles
+    fixed, per descriptor, and the share of the memory bandwidth a channel reaches.
     """
     fp: float = 1.0
     pipe2: float = 1.0
-    pipe0: float = 1.0
-    int1: float = 1.0
+    pipe0: float = 0.8
+    int1: float = 0.5
     dbuf: float = 1.0
     mesh: float = 1.0
-    loop: float = 20.0
-    acc: float = 2.0
-    fan: float = 1.5
+    loop: float = 19.0
+    acc: float = 1.5
+    fan: float = 1.4
     credit: float = 4.0
-    wstream: float = 14.0
-    shallow: float = 0.2
-    context: float = 50.0
-    tail: float = 100.0
-    config0: float = 100.0
+    wstream: float = 12.0
+    shallow: float = 0.5
+    context: float = 5.0
+    tail: float = 30.0
+    config0: float = 11.0
     config1: float = 1.0
-    dma0: float = 50.0
-    dma_desc: float = 30.0
-    dma_bw: float = 1.0
+    dma0: float = 6.0
+    dma_desc: float = 4.0
+    dma_bw: float = 0.8
+
+
+def constants_of(values, path=CALIBRATION):
+    """Return the :class:`Constants` of ``values`` (a dict naming exactly its fields)."""
+    names = {f.name for f in fields(Constants)}
+    if set(values) != names:
+        raise FdpuError(f"the calibration {path} does not fit the model: constants "
+                        f"{sorted(set(values) - names) or 'none'} unknown, "
+                        f"{sorted(names - set(values)) or 'none'} missing; re-fit it "
+                        f"(python scripts/calibrate.py fit)")
+    return Constants(**values)
+
+
+@functools.lru_cache(maxsize=None)
+def calibrated(path=CALIBRATION):
+    """Return the fitted :class:`Constants` stored in the calibration file ``path``."""
+    try:
+        with open(path) as f:
+            values = json.load(f)["constants"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise FdpuError(f"cannot read the performance model's calibration {path}: {exc}") \
+            from exc
+    return constants_of(values, path)
 
 
 @dataclass
@@ -189,7 +225,7 @@ class Prediction:
 def predict(plan, weights, system=System(), constants=None, image=None):
     """Return the :class:`Prediction` of running ``plan`` on ``weights`` (``K x C``).
 
-    ``constants`` default to the calibrated ones (:func:`sw.models.perf_fit.constants`);
+    ``constants`` default to the calibrated ones (:func:`calibrated`);
     ``image`` is the plan's assembled image if the caller has it (its Cbuf words set the
     configuration cycles and bytes), else it is assembled without data.
     """
@@ -230,10 +266,7 @@ class Workload:
     def evaluate(self, constants=None, rounded=True):
         """Return the :class:`Prediction` with ``constants`` (default: the calibrated ones);
         ``rounded=False`` keeps the cycles as floats (a fit needs them smooth)."""
-        if constants is None:
-            from sw.models import perf_fit
-            constants = perf_fit.constants()
-        k, system, p = constants, self.system, self.plan.params
+        k, system, p = constants or calibrated(), self.system, self.plan.params
         cyc = _rounder(rounded)
         config = cyc(k.config0 + k.config1 * self.cfg_words)
         passes, fsteps = [], 0.0
@@ -373,8 +406,6 @@ def _config_words(plan, image, ports):
     """Return ``(records' words of the busiest configuration port, the Cbuf words each port
     loads)`` of the image (port 0's CTX templates included; ports without words left out)."""
     if image is None:
-        from sw.compiler.asm import assemble
-        from sw.compiler.program import program
         graph, placement = program(plan)
         image = assemble(graph, placement, {}, max(1, plan.pass_contexts(0)))
     cfgs, templates = image.cbuf_port_words(ports)

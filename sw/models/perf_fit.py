@@ -20,14 +20,14 @@ array, system), what the RTL measured, and whether it was *held out* of the fit.
   points apart; :func:`print_check` prints them (``fdpu model-check``).
 """
 
-import functools
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 import numpy as np
 
 from sw.compiler import layers, planner
+from sw.models import perf
 from sw.models.perf import Constants, System, Workload
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -36,10 +36,13 @@ __all__ = ["CALIBRATION", "constants", "load", "point", "rebuild", "workload", "
            "save", "check", "print_check", "TARGETS"]
 
 #: The calibration file: fitted constants and the RTL points they came from.
-CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
+CALIBRATION = perf.CALIBRATION
 
 #: The error targets: compute cycles within 5 %, end-to-end cycles within 10 % on every point.
 TARGETS = {"compute": 0.05, "end_to_end": 0.10}
+
+#: Weight of the pull of each fitted constant towards its starting value (per unit of log).
+_PRIOR = 0.02
 
 #: Constants each residual group fits (the others stay as they are while it is fitted).
 _GROUPS = {
@@ -60,21 +63,9 @@ def load(path=CALIBRATION):
             from exc
 
 
-@functools.lru_cache(maxsize=None)
 def constants(path=CALIBRATION):
     """Return the fitted :class:`~sw.models.perf.Constants` of the calibration at ``path``."""
-    return _constants(load(path)["constants"], path)
-
-
-def _constants(values, path=CALIBRATION):
-    """Return :class:`Constants` of ``values``, which must name exactly the model's constants."""
-    names = {f.name for f in fields(Constants)}
-    if set(values) != names:
-        raise FdpuError(f"the calibration {path} does not fit the model: constants "
-                        f"{sorted(set(values) - names) or 'none'} unknown, "
-                        f"{sorted(names - set(values)) or 'none'} missing; re-fit it "
-                        f"(python scripts/calibrate.py fit)")
-    return Constants(**values)
+    return perf.calibrated(path)
 
 
 def _config(rec):
@@ -190,7 +181,14 @@ def fit(points, start=None):
                 if any(not np.allclose(_residuals(train, names, base, x0 * np.where(
                     np.arange(len(names)) == i, f, 1.0), which), r0) for f in (0.3, 3.0))]
         names, x0 = [names[i] for i in used], x0[used]
-        res = least_squares(lambda x: _residuals(train, names, base, x, which), x0,
+        # A weak pull towards the starting values (a factor of 2 costs as much as a 1.4 %
+        # error on one point) keeps constants that trade off against each other physical.
+        start_x = x0.copy()
+
+        def cost(x):
+            return np.concatenate([_residuals(train, names, base, x, which),
+                                   _PRIOR * np.log(x / start_x)])
+        res = least_squares(cost, x0,
                             bounds=(np.full(len(x0), 1e-3), np.full(len(x0), np.inf)),
                             x_scale=np.maximum(np.abs(x0), 1e-2), diff_step=1e-3,
                             loss="soft_l1", f_scale=0.05)
@@ -200,13 +198,13 @@ def fit(points, start=None):
 
 def save(calibration, path=CALIBRATION):
     """Write ``calibration`` (:func:`fit`'s) to ``path`` and forget the cached constants."""
-    _constants(calibration["constants"], path)
+    perf.constants_of(calibration["constants"], path)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(calibration, f, indent=1, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
-    constants.cache_clear()
+    perf.calibrated.cache_clear()
 
 
 def check(calibration=None, names=None):
@@ -218,7 +216,7 @@ def check(calibration=None, names=None):
     ``names`` limits the points checked.
     """
     cal = calibration or load()
-    k = _constants(cal["constants"])
+    k = perf.constants_of(cal["constants"])
     rows = []
     for pt in cal["points"]:
         if names and pt["name"] not in names:
