@@ -135,12 +135,13 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
 
 def command(name, opts):
     """Return the full ``fdpu run`` argument list of a point's options (``-int1``: one INT
-    issue instead of the README's two)."""
+    issue instead of the README's two; ``-db``: double-buffered passes, the others are not)."""
     depth = 2 if name.startswith("d2-") else 4
     readme = _README.replace("--int-issue 2", "--int-issue 1") if name.endswith("-int1") \
         else _README
     return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(readme),
-            "--operand-depth", str(depth)]
+            "--operand-depth", str(depth),
+            "--double-buffer" if "-db-" in name or name.endswith("-db") else "--no-double-buffer"]
 
 
 def _points():

@@ -86,8 +86,11 @@ def _records(n_flits, rng):
 
 
 def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None,
-         regs_override=None, max_cycles=20_000, counted=False, first_counts=None):
+         regs_override=None, max_cycles=20_000, counted=False, first_counts=None, ctx_base=0):
     """Run the rig; return (flits out, state, error, issued, retired, max in flight).
+
+    ``ctx_base``: the first context ID (``i_ctx_base``); the ENDs still count from 0, as the
+    PEs' END slots do.
 
     ``counted``: each context's ENDs arrive as CTX_END flits with random counts;
     ``first_counts``: the counts of context 0's flits instead (an overshoot, say).
@@ -111,7 +114,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
             await ctx.tick()
         ctx.set(c.wr_en, 0)
         regs = dict(i_n_config=len(records), i_n_ctx=len(templates), i_contexts=contexts,
-                    i_window=window, i_ends=ends)
+                    i_window=window, i_ends=ends, i_ctx_base=ctx_base)
         regs.update(regs_override or {})
         for k, v in regs.items():
             ctx.set(getattr(m, k), v)
@@ -142,7 +145,7 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
                 out.append(word)
                 kind, dst, body = unpack_flit(P, word)
                 if kind is Kind.OPERAND:
-                    data = body_layout(Kind.OPERAND, P).unpack(body)["data"]
+                    data = body_layout(Kind.OPERAND, P).unpack(body)["data"] - ctx_base
                     got[data] = got.get(data, 0) + 1
                     if got[data] == len(templates):
                         counts = [0] * ends
@@ -198,6 +201,18 @@ def test_config_then_contexts_in_order_within_window(contexts, window, ends):
     assert log["max_inflight"] <= window
     # One CONFIG flit per cycle at best: configuring takes at least one cycle per flit.
     assert len(config) <= log["config_cycles"] < log["cycles"]
+
+
+def test_context_ids_from_a_base():
+    # A double-buffered layer's odd passes number their contexts from i_ctx_base (their CTX
+    # tokens read the second half's descriptor tables); the ENDs still count from 0.
+    templates = [(0, 0, 3), (1, 1, 5)]
+    base = 0x10000
+    out, config, log = _run(5, templates, 6, 2, 2, ctx_base=base)
+    assert log["done"] == 1 and log["error"] == 0 and log["retired"] == 6, log
+    ids = [body_layout(Kind.OPERAND, P).unpack(unpack_flit(P, w)[2])["data"]
+           for w in out[len(config):]]
+    assert ids == [base + i // len(templates) for i in range(6 * len(templates))]
 
 
 def test_config_too_big_is_an_error_not_a_hang():

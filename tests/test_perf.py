@@ -17,29 +17,35 @@ from tb.host.job_plan import plan_job
 P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
 
 
-def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1):
+def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1, double_buffer=False):
     w = layers.make_weights((K, C), density, seed)
     nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
-    plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=graph, row_nnz=nnz)
+    plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=graph, row_nnz=nnz,
+                           double_buffer=double_buffer)
     return plan, w, layers.make_inputs(C, N, seed)
 
 
-@pytest.mark.parametrize("K, C, N, mode, graph, density, dbuf, channels, ports", [
-    (16, 64, 4, "dense", None, 1.0, 1 << 21, 4, 4),
-    (64, 512, 16, "sparse", "gather", 0.25, 1 << 21, 4, 4),
-    (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2),
-    (64, 512, 8, "dense", None, 1.0, 8192, 1, 1),
-    (32, 256, 4, "sparse", "switch", 0.25, 1 << 21, 2, 1),
+@pytest.mark.parametrize("K, C, N, mode, graph, density, dbuf, channels, ports, double", [
+    (16, 64, 4, "dense", None, 1.0, 1 << 21, 4, 4, False),
+    (64, 512, 16, "sparse", "gather", 0.25, 1 << 21, 4, 4, False),
+    (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2, False),
+    (64, 512, 8, "dense", None, 1.0, 8192, 1, 1, False),
+    (32, 256, 4, "sparse", "switch", 0.25, 1 << 21, 2, 1, False),
+    (64, 512, 8, "dense", None, 1.0, 16384, 2, 1, True),
+    (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2, True),
 ])
-def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, channels, ports):
+def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, channels, ports,
+                                         double):
     # The model lays out the Dbuf data as dbuf_layout does and merges runs and counts
     # descriptors as the runtime's job plan does: the same bytes, pass by pass.
     params = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
                          dbuf_bytes=dbuf)
-    plan, w, x = _plan(K, C, N, mode, graph, density, params)
+    plan, w, x = _plan(K, C, N, mode, graph, density, params, double_buffer=double)
+    assert plan.passes > 1 or not double
     passes = [(img, [(a, plan.output_bytes) for _, a in outs])
               for img, outs in pass_images(plan, w, x)]
-    job = plan_job(params, passes, dma_channels=channels, config_ports=ports)
+    job = plan_job(params, passes, dma_channels=channels, config_ports=ports,
+                   double_buffer=double)
     pred = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=ports))
     assert [p.ext_in for p in pred.passes] == job.ext_in
     assert [p.ext_out for p in pred.passes] == job.ext_out
@@ -60,6 +66,27 @@ def test_figures_add_up():
     assert d["utilization"] <= d["utilization_contexts"]
     assert d["external_bytes"] > d["min_external_bytes"] > 0
     json.dumps(d, allow_nan=False)
+
+
+def test_double_buffering_hides_the_dma_behind_other_passes():
+    # The same passes (a double-buffered plan on Dbufs twice as big holds what a plain one
+    # holds): overlapped, the DMA-in of every pass but the first and the DMA-out of every pass
+    # but the last run behind another pass's contexts.
+    small = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                        dbuf_bytes=16384)
+    big = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                      dbuf_bytes=32768)
+    plain, w, _ = _plan(128, 1024, 16, "dense", params=small)
+    double, _, _ = _plan(128, 1024, 16, "dense", params=big, double_buffer=True)
+    assert (plain.passes, plain.contexts) == (double.passes, double.contexts)
+    assert plain.passes >= 3
+    a, b = perf.predict(plain, w), perf.predict(double, w)
+    assert [p.ext_in for p in a.passes] == [p.ext_in for p in b.passes]
+    assert b.cycles < a.cycles
+    assert b.cycles == sum(p.span for p in b.passes) + b.passes[-1].dma_out
+    assert all(p.in_hidden > 0 for p in b.passes[1:]) and b.passes[0].in_hidden == 0
+    assert all(p.out_hidden > 0 for p in b.passes[:-1]) and b.passes[-1].out_hidden == 0
+    assert b.as_dict()["pass_cycles"][1]["in_hidden"] == b.passes[1].in_hidden
 
 
 def test_no_overlap_adds_the_phases():

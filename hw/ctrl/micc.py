@@ -15,7 +15,9 @@ Contract
 Host registers (ports, sampled on ``i_start``): ``i_n_config`` (port 0) and ``i_n_config_<p>``
 (port ``p >= 1``) words of configuration records at the start of each port's Cbuf region;
 ``i_n_ctx`` CTX template words (one per CTX slot) after port 0's records; ``i_contexts``;
-``i_window`` (``1 .. operand_depth``); ``i_ends`` (END messages per context).  With
+``i_window`` (``1 .. operand_depth``); ``i_ends`` (END messages per context); ``i_ctx_base``
+(the first context ID: alternate passes of a double-buffered layer number their contexts
+from 0 and from ``contexts``, so that they read alternate halves of the descriptor tables).  With
 ``ports = P`` the Cbufs are cut into ``P`` regions of ``words / P`` words (whole banks,
 :class:`hw.ctrl.cbuf.Cbuf`); port ``p`` reads only region ``p`` (its ``rd_addr_<p>`` is an offset
 in it), so the ports never compete for a bank.  The Cbuf words are 64 bits; the record and
@@ -34,11 +36,13 @@ expansion in Python.
 3. HOLD: while ``i_hold`` (the top: a DMA channel is busy, the DMA-in that overlaps the
    configuration), no context starts.
 4. CTX: context ``c`` (0, 1, ...) is started only while ``issued - retired < window``; its
-   start is one OPERAND flit per template word with ``data = c``, in Cbuf order, on port 0.
+   start is one OPERAND flit per template word with ``data = i_ctx_base + c`` (its ID), in
+   Cbuf order, on port 0.
    With ``window = 1`` every context waits for the previous one to end: the dependence
    control for contexts that depend on each other (the image's ``window`` chooses it).
 5. Each CTX_END flit carries its context ID and a ``count`` of END messages (ISA
-   v1.2, 0 counts as 1); the end counter of that context (a table indexed by the ID's low
+   v1.2, 0 counts as 1; the ID is the END slot's count of earlier ENDs, ``0 .. contexts-1``
+   whatever ``i_ctx_base``); the end counter of that context (a table indexed by the ID's low
    bits) adds the count; the oldest context retires when its counter reaches ``i_ends``.
    ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
    ``retired == contexts``; ``o_done`` stays high until the next start.
@@ -126,7 +130,7 @@ class Micc(wiring.Component):
             "i_flit": In(flit),
             "i_start": In(1),
             "i_n_ctx": In(16), "i_contexts": In(32),
-            "i_window": In(8), "i_ends": In(16),
+            "i_window": In(8), "i_ends": In(16), "i_ctx_base": In(32),
             "i_hold": In(1), "i_cbuf_write": In(1), "i_delivered": In(32),
             "o_state": Out(MiccState), "o_done": Out(1), "o_error": Out(len(MiccError)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
@@ -157,7 +161,7 @@ class Micc(wiring.Component):
             Signal(32)
         hidden = Signal(48)
         n_ctx, contexts = Signal(32), Signal(32)
-        window, ends = Signal(32), Signal(16)
+        window, ends, ctx_base = Signal(32), Signal(16), Signal(32)
         running = ~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err),
@@ -322,7 +326,7 @@ class Micc(wiring.Component):
                 err.eq(Cat(*[start_err.get(e, Const(0, 1)) for e in MiccError])),
                 n_ctx.eq(zx(self.i_n_ctx)),
                 contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
-                ends.eq(self.i_ends),
+                ends.eq(self.i_ends), ctx_base.eq(self.i_ctx_base),
                 issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0),
                 config_cycles.eq(0), hold_cycles.eq(0), flits.eq(0), in_ctx.eq(0), hidden.eq(0),
                 wait.eq(self.drain),
@@ -359,7 +363,8 @@ class Micc(wiring.Component):
                     addr = Signal(32)
                     m.d.comb += [addr.eq(q0["rptr"] + k), q0["rd_en"].eq(1),
                                  q0["rd_addr"].eq(addr)]
-                    m.d.sync += [k.eq(k_next), pend_is_ctx.eq(1), pend_ctx.eq(issued)]
+                    m.d.sync += [k.eq(k_next), pend_is_ctx.eq(1),
+                                 pend_ctx.eq((issued + ctx_base)[:32])]
                     with m.If(k_next == n_ctx):
                         m.d.sync += [in_ctx.eq(0), issued.eq(increment(issued))]
             with m.Elif(is_state(MiccState.WAIT)):

@@ -82,7 +82,8 @@ def run_model_command(args):
                operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
                dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
-               overlap=system.overlap, calibration=perf_fit.CALIBRATION)
+               overlap=system.overlap, double_buffer=plan.double_buffer,
+               calibration=perf_fit.CALIBRATION)
     _print(rec, pred, plan, params)
     if args.json:
         write_json(args.json, rec)
@@ -115,7 +116,8 @@ def _print(rec, pred, plan, params):
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
-    t.add_row("passes / contexts per pass", f"{plan.passes} / {plan.contexts}")
+    t.add_row("passes / contexts per pass", f"{plan.passes} / {plan.contexts}"
+              + (" (double-buffered)" if plan.double_buffer else ""))
     t.add_row("load balance (engines' mean / max FACC steps)", f"{rec['load_balance']:.3f}")
     t.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
               f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")
@@ -136,13 +138,21 @@ def _print(rec, pred, plan, params):
     t.add_row("model time", f"{rec['model_seconds']:.2f} s")
     console().print(t)
     p = Table(title="per pass (cycles; bytes)", title_justify="left")
-    for col in ("pass", "DMA-in", "config", "contexts", "compute", "waits for DMA", "span",
-                "DMA-out", "bytes in", "bytes out"):
+    cols = ["pass", "DMA-in", "config", "contexts", "compute", "waits for DMA", "span",
+            "DMA-out", "bytes in", "bytes out"]
+    if plan.double_buffer:
+        cols[2:2] = ["in behind prev."]
+        cols[9:9] = ["out behind next"]
+    for col in cols:
         p.add_column(col, justify="right")
     for i, f in enumerate(pred.passes):
-        p.add_row(str(i), f"{f.dma_in:,}", f"{f.config:,}", f"{f.contexts:,}",
-                  f"{f.compute:,}", f"{f.hold:,}", f"{f.span:,}", f"{f.dma_out:,}",
-                  f"{f.ext_in:,}", f"{f.ext_out:,}")
+        row = [str(i), f"{f.dma_in:,}", f"{f.config:,}", f"{f.contexts:,}",
+               f"{f.compute:,}", f"{f.hold:,}", f"{f.span:,}", f"{f.dma_out:,}",
+               f"{f.ext_in:,}", f"{f.ext_out:,}"]
+        if plan.double_buffer:
+            row[2:2] = [f"{f.in_hidden:,}"]
+            row[9:9] = [f"{f.out_hidden:,}"]
+        p.add_row(*row)
     console().print(p)
     console().print("figures from the performance model (docs/perf.md; its error against the "
                     "RTL: fdpu model-check)")

@@ -68,6 +68,13 @@ def plan_options(args, weights=None):
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
     graph = args.sparse_graph
     opts = dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=graph)
+    double = getattr(args, "double_buffer", None)
+    if double and not getattr(args, "overlap", True):
+        raise FdpuError("--double-buffer overlaps the DMA with the contexts: it cannot run with "
+                        "--no-overlap")
+    if double is None and not getattr(args, "overlap", True):
+        double = False
+    opts["double_buffer"] = double
     if weights is not None and args.mode == "sparse" and graph in (None, "skip"):
         opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
     return opts
@@ -181,3 +188,8 @@ def add_hw_args(parser):
     hw.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
                     help="configure the PEs while the DMA-in fills the Dbufs (default on; "
                          "--no-overlap: DMA-in, then configuration and contexts)")
+    hw.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=None,
+                    help="give consecutive passes alternate halves of the Dbufs, so the DMA "
+                         "loads the next pass and stores the previous one while a pass "
+                         "computes (default: on when the layer takes more than one pass with "
+                         "whole Dbufs; needs --overlap)")

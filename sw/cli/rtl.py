@@ -88,7 +88,8 @@ def run_rtl_command(args):
         y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
                                     waves=args.waves, mem=mem, progress=show,
                                     dma_channels=args.dma_channels,
-                                    config_ports=args.config_ports, overlap=args.overlap)
+                                    config_ports=args.config_ports, overlap=args.overlap,
+                                    double_buffer=plan.double_buffer)
     rtl_s = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
@@ -105,7 +106,8 @@ def run_rtl_command(args):
     table.add_row("match (bit for bit with the golden model)",
                   "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
     table.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
-    table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}")
+    table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}"
+                  + (" (double-buffered)" if plan.double_buffer else ""))
     table.add_row("load balance (engines' mean / max FACC steps)",
                   f"{rec['load_balance']:.3f}")
     table.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
@@ -124,6 +126,11 @@ def run_rtl_command(args):
     if rec["overlap"]:
         table.add_row("configured array waiting for the DMA-in (not compute)",
                       f"{rec['hold_cycles']:,} cycles")
+    if plan.double_buffer:
+        pc = rec["pass_cycles"]
+        table.add_row("DMA behind other passes' contexts: in / out (of all DMA)",
+                      f"{sum(r['in_hidden'] for r in pc):,} / "
+                      f"{sum(r['out_hidden'] for r in pc):,} (of {rec['dma_cycles']:,}) cycles")
     table.add_row("utilization of the contexts (after configuration)",
                   f"{rec['utilization_contexts']:.2%}")
     table.add_row("dense-equivalent utilization (2 K C N / peak)",
@@ -182,6 +189,7 @@ def figures(plan, w, x, ref, y, job):
     dma = job.dma_cycles
     ctx_cycles = job.context_cycles
     rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
+    over = job.overlaps() if job.double_buffer else [{} for _ in runs]
     nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
     useful = useful_flops(plan, nnz)
     return dict(
@@ -189,11 +197,13 @@ def figures(plan, w, x, ref, y, job):
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, int_issue=p.int_issue,
         operand_depth=p.operand_depth, dbuf_bytes=p.dbuf_bytes, passes=plan.passes,
         contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
+        double_buffer=job.double_buffer,
         pass_cycles=[dict(dma_in=r.in_cycles, compute=r.compute_cycles, config=r.config_cycles,
                           config_hidden=r.config_hidden_cycles, hold=r.hold_cycles,
-                          contexts=r.context_cycles, span=r.span_cycles,
-                          dma_out=r.out_cycles, ext_in=i, ext_out=o)
-                     for r, i, o in zip(runs, job.ext_in, job.ext_out)],
+                          contexts=r.context_cycles, span=v.get("span_cycles", r.span_cycles),
+                          dma_out=r.out_cycles, ext_in=i, ext_out=o,
+                          in_hidden=v.get("in_hidden", 0), out_hidden=v.get("out_hidden", 0))
+                     for r, i, o, v in zip(runs, job.ext_in, job.ext_out, over)],
         config_cycles=job.config_cycles, context_cycles=ctx_cycles,
         config_hidden_cycles=job.config_hidden_cycles,
         config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,

@@ -22,7 +22,7 @@ from sw.spec.errors import FdpuError
 __all__ = ["assemble", "listing"]
 
 
-def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None):
+def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None, ctx_base=0):
     """Return the :class:`Image` of ``graph`` placed by ``placement``.
 
     Parameters
@@ -39,6 +39,8 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
         Contexts in flight (default ``operand_depth``).
     meta : dict, optional
         Notes stored with the image.
+    ctx_base : int
+        The first context ID (:class:`Image`).
     """
     params = placement.params
     parts = word_parts(params)
@@ -71,7 +73,7 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
                                           dtype=np.uint64),
                 preloads, dict(segments or {}), int(contexts),
                 params.operand_depth if window is None else int(window),
-                len(graph.end_nodes()), dict(meta or {}))
+                len(graph.end_nodes()), dict(meta or {}), int(ctx_base))
     img.check()
     return img
 

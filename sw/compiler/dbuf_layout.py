@@ -9,7 +9,9 @@ the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g
 element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
 ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose data do not fit the
-Dbufs runs in several passes (one memory image each, the same program).
+Dbufs runs in several passes (one memory image each, the same program).  Pass ``p`` fills
+``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
+``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
 
 :func:`pass_memory` returns the image of pass ``p`` of an :class:`~sw.compiler.fc_plan.FcPlan`
 and where each item's output goes; :func:`gather_outputs` assembles the ``N x K`` result from
@@ -137,11 +139,8 @@ def pass_memory(plan, weights, inputs, p):
     x16 = np.asarray(inputs, dtype=np.float16)
     items = list(plan.pass_items(p))
     ctxs = plan.pass_contexts(p)
-    engines_at = {}
-    for e, (_, d) in enumerate(plan.homes):
-        engines_at.setdefault(d, []).append(e)
-    cursor = {d: params.dbuf_base(d) + len(es) * plan.contexts * DESC_BYTES
-              for d, es in engines_at.items()}
+    regions = {d: plan.data_region(d, p) for _, d in plan.homes}
+    cursor = {d: lo for d, (lo, _) in regions.items()}
     segments, outputs = {}, []
     desc = {e: bytearray(ctxs * DESC_BYTES) for e in range(plan.engines)}
     inputs_at = {}
@@ -149,8 +148,9 @@ def pass_memory(plan, weights, inputs, p):
     def alloc(d, nbytes):
         addr = align(cursor[d], 8)
         cursor[d] = addr + nbytes
-        if cursor[d] > params.dbuf_base(d) + params.dbuf_bytes:
-            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes)")
+        if cursor[d] > regions[d][1]:
+            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
+                            + (", half for each pass" if plan.double_buffer else "") + ")")
         return addr
 
     for slot in range(ctxs * plan.engines):
@@ -183,7 +183,7 @@ def pass_memory(plan, weights, inputs, p):
         entry = np.array([baddr, xaddr, oaddr, 0], dtype="<u4").tobytes()
         desc[e][t * DESC_BYTES:(t + 1) * DESC_BYTES] = entry
     for e in range(plan.engines):
-        segments[plan.desc_base[e]] = bytes(desc[e])
+        segments[plan.desc_base[e] + plan.pass_ctx_base(p) * DESC_BYTES] = bytes(desc[e])
     return segments, outputs
 
 

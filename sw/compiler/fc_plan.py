@@ -9,7 +9,12 @@ binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *
 self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
 runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
 compute a *dummy* item (zero weights, discarded output).  A layer whose data do not fit the
-Dbufs runs in several passes (one memory image each, the same program).
+Dbufs runs in several passes (one memory image each, the same program).  A *double-buffered*
+plan (``double_buffer``) gives its passes alternate halves of each Dbuf, each half laid out
+as a whole Dbuf is (descriptor tables, then data); the odd passes number their contexts from
+:meth:`FcPlan.pass_ctx_base` (half a Dbuf in descriptors), so their engines read the second
+half's tables with the same program.  The DMA can then load pass ``p + 1`` and store pass
+``p - 1`` while pass ``p`` computes (``docs/system.md``, "Double buffering").
 
 :class:`FcPlan` records one such cut: the shapes, the blocking (``kb``, ``gb``, sparse
 ``wfan``), the graph options, each engine's PE and home Dbuf and descriptor table, the contexts
@@ -83,6 +88,7 @@ class FcPlan:
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
     sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
     row_order: tuple = ()                          # skip: item rows (balance.balanced_rows)
+    double_buffer: bool = False                    # passes in alternate halves of the Dbufs
 
     @property
     def groups(self):
@@ -165,6 +171,32 @@ class FcPlan:
         return -(-len(self.pass_items(p)) // self.engines)
 
     @property
+    def region_bytes(self):
+        """Return the bytes of a Dbuf one pass may use: all of it, or half (8-byte aligned)
+        double-buffered."""
+        n = self.params.dbuf_bytes
+        return n // 2 // 8 * 8 if self.double_buffer else n
+
+    def pass_ctx_base(self, p):
+        """Return the first context ID of pass ``p``: 0, or for the odd passes of a
+        double-buffered plan the region size in descriptors, so that their engines read the
+        copy of their descriptor table at the start of the second half of the Dbuf."""
+        return (p % 2) * (self.region_bytes // DESC_BYTES) if self.double_buffer else 0
+
+    def engines_at(self, d):
+        """Return the engines homed at Dbuf ``d``."""
+        return [e for e, (_, dd) in enumerate(self.homes) if dd == d]
+
+    def data_region(self, d, p):
+        """Return ``(lo, hi)``: the global byte addresses of pass ``p``'s data in Dbuf ``d``,
+        after the descriptor tables of the engines homed there (double-buffered: in the
+        half of the Dbuf of pass ``p``'s parity, which begins with its own copy of the
+        tables)."""
+        base = self.params.dbuf_base(d) + self.pass_ctx_base(p) * DESC_BYTES
+        return (base + len(self.engines_at(d)) * self.contexts * DESC_BYTES,
+                base + self.region_bytes)
+
+    @property
     def item_bound(self):
         """Return the largest number of bytes one item's weights can take."""
         if self.mode == "dense":
@@ -201,6 +233,6 @@ class FcPlan:
         return dict(mode=self.mode, K=self.K, C=self.C, N=self.N, kb=self.kb, gb=self.gb,
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
-                    wfan=self.wfan, fan_pipe0=self.fan_pipe0,
+                    wfan=self.wfan, fan_pipe0=self.fan_pipe0, double_buffer=self.double_buffer,
                     sparse_graph=self.sparse_graph if self.mode == "sparse" else None,
                     rows_balanced=bool(self.row_order))

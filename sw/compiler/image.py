@@ -14,6 +14,9 @@ An :class:`Image` holds
   else is 0);
 * ``contexts``, ``window`` (contexts in flight, ``1 .. operand_depth``) and
   ``ends_per_context`` (context-end messages the MicC waits for per context);
+* ``ctx_base``: the first context ID (the CTX tokens carry ``ctx_base .. ctx_base + contexts
+  - 1``; the odd passes of a double-buffered layer read the second half of their descriptor
+  tables with it, ``sw.compiler.dbuf_layout``);
 * ``meta``: JSON-friendly notes (the plan, where the outputs are).
 
 :meth:`Image.cbuf_words` encodes the image for the Cbufs as 64-bit words, compactly (only
@@ -119,6 +122,7 @@ class Image:
     window: int
     ends_per_context: int
     meta: dict = field(default_factory=dict)
+    ctx_base: int = 0
 
     def word(self, x, y, slot):
         """Return the instruction word of a slot as an int."""
@@ -221,6 +225,10 @@ class Image:
                                 f"Dbuf boundary")
         if not isinstance(self.contexts, int) or self.contexts < 0:
             raise FdpuError(f"contexts must be a non-negative integer, got {self.contexts!r}")
+        if isinstance(self.ctx_base, bool) or not isinstance(self.ctx_base, int) \
+                or not 0 <= self.ctx_base or self.ctx_base + self.contexts > 1 << 32:
+            raise FdpuError(f"ctx_base must be a non-negative integer with ctx_base + contexts "
+                            f"below 2**32, got {self.ctx_base!r}")
         if not 1 <= self.window <= p.operand_depth:
             raise FdpuError(f"window must be in 1..{p.operand_depth} (operand_depth), got "
                             f"{self.window}")
@@ -237,7 +245,7 @@ class Image:
         blob = b"".join(self.segments[a] for a in addrs)
         info = dict(format=FORMAT_TAG, params=asdict(self.params), contexts=self.contexts,
                     window=self.window, ends_per_context=self.ends_per_context,
-                    meta=self.meta)
+                    ctx_base=self.ctx_base, meta=self.meta)
         pre = np.array([[x, y, s, o] for x, y, s, o, _ in self.preloads],
                        dtype=np.int64).reshape(-1, 4)
         prev = np.array([v for *_, v in self.preloads], dtype=np.uint64)
@@ -277,7 +285,8 @@ def load(path):
             img = Image(params, z["program"], z["regs"],
                         [(*map(int, r), int(v)) for r, v in zip(pre, prev)], segments,
                         int(info["contexts"]), int(info["window"]),
-                        int(info["ends_per_context"]), info.get("meta", {}))
+                        int(info["ends_per_context"]), info.get("meta", {}),
+                        int(info.get("ctx_base", 0)))
     except FdpuError:
         raise
     except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:

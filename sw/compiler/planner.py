@@ -26,7 +26,8 @@ __all__ = ["plan_fc"]
 
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None):
+            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
+            double_buffer=None):
     """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
@@ -44,6 +45,10 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     stored weights of each of the ``K`` rows; sparse, ``skip`` or ``None``) also orders a
     ``skip`` plan's rows into items so that the engines' work is even
     (:func:`sw.compiler.balance.balanced_rows`); without it the rows go in order.
+    ``double_buffer`` gives consecutive passes alternate halves of the Dbufs (the DMA of the
+    next and previous passes then overlaps a pass's contexts, ``docs/system.md``); ``None``
+    (the default) turns it on when the layer takes more than one pass with whole Dbufs and
+    one item fits half a Dbuf.
 
     Raises
     ------
@@ -51,6 +56,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         For a bad mode, shape or batch, or a layer whose single item does not fit a Dbuf.
     """
     params = params or ArrayParams()
+    asked = dict(kb=kb, gb=gb, contexts=contexts, wfan=wfan)
     if mode not in MODES:
         raise FdpuError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     for name, v in (("out_features K", K), ("in_features C", C), ("batch", N)):
@@ -82,6 +88,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 or (row_nnz > C).any():
             raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
                             f"got shape {row_nnz.shape} of {row_nnz.dtype}")
+    if double_buffer is not None and not isinstance(double_buffer, bool):
+        raise FdpuError(f"double_buffer must be True, False or None (automatic), got "
+                        f"{double_buffer!r}")
     if sparse_graph is None:
         sparse_graph = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
     if sparse_graph != "skip":
@@ -103,6 +112,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
                            sparse_graph=sparse_graph)
             probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
+            probe.double_buffer = bool(double_buffer)
             if _fits(probe, 1):
                 kb, gb, wfan = ckb, cgb, cwfan
                 break
@@ -110,9 +120,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
             given = "".join(f", {n}={v}" for n, v in (("kb", kb), ("gb", gb), ("wfan", wfan))
                             if v is not None)
             raise FdpuError(f"every blocking of the {K} x {C} layer (batch {N}, {mode}{given}) "
-                            f"has a work item that needs more than the {params.dbuf_bytes} "
-                            f"bytes of a Dbuf; use fewer in_features, bigger Dbufs or another "
-                            f"blocking")
+                            f"has a work item that needs more than the {_room(probe)}; use "
+                            f"fewer in_features, bigger Dbufs or another blocking"
+                            + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
                   sparse_graph=sparse_graph)
@@ -124,29 +134,23 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     plan.homes = home_dbufs.engine_homes(params, min(params.num_pes, plan.items))
     if row_nnz is not None:
         plan.row_order = balanced_rows(row_nnz, kb, plan.engines)
-    full = -(-plan.items // plan.engines)
+    plan.double_buffer = bool(double_buffer)
     if contexts is not None:
+        full = -(-plan.items // plan.engines)
         if isinstance(contexts, bool) or not isinstance(contexts, (int, np.integer)) \
                 or not 1 <= contexts <= full:
             raise FdpuError(f"contexts must be an integer in 1..{full} (the contexts per engine "
                             f"of this layer), got {contexts!r}")
         if not _fits(plan, int(contexts)):
             raise FdpuError(f"{contexts} contexts per pass of the {K} x {C} layer (batch {N}, "
-                            f"{mode}) need more than the {params.dbuf_bytes} bytes of a Dbuf")
+                            f"{mode}) need more than the {_room(plan)}")
     else:
-        lo, hi = 1, full
-        if not _fits(plan, 1):
+        contexts = _most_contexts(plan)
+        if contexts is None:
             raise FdpuError(
                 f"one work item of the {K} x {C} layer (batch {N}, {mode}) needs more than "
-                f"the {params.dbuf_bytes} bytes of a Dbuf; use fewer in_features or bigger "
-                f"Dbufs")
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if _fits(plan, mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        contexts = lo
+                f"the {_room(plan)}; use fewer in_features or bigger Dbufs"
+                + (" or no double buffering" if plan.double_buffer else ""))
     plan.contexts = int(contexts)
     per_dbuf = {}
     plan.desc_base = []
@@ -154,7 +158,38 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         i = per_dbuf.get(d, 0)
         per_dbuf[d] = i + 1
         plan.desc_base.append(params.dbuf_base(d) + i * plan.contexts * DESC_BYTES)
+    if double_buffer is None and plan.passes > 1:
+        # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.
+        try:
+            return plan_fc(K, C, N, mode, params, feedback=feedback, fan_pipe0=fan_pipe0,
+                           row_nnz=row_nnz, double_buffer=True,
+                           sparse_graph=sparse_graph if mode == "sparse" else None, **asked)
+        except FdpuError:
+            pass
     return plan
+
+
+def _room(plan):
+    """Return the words naming what one pass may fill, for errors."""
+    n = plan.params.dbuf_bytes
+    return f"half of the {n} bytes of a Dbuf (double buffering)" if plan.double_buffer \
+        else f"{n} bytes of a Dbuf"
+
+
+def _most_contexts(plan):
+    """Return the most contexts per pass that fit the Dbufs (``None`` if one does not) and
+    leave ``plan.contexts`` at it."""
+    lo, hi = 1, -(-plan.items // plan.engines)
+    if not _fits(plan, 1):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits(plan, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    plan.contexts = lo
+    return lo
 
 
 def _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan):
@@ -182,6 +217,6 @@ def _fits(plan, contexts):
         per[d] = per.get(d, 0) + 1
     worst = max(per.values())
     gblocks = max(1, min(plan.gblocks, worst * contexts))
-    need = (worst * contexts * (DESC_BYTES + plan.item_bound + plan.output_bytes + 8)
-            + gblocks * (plan.input_bytes + 8))
-    return need <= plan.params.dbuf_bytes
+    data = worst * contexts * (plan.item_bound + plan.output_bytes + 8) \
+        + gblocks * (plan.input_bytes + 8)
+    return worst * contexts * DESC_BYTES + data <= plan.region_bytes

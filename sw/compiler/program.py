@@ -41,7 +41,8 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
         graph, placement = program(plan, graph)
     for p in range(plan.passes):
         segments, outputs = dbuf_layout.pass_memory(plan, weights, inputs, p)
-        yield assemble(graph, placement, segments, plan.pass_contexts(p)), outputs
+        yield assemble(graph, placement, segments, plan.pass_contexts(p),
+                       ctx_base=plan.pass_ctx_base(p)), outputs
 
 
 def empty_result(plan):

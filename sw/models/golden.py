@@ -315,7 +315,7 @@ class _Machine:
                 st = self.slots[key]
                 t = max(self.now + 1 + self._rand(self.jitter), st.last.get("micc", 0))
                 st.last["micc"] = t
-                self._push(t, "tok", key, 0, ctx, (ctx,), False)
+                self._push(t, "tok", key, 0, self.image.ctx_base + ctx, (ctx,), False)
 
     def _end(self, st, delay):
         ctx = st.ends

@@ -154,6 +154,9 @@ class PassFigures:
     ext_in: int
     ext_out: int
     bound: str = ""
+    in_hidden: int = 0         # double-buffered: DMA-in cycles behind the previous pass
+    out_hidden: int = 0        # double-buffered: DMA-out cycles behind the next pass
+    out_exposed: int = None    # DMA-out cycles on the critical path (None: all of them)
 
     @property
     def compute(self):
@@ -179,8 +182,9 @@ class Prediction:
 
     @property
     def cycles(self):
-        """Return the end-to-end cycles (every pass's span and DMA-out)."""
-        return sum(p.span + p.dma_out for p in self.passes)
+        """Return the end-to-end cycles (every pass's span and exposed DMA-out)."""
+        return sum(p.span + (p.dma_out if p.out_exposed is None else p.out_exposed)
+                   for p in self.passes)
 
     @property
     def dma_cycles(self):
@@ -208,7 +212,8 @@ class Prediction:
             config_cycles=sum(p.config for p in self.passes),
             context_cycles=sum(p.contexts for p in self.passes),
             hold_cycles=sum(p.hold for p in self.passes),
-            pass_cycles=[dict(asdict(p), compute=p.compute) for p in self.passes],
+            pass_cycles=[{**{k: v for k, v in asdict(p).items() if k != "out_exposed"},
+                          "compute": p.compute} for p in self.passes],
             flops=self.flops, useful_flops=self.useful_flops,
             utilization=self.useful_flops / (peak * comp),
             issue_utilization=self.flops / (peak * comp),
@@ -285,10 +290,43 @@ class Workload:
                 ready, hold = dma_in + config, 0
             passes.append(PassFigures(dma_in, config, ctx_cycles, hold, ready + ctx_cycles,
                                       dma_out, ext_in, ext_out, bound))
+        if self.plan.double_buffer and system.overlap:
+            _double_buffered(passes)
         return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
                           useful_flops=self.useful_flops, dense_flops=self.dense_flops,
                           peak_per_cycle=p.num_pes * LANES * 2,
                           min_external_bytes=self.min_bytes)
+
+
+def _double_buffered(passes):
+    """Re-time ``passes`` as the runtime overlaps a double-buffered plan's passes (in place).
+
+    While pass ``j``'s contexts run (from ``s[j]``) the DMA stores pass ``j - 1`` and then
+    loads pass ``j + 1``; pass ``j + 1``'s MicC starts when pass ``j`` ends and that DMA-out is
+    done, configures, and starts its contexts when its DMA-in is done too.  The DMA-out of the
+    last pass follows it.  Spans run from the previous pass's end; only the last DMA-out is
+    exposed.
+    """
+    f0 = passes[0]
+    start = max(f0.dma_in, f0.config)            # pass 0 as without double buffering
+    s_prev = end_prev = 0
+    for j, f in enumerate(passes):
+        if j:
+            prev = passes[j - 1]
+            out_prev = passes[j - 2].dma_out if j >= 2 else 0
+            micc = max(end_prev, s_prev + out_prev)
+            loaded = s_prev + out_prev + f.dma_in
+            start = max(micc + f.config, loaded)
+            f.hold = max(0, loaded - (micc + f.config))
+            f.in_hidden = max(0, min(loaded, end_prev) - (s_prev + out_prev))
+            prev.out_hidden = max(0, min(start + prev.dma_out, start + f.contexts) - start)
+            prev.out_exposed = 0
+        end = start + f.contexts
+        f.span = end - end_prev
+        s_prev, end_prev = start, end
+    last = passes[-1]
+    # The last pass's DMA-out follows it; the one before it ran behind its contexts.
+    last.out_exposed = last.dma_out
 
 
 def _rounder(rounded):
@@ -416,15 +454,11 @@ def _config_words(plan, image, ports):
 def _pass_segments(plan, q, nnz_rows):
     """Return ``[(global address, bytes)]`` of pass ``q``'s Dbuf data, laid out as
     :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only)."""
-    p = plan.params
     items = list(plan.pass_items(q))
     ctxs = plan.pass_contexts(q)
-    engines_at = {}
-    for e, (_, d) in enumerate(plan.homes):
-        engines_at.setdefault(d, []).append(e)
-    cursor = {d: p.dbuf_base(d) + len(es) * plan.contexts * DESC_BYTES
-              for d, es in engines_at.items()}
-    segs = [(plan.desc_base[e], ctxs * DESC_BYTES) for e in range(plan.engines)]
+    cursor = {d: plan.data_region(d, q)[0] for _, d in plan.homes}
+    base = plan.pass_ctx_base(q) * DESC_BYTES
+    segs = [(plan.desc_base[e] + base, ctxs * DESC_BYTES) for e in range(plan.engines)]
     inputs = set()
 
     def alloc(d, n):

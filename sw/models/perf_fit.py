@@ -81,6 +81,7 @@ def _config(rec):
                 dma_channels=rec.get("dma_channels", 1), mem_latency=rec.get("mem_latency", 20),
                 mem_bandwidth=rec.get("mem_bandwidth", 8.0),
                 config_ports=rec.get("config_ports", 4), overlap=rec.get("overlap", True),
+                double_buffer=bool(plan.get("double_buffer", False)),
                 backdoor_in=bool(rec.get("dma_in_backdoor", False)))
 
 
@@ -112,7 +113,8 @@ def rebuild(pt):
     plan = planner.plan_fc(c["K"], c["C"], c["N"], c["mode"], params, kb=c["kb"], gb=c["gb"],
                            wfan=c["wfan"] if c["mode"] == "sparse" else None,
                            sparse_graph=c["sparse_graph"],
-                           row_nnz=np.count_nonzero(w.view(np.uint16), axis=1) if skip else None)
+                           row_nnz=np.count_nonzero(w.view(np.uint16), axis=1) if skip else None,
+                           double_buffer=c.get("double_buffer", False))
     if (plan.passes, plan.contexts) != (c["passes"], c["contexts"]):
         raise FdpuError(f"calibration point {pt['name']}: the plan now has {plan.passes} passes "
                         f"of {plan.contexts} contexts, the RTL ran {c['passes']} of "

@@ -12,11 +12,16 @@ Contract
   most to the channel on the Dbuf's own edge (``sw.spec.ports.dma_ports``); the Cbuf image
   stays on channel 0; the DMA-out is spread the same way.  Segments of one Dbuf closer than
   :data:`MERGE_GAP` bytes share a descriptor.
+* Double buffering (``double_buffer``): consecutive passes must touch disjoint Dbuf bytes
+  (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
+  is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
+  computes).
 * :class:`MemModel` holds the external memory model's registers (latency, bandwidth, stalls).
 
 Errors: :class:`FdpuError` for a DMA channel or configuration port count the top cannot
-have, a configuration that does not fit the Cbufs, a job that needs more than the 32-bit
-address space, or memory model values out of range.
+have, double-buffered passes that share Dbuf bytes, a configuration that does not fit the
+Cbufs, a job that needs more than the 32-bit address space, or memory model values out of
+range.
 """
 
 from dataclasses import dataclass
@@ -290,23 +295,53 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
     # the reply mesh through the merge a configuration port's CONFIG flits take there,
     # which would halve the configuration's rate while the two overlap.
     own = _channel_ports(p, nch)
+    touched = []
     for c, lo, words in sorted(_assign(_runs(image), nch, load, p),
                                key=lambda t: p.dbuf_of(t[1])[0] == own[t[0]]):
         descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
         moved += 8 * len(words)
+        touched.append((lo, lo + 8 * len(words)))
     outs, out_bytes, where = [[] for _ in range(nch)], 0, []
     for c, lo, hi, group in _out_runs(p, reads, nch):
         at = exts[c].reserve(hi - lo)
         outs[c].append(_desc(at, lo, hi - lo, DESC_OUT))
+        touched.append((lo, hi))
         where += [(addr, n, c, at + addr - lo) for addr, n in group]
         out_bytes += hi - lo
     plan = dict(descs=descs, cbuf_words=cbuf_words, ndesc=sum(len(d) for d in descs), outs=outs,
                 nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
-                templates=len(templates), image=image, moved=moved, out_bytes=out_bytes)
+                templates=len(templates), image=image, moved=moved, out_bytes=out_bytes,
+                touched=sorted(touched))
     return plan, where, prev_cbuf
 
 
-def _spec_pass(pl, exts, backdoor_in, overlap):
+def _union(ranges):
+    """Return sorted ``(lo, hi)`` ranges merged where they overlap or touch."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def _shared_byte(a, b):
+    """Return the first address two lists of ``(lo, hi)`` ranges share, or ``None``."""
+    a, b = _union(a), _union(b)
+    i = k = 0
+    while i < len(a) and k < len(b):
+        lo, hi = max(a[i][0], b[k][0]), min(a[i][1], b[k][1])
+        if lo < hi:
+            return lo
+        if a[i][1] <= b[k][1]:
+            i += 1
+        else:
+            k += 1
+    return None
+
+
+def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
     """Place a pass's descriptor lists in ``exts``; return its pass of the run spec."""
     lin = [[exts[c].put(np.array(d, dtype=np.uint64).reshape(-1)) if d else 0, len(d)]
            for c, d in enumerate(pl["descs"])]
@@ -315,18 +350,18 @@ def _spec_pass(pl, exts, backdoor_in, overlap):
     image = pl["image"]
     all_in = [(c, d) for c, ds in enumerate(pl["descs"]) for d in ds]
     return dict(
-        dma_in=lin, dma_out=lout,
+        dma_in=lin, dma_out=lout, prefetch=prefetch,
         in_descs=[[c, *(int(f) for f in unpack_descriptor(d))]
                   for c, d in all_in] if backdoor_in else [],
         regs=dict(i_n_config=pl["cfg"][0], i_n_ctx=pl["templates"],
                   **{f"i_n_config_{q}": n for q, n in enumerate(pl["cfg"]) if q},
                   i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
                   i_contexts=image.contexts, i_window=image.window,
-                  i_ends=image.ends_per_context))
+                  i_ends=image.ends_per_context, i_ctx_base=image.ctx_base))
 
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
-             overlap=False):
+             overlap=False, double_buffer=False):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
@@ -355,7 +390,16 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
             hi = max(a + n for a, n in spans)
             res_base[c] = (len(reads_spec), lo)
             reads_spec.append([c, lo // 8, (hi - lo + 7) // 8])
-    spec_passes = [_spec_pass(pl, exts, backdoor_in, overlap) for pl in plan]
+    if double_buffer:
+        for j in range(1, len(plan)):
+            at = _shared_byte(plan[j - 1]["touched"], plan[j]["touched"])
+            if at is not None:
+                raise FdpuError(f"passes {j - 1} and {j} both use Dbuf byte {at:#x}: double "
+                                f"buffering needs consecutive passes in disjoint Dbuf bytes "
+                                f"(plan the layer with double_buffer=True)")
+    spec_passes = [_spec_pass(pl, exts, backdoor_in, overlap,
+                              bool(double_buffer and j and pl["cbuf_words"] == 0))
+                   for j, pl in enumerate(plan)]
     ext_in = [pl["moved"] + 16 * (pl["ndesc"] + pl["nouts"]) for pl in plan]
     ext_out = [pl["out_bytes"] for pl in plan]
     return JobPlan(p, exts, plan, results, reads_spec, res_base, spec_passes, ext_in, ext_out)

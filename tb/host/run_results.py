@@ -51,7 +51,9 @@ class RtlRun:
     ``o_dbuf_reqs``, ``o_mesh_flits``...); ``in_cycles``/``out_cycles``: its DMA phases
     (DMA-in: the Cbufs and the Dbufs); ``span_cycles``: with ``overlap``, the cycles of the
     phase in which the DMA-in and the MicC run together (else ``in_cycles + cycles``);
-    :meth:`read` returns what the DMA stored out of the Dbufs.
+    :meth:`read` returns what the DMA stored out of the Dbufs; ``clocks`` (double-buffered
+    jobs): the ``o_clock`` at ``in_start``/``in_end``, ``micc_start``/``ctx_start``/
+    ``micc_end``, ``out_start``/``out_end`` of the pass.
     """
     params: ArrayParams
     status: dict
@@ -61,6 +63,7 @@ class RtlRun:
     job: object = None
     overlap: bool = False
     span: int = 0
+    clocks: dict = None
 
     @property
     def cycles(self):
@@ -126,12 +129,50 @@ class JobRun:
     backdoor_in: bool = False
     #: Per pass, the DMA descriptors in and out.
     descriptors: list = None
+    #: The passes overlapped (``run_job(double_buffer=True)``): see :meth:`overlaps`.
+    double_buffer: bool = False
 
     @property
     def cycles(self):
         """Return the cycles of the whole job, end to end: every phase as it ran (with
-        ``overlap`` the DMA-in of the Dbufs and the MicC count once, as their common span)."""
+        ``overlap`` the DMA-in of the Dbufs and the MicC count once, as their common span;
+        double-buffered, the clock from the first phase's start to the last one's end)."""
+        if self.double_buffer:
+            clocks = [c for r in self.passes for c in r.clocks.values()]
+            return max(clocks) - min(clocks) if clocks else 0
         return sum(r.span_cycles + r.out_cycles for r in self.passes)
+
+    def overlaps(self):
+        """Return per pass of a double-buffered job what ran behind another pass's contexts:
+        ``in_cycles``, ``in_hidden`` (the DMA-in cycles during the previous pass's contexts),
+        ``out_cycles``, ``out_hidden`` (the DMA-out cycles during the next pass's contexts),
+        ``hold_cycles`` (the configured array waiting for the DMA) and ``span_cycles`` (from
+        the previous pass's end, or the job's start, to this pass's end)."""
+        if not self.double_buffer:
+            raise FdpuError("overlaps() describes a double-buffered job")
+        out, prev_end = [], None
+        runs = self.passes
+
+        def during(r, what, other):
+            if other is None or f"{what}_start" not in r.clocks or "ctx_start" not in \
+                    other.clocks:
+                return 0
+            lo = max(r.clocks[f"{what}_start"], other.clocks["ctx_start"])
+            hi = min(r.clocks[f"{what}_end"], other.clocks["micc_end"])
+            return max(0, hi - lo)
+
+        for j, r in enumerate(runs):
+            c = r.clocks
+            start = prev_end if prev_end is not None else min(c.values())
+            out.append(dict(pass_index=j, in_cycles=r.in_cycles,
+                            in_hidden=during(r, "in", runs[j - 1] if j else None),
+                            out_cycles=r.out_cycles,
+                            out_hidden=during(r, "out", runs[j + 1] if j + 1 < len(runs)
+                                              else None),
+                            hold_cycles=r.hold_cycles,
+                            span_cycles=c.get("micc_end", start) - start))
+            prev_end = c.get("micc_end", start)
+        return out
 
     @property
     def compute_cycles(self):

@@ -40,7 +40,8 @@ __all__ = ["run_job", "run_rtl", "run_fc_rtl", "fc_cycle_bound"]
 
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
-            backdoor_in=False, dma_channels=1, config_ports=1, overlap=False):
+            backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
+            double_buffer=False):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation.
 
     Parameters
@@ -83,6 +84,13 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         starts as soon as channel 0 has written the pass's Cbuf words (its first
         descriptors) and configures while the DMA goes on filling the Dbufs; the first
         context waits until the DMA is done (the MicC's HOLD).
+    double_buffer : bool
+        Overlap the passes (needs ``overlap``; consecutive passes in disjoint Dbuf bytes, as a
+        double-buffered plan lays them out, else :class:`FdpuError`): while pass ``p``'s
+        contexts run the DMA stores pass ``p - 1``'s results and loads pass ``p + 1``; the
+        MicC of pass ``p + 1`` starts when pass ``p`` is done and holds its contexts until
+        that DMA is done (``tb.top.test_run``).  :attr:`JobRun.cycles` is then the measured
+        clock from the first DMA start to the last DMA end.
 
     Returns
     -------
@@ -97,8 +105,12 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
     regs_mem = mem.registers()
     p = params
+    if double_buffer and (not overlap or backdoor_in):
+        raise FdpuError("double buffering overlaps the DMA with the contexts: it needs overlap "
+                        "(not --no-overlap) and a simulated DMA-in (not --backdoor-in)")
     plan = plan_job(p, passes, configs=configs, dma_channels=dma_channels,
-                    config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap)
+                    config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap,
+                    double_buffer=double_buffer)
     size = plan.ext_size(sim)
     if max_cycles is None:
         max_cycles = plan.default_max_cycles()
@@ -111,7 +123,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     np.savez(mem_path, **plan.memory_arrays(size))
     progress_file = os.path.join(work_dir, "progress.json")
     spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem, channels=dma_channels,
-                overlap=bool(overlap),
+                overlap=bool(overlap), double_buffer=bool(double_buffer),
                 out=os.path.join(work_dir, "result.npz"), passes=plan.spec_passes,
                 reads=plan.reads,
                 max_cycles=int(max_cycles), dma_max_cycles=int(dma_max_cycles),
@@ -136,13 +148,16 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     for j, rec in enumerate(out["passes"]):
         runs.append(RtlRun(p, rec["status"], rec["in_cycles"], rec["out_cycles"],
                            _reader(plan.results[j], plan.result_base, blobs),
-                           overlap=bool(overlap), span=rec.get("span_cycles", 0)))
+                           overlap=bool(overlap), span=rec.get("span_cycles", 0),
+                           clocks={k: v for k, v in rec.items() if k.endswith(("_start", "_end"))}
+                           if double_buffer else None))
     return JobRun(p, runs, out["final"], plan.ext_in, plan.ext_out,
                   dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"],
                        run_cpu_s=out.get("run_cpu_s"), backdoor_s=out.get("backdoor_s", 0.0),
                        max_rss_mb=out.get("max_rss_mb"),
                        timeline=out.get("timeline", [])),
-                  str(res.waves) if res.waves else None, bool(backdoor_in), plan.descriptors)
+                  str(res.waves) if res.waves else None, bool(backdoor_in), plan.descriptors,
+                  bool(double_buffer))
 
 
 def _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file):
@@ -256,6 +271,8 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
         outs.append(outputs)
     if kwargs.get("max_cycles") is None:
         kwargs["max_cycles"] = fc_cycle_bound(plan)
+    kwargs.setdefault("double_buffer", bool(plan.double_buffer and kwargs.get("overlap")
+                                            and not kwargs.get("backdoor_in")))
     job = run_job(plan.params, passes, sim, **kwargs)
     y = empty_result(plan)
     for run, outputs in zip(job.passes, outs):

@@ -20,6 +20,15 @@ starts once the DMA wrote the pass's Cbuf words, configures behind the rest of t
 holds its first context until the DMA is done), awaited as the DMA's halt then the MicC's;
 then the DMA-out.
 
+With ``double_buffer`` in the spec (``tb.host.runtime.run_job(double_buffer=True)``; consecutive
+passes in disjoint Dbuf bytes and context IDs, ``tb.host.job_plan``) the passes overlap: while
+pass ``p``'s contexts run, the DMA stores pass ``p - 1``'s results, then loads pass ``p + 1``
+(when its configuration is unchanged: the Cbufs are only written while the MicC is idle).
+Per pass: the MicC starts (armed) as soon as the previous one is done, configures while that
+DMA goes on and holds its first context until the DMA is done; the bench waits for the
+contexts to start (``o_state``), then starts the next DMA job.  The DMA-out after the last pass
+ends the job.  Every phase's start and end clock is recorded.
+
 With ``backdoor_in`` in the spec (``tb.host.runtime.run_job(backdoor_in=True)``, a measurement aid
 for layers whose DMA-in would take too long to simulate, never the default) the DMA-in of each
 pass is not simulated: the bench copies what its descriptors would move from the external
@@ -33,9 +42,10 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
+from sw.spec.status import MiccState
 from tb.host.backdoor import Backdoor
 
 _COUNTERS = ("o_done", "o_halt", "o_state", "o_error", "o_issued", "o_retired", "o_ends",
@@ -135,6 +145,22 @@ class TB:
         await RisingEdge(self.dut.clk)
         return halted, waited
 
+    async def contexts_started(self, bound, pass_index):
+        """Await the MicC's first context (state CTX, WAIT or DONE, or a halt) within
+        ``bound`` cycles; return (started, waited)."""
+        dut, started = self.dut, (MiccState.CTX, MiccState.WAIT, MiccState.DONE)
+        t0 = _int(dut.o_clock)
+        while True:
+            await ReadOnly()
+            if _int(dut.o_state) in started or _int(dut.o_halt):
+                await RisingEdge(dut.clk)
+                return True, _int(dut.o_clock) - t0
+            waited = _int(dut.o_clock) - t0
+            if waited >= bound:
+                return False, waited
+            await First(Edge(dut.o_state), Edge(dut.o_halt),
+                        Timer(min(self.spec["chunk"], bound - waited) * self.period, unit="ns"))
+
 
 def _extmem(dut, channel):
     """Return the external memory of DMA ``channel`` (``extmem``, ``extmem1``, ...)."""
@@ -191,6 +217,90 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
     return time.monotonic() - t0
 
 
+async def _double_buffered(dut, spec, tb, set_lists, npes):
+    """Run the passes of a double-buffered spec (module doc); return (records, failure).
+
+    A record holds the pass's status after its MicC, ``in_cycles``/``out_cycles`` (its DMA
+    jobs) and the clocks ``in_start``/``in_end``, ``micc_start``/``ctx_start``/``micc_end``,
+    ``out_start``/``out_end``.
+    """
+    specs = spec["passes"]
+    recs = [dict(in_cycles=0, out_cycles=0) for _ in specs]
+
+    def clock():
+        return _int(dut.o_clock)
+
+    async def dma_start(lists, j, what):
+        """Start a DMA job (``in`` or ``out`` of pass ``j``); return whether it runs."""
+        if not set_lists(lists):
+            return False
+        recs[j][f"{what}_start"] = clock()
+        await tb.pulse("i_dma_start")
+        recs[j][f"{what}_job"] = True
+        return True
+
+    async def dma_wait(j, what):
+        """Await the running DMA job (``what`` of pass ``j``); return a failure or None."""
+        if not recs[j].pop(f"{what}_job", False):
+            return None
+        halted, waited = await tb.wait(dut.o_dma_halt, spec["dma_max_cycles"], f"dma_{what}", j,
+                                       level=True)
+        recs[j][f"{what}_cycles"] = _int(dut.o_dma_cycles)
+        recs[j][f"{what}_end"] = recs[j][f"{what}_start"] + recs[j][f"{what}_cycles"]
+        if halted and _int(dut.o_dma_done):
+            return None
+        return dict(pass_index=j, phase=what, halted=halted, waited=waited,
+                    status=_snapshot(dut, npes))
+
+    for j, ps in enumerate(specs):
+        rec = recs[j]
+        for name, value in ps["regs"].items():
+            getattr(dut, name).value = value
+        if not ps["prefetch"]:
+            # The first pass, or a new configuration: the DMA-in now, the MicC armed on it.
+            await dma_start(ps["dma_in"], j, "in")
+        rec["micc_start"] = clock()
+        await tb.pulse("i_start")
+        fail = await dma_wait(j, "in")
+        if fail:
+            return recs[:j + 1], fail
+        started, waited = await tb.contexts_started(spec["max_cycles"], j)
+        if not started:
+            return recs[:j + 1], dict(pass_index=j, phase="compute", halted=False,
+                                      waited=waited, status=_snapshot(dut, npes))
+        rec["ctx_start"] = clock()
+        # Behind the contexts: the previous pass's results out, then the next pass's data in.
+        if j and "out_start" not in recs[j - 1] and \
+                await dma_start(specs[j - 1]["dma_out"], j - 1, "out"):
+            fail = await dma_wait(j - 1, "out")
+            if fail:
+                return recs[:j + 1], fail
+        if j + 1 < len(specs) and specs[j + 1]["prefetch"]:
+            await dma_start(specs[j + 1]["dma_in"], j + 1, "in")
+        halted, waited = await tb.wait(dut.o_halt, spec["max_cycles"], "compute", j, level=True)
+        rec["micc_end"] = clock()
+        rec["status"] = _snapshot(dut, npes)
+        if not (halted and not _int(dut.o_error) and _int(dut.o_done)):
+            return recs[:j + 1], dict(pass_index=j, phase="compute", halted=halted,
+                                      waited=waited, status=rec["status"])
+        tb.done_cycles = clock()
+        tb.note(pass_index=j + 1, passes=len(specs), phase="done", cycles=tb.done_cycles,
+                issued=0, retired=0)
+        if j + 1 < len(specs) and not specs[j + 1]["prefetch"]:
+            # The next pass loads its configuration: store this pass's results first.
+            if await dma_start(ps["dma_out"], j, "out"):
+                fail = await dma_wait(j, "out")
+                if fail:
+                    return recs[:j + 1], fail
+    last = len(specs) - 1
+    if last >= 0 and "out_start" not in recs[last] and \
+            await dma_start(specs[last]["dma_out"], last, "out"):
+        fail = await dma_wait(last, "out")
+        if fail:
+            return recs, fail
+    return recs, None
+
+
 @cocotb.test()
 async def run_job(dut):
     """Load the external memory, run every pass (DMA in, compute, DMA out), read results."""
@@ -199,7 +309,8 @@ async def run_job(dut):
     npes = spec["rows"] * spec["cols"]
     start_clock(dut.clk)
     for name in ("i_start", "i_dma_start", "i_dma_list", "i_dma_count", "i_n_config",
-                 "i_n_ctx", "i_contexts", "i_window", "i_ends", "i_cbuf_words"):
+                 "i_n_ctx", "i_contexts", "i_window", "i_ends", "i_cbuf_words",
+                 "i_ctx_base"):
         getattr(dut, name).value = 0
     for name in spec["passes"][0]["regs"] if spec["passes"] else ():
         getattr(dut, name).value = 0              # the other ports' i_n_config_<p>
@@ -230,7 +341,9 @@ async def run_job(dut):
             getattr(dut, f"i_dma_count{sfx}").value = count
         return any(count for _, count in lists)
 
-    for j, ps in enumerate(spec["passes"]):
+    if spec.get("double_buffer"):
+        passes, failure = await _double_buffered(dut, spec, tb, set_lists, npes)
+    for j, ps in enumerate(spec["passes"] if not spec.get("double_buffer") else ()):
         rec = {}
         phases = ("in+compute", "out") if overlap else ("in", "compute", "out")
         for phase in phases:
