@@ -11,8 +11,10 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.ctrl.dma import Dma, build_dma
+from hw.noc.flit import FlitKind, body_view
 from hw.tooling.verilog import lint, to_verilog
 from sw.spec.arch import ArrayParams
+from sw.spec.dma import copy_targets
 from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
 from tb.host.extmem import ExtMem
@@ -50,31 +52,40 @@ def test_dma_random_jobs_and_bad_descriptors(sim):
                           "FDPU_DMA_JOBS": "6" if sim == "icarus" else "12"})
 
 
-def _sim_one_descriptor(dma, words, cycles=60):
-    """Run ``dma`` (amaranth.sim) on a one-descriptor list; return (halt, done, error, reqs)."""
+def _sim_one_descriptor(dma, words, cycles=60, ready=lambda cycle: True):
+    """Run ``dma`` (amaranth.sim) on a one-descriptor list at external address 0x100 (``words``:
+    external address -> word; the mesh takes a request in the cycles where ``ready``); return
+    halt, done, error, reqs (cycles with a request), rd (external reads), sent (the requests
+    taken, as ``(dst_x, dst_y, addr, data)``) and sent_at (their cycles)."""
     out = {}
+    body = body_view(dma.o_req.payload, FlitKind.STORE, dma.params)
 
     async def bench(ctx):
         ctx.set(dma.i_list, 0x100)
         ctx.set(dma.i_count, 1)
         ctx.set(dma.i_start, 1)
         ctx.set(dma.o_ext_rd.ready, 1)
-        ctx.set(dma.o_req.ready, 1)
         ctx.set(dma.o_ext_wr.ready, 1)
         await ctx.tick()
         ctx.set(dma.i_start, 0)
-        pending, reqs = [], 0
-        for _ in range(cycles):
+        pending, reqs, rd, sent, sent_at = [], 0, 0, [], []
+        for cycle in range(cycles):
+            ctx.set(dma.o_req.ready, ready(cycle))
             if ctx.get(dma.o_ext_rd.valid):
                 pending.append(words.get(ctx.get(dma.o_ext_rd.payload), 0))
+                rd += 1
             ctx.set(dma.i_ext_rdata.valid, bool(pending))
             ctx.set(dma.i_ext_rdata.payload, pending[0] if pending else 0)
             if pending and ctx.get(dma.i_ext_rdata.ready):
                 pending.pop(0)
             reqs += ctx.get(dma.o_req.valid)
+            if ctx.get(dma.o_req.valid) and ctx.get(dma.o_req.ready):
+                sent.append((ctx.get(dma.o_req.payload.dst_x), ctx.get(dma.o_req.payload.dst_y),
+                             ctx.get(body.addr), ctx.get(body.data)))
+                sent_at.append(cycle)
             await ctx.tick()
         out.update(halt=ctx.get(dma.o_halt), done=ctx.get(dma.o_done),
-                   error=ctx.get(dma.o_error), reqs=reqs)
+                   error=ctx.get(dma.o_error), reqs=reqs, rd=rd, sent=sent, sent_at=sent_at)
 
     sim = Simulator(dma)
     sim.add_clock(1e-6)
@@ -94,3 +105,28 @@ def test_cbuf_descriptor_on_a_channel_without_cbufs_is_bad():
     dbuf = {0x100: 0, 0x108: 16}
     got = _sim_one_descriptor(Dma(p, coord=(1, 0), cbuf=False), dbuf)
     assert got["reqs"] == 2, got           # (then it waits for the acks no Dbuf sends here)
+
+
+@pytest.mark.parametrize("first, copies", [(0, (1 << 9) - 1), (2, 0b101), (9, 0)])
+def test_multicast_stores_each_word_to_each_target_in_order(first, copies):
+    # Each word is read once and stored to copy_targets(first, copies) in order, at its offset
+    # within each; with the mesh always ready, one STORE a cycle and no bubble between words.
+    seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"seed {seed} (set FDPU_SEED to repeat)")
+    rng = random.Random(seed)
+    p = ArrayParams(rows=2, cols=3, dbuf_bytes=256)
+    off, n = 8 * rng.randrange(24), 5
+    data = [rng.getrandbits(64) for _ in range(n)]
+    words = {0x100: 0x1000 | (p.dbuf_base(first) + off) << 32,
+             0x108: 8 * n | copies << 34, **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
+    targets = copy_targets(first, copies)
+    want = [(p.dbuf_coord(k)[0] + 1, p.dbuf_coord(k)[1] + 1, p.dbuf_base(k) + off + 8 * i, w)
+            for i, w in enumerate(data) for k in targets]
+    for name, ready in [("always ready", lambda c: True),
+                        ("backpressure", lambda c: rng.random() < 0.5)]:
+        got = _sim_one_descriptor(Dma(p), words, cycles=160, ready=ready)
+        assert got["sent"] == want, (name, got["sent"])
+        assert got["rd"] == 2 + n and not got["error"], (name, got)
+        if name == "always ready":
+            at = got["sent_at"]
+            assert got["reqs"] == len(want) and at == list(range(at[0], at[0] + len(at))), got

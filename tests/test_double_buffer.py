@@ -12,6 +12,7 @@ from cliutil import assert_user_error, run
 from sw.compiler import layers, planner
 from sw.compiler.fc_plan import DESC_BYTES
 from sw.compiler.program import pass_images
+from sw.models import choose
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 from tb.host import runtime
@@ -101,7 +102,8 @@ def test_cli_model_reports_the_overlap(tmp_path, capsys):
     path = tmp_path / "m.json"
     status, out, _ = run(capsys, "run", "--sim", "model", "--rows", 2, "--cols", 2,
                          "--out-features", 128, "--in-features", 1024, "--batch", 16,
-                         "--mode", "dense", "--dbuf-bytes", 32768, "--json", path)
+                         "--mode", "dense", "--dbuf-bytes", 32768, "--double-buffer",
+                         "--json", path)
     assert status == 0 and "(double-buffered)" in out and "in behind prev." in out
     rec = json.loads(path.read_text())
     assert rec["double_buffer"] and rec["plan"]["double_buffer"] and rec["passes"] >= 3
@@ -111,6 +113,38 @@ def test_cli_model_reports_the_overlap(tmp_path, capsys):
                          "--mode", "dense", "--dbuf-bytes", 32768, "--no-double-buffer",
                          "--json", path)
     assert status == 0 and not json.loads(path.read_text())["double_buffer"]
+
+
+@pytest.mark.parametrize("K, N, dbuf, mode, graph, double", [
+    (128, 64, 65536, "dense", None, True),       # the overlap gains more than the extra passes
+    (128, 16, 32768, "dense", None, False),      # twice the passes: the inputs loaded twice
+    (256, 64, 65536, "sparse", "skip", True),
+    (256, 64, 65536, "sparse", "gather", False),
+])
+def test_default_is_the_plan_the_model_predicts_faster(K, N, dbuf, mode, graph, double,
+                                                       tmp_path, capsys):
+    density = 1.0 if mode == "dense" else 0.25
+    w = layers.make_weights((K, 1024), density, 1)
+    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
+    plan, cycles = choose.best_plan(K, 1024, N, mode, _params(dbuf), w, row_nnz=nnz,
+                                    sparse_graph=graph)
+    assert set(cycles) == {False, True} and plan.double_buffer is double
+    assert cycles[double] < cycles[not double]
+    # The CLI's default is that choice; an explicit option is honoured.
+    path = tmp_path / "m.json"
+    argv = ["run", "--sim", "model", "--rows", 2, "--cols", 2, "--out-features", K,
+            "--in-features", 1024, "--batch", N, "--mode", mode, "--density", density,
+            "--dbuf-bytes", dbuf, "--seed", 1, "--json", path] + \
+        (["--sparse-graph", graph] if graph else [])
+    assert run(capsys, *argv)[0] == 0
+    rec = json.loads(path.read_text())
+    assert rec["double_buffer"] is double and rec["cycles"] == cycles[double]
+    assert run(capsys, *argv, "--double-buffer" if not double else "--no-double-buffer")[0] == 0
+    assert json.loads(path.read_text())["double_buffer"] is not double
+    # One pass: nothing to overlap, nothing compared.
+    _, none = choose.best_plan(64, 256, 16, "dense", _params(1 << 21),
+                               layers.make_weights((64, 256), 1.0, 1))
+    assert none == {}
 
 
 def test_cli_refuses_double_buffering_without_overlap(capsys):

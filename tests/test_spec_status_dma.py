@@ -19,8 +19,8 @@ from hw.ctrl.micc import Micc
 from hw.ctrl.micc import MiccState as HwMiccState
 from hw.noc.flit import FlitKind
 from sw.spec import status
-from sw.spec.dma import (DESC_BYTES, WORD_BITS, DescFlag, descriptor_layout, pack_descriptor,
-                         unpack_descriptor)
+from sw.spec.dma import (COPIES_BITS, DESC_BYTES, WORD_BITS, DescFlag, copy_targets,
+                         descriptor_layout, pack_descriptor, unpack_descriptor)
 from sw.spec.errors import FdpuError
 from sw.spec.packet import Kind
 
@@ -43,13 +43,20 @@ def test_descriptor_round_trips_through_the_hardware_view():
     for _ in range(200):
         ext, loc, n = (rng.getrandbits(32) for _ in range(3))
         flags = DescFlag(rng.randrange(4))
-        words = pack_descriptor(ext, loc, n, flags)
+        copies = rng.getrandbits(COPIES_BITS)
+        words = pack_descriptor(ext, loc, n, flags, copies)
         assert all(0 <= w < 1 << WORD_BITS for w in words)
-        assert unpack_descriptor(words) == (ext, loc, n, flags)
+        assert unpack_descriptor(words) == (ext, loc, n, flags, copies)
         view = view_layout.const({"ext": ext, "local": loc, "length": n,
                                   "out": int(DescFlag.OUT in flags),
-                                  "cbuf": int(DescFlag.CBUF in flags)})
+                                  "cbuf": int(DescFlag.CBUF in flags), "copies": copies})
         assert view.as_value().value == words[0] | words[1] << WORD_BITS
+
+
+def test_multicast_targets():
+    assert copy_targets(5, 0) == [5]
+    assert copy_targets(5, 0b101) == [5, 6, 8]
+    assert pack_descriptor(0, 0, 8, copies=1)[1] == 8 | 1 << 34
 
 
 def test_descriptor_field_too_wide_is_an_error():

@@ -17,14 +17,15 @@ Descriptors
     address ``i_list`` (16-aligned, else ``BAD_DESC`` at once), each two little-endian 64-bit
     words laid out as :func:`sw.spec.dma.descriptor_layout`: ``ext`` (external byte address),
     ``local`` (a global Dbuf address of :mod:`sw.spec.arch`, or with ``cbuf`` a byte offset
-    into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``.  They
-    run in order, one at a time.
+    into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``,
+    ``copies`` (multicast, see Dbufs).  They run in order, one at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`sw.spec.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
     the Cbufs; ``out`` with ``cbuf`` does not exist, nor ``cbuf`` on a DMA built with
-    ``cbuf=False``.  ``length = 0`` is a no-op.  A descriptor list runs with the next
-    descriptor's fetch overlapping the current one's move, and without waiting for the STORE
-    acks of an IN descriptor (they are awaited before an OUT descriptor and at the end).
+    ``cbuf=False``; ``copies`` is 0 with ``out`` or ``cbuf`` and names no Dbuf past the last
+    one (also when ``length = 0``).  ``length = 0`` is a no-op.  A descriptor list runs with
+    the next descriptor's fetch overlapping the current one's move, and without waiting for the
+    STORE acks of an IN descriptor (they are awaited before an OUT descriptor and at the end).
 Errors (``o_error``, bits of :class:`sw.spec.status.DmaError`, sticky until the next start)
     A descriptor breaking a rule above stops the job before it moves a byte of that
     descriptor (``BAD_DESC``); a Dbuf reply with ``err`` (``DBUF_ERROR``) stops it after the
@@ -42,19 +43,25 @@ External port
     per cycle when the latency is below ``outstanding``.  ``o_ext_wr`` carries
     ``(addr, data)``; a write is complete when it is accepted.
 Dbufs
-    IN: one STORE flit (8 bytes) per word into the request mesh at the DMA's edge port; the
-    descriptor completes when every STORE has been acknowledged.  OUT: LOAD flits, issued only
-    while the reply FIFO (``outstanding`` words) has room counting the loads in flight; the
-    replies of one descriptor come from one Dbuf over one XY path, so they arrive in order.
-    ``i_rep`` (REPLY flits addressed to the DMA) is always ready: the DMA never makes the reply
-    network wait, so it adds no protocol-deadlock cycle (``docs/system.md``).
+    IN: one STORE flit (8 bytes) per word and target Dbuf into the request mesh at the DMA's
+    edge port.  The targets are :func:`sw.spec.dma.copy_targets` of ``copies`` and the Dbuf
+    ``k`` of ``local``: Dbuf ``k``, then Dbuf ``k + 1 + i`` for each set bit ``i`` ascending,
+    each written at the same offset within it (multicast).  A word is read from external
+    memory once (``o_rd_bytes`` counts it once) and goes to its targets in that order, one
+    STORE a cycle while the mesh accepts, before the next word does: ``1 + popcount(copies)``
+    cycles per word at best.  The descriptor completes when every STORE has been acknowledged.
+    OUT: LOAD flits, issued only while the reply FIFO (``outstanding`` words) has room counting
+    the loads in flight; the replies of one descriptor come from one Dbuf over one XY path, so
+    they arrive in order.  ``i_rep`` (REPLY flits addressed to the DMA) is always ready: the
+    DMA never makes the reply network wait, so it adds no protocol-deadlock cycle
+    (``docs/system.md``).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.lib.logic import equals, increment, zero_extend
+from hw.lib.logic import equals, increment, lowest_one, zero_extend
 from hw.lib.spec import check_params, shaped_enum
 from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec import status
@@ -189,7 +196,7 @@ class Dma(wiring.Component):
         desc_layout = data.StructLayout(descriptor_layout().struct_fields())
         desc = data.View(desc_layout, Cat(desc0, desc1))
         ext, loc, length = desc.ext, desc.local, desc.length
-        is_out, is_cbuf = desc.out, desc.cbuf
+        is_out, is_cbuf, copies = desc.out, desc.cbuf, desc.copies
 
         # Dbuf target of the descriptor: its number and edge coordinate (biased).
         shift = (p.dbuf_bytes - 1).bit_length()
@@ -198,17 +205,35 @@ class Dma(wiring.Component):
         m.d.comb += [end.eq((loc + length)[:32]), last.eq((end - 1)[:32])]
         wraps = end < loc
         first_idx, last_idx = loc[shift:], last[shift:]
-        # A Mux chain, not an Array: Yosys writes an Array lookup as a case statement in an
-        # ``always @*`` block, which Icarus never evaluates while its index keeps the value it
-        # had at time 0 (a first descriptor of all-zero words left the target X).
-        xs, ys = Signal(p.x_bits), Signal(p.y_bits)
+        # The descriptor's first Dbuf: its edge coordinate (xs, ys), its copy targets as a mask
+        # of Dbufs (bit d: Dbuf d; ``copies`` shifted past the first Dbuf) and whether a copy
+        # target is past the last Dbuf.  A Mux chain, not an Array: Yosys writes an Array
+        # lookup as a case statement in an ``always @*`` block, which Icarus never evaluates
+        # while its index keeps the value it had at time 0 (a first descriptor of all-zero
+        # words left the target X).
+        nd = p.num_dbufs
+        kbits = (nd - 1).bit_length()
+        xs, ys, targets = Signal(p.x_bits), Signal(p.y_bits), Signal(nd)
         tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)
-        for k in reversed(range(p.num_dbufs)):
+        tm, past = Const(0, nd), Const(0, 1)
+        for k in reversed(range(nd)):
             hit = equals(first_idx, k)
             tx = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), tx)
             ty = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ty)
-        m.d.comb += [xs.eq(tx), ys.eq(ty)]
-        dst_x, dst_y = Signal(p.x_bits), Signal(p.y_bits)
+            tm = Mux(hit, zero_extend(Cat(Const(0, k + 1), copies), nd), tm)
+            if nd - 1 - k < len(copies):
+                past = Mux(hit, copies[nd - 1 - k:].any(), past)
+        m.d.comb += [xs.eq(tx), ys.eq(ty), targets.eq(tm)]
+        # The current STORE target (edge coordinate and Dbuf number; LOADs use the first), the
+        # descriptor's copy targets and those the current word still goes to after this one.
+        dst_x, dst_y, dst_k = Signal(p.x_bits), Signal(p.y_bits), Signal(kbits)
+        copy_mask, rest = Signal(nd), Signal(nd)
+        # The next target: the lowest Dbuf of ``rest`` (a priority Mux chain, lowest wins).
+        nx, ny, nk = Const(0, p.x_bits), Const(0, p.y_bits), Const(0, kbits)
+        for k in reversed(range(nd)):
+            nx = Mux(rest[k], Const(p.dbuf_coord(k)[0] + 1, p.x_bits), nx)
+            ny = Mux(rest[k], Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ny)
+            nk = Mux(rest[k], Const(k, kbits), nk)
 
         # Checks (CHECK state).
         wb = self.word_bytes
@@ -217,11 +242,13 @@ class Dma(wiring.Component):
         # An empty descriptor spans no Dbuf: its ``last`` (loc - 1) may be in the one before.
         dbuf_bad = (wraps | (length.any() & (first_idx != last_idx))
                     | ~(Bits(first_idx) < p.num_dbufs))
+        # Multicast is for IN descriptors into the Dbufs, to Dbufs that exist.
+        copies_bad = copies.any() & (is_out | is_cbuf | past)
         cbuf_bad = (is_out | loc[:wshift].any() | length[:wshift].any() | wraps
                     | (Bits(end) > self.cbuf_words * wb))
         if not self.cbuf:
             cbuf_bad = Const(1, 1)
-        bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad)
+        bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad) | copies_bad
 
         # Move counters.
         st_addr, st_left, acks = Signal(32), Signal(32), Signal(32)
@@ -242,17 +269,29 @@ class Dma(wiring.Component):
         ld_used = _wide(m, ld_flight + repq.w_level, lbits + 1, "ld_used")
         m.d.comb += ld_room.eq(Bits(ld_used) < depth)
         load_v = moving & is_out & ld_left.any() & ld_room
+        # A STORE's address: the word's offset in the current target Dbuf.
+        st_at = zero_extend(Cat(st_addr[:shift], dst_k), 32)
         m.d.comb += [
             req.kind.eq(Mux(is_out, FlitKind.LOAD, FlitKind.STORE)),
             req.dst_x.eq(dst_x), req.dst_y.eq(dst_y),
-            body.addr.eq(Mux(is_out, ld_addr, st_addr)), body.size.eq(3), body.bcast.eq(0),
+            body.addr.eq(Mux(is_out, ld_addr, st_at)), body.size.eq(3), body.bcast.eq(0),
             body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0), body.tag.eq(0),
             body.data.eq(rdq.r_data),
             self.o_req.valid.eq(store_v | load_v),
         ]
         sent = self.o_req.valid & self.o_req.ready
+        # A word is done with its last target's STORE: then rdq pops, the next word starts at
+        # the first Dbuf (the descriptor's words stay put while it moves: the next one is
+        # popped in FETCH); else the next target of the same word follows in the next cycle.
+        word_done = ~rest.any()
         with m.If(sent & ~is_out):
-            m.d.sync += [st_addr.eq(_add8(st_addr)), st_left.eq(st_left - 1)]
+            with m.If(word_done):
+                m.d.sync += [st_addr.eq(_add8(st_addr)), st_left.eq(st_left - 1),
+                             dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
+                             rest.eq(copy_mask)]
+            with m.Else():
+                m.d.sync += [dst_x.eq(nx), dst_y.eq(ny), dst_k.eq(nk),
+                             rest.eq(rest & ~lowest_one(rest))]
         with m.If(sent & is_out):
             m.d.sync += [ld_addr.eq(_add8(ld_addr)), ld_left.eq(ld_left - 1)]
 
@@ -274,7 +313,8 @@ class Dma(wiring.Component):
         fetch_pop = is_state(DmaState.FETCH) & rdq.r_rdy & ~got[1]
         # After an error the prefetched words of the next descriptor are dropped (FINISH).
         drop = is_state(DmaState.FINISH) & err.any() & rdq.r_rdy
-        m.d.comb += rdq.r_en.eq(fetch_pop | (store_v & self.o_req.ready) | cbuf_v | drop)
+        m.d.comb += rdq.r_en.eq(fetch_pop | (store_v & self.o_req.ready & word_done) | cbuf_v
+                                | drop)
         with m.If(fetch_pop):
             m.d.sync += [desc1.eq(rdq.r_data), desc0.eq(desc1), got.eq(increment(got))]
 
@@ -287,10 +327,11 @@ class Dma(wiring.Component):
             m.d.sync += err[DmaError.DBUF_ERROR].eq(1)
         # ``mode_out`` (the flags of the descriptor that last started moving) tells acks from
         # load data: an OUT descriptor starts only when no ack is outstanding, and the next one
-        # only when its loads are all back, so replies of the two kinds never mix.
-        ack_add = Signal()
-        m.d.sync += acks.eq(acks + Mux(ack_add, zero_extend(length[3:], 32), 0)
-                            - (rep_ok & ~mode_out))
+        # only when its loads are all back, so replies of the two kinds never mix.  ``acks``
+        # counts the STOREs sent and not yet acknowledged (one ack each, so a descriptor
+        # expects words * (1 + popcount(copies))); a descriptor leaves MOVE only with every
+        # STORE sent, so ``acks = 0`` then means every STORE so far is acknowledged.
+        m.d.sync += acks.eq(acks + (sent & ~is_out) - (rep_ok & ~mode_out))
         m.d.comb += [repq.w_en.eq(rep_ok & mode_out), repq.w_data.eq(rbody.data)]
         m.d.sync += ld_flight.eq(ld_flight + (sent & is_out) - (rep_ok & mode_out))
         wpay = self.o_ext_wr.payload
@@ -337,14 +378,14 @@ class Dma(wiring.Component):
             with m.Elif(~is_out | ~acks.any()):
                 m.d.sync += [
                     state.eq(DmaState.MOVE), mode_out.eq(is_out),
-                    dst_x.eq(xs), dst_y.eq(ys),
+                    dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
+                    copy_mask.eq(targets), rest.eq(targets),
                     st_addr.eq(loc), st_left.eq(Mux(is_out, 0, zero_extend(words, 32))),
                     ld_addr.eq(loc), ld_left.eq(Mux(is_out, zero_extend(words, 32), 0)),
                     wr_addr.eq(ext), wr_left.eq(Mux(is_out, zero_extend(words, 32), 0)),
                     rd_addr.eq(ext), rd_left.eq(Mux(is_out, 0, zero_extend(words, 32))),
                     cb_addr.eq(loc[wshift:wshift + len(cb_addr)]), beat.eq(0),
                 ]
-                m.d.comb += ack_add.eq(~is_out & ~is_cbuf)
         with m.Elif(is_state(DmaState.MOVE)):
             with m.If(~rd_left.any() & ~pre & ~last):
                 m.d.sync += fetch_next()

@@ -10,8 +10,8 @@
     Check an image and print its listing (one line per configured slot, then the preloads).
 """
 
-from sw.cli.options import add_array_args, add_layer_args, plan_options, resolve
-from sw.compiler import dbuf_layout, graphs, planner
+from sw.cli.options import add_array_args, add_layer_args, plan_layer, resolve
+from sw.compiler import dbuf_layout, graphs
 from sw.compiler.asm import assemble, listing
 from sw.compiler.image import load
 from sw.compiler.place import place
@@ -42,8 +42,7 @@ def register(subparsers):
 def run_asm(args):
     """Assemble the layer; return the exit status."""
     name, w, x, params = resolve(args)
-    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           **plan_options(args, w))
+    plan = plan_layer(args, w, x, params)
     if not 0 <= args.pass_index < plan.passes:
         raise FdpuError(f"--pass must be in 0..{plan.passes - 1} for this layer, got "
                         f"{args.pass_index}")

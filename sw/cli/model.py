@@ -14,9 +14,9 @@ result is computed (``--out`` is refused), nor are the options that only a simul
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import graph_name, plan_options, resolve
+from sw.cli.options import graph_name, plan_layer, resolve, system_of
 from sw.cli.output import console, megabytes, write_json
-from sw.compiler import balance, planner
+from sw.compiler import balance
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
 
@@ -65,12 +65,8 @@ def run_model_command(args):
                         f"simulation, not to --sim model (the performance model computes no "
                         f"result)")
     name, w, x, params = resolve(args)
-    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           **plan_options(args, w))
-    system = perf.System(dma_channels=args.dma_channels, mem_latency=args.mem_latency,
-                         mem_bandwidth=args.mem_bandwidth, config_ports=args.config_ports,
-                         overlap=args.overlap)
-    _check_system(system, params)
+    system = system_of(args, params)
+    plan = plan_layer(args, w, x, params)
     pred = perf.predict(plan, w, system)
     rec = pred.as_dict()
     rec.update(sim="model", layer=name, K=plan.K, C=plan.C, N=plan.N, mode=plan.mode,
@@ -88,22 +84,6 @@ def run_model_command(args):
     if args.json:
         write_json(args.json, rec)
     return 0
-
-
-def _check_system(system, params):
-    """Refuse system values the RTL top cannot have (the same limits as ``fdpu rtl``)."""
-    if not 1 <= system.dma_channels <= params.num_dbufs:
-        raise FdpuError(f"--dma-channels must be in 1..{params.num_dbufs} (the edge ports of a "
-                        f"{params.rows} x {params.cols} array), got {system.dma_channels}")
-    if system.config_ports not in (1, 2, 4):
-        raise FdpuError(f"--config-ports must be 1, 2 or 4 (dividing the 8 Cbufs), got "
-                        f"{system.config_ports}")
-    bw = system.mem_bandwidth * 8
-    if not 1 <= bw <= 64 or bw != int(bw):
-        raise FdpuError(f"--mem-bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes per "
-                        f"cycle, got {system.mem_bandwidth}")
-    if not 0 <= system.mem_latency < 1 << 16:
-        raise FdpuError(f"--mem-latency must be in 0 .. 65535 cycles, got {system.mem_latency}")
 
 
 def _print(rec, pred, plan, params):

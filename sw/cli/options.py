@@ -8,11 +8,13 @@ import numpy as np
 
 from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
+from sw.models import choose, perf
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "plan_options", "graph_name",
-           "resolve", "add_array_args", "add_hw_args", "array_params"]
+__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "plan_options", "plan_layer",
+           "system_of", "check_system", "graph_name", "resolve", "add_array_args", "add_hw_args",
+           "array_params"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),
@@ -78,6 +80,41 @@ def plan_options(args, weights=None):
     if weights is not None and args.mode == "sparse" and graph in (None, "skip"):
         opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
     return opts
+
+
+def check_system(system, params):
+    """Refuse system values the RTL top cannot have (the same limits as ``fdpu rtl``)."""
+    if not 1 <= system.dma_channels <= params.num_dbufs:
+        raise FdpuError(f"--dma-channels must be in 1..{params.num_dbufs} (the edge ports of a "
+                        f"{params.rows} x {params.cols} array), got {system.dma_channels}")
+    if system.config_ports not in (1, 2, 4):
+        raise FdpuError(f"--config-ports must be 1, 2 or 4 (dividing the 8 Cbufs), got "
+                        f"{system.config_ports}")
+    bw = system.mem_bandwidth * 8
+    if not 1 <= bw <= 64 or bw != int(bw):
+        raise FdpuError(f"--mem-bandwidth must be a multiple of 1/8 in 1/8 .. 8 bytes per "
+                        f"cycle, got {system.mem_bandwidth}")
+    if not 0 <= system.mem_latency < 1 << 16:
+        raise FdpuError(f"--mem-latency must be in 0 .. 65535 cycles, got {system.mem_latency}")
+
+
+def system_of(args, params):
+    """Return the :class:`~sw.models.perf.System` of the system options (defaults for a
+    command without them), checked (:func:`check_system`)."""
+    d = perf.System()
+    system = perf.System(**{f: getattr(args, f, getattr(d, f)) for f in
+                            ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
+                             "overlap")})
+    check_system(system, params)
+    return system
+
+
+def plan_layer(args, w, x, params, **extra):
+    """Return the plan of the layer: :func:`plan_options`, and without ``--[no-]double-buffer``
+    the choice the performance model predicts faster (:func:`sw.models.choose.best_plan`)."""
+    plan, _ = choose.best_plan(w.shape[0], w.shape[1], x.shape[0], args.mode, params, w,
+                               system_of(args, params), **plan_options(args, w), **extra)
+    return plan
 
 
 def graph_name(plan):

@@ -29,9 +29,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
-                            graph_name, plan_options, resolve)
+                            graph_name, plan_layer, resolve)
 from sw.cli.output import console, write_json
-from sw.compiler import balance, planner
+from sw.compiler import balance
 from sw.models import golden_fc, perf
 from tb.host import runtime
 from tb.host.job_plan import MemModel
@@ -67,14 +67,13 @@ def golden_exact(choice, plan):
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     name, w, x, params = resolve(args)
-    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           **plan_options(args, w))
+    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
+    mem.registers()                                   # bad values fail before anything runs
+    plan = plan_layer(args, w, x, params)
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
-    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
-    mem.registers()                                   # bad values fail before building
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console(), transient=True) as bar:

@@ -21,10 +21,10 @@ import time
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_options, resolve
+from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_layer, resolve
 from sw.cli.output import console, write_json
 from sw.cli import model, rtl
-from sw.compiler import balance, planner
+from sw.compiler import balance
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
@@ -85,8 +85,7 @@ def run_command(args):
     if args.no_feedback and args.sparse_graph != "switch":
         raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
                         "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
-    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], args.mode, params,
-                           feedback=not args.no_feedback, **plan_options(args, w))
+    plan = plan_layer(args, w, x, params, feedback=not args.no_feedback)
     size = plan.K * plan.Cw * plan.groups
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
     if args.no_feedback and not exact:

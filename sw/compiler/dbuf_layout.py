@@ -6,7 +6,9 @@ Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed th
 per context: item base, input base, output base, and a zero pad word; sparse engines feed
 ``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
 the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
-element ``4 * g + l``), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
+element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same offset of every
+Dbuf that holds it, so that one multicast DMA descriptor loads them all:
+:func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
 ``values``), and the output blocks (``kb x gb`` tokens).  A layer whose data do not fit the
 Dbufs runs in several passes (one memory image each, the same program).  Pass ``p`` fills
@@ -25,7 +27,7 @@ from sw.compiler.fc_plan import DESC_BYTES, LANES, SKIP_WORD, align
 from sw.spec.errors import FdpuError
 from sw.spec.isa import count_token
 
-__all__ = ["pass_memory", "gather_outputs", "skip_stored"]
+__all__ = ["pass_memory", "shared_inputs", "gather_outputs", "skip_stored"]
 
 
 def _item_weights(plan, w16, kbi):
@@ -140,10 +142,23 @@ def pass_memory(plan, weights, inputs, p):
     items = list(plan.pass_items(p))
     ctxs = plan.pass_contexts(p)
     regions = {d: plan.data_region(d, p) for _, d in plan.homes}
-    cursor = {d: lo for d, (lo, _) in regions.items()}
     segments, outputs = {}, []
+    blocks = plan.pass_inputs(p)
+    holds = {}                       # Dbuf -> {gbi: global address of its copy}
+    for gbi, (slot, ds) in blocks.items():
+        blob = _input_block(plan, x16, gbi)
+        for d in ds:
+            addr = plan.pass_base(d, p) + plan.input_offset(slot)
+            holds.setdefault(d, {})[gbi] = addr
+            segments[addr] = blob
+    cursor = {}
+    for d in regions:
+        top = max((blocks[g][0] for g in holds.get(d, {})), default=0)
+        cursor[d] = plan.pass_base(d, p) + plan.input_offset(top + 1)
+        if cursor[d] > regions[d][1]:
+            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
+                            + (", half for each pass" if plan.double_buffer else "") + ")")
     desc = {e: bytearray(ctxs * DESC_BYTES) for e in range(plan.engines)}
-    inputs_at = {}
 
     def alloc(d, nbytes):
         addr = align(cursor[d], 8)
@@ -159,19 +174,13 @@ def pass_memory(plan, weights, inputs, p):
         if slot < len(items):
             i = items[slot]
             kbi, gbi = plan.item(i)
-            if (d, gbi) not in inputs_at:
-                inputs_at[d, gbi] = alloc(d, plan.input_bytes)
-                segments[inputs_at[d, gbi]] = _input_block(plan, x16, gbi)
-            xaddr = inputs_at[d, gbi]
+            xaddr = holds[d][gbi]
             blk = _item_weights(plan, w16, kbi)
         else:
-            i = None
             # A dummy item reads any input block of its Dbuf (its weights are zero).
-            have = [a for (dd, _), a in inputs_at.items() if dd == d]
-            if not have:
-                inputs_at[d, None] = alloc(d, plan.input_bytes)
-                have = [inputs_at[d, None]]
-            xaddr = have[0]
+            i = None
+            xaddr = min(holds[d].values()) if d in holds else \
+                plan.pass_base(d, p) + plan.input_offset(0)
             blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
         enc, nbytes = _item_encoding(plan, blk)
         baddr = alloc(d, nbytes)
@@ -185,6 +194,14 @@ def pass_memory(plan, weights, inputs, p):
     for e in range(plan.engines):
         segments[plan.desc_base[e] + plan.pass_ctx_base(p) * DESC_BYTES] = bytes(desc[e])
     return segments, outputs
+
+
+def shared_inputs(plan, p):
+    """Return, per input block of pass ``p`` that several Dbufs hold (the same bytes at the
+    same offset of each: ``FcPlan.pass_inputs``), the global addresses of its copies: the
+    groups the runtime loads by multicast DMA."""
+    return [[plan.pass_base(d, p) + plan.input_offset(slot) for d in ds]
+            for slot, ds in plan.pass_inputs(p).values() if len(ds) > 1]
 
 
 def gather_outputs(plan, outputs, read):

@@ -183,16 +183,47 @@ class FcPlan:
         copy of their descriptor table at the start of the second half of the Dbuf."""
         return (p % 2) * (self.region_bytes // DESC_BYTES) if self.double_buffer else 0
 
+    def pass_inputs(self, p):
+        """Return ``{gbi: (slot, [dbufs])}``: the input blocks pass ``p``'s items read, in
+        order of first use, each with the Dbufs that hold it (those homing an engine with such
+        an item) and its *slot*.  Slot ``s`` is at the same offset of every Dbuf
+        (:meth:`input_offset`), so a block several Dbufs hold is one multicast DMA descriptor;
+        two blocks one Dbuf holds never share a slot (greedy colouring in order of use)."""
+        need = {}
+        for slot, i in enumerate(self.pass_items(p)):
+            d = self.homes[slot % self.engines][1]
+            ds = need.setdefault(self.item(i)[1], [])
+            if d not in ds:
+                ds.append(d)
+        held, blocks = {}, {}
+        for gbi, ds in need.items():
+            used = set().union(*(held.get(d, set()) for d in ds))
+            s = next(k for k in range(len(used) + 1) if k not in used)
+            for d in ds:
+                held.setdefault(d, set()).add(s)
+            blocks[gbi] = (s, sorted(ds))
+        return blocks
+
+    def input_offset(self, slot):
+        """Return the offset of input slot ``slot`` in a pass's half (or whole) of a Dbuf:
+        after the largest descriptor table of any Dbuf, ``input_bytes`` (8-aligned) apart."""
+        most = max(len(self.engines_at(d)) for _, d in self.homes)
+        return align(most * self.contexts * DESC_BYTES, 8) + slot * align(self.input_bytes, 8)
+
     def engines_at(self, d):
         """Return the engines homed at Dbuf ``d``."""
         return [e for e, (_, dd) in enumerate(self.homes) if dd == d]
+
+    def pass_base(self, d, p):
+        """Return the global address of pass ``p``'s half (or whole) of Dbuf ``d``."""
+        return self.params.dbuf_base(d) + self.pass_ctx_base(p) * DESC_BYTES
 
     def data_region(self, d, p):
         """Return ``(lo, hi)``: the global byte addresses of pass ``p``'s data in Dbuf ``d``,
         after the descriptor tables of the engines homed there (double-buffered: in the
         half of the Dbuf of pass ``p``'s parity, which begins with its own copy of the
         tables)."""
-        base = self.params.dbuf_base(d) + self.pass_ctx_base(p) * DESC_BYTES
+        base = self.pass_base(d, p)
         return (base + len(self.engines_at(d)) * self.contexts * DESC_BYTES,
                 base + self.region_bytes)
 

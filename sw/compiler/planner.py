@@ -216,7 +216,9 @@ def _fits(plan, contexts):
     for _, d in plan.homes:
         per[d] = per.get(d, 0) + 1
     worst = max(per.values())
-    gblocks = max(1, min(plan.gblocks, worst * contexts))
-    data = worst * contexts * (plan.item_bound + plan.output_bytes + 8) \
-        + gblocks * (plan.input_bytes + 8)
-    return worst * contexts * DESC_BYTES + data <= plan.region_bytes
+    # Input slots: as many as the most any pass's colouring uses (FcPlan.pass_inputs).
+    slots = max(max((s for s, _ in plan.pass_inputs(p).values()), default=0)
+                for p in range(plan.passes)) + 1
+    need = plan.input_offset(slots) + worst * contexts * (plan.item_bound + plan.output_bytes
+                                                          + 8)
+    return need <= plan.region_bytes

@@ -6,7 +6,8 @@ Contract
   and places it (:func:`sw.compiler.place.place`): the same graph and placement for every
   pass, since passes differ only in their data and context count.
 * :func:`pass_images` yields, pass after pass, the assembled :class:`~sw.compiler.image.Image`
-  (its Dbuf segments: descriptors, weights, inputs) and the pass's outputs
+  (its Dbuf segments: descriptors, weights, inputs; ``meta["shared"]``: the addresses of the
+  input blocks several Dbufs hold, which the runtime loads by multicast) and the pass's outputs
   (``[(item, address)]``, :func:`sw.compiler.dbuf_layout.pass_memory`).
 * :func:`gather_pass` writes one pass's outputs, read back from the memory after the run,
   into the ``N x K`` float16 result.
@@ -42,6 +43,7 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
     for p in range(plan.passes):
         segments, outputs = dbuf_layout.pass_memory(plan, weights, inputs, p)
         yield assemble(graph, placement, segments, plan.pass_contexts(p),
+                       meta=dict(shared=dbuf_layout.shared_inputs(plan, p)),
                        ctx_base=plan.pass_ctx_base(p)), outputs
 
 

@@ -41,7 +41,6 @@ those runs in ``sw/models/calibration.json`` (:data:`CALIBRATION`, read by :func
 """
 
 import functools
-import heapq
 import json
 import os
 import time
@@ -49,7 +48,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from sw.compiler import balance, blocking, home_dbufs
+from sw.compiler import balance, blocking, dma_plan, home_dbufs
 from sw.compiler.asm import assemble
 from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.compiler.program import program
@@ -57,15 +56,12 @@ from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
 from sw.spec.errors import FdpuError
 
 __all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "predict",
-           "min_external_bytes", "calibrated", "constants_of", "CALIBRATION", "MERGE_GAP"]
+           "min_external_bytes", "calibrated", "constants_of", "CALIBRATION"]
 
 #: The calibration file: the fitted constants and the RTL points they came from
 #: (``sw.models.perf_fit`` writes it).
 CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
 
-#: Segments of one Dbuf closer than this many bytes share a DMA descriptor (the runtime's
-#: rule, ``tb.host.job_plan.MERGE_GAP``).
-MERGE_GAP = 256
 
 
 @dataclass(frozen=True)
@@ -258,8 +254,9 @@ class Workload:
         self.passes = []
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, chain)
-            din = _dma_load(_pass_segments(plan, q, nnz_rows), p, system.dma_channels,
-                            cbuf_words if q == 0 else [])
+            segs, groups = _pass_segments(plan, q, nnz_rows)
+            din = _dma_load(segs, p, system.dma_channels, cbuf_words if q == 0 else [],
+                            groups=groups)
             dout = _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
@@ -452,14 +449,26 @@ def _config_words(plan, image, ports):
 
 
 def _pass_segments(plan, q, nnz_rows):
-    """Return ``[(global address, bytes)]`` of pass ``q``'s Dbuf data, laid out as
-    :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only)."""
+    """Return ``(segments, groups)`` of pass ``q``'s Dbuf data, laid out as
+    :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only): ``segments``
+    ``[(global address, bytes)]`` loaded one Dbuf at a time, ``groups`` ``([[address]],
+    bytes)``: the input blocks several Dbufs hold (multicast, ``dbuf_layout.shared_inputs``)."""
     items = list(plan.pass_items(q))
     ctxs = plan.pass_contexts(q)
-    cursor = {d: plan.data_region(d, q)[0] for _, d in plan.homes}
     base = plan.pass_ctx_base(q) * DESC_BYTES
     segs = [(plan.desc_base[e] + base, ctxs * DESC_BYTES) for e in range(plan.engines)]
-    inputs = set()
+    blocks = plan.pass_inputs(q)
+    groups, top = [], {}
+    for slot, ds in blocks.values():
+        addrs = [plan.pass_base(d, q) + plan.input_offset(slot) for d in ds]
+        if len(ds) > 1:
+            groups.append(addrs)
+        else:
+            segs.append((addrs[0], plan.input_bytes))
+        for d in ds:
+            top[d] = max(top.get(d, 0), slot)
+    cursor = {d: plan.pass_base(d, q) + plan.input_offset(top.get(d, 0) + 1)
+              for _, d in plan.homes}
 
     def alloc(d, n):
         a = align(cursor[d], 8)
@@ -469,22 +478,15 @@ def _pass_segments(plan, q, nnz_rows):
     for slot in range(ctxs * plan.engines):
         d = plan.homes[slot % plan.engines][1]
         if slot < len(items):
-            kbi, gbi = plan.item(items[slot])
-            nz = int(nnz_rows[kbi])
-            need = (d, gbi) not in inputs
+            nz = int(nnz_rows[plan.item(items[slot])[0]])
         else:
-            # A dummy item reads any input block of its Dbuf (one is allocated if none is).
-            gbi, nz = None, plan.kb if plan.skip else 0
-            need = not any(dd == d for dd, _ in inputs)
-        if need:
-            inputs.add((d, gbi))
-            segs.append((alloc(d, plan.input_bytes), plan.input_bytes))
+            nz = plan.kb if plan.skip else 0      # a dummy item: zero weights
         nbytes = _item_bytes(plan, nz)
         a = alloc(d, nbytes)
         if nbytes:
             segs.append((a, nbytes))
         alloc(d, plan.output_bytes)
-    return segs
+    return segs, (groups, plan.input_bytes)
 
 
 def _item_bytes(plan, nnz):
@@ -503,47 +505,51 @@ def _output_segments(plan, q):
     return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
 
 
-def _dma_load(segs, p, channels, cbuf_words, out=False):
-    """Return per DMA channel ``(bytes, descriptors)`` of one DMA phase moving ``segs``.
+def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0)):
+    """Return per DMA channel ``(external bytes, descriptors, words sent)`` of one DMA phase.
 
-    DMA-in: ``segs`` are ``(global address, bytes)``, merged per Dbuf into runs as the runtime
-    merges them (:data:`MERGE_GAP`); DMA-out: ``(dbuf, bytes)``, a descriptor each.  Each
-    Dbuf's data go over one channel, the Dbufs given, most bytes first, to the least loaded
-    channel; the Cbuf words (``cbuf_words``: per configuration port, a descriptor each) go
-    over channel 0.
+    DMA-in: ``segs`` are ``(global address, bytes)`` and ``groups`` the multicast blocks
+    (``([[address of each copy]], bytes)``), cut into runs, channels and multicast windows by
+    the runtime's rules (:mod:`sw.compiler.dma_plan`); the Cbuf words (``cbuf_words``: per
+    configuration port, a descriptor each) go over channel 0.  DMA-out: ``(dbuf, bytes)``, a
+    descriptor each, the Dbufs spread by the same rules.
     """
-    per = {}
+    bytes_, desc, sent = [0] * channels, [0] * channels, [0] * channels
     if out:
+        per = {}
         for d, n in segs:
             b, r = per.get(d, (0, 0))
             per[d] = (b + n, r + 1)
-    else:
-        spans = sorted((a & ~7, -(-(a + n) // 8) * 8) for a, n in segs if n)
-        runs = []
-        for lo, hi in spans:
-            if runs and lo <= runs[-1][1] + MERGE_GAP and \
-                    p.dbuf_of(lo)[0] == p.dbuf_of(runs[-1][0])[0]:
-                runs[-1][1] = max(runs[-1][1], hi)
-            else:
-                runs.append([lo, hi])
-        for lo, hi in runs:
-            d = p.dbuf_of(lo)[0]
-            b, r = per.get(d, (0, 0))
-            per[d] = (b + hi - lo, r + 1)
-    heap = [(8 * sum(cbuf_words), c, len(cbuf_words)) if c == 0 else (0, c, 0)
-            for c in range(channels)]
-    heapq.heapify(heap)
-    for d in sorted(per, key=lambda d: -per[d][0]):
-        b, c, r = heapq.heappop(heap)
-        heapq.heappush(heap, (b + per[d][0], c, r + per[d][1]))
-    return [(b, r) for b, _, r in heap]
+        chan = dma_plan.assign_channels({d: b // 8 for d, (b, _) in per.items()}, channels, p)
+        for d, (b, r) in per.items():
+            c = chan[d]
+            bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + b // 8
+        return list(zip(bytes_, desc, sent))
+    blocks, nbytes = groups
+    runs = dma_plan.merge_runs(segs, p, [(a, nbytes) for g in blocks for a in g])
+    words = {}
+    for d, n in [(p.dbuf_of(lo)[0], hi - lo) for lo, hi, _ in runs] + \
+            [(p.dbuf_of(a)[0], nbytes) for g in blocks for a in g]:
+        words[d] = words.get(d, 0) + n // 8
+    load = [sum(cbuf_words) if c == 0 else 0 for c in range(channels)]
+    bytes_[0], desc[0], sent[0] = 8 * sum(cbuf_words), len(cbuf_words), sum(cbuf_words)
+    chan = dma_plan.assign_channels(words, channels, p, load)
+    for lo, hi, _ in runs:
+        c = chan[p.dbuf_of(lo)[0]]
+        bytes_[c], desc[c], sent[c] = bytes_[c] + hi - lo, desc[c] + 1, sent[c] + (hi - lo) // 8
+    for c, _, copies, _ in dma_plan.multicast_windows(blocks, p, chan):
+        bytes_[c], desc[c] = bytes_[c] + nbytes, desc[c] + 1
+        sent[c] += nbytes // 8 * (1 + bin(copies).count("1"))
+    return list(zip(bytes_, desc, sent))
 
 
 def _dma_cycles(load, system, k):
-    """Return ``(cycles, bytes, descriptors)`` of a DMA phase with per-channel ``load``."""
+    """Return ``(cycles, bytes, descriptors)`` of a DMA phase with per-channel ``load``
+    (external bytes at the memory's bandwidth, or one word sent a cycle if more: a
+    multicast sends each word it reads to several Dbufs)."""
     bw = system.mem_bandwidth * k.dma_bw
-    ndesc = sum(r for _, r in load)
+    ndesc = sum(r for _, r, _ in load)
     if not ndesc:
         return 0, 0, 0
-    cyc = max(b / bw + r * (k.dma_desc + system.mem_latency) for b, r in load)
-    return cyc + k.dma0, sum(b for b, _ in load), ndesc
+    cyc = max(max(b, 8 * w) / bw + r * (k.dma_desc + system.mem_latency) for b, r, w in load)
+    return cyc + k.dma0, sum(b for b, _, _ in load), ndesc

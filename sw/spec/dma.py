@@ -13,18 +13,22 @@ local     32..63   global Dbuf address (:mod:`sw.spec.arch`) or, with ``cbuf``, 
 length    64..95   bytes to move (word 1)
 out       96       direction: chip to external memory (else external memory to chip)
 cbuf      97       ``local`` is in the Cbufs (IN only)
+copies    98..127  multicast (IN into the Dbufs only): bit ``i`` set writes every word also to
+                   Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
+                   0 writes Dbuf ``k`` only.  One external read, ``1 + popcount`` STOREs
 ========  =======  ==========================================================================
 
 :class:`DescFlag` names the two flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
-``CBUF`` = 2), the form the simulation host's job files carry.
+``CBUF`` = 2), the form the simulation host's job files carry.  :data:`COPIES_BITS` is the
+width of ``copies``: one descriptor reaches ``1 + COPIES_BITS`` consecutive Dbufs at most.
 """
 
 import enum
 
 from sw.spec.bitfields import Field, Layout
 
-__all__ = ["DESC_BYTES", "WORD_BITS", "DescFlag", "descriptor_layout", "pack_descriptor",
-           "unpack_descriptor"]
+__all__ = ["DESC_BYTES", "WORD_BITS", "COPIES_BITS", "DescFlag", "descriptor_layout",
+           "pack_descriptor", "unpack_descriptor", "copy_targets"]
 
 #: Bits of one external-memory word (one DMA beat); a descriptor is two of them.
 WORD_BITS = 64
@@ -32,8 +36,12 @@ WORD_BITS = 64
 #: Bytes of one descriptor in external memory (descriptor lists are this aligned).
 DESC_BYTES = 16
 
+#: Bits of the ``copies`` field (the multicast mask).
+COPIES_BITS = 30
+
 _LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", 32),
-                                    Field("out", 1), Field("cbuf", 1)],
+                                    Field("out", 1), Field("cbuf", 1),
+                                    Field("copies", COPIES_BITS)],
                  width=DESC_BYTES * 8)
 
 
@@ -48,22 +56,28 @@ class DescFlag(enum.IntFlag):
     CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - 32)
 
 
-def pack_descriptor(ext, local, length, flags=DescFlag(0)):
+def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
     """Return the two 64-bit words of a descriptor (word 0 first).
 
     Raises :class:`~sw.spec.errors.FdpuError` for a field that does not fit.
     """
     flags = DescFlag(flags)
     word = _LAYOUT.pack(ext=ext, local=local, length=length, out=DescFlag.OUT in flags,
-                        cbuf=DescFlag.CBUF in flags)
+                        cbuf=DescFlag.CBUF in flags, copies=copies)
     mask = (1 << WORD_BITS) - 1
     return [word & mask, word >> WORD_BITS]
 
 
 def unpack_descriptor(words):
-    """Return ``(ext, local, length, flags)`` of the two words of a descriptor."""
+    """Return ``(ext, local, length, flags, copies)`` of the two words of a descriptor."""
     w0, w1 = (int(w) for w in words)
     f = _LAYOUT.unpack(w0 | w1 << WORD_BITS)
     flags = (DescFlag.OUT if f["out"] else DescFlag(0)) | (DescFlag.CBUF if f["cbuf"]
                                                            else DescFlag(0))
-    return f["ext"], f["local"], f["length"], flags
+    return f["ext"], f["local"], f["length"], flags, f["copies"]
+
+
+def copy_targets(first, copies):
+    """Return the Dbufs an IN descriptor whose ``local`` is in Dbuf ``first`` writes, in the
+    order the DMA writes each word to them."""
+    return [first] + [first + 1 + i for i in range(COPIES_BITS) if copies >> i & 1]

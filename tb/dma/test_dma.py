@@ -1,6 +1,10 @@
-"""cocotb test of the DMA on its rig (:mod:`tb.dma.rig`): random descriptor lists against a
-Python model of the external memory, the Dbufs and the Cbufs, under random memory latency,
-bandwidth and stalls and random mesh backpressure; bad descriptors end in ``BAD_DESC``.
+"""cocotb test of the DMA on its rig (:mod:`tb.dma.rig`): random descriptor lists (multicast
+ones among them) against a Python model of the external memory, the Dbufs and the Cbufs, under
+random memory latency, bandwidth and stalls and random mesh backpressure; bad descriptors end
+in ``BAD_DESC``; long descriptors stream at one STORE a cycle.
+
+A descriptor here is ``(ext, local, length, flags)`` or ``(ext, local, length, flags, copies)``
+(the fields of :func:`sw.spec.dma.pack_descriptor`; ``copies`` 0 when left out).
 
 ``FDPU_DMA_RIG``: JSON of the rig (``make_dma_rig`` keywords); ``FDPU_DMA_JOBS``: how many
 random jobs.  The seed is cocotb's (``run_cocotb`` prints it; ``FDPU_SEED`` sets it).
@@ -16,12 +20,25 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
-from sw.spec.dma import DescFlag, pack_descriptor
+from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, pack_descriptor
 from sw.spec.status import DmaError
 from tb.common.clock import reset, start_clock
 
 OUT, CBUF = DescFlag.OUT, DescFlag.CBUF
 SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)
+
+
+def _fields(desc):
+    """Return ``(ext, local, length, flags, copies)`` of a descriptor tuple."""
+    return tuple(desc) if len(desc) == 5 else (*desc, 0)
+
+
+def _stores(p, desc):
+    """Return the STOREs a good descriptor sends: one per word and target Dbuf."""
+    ext, loc, n, flags, copies = _fields(desc)
+    if flags & (OUT | CBUF):
+        return 0
+    return n // 8 * len(copy_targets(p.dbuf_of(loc)[0], copies))
 
 
 def _int(handle):
@@ -80,22 +97,25 @@ class TB:
             st[first + i].value = int(w)
 
     def apply(self, desc):
-        """Apply one good descriptor ``(ext, local, length, flags)`` to the model."""
-        ext, loc, n, flags = desc
+        """Apply one good descriptor to the model (a multicast one to each of its Dbufs)."""
+        ext, loc, n, flags, copies = _fields(desc)
         w = n // 8
         if flags & CBUF:
             self.cbuf[loc // 8:loc // 8 + w] = self.ext[ext // 8:ext // 8 + w]
         elif flags & OUT:
             self.ext[ext // 8:ext // 8 + w] = self.dbuf[loc // 8:loc // 8 + w]
-        else:
-            self.dbuf[loc // 8:loc // 8 + w] = self.ext[ext // 8:ext // 8 + w]
+        elif w:
+            first, off = self.p.dbuf_of(loc)
+            for k in copy_targets(first, copies):
+                at = (k * self.p.dbuf_bytes + off) // 8
+                self.dbuf[at:at + w] = self.ext[ext // 8:ext // 8 + w]
 
     async def run(self, descs, mem, bound=200_000):
         """Write the list, start the DMA, await halt; return (done, error, desc, bytes)."""
         dut = self.dut
         words = []
-        for ext, loc, n, flags in descs:
-            words += pack_descriptor(ext, loc, n, flags)
+        for desc in descs:
+            words += pack_descriptor(*_fields(desc))
         self.poke_ext(LISTS // 8, words)
         dut.i_mem_latency.value, dut.i_mem_bw.value = mem["latency"], mem["bw"]
         dut.i_mem_stall.value, dut.i_req_stall.value = mem["stall"], mem["req_stall"]
@@ -141,8 +161,15 @@ class TB:
             assert got == want, f"{label}: external word {i} = {got:#x}, model {want:#x}"
 
 
+def _random_copies(rng, p, k):
+    """Return a random non-zero ``copies`` mask of targets after Dbuf ``k`` that exist (0 when
+    Dbuf ``k`` is the last)."""
+    n = min(p.num_dbufs - 1 - k, COPIES_BITS)
+    return rng.randrange(1, 1 << n) if n else 0
+
+
 def _random_desc(rng, tb):
-    kind = rng.choice(["in", "in", "cbuf", "out", "out", "zero"])
+    kind = rng.choice(["in", "in", "multicast", "multicast", "cbuf", "out", "out", "zero"])
     p = tb.p
     if kind == "cbuf":
         wb = tb.beats * 8
@@ -151,13 +178,14 @@ def _random_desc(rng, tb):
         count = rng.randint(1, min(6, total - first))
         ext = rng.randrange(0, DST - count * wb, 8)
         return (ext, first * wb, count * wb, CBUF)
-    k = rng.randrange(p.num_dbufs)
+    k = rng.randrange(p.num_dbufs - (kind == "multicast"))
     off = rng.randrange(tb.dwords)
     count = 0 if kind == "zero" else rng.randint(1, min(40, tb.dwords - off))
     loc = p.dbuf_base(k) + off * 8
     if kind == "out":
         return (rng.randrange(DST, LISTS - count * 8 + 1, 8), loc, count * 8, OUT)
-    return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, 0)
+    copies = _random_copies(rng, p, k) if kind == "multicast" or rng.random() < 0.3 else 0
+    return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, 0, copies)
 
 
 @cocotb.test()
@@ -177,13 +205,18 @@ async def random_jobs(dut):
             f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
         for d in descs:
             tb.apply(d)
+        # A multicast word is read once, however many Dbufs it goes to.
         want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & OUT)
         want_wr = sum(d[2] for d in descs if d[3] & OUT)
         assert (rd, wr) == (want_rd, want_wr), \
             f"job {job}: external bytes read/written {rd}/{wr}, expected {want_rd}/{want_wr}"
         moved = sum(d[2] for d in descs) // 8
-        cocotb.log.info(f"job {job}: {len(descs)} descriptors, {moved} words, {cycles} cycles, "
-                        f"memory {mem}")
+        stores = sum(_stores(tb.p, d) for d in descs)
+        cocotb.log.info(f"job {job}: {len(descs)} descriptors, {moved} words, {stores} STOREs, "
+                        f"{cycles} cycles, memory {mem}")
+        # At most one STORE a cycle; the external reads of one word per cycle at most.
+        assert cycles >= max(stores, want_rd // 8), \
+            f"job {job}: {stores} STOREs and {want_rd // 8} reads in {cycles} cycles"
         tb.check(f"job {job} ({mem})")
 
 
@@ -214,7 +247,15 @@ async def bad_descriptors(dut):
         "Cbuf range past the Cbufs": (0, cap - wb, 2 * wb, CBUF),
         "Cbuf offset not a whole word": (0, 8 if wb > 8 else 4, wb, CBUF),
         "range wrapping the address space": (0, (1 << 32) - 8, 16, 0),
+        "copies with OUT": (DST, p.dbuf_base(0), 16, OUT, 1),
+        "copies with CBUF": (0, 0, wb, CBUF, 1),
+        "copy target past the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 2), 16, 0, 0b10),
+        "copy from the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 1), 16, 0, 1),
+        "empty descriptor with a copy past the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 1), 0,
+                                                             0, 1),
     }
+    if p.num_dbufs <= COPIES_BITS:
+        bad["top copy bit"] = (0, p.dbuf_base(0), 16, 0, 1 << COPIES_BITS - 1)
     for what, desc in bad.items():
         good = (rng.randrange(0, DST - 64, 8), p.dbuf_base(rng.randrange(p.num_dbufs)), 64, 0)
         done, err, idx, rd, wr, cycles = await tb.run([good, desc, good],
@@ -227,7 +268,7 @@ async def bad_descriptors(dut):
     # Empty descriptors move nothing and are good wherever they point, also at the first word
     # of a Dbuf (whose last byte, loc - 1, is in the Dbuf before) and of the address space.
     for k in (0, 1, p.num_dbufs - 1):
-        empty = (0, p.dbuf_base(k), 0, 0)
+        empty = (0, p.dbuf_base(k), 0, 0, _random_copies(rng, p, k))
         done, err, idx, rd, wr, cycles = await tb.run([empty, (DST, p.dbuf_base(k), 0, OUT)],
                                                      dict(latency=3, bw=64, stall=0,
                                                           req_stall=0), bound=20_000)
@@ -271,3 +312,29 @@ async def streaming(dut):
         assert cycles <= bound, (f"streaming at latency {latency}: {words} words in {cycles} "
                                  f"cycles, more than {bound}")
         tb.check(f"streaming at latency {latency}")
+
+
+@cocotb.test()
+async def multicast_streaming(dut):
+    """A long multicast descriptor sends one STORE a cycle: ``1 + popcount(copies)`` cycles a
+    word, with no bubble between a word's targets or between words, its words read once."""
+    tb, rng = await _quiet_rig(dut, salt=3)
+    p = tb.p
+    latency = 5
+    mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
+    for first, copies in ((0, (1 << p.num_dbufs - 1) - 1), (1, 0b1), (0, 0b101)):
+        copies &= (1 << p.num_dbufs - 1 - first) - 1
+        desc = (rng.randrange(0, DST - p.dbuf_bytes + 1, 8), p.dbuf_base(first), p.dbuf_bytes,
+                0, copies)
+        done, err, idx, rd, wr, cycles = await tb.run([desc], mem)
+        assert done and not err, f"multicast {copies:#b}: done {done}, error bits {err}"
+        tb.apply(desc)
+        words, targets = p.dbuf_bytes // 8, len(copy_targets(first, copies))
+        assert rd == 16 + words * 8, \
+            f"multicast {copies:#b}: {rd} bytes read, want {16 + words * 8} (each word once)"
+        bound = words * targets + 2 * latency + 40
+        cocotb.log.info(f"multicast from Dbuf {first} to {targets} Dbufs: {words} words in "
+                        f"{cycles} cycles ({cycles / words:.3f} a word, bound {bound})")
+        assert cycles <= bound, (f"multicast {copies:#b}: {words} words to {targets} Dbufs in "
+                                 f"{cycles} cycles, more than {bound}")
+        tb.check(f"multicast {copies:#b}")

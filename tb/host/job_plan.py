@@ -11,7 +11,10 @@ Contract
 * The Dbufs of a pass are spread over the channels by words, each Dbuf's runs on one channel,
   most to the channel on the Dbuf's own edge (``sw.spec.ports.dma_ports``); the Cbuf image
   stays on channel 0; the DMA-out is spread the same way.  Segments of one Dbuf closer than
-  :data:`MERGE_GAP` bytes share a descriptor.
+  :data:`MERGE_GAP` bytes share a descriptor.  The segments an image lists in
+  ``meta["shared"]`` (the same bytes at the same offset of several Dbufs: the input blocks of
+  ``sw.compiler.dbuf_layout``) are loaded by *multicast*: one descriptor per channel and window
+  of ``1 + COPIES_BITS`` Dbufs (``sw.spec.dma``), its bytes read from external memory once.
 * Double buffering (``double_buffer``): consecutive passes must touch disjoint Dbuf bytes
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
@@ -29,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
+from sw.compiler.dma_plan import MERGE_GAP, assign_channels, merge_runs, multicast_windows
+from sw.spec.dma import DescFlag, copy_targets, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
 from tb.host.memories import cbuf_capacity, check_fits, port_configs
@@ -72,55 +76,17 @@ class MemModel:
         return dict(latency=self.latency, bw=bw, stall=stall)
 
 
-def _edge(params, k):
-    """Return the edge (0 north, 1 east, 2 south, 3 west) of Dbuf ``k``."""
-    x, y = params.dbuf_coord(k)
-    return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
-
-
 def _channel_ports(params, channels):
     """Return the edge ports (Dbuf numbers) of the DMA channels (``sw.spec.ports.dma_ports``)."""
     return dma_ports(params)[:channels]
-
-
-def _assign(runs, channels, load, params):
-    """Return ``[(channel, global address, words)]``: ``runs`` spread over the DMA channels.
-
-    A Dbuf takes one request per cycle, so one Dbuf's runs stay on one channel (splitting them
-    over channels would only make the channels wait for each other).  The Dbufs go, most
-    words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream then
-    shares no link with the other edges' channels) unless that channel is ahead of the least
-    loaded one by more than this Dbuf's words, else to the least loaded channel (``load``:
-    words already given to each, updated).
-    """
-    ports = dma_ports(params)[:channels]
-    home = {}
-    for c, k in enumerate(ports):
-        home.setdefault(_edge(params, k), c)
-    per = {}
-    for lo, w in runs:
-        per.setdefault(params.dbuf_of(lo)[0], []).append((lo, w))
-    out = []
-    for k in sorted(per, key=lambda k: -sum(len(w) for _, w in per[k])):
-        words = sum(len(w) for _, w in per[k])
-        least = min(range(channels), key=lambda i: load[i])
-        c = home.get(_edge(params, k), least)
-        if load[c] > load[least] + words:
-            c = least
-        load[c] += words
-        out += [(c, lo, w) for lo, w in per[k]]
-    return out
-
-
-#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor (:func:`_runs`).
-MERGE_GAP = 256
 
 
 def _out_runs(params, reads, channels):
     """Return ``[(channel, lo, hi, [(address, nbytes)])]``: the DMA-out descriptors of ``reads``.
 
     Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
-    more is written out); the Dbufs are spread over the channels as :func:`_assign` spreads
+    more is written out); the Dbufs are spread over the channels as
+    :func:`sw.compiler.dma_plan.assign_channels` spreads
     the DMA-in (each on its edge's channel), so the DMA-out runs on every channel at once.
     """
     spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
@@ -132,36 +98,33 @@ def _out_runs(params, reads, channels):
             runs[-1][2].append((addr, n))
         else:
             runs.append([lo, hi, [(addr, n)]])
-    chan = {lo: c for c, lo, _ in _assign([(lo, np.zeros((hi - lo) // 8)) for lo, hi, _ in runs],
-                                          channels, [0] * channels, params)}
-    return [(chan[lo], lo, hi, group) for lo, hi, group in runs]
+    chan = assign_channels(_words_per_dbuf(params, [(lo, hi - lo) for lo, hi, _ in runs]),
+                           channels, params)
+    return [(chan[params.dbuf_of(lo)[0]], lo, hi, group) for lo, hi, group in runs]
 
 
-def _runs(image):
-    """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs.
+def _words_per_dbuf(params, spans):
+    """Return ``{dbuf: words}`` of ``(global address, bytes)`` spans."""
+    per = {}
+    for a, n in spans:
+        d = params.dbuf_of(a)[0]
+        per[d] = per.get(d, 0) + n // 8
+    return per
 
-    Overlapping or touching segments merge, and so do segments of one Dbuf less than
-    :data:`MERGE_GAP` bytes apart (the zeros between them cost fewer DMA cycles than a
-    descriptor more: about the memory latency); every word a run covers is written (zeros
-    included), so a pass never sees the data of the pass before it where its own is zero.
-    """
-    spans = []
-    for addr, blob in image.segments.items():
-        if len(blob):
-            spans.append((addr & ~7, -(-(addr + len(blob)) // 8) * 8, addr, bytes(blob)))
-    spans.sort()
-    runs = []
-    for lo, hi, addr, blob in spans:
-        if runs and lo <= runs[-1][1] + MERGE_GAP and image.params.dbuf_of(lo)[0] == \
-                image.params.dbuf_of(runs[-1][0])[0]:
-            runs[-1][1] = max(runs[-1][1], hi)
-            runs[-1][2].append((addr, blob))
-        else:
-            runs.append([lo, hi, [(addr, blob)]])
+
+def _runs(image, barriers=()):
+    """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs
+    (:func:`sw.compiler.dma_plan.merge_runs`; the ``barriers`` spans are left out and no run
+    reaches over one); every word a
+    run covers is written (zeros included), so a pass never sees the data of the pass before
+    it where its own is zero."""
+    skip = {a for a, _ in barriers}
+    segs = [(a, bytes(b)) for a, b in image.segments.items() if len(b) and a not in skip]
     out = []
-    for lo, hi, parts in runs:
+    for lo, hi, parts in merge_runs([(a, len(b)) for a, b in segs], image.params, barriers):
         buf = bytearray(hi - lo)
-        for addr, blob in parts:
+        for i in parts:
+            addr, blob = segs[i]
             buf[addr - lo:addr - lo + len(blob)] = blob
         out.append((lo, np.frombuffer(bytes(buf), dtype="<u8")))
     return out
@@ -194,8 +157,8 @@ class _ExtImage:
         return out
 
 
-def _desc(ext, local, length, flags=DescFlag(0)):
-    return pack_descriptor(ext, local, length, flags)
+def _desc(ext, local, length, flags=DescFlag(0), copies=0):
+    return pack_descriptor(ext, local, length, flags, copies)
 
 
 @dataclass
@@ -296,7 +259,27 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
     # which would halve the configuration's rate while the two overlap.
     own = _channel_ports(p, nch)
     touched = []
-    for c, lo, words in sorted(_assign(_runs(image), nch, load, p),
+    groups = [list(g) for g in image.meta.get("shared", ())]
+    shared = {a for g in groups for a in g}
+    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)])
+    # Each Dbuf on one channel, its multicast copies counted in its load as if unicast (the
+    # channel sends one STORE per copy).
+    chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for lo, w in runs]
+                                           + [(a, len(image.segments[a])) for a in shared]),
+                           nch, p, load)
+    for c, lo, copies, g in multicast_windows(groups, p, chan):
+        blob = bytes(image.segments[groups[g][0]])
+        if lo % 8 or len(blob) % 8:
+            raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
+                            f"words")
+        descs[c].append(_desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
+                              copies=copies))
+        moved += len(blob)
+        first = p.dbuf_of(lo)[0]
+        for d in copy_targets(first, copies):
+            at = lo + (d - first) * p.dbuf_bytes
+            touched.append((at, at + len(blob)))
+    for c, lo, words in sorted([(chan[p.dbuf_of(lo)[0]], lo, w) for lo, w in runs],
                                key=lambda t: p.dbuf_of(t[1])[0] == own[t[0]]):
         descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
         moved += 8 * len(words)

@@ -200,7 +200,7 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
     """
     t0 = time.monotonic()
     bd = spec["backdoor_in"]
-    for c, ext, loc, length, flags in descs:
+    for c, ext, loc, length, flags, copies in descs:
         words = _words(images[c], ext // 8, length // 8)
         if flags & bd["cbuf_flag"]:
             depth = bd["cbuf_depth"]
@@ -212,8 +212,10 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
                 a, words = a + n, words[n:]
         else:
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
-            st = getattr(dut.fdpu, f"dbuf{k}").sram.bank.storage
-            backdoor.write(st, off, words, skip_zero=first)
+            # A multicast descriptor (``copies``) writes Dbufs k + 1 + i too (sw.spec.dma).
+            for d in [k] + [k + 1 + i for i in range(copies.bit_length()) if copies >> i & 1]:
+                st = getattr(dut.fdpu, f"dbuf{d}").sram.bank.storage
+                backdoor.write(st, off, words, skip_zero=first)
     return time.monotonic() - t0
 
 

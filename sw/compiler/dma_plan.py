@@ -1,0 +1,101 @@
+"""How a pass's Dbuf data becomes DMA descriptors: runs, channels and multicast windows.
+
+Contract
+--------
+One set of rules for the runtime that writes the descriptors (``tb.host.job_plan``, with the
+bytes) and the performance model that counts them (``sw.models.perf``, with sizes only), so the
+two agree byte for byte:
+
+* :func:`merge_runs`: the segments of one Dbuf closer than :data:`MERGE_GAP` bytes share a
+  descriptor (whole words, the zeros between them included); no run reaches over a *barrier*
+  (a multicast segment, loaded by its own descriptor).
+* :func:`assign_channels`: each Dbuf's data go over one channel (a Dbuf takes one request per
+  cycle; splitting it over channels would only make them wait for each other); the Dbufs go,
+  most words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream
+  then shares no link with the other edges') unless that channel is ahead of the least loaded
+  one by more than this Dbuf's words, else to the least loaded channel.
+* :func:`multicast_windows`: a block that several Dbufs hold at the same offset is loaded by
+  one descriptor per channel and window of ``1 + COPIES_BITS`` consecutive Dbufs
+  (``sw.spec.dma``): its bytes cross the external port once per window, not once per Dbuf.
+"""
+
+from sw.spec.dma import COPIES_BITS
+from sw.spec.ports import dma_ports
+
+__all__ = ["MERGE_GAP", "merge_runs", "assign_channels", "multicast_windows"]
+
+#: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
+#: them cost fewer DMA cycles than a descriptor more (about the memory latency).
+MERGE_GAP = 256
+
+
+def _edge(params, k):
+    """Return the edge (0 north, 1 east, 2 south, 3 west) of Dbuf ``k``."""
+    x, y = params.dbuf_coord(k)
+    return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
+
+
+def merge_runs(spans, params, barriers=()):
+    """Return ``[(lo, hi, [indices into spans])]``: whole-word runs of ``spans``.
+
+    ``spans``: ``(global address, bytes)``; overlapping or touching spans merge, and so do
+    spans of one Dbuf less than :data:`MERGE_GAP` bytes apart; ``barriers``: spans no run
+    may reach over (they are not in the result).
+    """
+    marks = [(a & ~7, -(-(a + n) // 8) * 8, i) for i, (a, n) in enumerate(spans) if n]
+    marks += [(a & ~7, -(-(a + n) // 8) * 8, -1) for a, n in barriers if n]
+    runs, cut = [], False
+    for lo, hi, i in sorted(marks):
+        if i < 0:
+            cut = True
+            continue
+        if runs and not cut and lo <= runs[-1][1] + MERGE_GAP and \
+                params.dbuf_of(lo)[0] == params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append(i)
+        else:
+            runs.append([lo, hi, [i]])
+        cut = False
+    return [tuple(r) for r in runs]
+
+
+def assign_channels(words, channels, params, load=None):
+    """Return ``{dbuf: channel}`` for ``words`` (``{dbuf: words it moves}``) over ``channels``
+    DMA channels (see the module doc); ``load`` (words already on each channel) is updated."""
+    load = [0] * channels if load is None else load
+    home = {}
+    for c, k in enumerate(dma_ports(params)[:channels]):
+        home.setdefault(_edge(params, k), c)
+    chan = {}
+    for k in sorted(words, key=lambda k: (-words[k], k)):
+        least = min(range(channels), key=lambda i: load[i])
+        c = home.get(_edge(params, k), least)
+        if load[c] > load[least] + words[k]:
+            c = least
+        load[c] += words[k]
+        chan[k] = c
+    return chan
+
+
+def multicast_windows(groups, params, chan):
+    """Return ``[(channel, global address of the first copy, copies mask, group index)]``.
+
+    ``groups``: per block, the global addresses of its copies (the same offset of several
+    Dbufs); ``chan``: Dbuf -> channel.  Each channel's Dbufs of a group are cut into windows
+    of ``1 + COPIES_BITS`` consecutive Dbufs, one descriptor each.
+    """
+    out = []
+    for g, addrs in enumerate(groups):
+        off = params.dbuf_of(addrs[0])[1]
+        per = {}
+        for d in sorted({params.dbuf_of(a)[0] for a in addrs}):
+            per.setdefault(chan[d], []).append(d)
+        for c in sorted(per):
+            dl = per[c]
+            while dl:
+                first = dl[0]
+                win = [d for d in dl if d <= first + COPIES_BITS]
+                dl = dl[len(win):]
+                out.append((c, params.dbuf_base(first) + off,
+                            sum(1 << (d - first - 1) for d in win[1:]), g))
+    return out
