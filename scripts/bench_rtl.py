@@ -17,6 +17,13 @@ Usage::
         --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the paper's SWITCH graph
     python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
         --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25
+    python scripts/bench_rtl.py first --layer alexnet-fc6 --batch 64 --mode dense \\
+        --slots 128 --int-issue 2 --dma-channels 4 --operand-depth 2 --first-passes 2
+                                 # the first passes of a layer too long to simulate whole
+
+``first`` runs the first ``--first-passes`` passes of ``--layer`` (double-buffered unless
+``--no-double-buffer``), checks their outputs against the golden model's and prints per pass
+the DMA-in, contexts, the DMA behind another pass's contexts and the hold.
 
 ``--json PATH`` appends one JSON record per case.  ``--backdoor-in`` (not the default, and
 labeled in every line and record) loads each pass's Dbufs and Cbufs by backdoor instead of
@@ -120,10 +127,66 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     return rec
 
 
+def first_passes(args, mode):
+    """Run the first ``args.first_passes`` passes of ``args.layer``; return their record."""
+    p = ArrayParams(rows=args.rows, cols=args.cols, slots=args.slots, int_issue=args.int_issue,
+                    operand_depth=args.operand_depth)
+    density = 1.0 if mode == "dense" else (args.density or layers.get_layer(args.layer).density)
+    w = layers.make_weights(layers.get_layer(args.layer), density, 0)
+    n = args.batch[0]
+    x = layers.make_inputs(w.shape[1], n, 0)
+    graph = args.sparse_graph if mode == "sparse" else None
+    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
+    plan = planner.plan_fc(w.shape[0], w.shape[1], n, mode, p, sparse_graph=graph, row_nnz=nnz,
+                           double_buffer=args.double_buffer)
+    k = min(args.first_passes, plan.passes)
+    ref = golden_fc.run_fc(plan, w, x, exact=False).result.copy()
+    mask = np.zeros(ref.shape, dtype=bool)
+    for q in range(k):
+        for i in plan.pass_items(q):
+            kbi, gbi = plan.item(i)
+            rows = [r for r in plan.item_rows(kbi) if r < plan.K]
+            mask[gbi * plan.gb * 4:(gbi + 1) * plan.gb * 4, rows] = True
+    ref[~mask] = 0
+    t0 = time.perf_counter()
+    y, job = runtime.run_fc_rtl(plan, w, x, args.sim, first_passes=k,
+                                dma_channels=args.dma_channels, config_ports=args.config_ports,
+                                overlap=True, double_buffer=plan.double_buffer)
+    wall = time.perf_counter() - t0
+    match = bool(np.array_equal(y.view(np.uint16), ref.view(np.uint16)))
+    passes = job.overlaps() if job.double_buffer else [
+        dict(pass_index=j, in_cycles=r.in_cycles, out_cycles=r.out_cycles,
+             hold_cycles=r.hold_cycles, span_cycles=r.span_cycles + r.out_cycles)
+        for j, r in enumerate(job.passes)]
+    for r, o in zip(job.passes, passes):
+        o.update(compute_cycles=r.compute_cycles, context_cycles=r.context_cycles)
+    rec = dict(layer=args.layer, mode=mode, graph=plan.sparse_graph if mode == "sparse" else
+               "dense", N=n, passes_run=k, passes=plan.passes, contexts=plan.contexts,
+               double_buffer=plan.double_buffer, match=match, cycles=job.cycles,
+               compute_cycles=job.compute_cycles, dma_cycles=job.dma_cycles,
+               ext_read_bytes=job.final["o_ext_rd_bytes"], pass_cycles=passes,
+               sim_s=job.wall_s["run_s"], wall_s=wall, rows=p.rows, cols=p.cols,
+               slots=p.slots, int_issue=p.int_issue, operand_depth=p.operand_depth,
+               dma_channels=args.dma_channels)
+    db = ", double-buffered" if plan.double_buffer else ""
+    print(f"{args.sim} {p.rows}x{p.cols}: {args.layer} {mode} N={n}, first {k} of {plan.passes} "
+          f"passes ({plan.contexts} contexts each{db}): match {match}; cycles {job.cycles:,} "
+          f"(compute {job.compute_cycles:,}, DMA {job.dma_cycles:,}); simulation "
+          f"{rec['sim_s']:.0f} s", flush=True)
+    for o in passes:
+        print("  pass " + ", ".join(f"{key} {v:,}" for key, v in o.items()
+                                    if key != "pass_index"), flush=True)
+    return rec
+
+
 def main(argv=None):
     """Run the chosen benchmark; return 0 when every case matched the golden model."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("speed", "fc8", "case"))
+    ap.add_argument("what", choices=("speed", "fc8", "case", "first"))
+    ap.add_argument("--layer", default="alexnet-fc6", help="the layer of 'first'")
+    ap.add_argument("--first-passes", type=int, default=2, metavar="P")
+    ap.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--operand-depth", type=int, default=4)
     ap.add_argument("--sim", choices=("icarus", "verilator"), default="verilator")
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--cols", type=int, default=8)
@@ -153,7 +216,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     modes = ("dense", "sparse") if args.mode == "both" else (args.mode,)
     records = []
-    if args.what == "speed":
+    if args.what == "first":
+        records += [first_passes(args, mode) for mode in modes]
+    elif args.what == "speed":
         records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25))
         records.append(run_case("icarus", 1, 1, 32, 8, 64, 8, "sparse", 0.25,
                                 dbuf_bytes=4096))

@@ -254,7 +254,7 @@ def fc_cycle_bound(plan):
     return int(200_000 + 2_000 * contexts + 8 * issues)
 
 
-def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
+def run_fc_rtl(plan, weights, inputs, sim, first_passes=None, **kwargs):
     """Run every pass of ``plan`` on the RTL in one simulation; return ``(result, job)``.
 
     The external memory holds every pass's configuration, data and results; per pass the DMA
@@ -267,6 +267,8 @@ def run_fc_rtl(plan, weights, inputs, sim, **kwargs):
     x16 = np.asarray(inputs, dtype=np.float16)
     passes, outs = [], []
     for image, outputs in pass_images(plan, w16, x16):
+        if first_passes is not None and len(passes) == first_passes:
+            break
         passes.append((image, [(addr, plan.output_bytes) for _, addr in outputs]))
         outs.append(outputs)
     if kwargs.get("max_cycles") is None:
