@@ -45,6 +45,7 @@ import numpy as np
 from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
+from sw.spec.dma import copy_targets
 from sw.spec.status import MiccState
 from tb.host.backdoor import Backdoor
 
@@ -145,7 +146,7 @@ class TB:
         await RisingEdge(self.dut.clk)
         return halted, waited
 
-    async def contexts_started(self, bound, pass_index):
+    async def contexts_started(self, bound):
         """Await the MicC's first context (state CTX, WAIT or DONE, or a halt) within
         ``bound`` cycles; return (started, waited)."""
         dut, started = self.dut, (MiccState.CTX, MiccState.WAIT, MiccState.DONE)
@@ -212,8 +213,7 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
                 a, words = a + n, words[n:]
         else:
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
-            # A multicast descriptor (``copies``) writes Dbufs k + 1 + i too (sw.spec.dma).
-            for d in [k] + [k + 1 + i for i in range(copies.bit_length()) if copies >> i & 1]:
+            for d in copy_targets(k, copies):            # multicast (sw.spec.dma)
                 st = getattr(dut.fdpu, f"dbuf{d}").sram.bank.storage
                 backdoor.write(st, off, words, skip_zero=first)
     return time.monotonic() - t0
@@ -266,7 +266,7 @@ async def _double_buffered(dut, spec, tb, set_lists, npes):
         fail = await dma_wait(j, "in")
         if fail:
             return recs[:j + 1], fail
-        started, waited = await tb.contexts_started(spec["max_cycles"], j)
+        started, waited = await tb.contexts_started(spec["max_cycles"])
         if not started:
             return recs[:j + 1], dict(pass_index=j, phase="compute", halted=False,
                                       waited=waited, status=_snapshot(dut, npes))
