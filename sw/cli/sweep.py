@@ -117,13 +117,13 @@ def execute_points(points, args, out_dir, *, dry_run=False):
     ``--workers``, ``--cache``), write their records to ``out_dir/points``; return
     ``(records, failed)``: the records in point order and ``{name: error}``."""
     scheduler, workers = _scheduler(args)
-    arglists = grid.check_points(points, run_parser(), run.check_options)
+    checked = grid.check_points(points, run_parser(), run.check_options)
     store = cache.Store(args.cache)
     digest = cache.source_digest()
     items = []
-    for point, argv in zip(points, arglists):
-        sim = point.get("sim", "golden")
-        items.append((cache.key(argv, sim, digest), grid.point_name(point), argv, point))
+    for point, (argv, options) in zip(points, checked):
+        items.append((cache.key(options, options["sim"], digest), grid.point_name(point), argv,
+                      point))
     cached = {k: store.get(k) for k, *_ in items}
     todo = [it for it in items if cached[it[0]] is None]
     con = console()

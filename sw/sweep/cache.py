@@ -2,11 +2,15 @@
 
 A point's result is a function of
 
-* its ``fdpu run`` arguments (the layer, the seeded data, the array, the system, ``--sim``);
+* every ``fdpu run`` option's value, defaults included (the layer, the seed of its data, the
+  array, the system, ``--sim``);
 * the project's code that turns them into a result: the compiler and planner that make the
   images, the models, the hardware description that becomes the Verilog, the host runtime and
-  testbench that run it (:func:`source_digest`: every source file under ``hw/``, ``sw/`` and
-  ``tb/`` except the sweep's own modules, and the model's calibration constants);
+  testbench that run it, the commands that compute the figures (:func:`source_digest`: the
+  source files under ``hw/``, ``sw/spec``, ``sw/compiler``, ``sw/models`` (with the model's
+  calibration constants) and ``tb/``, and ``sw/cli/run.py``, ``rtl.py`` and ``model.py``;
+  not the option parsing, whose defaults the option values already hold, nor the sweep's and
+  report's own code);
 * the simulator and its version, and the versions of the libraries that generate and run the
   Verilog (:func:`tool_versions`).
 
@@ -33,10 +37,9 @@ __all__ = ["ROOT", "source_digest", "tool_versions", "key", "Store"]
 #: The project's checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Source trees whose files determine a result.
-_TREES = ("hw", "sw", "tb")
-#: Files that do not: the sweep and report code itself.
-_NOT_RESULT = ("sw/sweep/", "sw/cli/sweep.py", "sw/cli/paper.py")
+#: Source files and trees that determine a result.
+_SOURCES = ("hw", "sw/spec", "sw/compiler", "sw/models", "tb", "sw/cli/run.py", "sw/cli/rtl.py",
+            "sw/cli/model.py")
 
 
 @lru_cache(maxsize=None)
@@ -45,11 +48,11 @@ def source_digest(root=ROOT):
     h = hashlib.sha256()
     root = Path(root)
     files = []
-    for tree in _TREES:
-        for path in (root / tree).rglob("*"):
+    for source in _SOURCES:
+        top = root / source
+        for path in ([top] if top.is_file() else top.rglob("*")):
             rel = path.relative_to(root).as_posix()
-            if (path.suffix in (".py", ".json") and path.is_file()
-                    and "__pycache__" not in rel and not rel.startswith(_NOT_RESULT)):
+            if path.suffix in (".py", ".json") and path.is_file() and "__pycache__" not in rel:
                 files.append(rel)
     for rel in sorted(files):
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
@@ -82,9 +85,10 @@ def tool_versions(sim):
     return versions
 
 
-def key(args, sim, digest=None):
-    """Return the cache key (hex SHA-256) of the point with ``fdpu run`` arguments ``args``."""
-    blob = json.dumps(dict(args=list(args), sim=sim, tools=tool_versions(sim),
+def key(options, sim, digest=None):
+    """Return the cache key (hex SHA-256) of the point whose ``fdpu run`` options (every
+    option's value, defaults included) are ``options``."""
+    blob = json.dumps(dict(options=options, sim=sim, tools=tool_versions(sim),
                            source=digest or source_digest()), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -189,9 +189,10 @@ def point_name(point):
 
 
 def check_points(points, parser, check):
-    """Return the argument lists of ``points``, each parsed by ``parser`` and checked by
-    ``check(namespace)`` (which raises :class:`FdpuError`); the first bad point is refused
-    with its name and the reason."""
+    """Return ``(args, options)`` of each of ``points``: its argument list, parsed by
+    ``parser`` and checked by ``check(namespace)`` (which raises :class:`FdpuError`), and every
+    option's value, defaults included (a dict); the first bad point is refused with its name
+    and the reason."""
     if not points:
         raise FdpuError("the sweep has no points")
     out = []
@@ -209,5 +210,7 @@ def check_points(points, parser, check):
             check(ns)
         except FdpuError as exc:
             raise FdpuError(f"point {point_name(point)!r}: {exc}") from None
-        out.append(args)
+        options = {k: v for k, v in sorted(vars(ns).items())
+                   if isinstance(v, (str, int, float, bool, type(None)))}
+        out.append((args, options))
     return out

@@ -1,0 +1,102 @@
+"""The paper's evaluation as a sweep: its layers, batches and graphs, and what it states.
+
+PAPER.md section 7: AlexNet FC6 (9 % of the weights kept), AlexNet FC8 (25 %) and VGG-16 FC7
+(4 %) at batch 1, 4 and 64, dense and sparse, on the 8 x 8 FDPU; the metric is the computing-
+resource utilization (achieved operation rate / peak, 512 Gop/s: 64 PEs x 4 lanes x 2
+operations per cycle at 1 GHz, the same peak as here).  :func:`points` gives the sweep's
+points (each graph of this project: ``dense``, the paper's ``switch`` graph, the branch-free
+``gather`` graph with the same bits, and the ``skip`` graph whose work is the stored weights
+only); :data:`STATEMENTS` the paper's claims the report sets beside ours; :func:`summary`
+computes ours from the records.
+"""
+
+__all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "points", "graph_of",
+           "summary"]
+
+#: The paper's layers (zoo names), each pruned to the density the paper gives.
+LAYERS = ("alexnet-fc6", "alexnet-fc8", "vgg16-fc7")
+#: Its batch sizes.
+BATCHES = (1, 4, 64)
+#: The graphs run: ``dense``, then the sparse graphs.
+GRAPHS = ("dense", "switch", "gather", "skip")
+#: Where the figures come from: ``--sim`` of each point.
+SOURCES = {"model": "model", "rtl": "verilator"}
+#: The paper's statements (PAPER.md section 7), keyed as :func:`summary` keys ours.
+STATEMENTS = {
+    "small_batch_gap": "at batch 1 and 4, sparse and dense utilization differ by at most "
+                       "1.4 points",
+    "batch64_gap": "at batch 64, the sparse graph's utilization is 11.7 points lower than "
+                   "dense on average",
+    "bandwidth_ratio": "sparse needs 2.44x to 6.17x less peak memory bandwidth than dense",
+    "across_sparsity": "utilization is nearly the same across the three sparsities",
+    "vs_cpu_gpu": "at batch 64, sparse utilization is 43.15, 34.57 and 44.24 points above CPU "
+                  "(Core i7-5930K), GPU (Titan X) and mobile GPU (Tegra K1)",
+}
+
+
+def points(source, layers=LAYERS, batches=BATCHES, graphs=GRAPHS):
+    """Return the sweep points of the evaluation: the paper's graphs (dense, switch) first, then
+    this project's, each over the layers (in the order given) and batches."""
+    sim = SOURCES[source]
+    order = [g for g in GRAPHS if g in graphs and g in ("dense", "switch", "skip")] + \
+        [g for g in GRAPHS if g in graphs and g not in ("dense", "switch", "skip")]
+    out = []
+    for rank in (0, 1):
+        for layer in layers:
+            for batch in batches:
+                for g in order:
+                    if (g == "gather") != bool(rank):
+                        continue
+                    p = dict(sim=sim, layer=layer, batch=batch)
+                    p.update(mode="dense") if g == "dense" else p.update(
+                        mode="sparse", **{"sparse-graph": g})
+                    out.append(p)
+    return out
+
+
+def graph_of(record):
+    """Return the graph of a record's point: ``dense`` or the sparse graph's name."""
+    p = record["point"]
+    return "dense" if p.get("mode") == "dense" else p["sparse-graph"]
+
+
+def _by(records):
+    return {(r["point"]["layer"], r["point"]["batch"], graph_of(r)): r["result"]
+            for r in records}
+
+
+def summary(records, metric="issue_utilization"):
+    """Return our figures for each of :data:`STATEMENTS`, per sparse graph: ``{statement:
+    {graph: value}}`` (``None`` where the points are missing).
+
+    ``metric`` is the utilization compared: ``issue_utilization`` (every FP operation issued /
+    peak: the paper's "achieved operation rate", which counts the multiply-adds of the zero
+    weights its sparse graph executes) or ``utilization`` (useful work only).
+    """
+    by = _by(records)
+    layers = sorted({k[0] for k in by})
+    out = {k: {} for k in STATEMENTS}
+    for g in sorted({k[2] for k in by} - {"dense"}):
+        def gaps(batches):
+            d = [by[(l, b, g)][metric] - by[(l, b, "dense")][metric]
+                 for l in layers for b in batches
+                 if (l, b, g) in by and (l, b, "dense") in by]
+            return d
+        small = gaps((1, 4))
+        big = gaps((64,))
+        out["small_batch_gap"][g] = max((abs(v) for v in small), default=None)
+        out["batch64_gap"][g] = -sum(big) / len(big) if big else None
+        ratios = [by[(l, b, "dense")]["peak_bandwidth"] / by[(l, b, g)]["peak_bandwidth"]
+                  for l in layers for b in BATCHES
+                  if (l, b, g) in by and (l, b, "dense") in by
+                  and by[(l, b, g)]["peak_bandwidth"]]
+        out["bandwidth_ratio"][g] = (min(ratios), max(ratios)) if ratios else None
+        spread = []
+        for b in BATCHES:
+            vals = [by[(l, b, g)][metric] for l in layers if (l, b, g) in by]
+            if len(vals) > 1:
+                spread.append(max(vals) - min(vals))
+        out["across_sparsity"][g] = max(spread) if spread else None
+        at64 = [by[(l, 64, g)][metric] for l in layers if (l, 64, g) in by]
+        out["vs_cpu_gpu"][g] = sum(at64) / len(at64) if at64 else None
+    return out
