@@ -14,7 +14,7 @@ from sw.spec.errors import FdpuError
 
 #: Subcommand modules in the order ``fdpu --help`` lists them.
 COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench",
-            "rtl", "model", "sweep")
+            "rtl", "model", "sweep", "paper")
 
 
 def build_parser():

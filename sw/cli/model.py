@@ -11,6 +11,8 @@ result is computed (``--out`` is refused), nor are the options that only a simul
 ``--no-feedback``).
 """
 
+import os
+
 import numpy as np
 from rich.table import Table
 
@@ -19,6 +21,9 @@ from sw.cli.output import console, megabytes, write_json
 from sw.compiler import balance
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
+
+#: The checkout (calibration paths are given relative to it).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 __all__ = ["register", "check_model_options", "run_model_command", "model_check_command"]
 
@@ -84,7 +89,7 @@ def run_model_command(args):
                dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                overlap=system.overlap, double_buffer=plan.double_buffer,
-               calibration=perf_fit.CALIBRATION)
+               calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT))
     _print(rec, pred, plan, params)
     if args.json:
         write_json(args.json, rec)

@@ -19,9 +19,11 @@ interrupted sweep resumes where it stopped.  A progress bar shows the points don
 run), running (on a worker) and left, and the mean wall time of a point run.
 """
 
+import ctypes
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,15 @@ def _finite(value):
     return value
 
 
+def _die_with_parent():
+    """Ask Linux to end this (child) process when its parent ends: a Dask worker that is
+    killed takes its point's simulation with it."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def run_point(args, sim):
     """Run ``fdpu run ARGS`` in a subprocess and return ``(record, error)``: the record when
     the run ended with a result (exit status 0: match, 1: mismatch), else ``None`` and the end
@@ -67,7 +78,8 @@ def run_point(args, sim):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(cache.ROOT),
                                                           env.get("PYTHONPATH"))))
         proc = subprocess.run([sys.executable, "-m", "sw.cli", "run", *args, "--json", path],
-                              capture_output=True, text=True, env=env, cwd=tmp)
+                              capture_output=True, text=True, env=env, cwd=tmp,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         seconds = time.perf_counter() - start
         if proc.returncode not in (0, 1) or not os.path.exists(path):
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])

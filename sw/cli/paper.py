@@ -1,0 +1,112 @@
+"""``fdpu paper``: the paper's evaluation, reproduced by one command.
+
+``fdpu paper [--source model|rtl] [--layers ...] [--batches ...] [--graphs ...]
+[--scheduler local|serial|ADDRESS] [--workers N] [--cache DIR] [--out DIR] [--dry-run]``
+
+Runs the paper's points (:mod:`sw.sweep.paper`: AlexNet FC6, AlexNet FC8 and VGG-16 FC7 at
+batch 1, 4 and 64; dense, the paper's SWITCH graph and this project's gather and skip graphs)
+as a sweep (:mod:`sw.cli.sweep`, cached, on Dask) on the README's configuration, and writes
+the report (:mod:`sw.sweep.report`): ``report.md`` with the tables and the paper's statements
+beside ours, Fig. 10 and Fig. 11 as PNG, ``records.json`` and ``table.csv``.  ``--source
+model`` (default) takes the figures from the calibrated performance model (seconds);
+``--source rtl`` runs every point on the 8 x 8 RTL under Verilator (hours: the cache lets an
+interrupted run resume) and the model's points too, to print its error on each.
+"""
+
+import os
+
+from sw.cli import sweep
+from sw.cli.options import DEFAULTS
+from sw.cli.output import console
+from sw.models import perf, perf_fit
+from sw.spec.errors import FdpuError
+from sw.sweep import paper, report
+
+__all__ = ["register", "paper_command"]
+
+
+def _names(text, allowed, what):
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in allowed]
+    if bad or not items:
+        raise FdpuError(f"--{what} {text!r}: {'unknown ' + ', '.join(bad) if bad else 'empty'} "
+                        f"(allowed: {', '.join(str(a) for a in allowed)})")
+    return [a for a in allowed if a in items]
+
+
+def register(subparsers):
+    """Add the ``paper`` command."""
+    parser = subparsers.add_parser(
+        "paper", help="the paper's evaluation (3 layers, batch 1/4/64, dense and sparse) "
+                      "with a report and plots",
+        description="Run the paper's evaluation (AlexNet FC6, AlexNet FC8, VGG-16 FC7 at batch "
+                    "1, 4 and 64; dense and each sparse graph) on the performance model or the "
+                    "8 x 8 RTL, and write a Markdown report with Fig. 10 and Fig. 11 and the "
+                    "paper's statements beside ours.")
+    parser.add_argument("--source", choices=tuple(paper.SOURCES), default="model",
+                        help="model: the calibrated performance model (seconds; default); rtl: "
+                             "every point on the 8 x 8 RTL under Verilator (hours, cached)")
+    parser.add_argument("--layers", default=",".join(paper.LAYERS), metavar="L,...",
+                        help=f"a subset of the paper's layers (default {','.join(paper.LAYERS)})")
+    parser.add_argument("--batches", default=",".join(map(str, paper.BATCHES)), metavar="N,...",
+                        help="a subset of the paper's batches (default 1,4,64)")
+    parser.add_argument("--graphs", default=",".join(paper.GRAPHS), metavar="G,...",
+                        help=f"a subset of the graphs (default {','.join(paper.GRAPHS)})")
+    sweep.add_execution_args(parser)
+    parser.add_argument("--out", default="paper", metavar="DIR",
+                        help="report directory (default ./paper)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the points and which are cached; run nothing")
+    parser.set_defaults(func=paper_command)
+
+
+def paper_command(args):
+    """Run ``fdpu paper``; return 0 when every point ran (and, on the RTL, matched)."""
+    layers = _names(args.layers, paper.LAYERS, "layers")
+    batches = [int(b) for b in _names(args.batches, tuple(map(str, paper.BATCHES)), "batches")]
+    graphs = _names(args.graphs, paper.GRAPHS, "graphs")
+    if "dense" not in graphs:
+        raise FdpuError("--graphs must include dense: the report compares every sparse graph "
+                        "with it")
+    pts = paper.points(args.source, layers, batches, graphs)
+    model_pts = paper.points("model", layers, batches, graphs) if args.source == "rtl" else []
+    if not args.dry_run:
+        sweep.prepare_out(args.out)
+    records, failed = sweep.execute_points(pts + model_pts, args, os.path.join(args.out),
+                                           dry_run=args.dry_run)
+    if args.dry_run:
+        return 0
+    sim = paper.SOURCES[args.source]
+    ours = [r for r in records if r["sim"] == sim]
+    model = [r for r in records if r["sim"] == "model"] if args.source == "rtl" else None
+    system = perf.System()
+    config = dict(array=f"{DEFAULTS['rows']} x {DEFAULTS['cols']}", slots=DEFAULTS["slots"],
+                  **{"operand depth": DEFAULTS["operand_depth"],
+                     "INT issues": DEFAULTS["int_issue"],
+                     "Dbuf": f"{DEFAULTS['dbuf_bytes'] >> 20} MiB x 32",
+                     "DMA channels": DEFAULTS["dma_channels"],
+                     "external memory": f"{system.mem_bandwidth:g} B/cycle per channel, "
+                                        f"{system.mem_latency} cycles latency"})
+    command = "fdpu paper --source " + args.source + "".join(
+        f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
+                                   ("graphs", args.graphs))
+        if v != parser_default(k))
+    _, summary = perf_fit.check()
+    if not ours:
+        raise FdpuError("no point has a result: nothing to report")
+    report.write(ours, args.out, source=args.source, command=command, config=config,
+                 model_records=model, model_error=summary)
+    console().print(f"wrote {os.path.join(args.out, 'report.md')}, {report.FIG10}, "
+                    f"{report.FIG11}, records.json, table.csv ({len(ours)} of {len(pts)} points)")
+    bad = [r["name"] for r in ours if r["status"] != 0]
+    for name in bad:
+        console().print(f"[red]no match[/red]: {name}")
+    for name, error in failed.items():
+        console().print(f"[red]failed[/red]: {name}: {error}")
+    return 1 if bad or failed else 0
+
+
+def parser_default(name):
+    """Return the default of ``--layers``, ``--batches`` or ``--graphs``."""
+    return {"layers": ",".join(paper.LAYERS), "batches": ",".join(map(str, paper.BATCHES)),
+            "graphs": ",".join(paper.GRAPHS)}[name]
