@@ -12,9 +12,9 @@ from sw.models import choose, perf
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "plan_layer",
-           "system_of", "check_system", "graph_name", "resolve", "add_array_args", "add_hw_args",
-           "array_params"]
+__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
+           "plan_layer", "system_of", "check_system", "graph_name", "resolve", "add_array_args",
+           "add_hw_args", "array_params"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),

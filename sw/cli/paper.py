@@ -70,9 +70,7 @@ def paper_command(args):
                         "with it")
     pts = paper.points(args.source, layers, batches, graphs)
     model_pts = paper.points("model", layers, batches, graphs) if args.source == "rtl" else []
-    if not args.dry_run:
-        sweep.prepare_out(args.out)
-    records, failed = sweep.execute_points(pts + model_pts, args, os.path.join(args.out),
+    records, failed = sweep.execute_points(pts + model_pts, args, args.out,
                                            dry_run=args.dry_run)
     if args.dry_run:
         return 0

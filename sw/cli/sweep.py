@@ -119,11 +119,9 @@ def execute_points(points, args, out_dir, *, dry_run=False):
     scheduler, workers = _scheduler(args)
     checked = grid.check_points(points, run_parser(), run.check_options)
     store = cache.Store(args.cache)
-    digest = cache.source_digest()
     items = []
     for point, (argv, options) in zip(points, checked):
-        items.append((cache.key(options, options["sim"], digest), grid.point_name(point), argv,
-                      point))
+        items.append((cache.key(options, options["sim"]), grid.point_name(point), argv, point))
     cached = {k: store.get(k) for k, *_ in items}
     todo = [it for it in items if cached[it[0]] is None]
     con = console()

@@ -4,13 +4,12 @@ A point's result is a function of
 
 * every ``fdpu run`` option's value, defaults included (the layer, the seed of its data, the
   array, the system, ``--sim``);
-* the project's code that turns them into a result: the compiler and planner that make the
-  images, the models, the hardware description that becomes the Verilog, the host runtime and
-  testbench that run it, the commands that compute the figures (:func:`source_digest`: the
-  source files under ``hw/``, ``sw/spec``, ``sw/compiler``, ``sw/models`` (with the model's
-  calibration constants) and ``tb/``, and ``sw/cli/run.py``, ``rtl.py`` and ``model.py``;
-  not the option parsing, whose defaults the option values already hold, nor the sweep's and
-  report's own code);
+* the project's code that turns them into a result (:func:`source_digest`, per kind of
+  simulator, :data:`SOURCES`): the spec, compiler and planner that make the images, the models
+  (with the performance model's calibration constants, which also choose a plan), the command
+  that computes the figures, and for the RTL the hardware description that becomes the
+  Verilog and the host runtime and testbench that run it; not the sweep's and report's own
+  code, nor the other commands';
 * the simulator and its version, and the versions of the libraries that generate and run the
   Verilog (:func:`tool_versions`).
 
@@ -32,23 +31,33 @@ from pathlib import Path
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["ROOT", "source_digest", "tool_versions", "key", "Store"]
+__all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "key", "Store"]
 
 #: The project's checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Source files and trees that determine a result.
-_SOURCES = ("hw", "sw/spec", "sw/compiler", "sw/models", "tb", "sw/cli/run.py", "sw/cli/rtl.py",
-            "sw/cli/model.py")
+#: The source files and trees whose code determines a result, per kind of ``--sim``: what
+#: makes the images (spec, compiler, the planner's options and its model-driven choice), what
+#: computes the figures (the models; the command of that ``--sim``), and for the RTL the
+#: hardware that becomes the Verilog and the host and testbench that run it.
+_COMMON = ("sw/spec", "sw/compiler", "sw/models", "sw/cli/options.py")
+SOURCES = {"golden": _COMMON + ("sw/cli/run.py",),
+           "model": _COMMON + ("sw/cli/model.py",),
+           "rtl": _COMMON + ("hw", "tb", "sw/cli/rtl.py")}
+
+
+def _kind(sim):
+    return "rtl" if sim in ("icarus", "verilator") else sim
 
 
 @lru_cache(maxsize=None)
-def source_digest(root=ROOT):
-    """Return the SHA-256 of the project's result-determining source files (path and bytes)."""
+def source_digest(sim="verilator", root=ROOT):
+    """Return the SHA-256 of the source files that determine a ``--sim sim`` result (path and
+    bytes of each)."""
     h = hashlib.sha256()
     root = Path(root)
     files = []
-    for source in _SOURCES:
+    for source in SOURCES[_kind(sim)]:
         top = root / source
         for path in ([top] if top.is_file() else top.rglob("*")):
             rel = path.relative_to(root).as_posix()
@@ -89,7 +98,7 @@ def key(options, sim, digest=None):
     """Return the cache key (hex SHA-256) of the point whose ``fdpu run`` options (every
     option's value, defaults included) are ``options``."""
     blob = json.dumps(dict(options=options, sim=sim, tools=tool_versions(sim),
-                           source=digest or source_digest()), sort_keys=True)
+                           source=digest or source_digest(sim)), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -9,7 +9,7 @@ ends with its process) and returns its record.  :func:`run_sweep` runs the point
 * ``scheduler="local"``: on a :class:`distributed.LocalCluster` of ``workers`` processes with
   one thread each (default: one per core);
 * ``scheduler="tcp://host:port"``: on an existing Dask cluster.  Its workers must have the
-  project installed at the same source (:func:`sw.sweep.cache.source_digest` is compared before
+  project installed at the same source (:func:`sw.sweep.cache.source_digest` are compared before
   any point runs: a worker with other code would compute results under the wrong key).  Each
   worker builds the Verilator model of a parameter set once in its checkout's ``build/sim``
   (shared, under a file lock, by workers on one filesystem; built once per machine otherwise).
@@ -112,7 +112,7 @@ def connect(scheduler, workers):
     try:
         if scheduler == "local":
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
             client = Client(cluster)
         else:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT)
@@ -123,7 +123,7 @@ def connect(scheduler, workers):
                         f"{CONNECT_TIMEOUT} s ({exc})") from None
     try:
         client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
-        theirs = set(client.run(cache.source_digest).values())
+        theirs = set(client.run(_digests).values())
     except (OSError, TimeoutError) as exc:
         _close(client, cluster)
         raise FdpuError(f"--scheduler {scheduler}: no worker answered within {CONNECT_TIMEOUT} s "
@@ -132,12 +132,17 @@ def connect(scheduler, workers):
         _close(client, cluster)
         raise FdpuError(f"--scheduler {scheduler}: the workers cannot run the project's code "
                         f"(install it on them: pip install -e .): {exc}") from None
-    if theirs != {cache.source_digest()}:
+    if theirs != {_digests()}:
         _close(client, cluster)
         raise FdpuError(f"--scheduler {scheduler}: the workers run another version of the "
                         f"project's source than this checkout (source digests differ): install "
                         f"this version on them")
     return client, cluster
+
+
+def _digests():
+    """Return the source digests of every kind of ``--sim`` (compared with the workers')."""
+    return tuple(cache.source_digest(sim) for sim in ("golden", "model", "verilator"))
 
 
 def _close(client, cluster):
@@ -163,8 +168,9 @@ def run_sweep(todo, store, *, scheduler=None, workers=None, console=None, on_rec
             failed[k] = error
             progress.console.print(f"[red]failed[/red] {name}: {error}")
             return
-        record.update(key=k, name=name, point=point, args=list(args), tools=cache.tool_versions(
-            record["sim"]), source=cache.source_digest())
+        record.update(key=k, name=name, point=point, args=list(args),
+                      tools=cache.tool_versions(record["sim"]),
+                      source=cache.source_digest(record["sim"]))
         store.put(k, record)
         times.append(record["wall"]["point_s"])
         if on_record:

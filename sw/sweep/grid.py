@@ -128,13 +128,14 @@ def load_toml(path):
 
 def expand(grid, fixed=None, points=()):
     """Return the points of ``grid`` (their product) with ``fixed`` added to each, then
-    ``points`` with ``fixed`` added; duplicates are dropped (the first kept)."""
+    ``points`` with ``fixed`` added (no grid and no points: the one point ``fixed``);
+    duplicates are dropped (the first kept)."""
     fixed = fixed or {}
     both = sorted(set(fixed) & set(grid))
     if both:
         raise FdpuError(f"option {both[0]!r} is both fixed and varied: give it once")
     out = []
-    if grid:
+    if grid or not points:                    # no grid and no single points: ``fixed`` alone
         names = list(grid)
         for combo in itertools.product(*(grid[n] for n in names)):
             out.append({**fixed, **dict(zip(names, combo))})

@@ -10,8 +10,8 @@ only); :data:`STATEMENTS` the paper's claims the report sets beside ours; :func:
 computes ours from the records.
 """
 
-__all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "points", "graph_of",
-           "summary"]
+__all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "LANES", "points",
+           "graph_of", "paper_utilization", "summary"]
 
 #: The paper's layers (zoo names), each pruned to the density the paper gives.
 LAYERS = ("alexnet-fc6", "alexnet-fc8", "vgg16-fc7")
@@ -32,6 +32,24 @@ STATEMENTS = {
     "vs_cpu_gpu": "at batch 64, sparse utilization is 43.15, 34.57 and 44.24 points above CPU "
                   "(Core i7-5930K), GPU (Titan X) and mobile GPU (Tegra K1)",
 }
+
+
+#: Batch elements a PE computes at once (a lane group); a batch of 1 fills one lane of four.
+LANES = 4
+
+
+def paper_utilization(result):
+    """Return the paper's metric of a record's ``result``: floating-point operations executed
+    for real batch elements / (peak x compute cycles).
+
+    That is the FP issue utilization without the lanes of padding (batch 1 fills one lane of
+    a group of four): the multiply-adds of every weight position a graph executes, the zero
+    weights the SWITCH and gather graphs multiply included (the paper counts them so: its
+    sparse graph "executes a multiply-add for every weight"), the skip graph's stored weights
+    only.
+    """
+    n = result["N"]
+    return result["issue_utilization"] * n / (LANES * -(-n // LANES))
 
 
 def points(source, layers=LAYERS, batches=BATCHES, graphs=GRAPHS):
@@ -65,20 +83,18 @@ def _by(records):
             for r in records}
 
 
-def summary(records, metric="issue_utilization"):
+def summary(records, metric=paper_utilization):
     """Return our figures for each of :data:`STATEMENTS`, per sparse graph: ``{statement:
     {graph: value}}`` (``None`` where the points are missing).
 
-    ``metric`` is the utilization compared: ``issue_utilization`` (every FP operation issued /
-    peak: the paper's "achieved operation rate", which counts the multiply-adds of the zero
-    weights its sparse graph executes) or ``utilization`` (useful work only).
+    ``metric(result)`` is the utilization compared, by default :func:`paper_utilization`.
     """
-    by = _by(records)
+    by = {k: dict(v, metric=metric(v)) for k, v in _by(records).items()}
     layers = sorted({k[0] for k in by})
     out = {k: {} for k in STATEMENTS}
     for g in sorted({k[2] for k in by} - {"dense"}):
         def gaps(batches):
-            d = [by[(l, b, g)][metric] - by[(l, b, "dense")][metric]
+            d = [by[(l, b, g)]["metric"] - by[(l, b, "dense")]["metric"]
                  for l in layers for b in batches
                  if (l, b, g) in by and (l, b, "dense") in by]
             return d
@@ -93,10 +109,10 @@ def summary(records, metric="issue_utilization"):
         out["bandwidth_ratio"][g] = (min(ratios), max(ratios)) if ratios else None
         spread = []
         for b in BATCHES:
-            vals = [by[(l, b, g)][metric] for l in layers if (l, b, g) in by]
+            vals = [by[(l, b, g)]["metric"] for l in layers if (l, b, g) in by]
             if len(vals) > 1:
                 spread.append(max(vals) - min(vals))
         out["across_sparsity"][g] = max(spread) if spread else None
-        at64 = [by[(l, 64, g)][metric] for l in layers if (l, 64, g) in by]
+        at64 = [by[(l, 64, g)]["metric"] for l in layers if (l, 64, g) in by]
         out["vs_cpu_gpu"][g] = sum(at64) / len(at64) if at64 else None
     return out

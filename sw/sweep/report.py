@@ -34,15 +34,16 @@ def _index(records):
     return {(r["point"]["layer"], r["point"]["batch"], paper.graph_of(r)): r for r in records}
 
 
-def _grouped(ax, by, layers, batch, graphs, field, scale=1.0):
+def _grouped(ax, by, layers, batch, graphs, value, scale=1.0):
     width = 0.8 / max(1, len(graphs))
     for i, g in enumerate(graphs):
         xs, ys = [], []
         for j, layer in enumerate(layers):
             r = by.get((layer, batch, g))
-            if r is not None and r["result"].get(field) is not None:
+            v = None if r is None else value(r["result"])
+            if v is not None:
                 xs.append(j - 0.4 + width * (i + 0.5))
-                ys.append(r["result"][field] * scale)
+                ys.append(v * scale)
         ax.bar(xs, ys, width, color=_COLOURS[g], label=_LABELS[g])
     ax.set_xticks(range(len(layers)), [_SHORT.get(layer, layer) for layer in layers],
                   fontsize=8)
@@ -53,10 +54,11 @@ def _grouped(ax, by, layers, batch, graphs, field, scale=1.0):
 def _figures(by, layers, batches, graphs, out_dir, source_note):
     fig, axes = plt.subplots(2, len(batches), figsize=(4 * len(batches), 7), squeeze=False)
     for col, batch in enumerate(batches):
-        _grouped(axes[0][col], by, layers, batch, graphs, "issue_utilization", 100)
-        _grouped(axes[1][col], by, layers, batch, graphs, "dense_utilization", 100)
+        _grouped(axes[0][col], by, layers, batch, graphs, paper.paper_utilization, 100)
+        _grouped(axes[1][col], by, layers, batch, graphs,
+                 lambda x: x.get("dense_utilization"), 100)
         axes[0][col].set_ylim(0, 100)
-    axes[0][0].set_ylabel("utilization, % of peak\n(FP operations issued: the paper's metric)")
+    axes[0][0].set_ylabel("utilization, % of peak\n(FP operations executed: the paper's metric)")
     axes[1][0].set_ylabel("dense-equivalent utilization, %\n(2 K C N / peak: speed vs dense)")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"Fig. 10: computing-resource utilization, dense vs sparse ({source_note})",
@@ -64,15 +66,15 @@ def _figures(by, layers, batches, graphs, out_dir, source_note):
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, FIG10), dpi=110)
     plt.close(fig)
-    fig, axes = plt.subplots(1, len(batches), figsize=(4 * len(batches), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(batches), figsize=(4 * len(batches), 4.2), squeeze=False)
     for col, batch in enumerate(batches):
-        _grouped(axes[0][col], by, layers, batch, graphs, "peak_bandwidth")
-        axes[0][col].set_yscale("log")
+        _grouped(axes[0][col], by, layers, batch, graphs, lambda x: x.get("peak_bandwidth"))
     axes[0][0].set_ylabel("peak memory bandwidth\nrequirement, bytes/cycle")
-    axes[0][0].legend(fontsize=7, loc="lower left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(graphs), fontsize=8)
     fig.suptitle(f"Fig. 11: peak memory-bandwidth requirement, dense vs sparse "
                  f"({source_note})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(os.path.join(out_dir, FIG11), dpi=110)
     plt.close(fig)
 
@@ -106,7 +108,7 @@ def _points_table(by, layers, batches, graphs, model_by):
                     continue
                 x = r["result"]
                 row = [layer, str(batch), g, str(x["passes"]), f"{x['compute_cycles']:,}",
-                       f"{x['cycles']:,}", _pct(x["issue_utilization"]),
+                       f"{x['cycles']:,}", _pct(paper.paper_utilization(x)),
                        _pct(x["utilization"]), _pct(x["dense_utilization"]),
                        _pct(x["utilization_end_to_end"]),
                        f"{_mb(x['external_bytes'])} ({_mb(x['min_external_bytes'])})",
@@ -147,7 +149,7 @@ def _ours(key, value):
     if key == "vs_cpu_gpu":
         return f"mean utilization at batch 64: {value:.1%}"
     if key == "batch64_gap":
-        return f"{value * 100:+.1f} points lower" if value >= 0 else \
+        return f"{value * 100:.1f} points lower" if value >= 0 else \
             f"{-value * 100:.1f} points higher"
     return f"{value * 100:.1f} points"
 
@@ -231,9 +233,11 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
         "the Caffe/Deep Compression weights; cycles depend on where the zeros are only through "
         "the rows' counts of stored weights.",
         "",
-        "**The metrics.** *Utilization (the paper's metric)*: floating-point operations issued "
-        "/ (peak x compute cycles); the paper's SWITCH graph issues a multiply-add for every "
-        "weight, zero or not, so this counts them as it does. *Useful utilization*: only the "
+        "**The metrics.** *Utilization (the paper's metric)*: floating-point operations executed "
+        "for real batch elements / (peak x compute cycles): the paper's SWITCH graph executes a "
+        "multiply-add for every weight, zero or not, and this counts them as it does (so do the "
+        "gather graph's; the skip graph executes only the stored weights'); lanes of padding "
+        "(batch 1 fills one lane of four) are not counted. *Useful utilization*: only the "
         "multiply-adds of stored weights (dense: all) with real batch elements. "
         "*Dense-equivalent*: 2 K C N / (peak x compute cycles), the speed against the dense "
         "graph (above 100 % when zeros are skipped). *End to end*: useful work over all cycles, "
@@ -254,7 +258,7 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
     for key, text in paper.STATEMENTS.items():
         lines.append(f"| {text} | " + " | ".join(_ours(key, ours[key].get(g)) for g in sparse)
                      + " |")
-    lines += ["", "Utilizations in this table are the paper's metric (FP operations issued). "
+    lines += ["", "Utilizations in this table are the paper's metric (FP operations executed). "
               "Why ours differ:", ""]
     lines += [f"* **{paper.STATEMENTS[k]}**: {WHY[k]}" for k in paper.STATEMENTS]
     lines += ["", "## Every point", "", _points_table(by, layers, batches, graphs, model_by), "",

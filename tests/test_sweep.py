@@ -1,0 +1,240 @@
+"""``fdpu sweep`` and ``fdpu paper``: grids, checks before anything runs, the result cache, Dask
+against a serial run, the paper's report."""
+
+import json
+import os
+
+import pytest
+
+from cliutil import assert_user_error, run
+from sw.cli import sweep as sweep_cli
+from sw.spec.errors import FdpuError
+from sw.sweep import cache, execute, grid, paper, table
+
+SMALL = ["--set", "in-features=64", "--set", "out-features=16", "--set", "rows=2",
+         "--set", "cols=2"]
+
+
+# --- grids ------------------------------------------------------------------------------------
+
+def test_assignments_and_product_order():
+    g = grid.parse_assignments(["batch=1,4", "sparse_graph=skip,gather", "density=0.25"])
+    assert g == {"batch": [1, 4], "sparse-graph": ["skip", "gather"], "density": [0.25]}
+    pts = grid.expand(g, {"sim": "model"})
+    assert len(pts) == 4
+    assert [(p["batch"], p["sparse-graph"]) for p in pts] == [
+        (1, "skip"), (1, "gather"), (4, "skip"), (4, "gather")]      # last option fastest
+    assert all(p["sim"] == "model" for p in pts)
+    assert grid.expand({"batch": [1, 1]}) == [{"batch": 1}]             # duplicates dropped
+
+
+def test_toml(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[grid]\nbatch = [1, 64]\nmode = "dense"\n[fixed]\nsim = "model"\n'
+                 '[[point]]\nlayer = "alexnet-fc8"\nbatch = 4\n')
+    g, fixed, singles = grid.load_toml(f)
+    assert g == {"batch": [1, 64], "mode": ["dense"]} and fixed == {"sim": "model"}
+    pts = grid.expand(g, fixed, singles)
+    assert pts[-1] == {"sim": "model", "layer": "alexnet-fc8", "batch": 4} and len(pts) == 3
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[grid\n", "not valid TOML"),
+    ("[grids]\nbatch = 1\n", "unknown top-level key"),
+    ("[grid]\nbatch = []\n", "empty list"),
+    ("[[point]]\nbatch = [1, 2]\n", "is a list"),
+    ("[grid]\nbatch = {a = 1}\n", "not a string, number or boolean"),
+    ("", "no points"),
+])
+def test_bad_toml(tmp_path, text, match):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(FdpuError, match=match):
+        grid.load_toml(f)
+
+
+def _check(points):
+    from sw.cli import run as run_cli
+    return grid.check_points(points, sweep_cli.run_parser(), run_cli.check_options)
+
+
+def test_check_points_gives_arguments_and_every_option():
+    (args, options), = _check([{"sim": "model", "layer": "alexnet-fc8", "batch": 4,
+                                "double-buffer": False}])
+    assert args == ["--batch", "4", "--no-double-buffer", "--layer", "alexnet-fc8",
+                    "--sim", "model"]
+    assert options["rows"] == 8 and options["dbuf_bytes"] == 1 << 21      # defaults included
+    assert options["double_buffer"] is False
+
+
+@pytest.mark.parametrize("point, match", [
+    ({"sim": "model", "layer": "alexnet-fc9"}, "unknown layer"),
+    ({"sim": "model", "layer": "alexnet-fc8", "batch": 0}, "--batch must be at least 1"),
+    ({"sim": "model", "layer": "alexnet-fc8", "mode": "diagonal"}, "invalid choice"),
+    ({"sim": "model", "layer": "alexnet-fc8", "batch": "many"}, "invalid int value"),
+    ({"sim": "model", "layer": "alexnet-fc8", "colour": 3}, "not an option of fdpu run"),
+    ({"sim": "model", "layer": "alexnet-fc8", "json": "x.json"}, "cannot be swept"),
+    ({"sim": "model", "layer": "alexnet-fc8", "waves": True}, "cannot be swept"),
+    ({"sim": "model", "layer": "alexnet-fc8", "double-buffer": 3}, "is a switch"),
+    ({"sim": "model", "layer": "alexnet-fc8", "engine": "exact"}, "not to --sim model"),
+    ({"sim": "icarus", "layer": "alexnet-fc8", "dma-channels": 0}, "--dma-channels"),
+    ({"sim": "model", "layer": "alexnet-fc8", "mode": "dense", "sparse-graph": "skip"},
+     "--mode sparse only"),
+])
+def test_bad_point_is_refused_with_its_name(point, match):
+    with pytest.raises(FdpuError, match=match) as exc:
+        _check([{"sim": "model", "layer": "alexnet-fc8"}, point])
+    assert str(exc.value).startswith(f"point '{grid.point_name(point)}'")
+
+
+def test_cache_key_covers_options_simulator_and_source():
+    base = dict(batch=4, sim="model")
+    k = cache.key(base, "model", "a" * 64)
+    assert k == cache.key(dict(base), "model", "a" * 64)
+    assert k != cache.key(dict(base, batch=8), "model", "a" * 64)
+    assert k != cache.key(base, "model", "b" * 64)
+    assert k != cache.key(base, "verilator", "a" * 64)
+    assert len(cache.source_digest("model")) == 64
+    assert cache.source_digest("icarus") == cache.source_digest("verilator") != \
+        cache.source_digest("model")
+
+
+def test_store_round_trip_and_corrupt_file(tmp_path):
+    s = cache.Store(tmp_path / "c")
+    assert s.get("k1") is None
+    s.put("k1", {"key": "k1", "x": 1})
+    assert s.get("k1") == {"key": "k1", "x": 1}
+    s.path("k1").write_text("{not json")
+    assert s.get("k1") is None                                        # a miss, not an error
+    with pytest.raises(ValueError):
+        s.put("k2", {"key": "k2", "x": float("nan")})                 # strict JSON only
+    assert not list((tmp_path / "c").glob(".tmp-*"))                  # no partial file left
+
+
+# --- the command: bad input before anything runs ----------------------------------------------
+
+@pytest.mark.parametrize("argv, match", [
+    (["--grid", "batch"], "expected NAME=VALUE"),
+    (["--grid", "batch=1", "--grid", "batch=2"], "given twice"),
+    (["--set", "batch=1,2"], "one value"),
+    ([], "no points"),
+    (["--set", "sim=model", "--set", "layer=nope"], "unknown layer"),
+    (["--set", "sim=model", "--set", "layer=alexnet-fc8", "--scheduler", "serial",
+      "--workers", "2"], "--workers sets the size of the local cluster"),
+    (["--set", "sim=model", "--set", "layer=alexnet-fc8", "--workers", "0"],
+     "--workers must be in 1..256"),
+    (["--set", "sim=model", "--set", "layer=alexnet-fc8", "--scheduler", "localhost"],
+     "expected local, serial or a Dask scheduler address"),
+])
+def test_bad_sweep_input(capsys, tmp_path, argv, match):
+    out = tmp_path / "out"
+    assert_user_error(capsys, "sweep", *argv, "--out", out, "--cache", tmp_path / "c",
+                      match=match)
+    assert not out.exists() and not (tmp_path / "c").exists()
+
+
+def test_unreachable_scheduler(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(execute, "CONNECT_TIMEOUT", 2)
+    assert_user_error(capsys, "sweep", "--set", "sim=model", "--set", "layer=alexnet-fc8",
+                      "--scheduler", "tcp://127.0.0.1:9", "--out", tmp_path / "o",
+                      "--cache", tmp_path / "c", match="cannot reach the Dask scheduler")
+    assert not list((tmp_path / "o").glob("points/*"))
+
+
+# --- running: cache, serial against Dask ------------------------------------------------------
+
+def _records(out):
+    recs = [json.loads(p.read_text()) for p in sorted((out / "points").glob("*.json"))]
+    return {r["key"]: r for r in recs}
+
+
+def test_cache_hit_reruns_nothing_and_a_changed_point_reruns_alone(capsys, tmp_path):
+    c = tmp_path / "c"
+    argv = ["sweep", *SMALL, "--set", "sim=model", "--grid", "batch=1,8", "--scheduler",
+            "serial", "--cache", c]
+    status, out, _ = run(capsys, *argv, "--out", tmp_path / "a")
+    assert status == 0 and "0 cached, 2 to run" in out
+    first = {p.name: p.stat().st_mtime_ns for p in c.glob("*.json")}
+    status, out, _ = run(capsys, *argv, "--out", tmp_path / "b")
+    assert status == 0 and "2 cached, 0 to run" in out
+    assert {p.name: p.stat().st_mtime_ns for p in c.glob("*.json")} == first
+    assert _records(tmp_path / "a") == _records(tmp_path / "b")
+    argv[argv.index("batch=1,8")] = "batch=1,16"
+    status, out, _ = run(capsys, *argv, "--out", tmp_path / "d")
+    assert status == 0 and "1 cached, 1 to run" in out
+    csv_text = (tmp_path / "d" / "table.csv").read_text()
+    assert csv_text.count("\n") == 3 and "utilization" in csv_text
+    assert "| batch |" in (tmp_path / "d" / "table.md").read_text()
+
+
+def test_local_cluster_equals_serial(capsys, tmp_path):
+    """Two Dask workers and a serial run give the same records (an Icarus RTL point and model
+    points); only wall times differ."""
+    argv = ["sweep", "--grid", "sim=icarus,model", "--grid", "mode=dense,sparse",
+            "--set", "in-features=32", "--set", "out-features=4", "--set", "batch=4",
+            "--set", "rows=1", "--set", "cols=1", "--set", "slots=32",
+            "--set", "dbuf-bytes=4096", "--set", "density=0.5"]
+    status, out, err = run(capsys, *argv, "--scheduler", "serial", "--cache", tmp_path / "c1",
+                           "--out", tmp_path / "serial")
+    assert status == 0, (out, err)
+    status, out, err = run(capsys, *argv, "--workers", "2", "--cache", tmp_path / "c2",
+                           "--out", tmp_path / "dask")
+    assert status == 0 and "local, 2 workers" in out, (out, err)
+    a, b = _records(tmp_path / "serial"), _records(tmp_path / "dask")
+    assert a.keys() == b.keys() and len(a) == 4
+    for k in a:
+        assert a[k]["result"] == b[k]["result"], a[k]["name"]
+        assert a[k]["wall"].keys() == b[k]["wall"].keys()
+    rtl = [r for r in a.values() if r["sim"] == "icarus"]
+    assert len(rtl) == 2 and all(r["result"]["match"] for r in rtl)
+
+
+def test_table_of_records():
+    recs = [dict(key="k1", point=dict(batch=1, sim="model"), result=dict(cycles=10, N=1),
+                 wall=dict(point_s=1.0)),
+            dict(key="k2", point=dict(batch=4, sim="model"), result=dict(cycles=20, N=4),
+                 wall=dict(point_s=2.0))]
+    header, rows = table.rows(recs)
+    assert header[0] == "batch" and "sim" not in header          # only what varies
+    assert rows[1][header.index("cycles")] == "20"
+    assert "k2" in table.to_csv(recs)
+
+
+# --- the paper --------------------------------------------------------------------------------
+
+def test_paper_points_and_metric():
+    pts = paper.points("rtl")
+    assert len(pts) == 36 and all(p["sim"] == "verilator" for p in pts)
+    assert [p.get("sparse-graph", "dense") for p in pts[-9:]] == ["gather"] * 9
+    assert paper.paper_utilization(dict(N=1, issue_utilization=0.4)) == pytest.approx(0.1)
+    assert paper.paper_utilization(dict(N=64, issue_utilization=0.9)) == 0.9
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--layers", "alexnet-fc9"], "unknown alexnet-fc9"),
+    (["--batches", "2"], "unknown 2"),
+    (["--graphs", "skip"], "must include dense"),
+    (["--source", "model", "--scheduler", "serial", "--workers", "1"], "--workers"),
+])
+def test_bad_paper_input(capsys, tmp_path, argv, match):
+    assert_user_error(capsys, "paper", *argv, "--out", tmp_path / "p", "--cache",
+                      tmp_path / "c", match=match)
+    assert not (tmp_path / "p").exists()
+
+
+def test_paper_model_report(capsys, tmp_path):
+    out = tmp_path / "p"
+    status, text, err = run(capsys, "paper", "--source", "model", "--layers", "alexnet-fc8",
+                            "--batches", "1,64", "--graphs", "dense,switch,skip",
+                            "--scheduler", "serial", "--cache", tmp_path / "c", "--out", out)
+    assert status == 0, (text, err)
+    md = (out / "report.md").read_text()
+    for statement in paper.STATEMENTS.values():
+        assert statement in md
+    assert "performance model" in md and "fdpu model-check" in md
+    assert "| alexnet-fc8 | 64 | skip |" in md
+    for png in ("fig10_utilization.png", "fig11_bandwidth.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    recs = json.loads((out / "records.json").read_text())
+    assert len(recs) == 6 and {r["sim"] for r in recs} == {"model"}
+    assert os.path.getsize(out / "table.csv") > 0
