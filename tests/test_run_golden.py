@@ -98,6 +98,17 @@ def test_fig7_from_the_cli(capsys):
      "gb must be an integer in 1..1 (the 1 lane groups of batch 1), got 100000"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
+    (("--in-features", 10, "--out-features", 3, "--max-cycles", 5, "--waves"),
+     "--max-cycles, --waves apply to an RTL simulation (--sim icarus|verilator), not to --sim "
+     "golden"),
+    (("--in-features", 10, "--out-features", 3, "--dma-channels", 0),
+     "--dma-channels must be in 1..32"),
+    (("--in-features", 10, "--out-features", 3, "--mem-bandwidth", "nan"),
+     "--mem-bandwidth must be a multiple of 1/8"),
+    (("--in-features", 10, "--out-features", 3, "--config-ports", 9),
+     "--config-ports must be 1, 2 or 4"),
+    (("--in-features", 10, "--out-features", 3, "--mem-latency", -5),
+     "--mem-latency must be in 0 .. 65535"),
 ])
 def test_bad_input(capsys, argv, match):
     assert_user_error(capsys, "run", *argv, match=match)

@@ -77,9 +77,16 @@ def check_options(args):
         if golden_only:
             raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
                             f"--sim {args.sim}")
-    elif args.golden != "auto":
-        raise FdpuError("--golden chooses the reference of an RTL run (--sim icarus|verilator); "
-                        "with --sim golden use --engine")
+    else:
+        if args.golden != "auto":
+            raise FdpuError("--golden chooses the reference of an RTL run (--sim "
+                            "icarus|verilator); with --sim golden use --engine")
+        rtl_only = [flag for flag, given in (("--max-cycles", args.max_cycles is not None),
+                                             ("--waves", args.waves)) if given]
+        if rtl_only:
+            raise FdpuError(f"{', '.join(rtl_only)} {'applies' if len(rtl_only) == 1 else 'apply'}"
+                            f" to an RTL simulation (--sim icarus|verilator), not to --sim "
+                            f"golden")
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
