@@ -135,6 +135,9 @@ def check_layer_options(args):
     and density ranges, exactly one layer source, a known zoo layer, positive shapes."""
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
+    for flag, path in (("--weights", args.weights), ("--inputs", args.inputs)):
+        if path is not None and not path.strip():
+            raise FdpuError(f"{flag}: the path is empty (give a .npy file, or leave {flag} out)")
     if args.batch is not None and args.batch < 1:
         raise FdpuError(f"--batch must be at least 1, got {args.batch}")
     if args.density is not None:

@@ -1,11 +1,27 @@
-"""What every ``fdpu`` command prints and writes: the rich console, byte figures, JSON files."""
+"""What every ``fdpu`` command prints and writes: the rich console, byte figures, output files.
+
+Output files are checked before a command does any work (:func:`check_outputs`) and written
+through :func:`replacing`: to a temporary file beside the target, renamed over it only when
+complete, so a failed or interrupted write (a full disk) leaves no partial file and an older
+file intact.  JSON is strict (:func:`write_json`: a value that is not finite is written as
+``null`` and listed under ``"non_finite"``).
+"""
 
 import json
+import math
+import os
+import stat
 import sys
+import tempfile
+from contextlib import contextmanager
 
+import numpy as np
 from rich.console import Console
 
-__all__ = ["MB", "console", "megabytes", "write_json"]
+from sw.spec.errors import FdpuError
+
+__all__ = ["MB", "console", "megabytes", "check_outputs", "replacing", "write_json",
+           "save_npy"]
 
 MB = 1e6
 
@@ -23,8 +39,101 @@ def megabytes(n):
     return f"{n / MB:,.2f}"
 
 
+def _same(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(outputs, inputs=()):
+    """Refuse, before any work, output files that cannot be written or would destroy data.
+
+    ``outputs`` and ``inputs`` are ``(option, path)`` pairs (a ``None`` path is skipped).  An
+    output must be a non-empty path in an existing, writable directory, not an existing
+    directory or special file (``/dev/...``), not an input, and not another output.
+    """
+    given = [(flag, os.fspath(p)) for flag, p in outputs if p is not None]
+    ins = [(flag, os.fspath(p)) for flag, p in inputs if p]
+    for i, (flag, path) in enumerate(given):
+        if not path.strip():
+            raise FdpuError(f"{flag}: the path is empty")
+        if os.path.lexists(path):
+            mode = os.stat(path).st_mode if os.path.exists(path) else 0
+            if stat.S_ISDIR(mode):
+                raise FdpuError(f"{flag} {path}: is a directory (give a file name)")
+            if not stat.S_ISREG(mode):
+                raise FdpuError(f"{flag} {path}: not a regular file (outputs are written to a "
+                                f"temporary file and renamed, which a device or pipe cannot "
+                                f"take)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise FdpuError(f"{flag} {path}: the directory {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise FdpuError(f"{flag} {path}: the directory {parent} is not writable")
+        for in_flag, in_path in ins:
+            if _same(path, in_path):
+                raise FdpuError(f"{flag} {path}: is also the input {in_flag}; write the "
+                                f"output to another file")
+        for other_flag, other in given[:i]:
+            if _same(path, other):
+                raise FdpuError(f"{other_flag} and {flag} are the same file ({path})")
+
+
+@contextmanager
+def replacing(path):
+    """Yield a temporary path beside ``path`` (with the same suffix); when the block ends
+    without an exception, rename it to ``path``; otherwise remove it.  A write error becomes an
+    :class:`FdpuError` naming ``path``."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    suffix = os.path.splitext(base)[1]
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=f".tmp{suffix}")
+    os.close(fd)
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise FdpuError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _finite(value, where, bad):
+    if isinstance(value, float) and not math.isfinite(value):
+        bad.append(where or "(top)")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{where}.{k}" if where else str(k), bad) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{where}[{i}]", bad) for i, v in enumerate(value)]
+    return value
+
+
 def write_json(path, data):
-    """Write ``data`` as indented JSON to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    """Write ``data`` as indented strict JSON to ``path`` (atomically): non-finite numbers
+    become ``null`` and, in a dict, their places are listed under ``"non_finite"``."""
+    bad = []
+    clean = _finite(data, "", bad)
+    if bad and isinstance(clean, dict):
+        clean["non_finite"] = bad
+    with replacing(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(clean, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def save_npy(path, array):
+    """Write ``array`` as a ``.npy`` file at exactly ``path`` (atomically)."""
+    with replacing(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+            f.flush()
+            os.fsync(f.fileno())

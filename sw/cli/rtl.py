@@ -30,7 +30,7 @@ from rich.table import Table
 
 from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
                             graph_name, plan_layer, resolve)
-from sw.cli.output import console, write_json
+from sw.cli.output import check_outputs, console, save_npy, write_json
 from sw.compiler import balance
 from sw.models import golden_fc, perf
 from tb.host import runtime
@@ -66,6 +66,8 @@ def golden_exact(choice, plan):
 
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
+    check_outputs([("--out", args.out), ("--json", args.json)],
+                  [("--weights", args.weights), ("--inputs", args.inputs)])
     name, w, x, params = resolve(args)
     mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before anything runs
@@ -152,8 +154,7 @@ def run_rtl_command(args):
     for row in rec["busy_map"]:
         console().print("  " + " ".join(f"{b:5.1%}" for b in row))
     if args.out:
-        with open(args.out, "wb") as f:
-            np.save(f, y)
+        save_npy(args.out, y)
     if args.json:
         write_json(args.json, rec)
     if not rec["match"]:

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_layer_options,
                             graph_name, plan_layer, plan_options, resolve, system_of)
-from sw.cli.output import console, write_json
+from sw.cli.output import check_outputs, console, save_npy, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
 from sw.models import golden_fc, reference
@@ -101,6 +101,8 @@ def check_options(args):
 def run_command(args):
     """Run the layer; return 0 if the result is within the bound, 1 if not."""
     check_options(args)
+    check_outputs([("--out", args.out), ("--json", args.json)],
+                  [("--weights", args.weights), ("--inputs", args.inputs)])
     if args.sim == "model":
         return model.run_model_command(args)
     if args.sim != "golden":
@@ -154,8 +156,7 @@ def run_command(args):
     console().print("cycles, utilization and external bytes: fdpu run --sim model (the "
                     "performance model) or --sim verilator (the RTL)")
     if args.out:
-        with open(args.out, "wb") as f:
-            np.save(f, res.result)
+        save_npy(args.out, res.result)
     if args.json:
         write_json(args.json, record)
     if not chk.holds:
