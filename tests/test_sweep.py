@@ -238,3 +238,32 @@ def test_paper_model_report(capsys, tmp_path):
     recs = json.loads((out / "records.json").read_text())
     assert len(recs) == 6 and {r["sim"] for r in recs} == {"model"}
     assert os.path.getsize(out / "table.csv") > 0
+
+
+@pytest.fixture
+def dask_cluster():
+    """A one-worker Dask cluster to reach by its scheduler address, as a user's would be."""
+    import logging
+
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
+        yield cluster
+
+
+def test_sweep_on_a_scheduler_address(capsys, tmp_path, dask_cluster):
+    status, out, err = run(capsys, "sweep", *SMALL, "--set", "sim=model", "--grid",
+                           "mode=dense,sparse", "--scheduler", dask_cluster.scheduler_address,
+                           "--cache", tmp_path / "c", "--out", tmp_path / "o")
+    assert status == 0, (out, err)
+    assert f"0 cached, 2 to run ({dask_cluster.scheduler_address}" in out
+    assert len(_records(tmp_path / "o")) == 2
+
+
+def test_workers_with_other_source_are_refused(capsys, tmp_path, dask_cluster, monkeypatch):
+    # The workers compute the project's own digests; this process pretends to run other code.
+    monkeypatch.setattr(cache, "source_digest", lambda sim="verilator", root=None: "0" * 64)
+    assert_user_error(capsys, "sweep", *SMALL, "--set", "sim=model", "--scheduler",
+                      dask_cluster.scheduler_address, "--cache", tmp_path / "c", "--out",
+                      tmp_path / "o", match="the workers run another version of the project")
+    assert not list(tmp_path.glob("c/*.json"))
