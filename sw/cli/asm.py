@@ -11,6 +11,7 @@
 """
 
 from sw.cli.options import add_array_args, add_layer_args, plan_layer, resolve
+from sw.cli.output import check_outputs, replacing
 from sw.compiler import dbuf_layout, graphs
 from sw.compiler.asm import assemble, listing
 from sw.compiler.image import load
@@ -41,6 +42,10 @@ def register(subparsers):
 
 def run_asm(args):
     """Assemble the layer; return the exit status."""
+    if args.output is not None and not args.output.endswith(".npz"):
+        raise FdpuError(f"-o {args.output}: an image is a .npz file; give a name ending in .npz")
+    check_outputs([("-o", args.output), ("--dot", args.dot)],
+                  [("--weights", args.weights), ("--inputs", args.inputs)])
     name, w, x, params = resolve(args)
     plan = plan_layer(args, w, x, params)
     if not 0 <= args.pass_index < plan.passes:
@@ -58,10 +63,11 @@ def run_asm(args):
           f"{image.contexts} contexts")
     print(placement.report())
     if args.output:
-        image.save(args.output)
+        with replacing(args.output) as tmp, open(tmp, "wb") as f:
+            image.save(f)
         print(f"wrote {args.output}")
     if args.dot:
-        with open(args.dot, "w", encoding="utf-8") as f:
+        with replacing(args.dot) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write(graph.to_dot())
         print(f"wrote {args.dot}")
     if args.listing:

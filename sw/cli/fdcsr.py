@@ -19,10 +19,10 @@ import os
 import zipfile
 from pathlib import Path
 
-import numpy as np
 from rich.table import Table
 
-from sw.cli.output import console, megabytes, write_json
+from sw.cli.output import (check_outputs, console, megabytes, replacing, save_npy,
+                           write_json)
 from sw.compiler import fdcsr, layers
 from sw.compiler.prune import check_density
 from sw.spec.errors import FdpuError
@@ -74,10 +74,12 @@ def register(subparsers):
 
 def run_encode(args):
     """Encode ``args.input`` into ``args.output``; return the exit status."""
+    out = args.output or str(Path(args.input).with_suffix(".npz"))
+    check_outputs([("-o", out)], [("IN", args.input)])
     dense = layers.load_npy(args.input, "the array to encode")
     enc = fdcsr.encode(_named(dense, args.input))
-    out = args.output or str(Path(args.input).with_suffix(".npz"))
-    enc.save(out)
+    with replacing(out) as tmp:
+        enc.save(tmp)
     s = enc.stats()
     print(f"wrote {out}: shape {_shape(s.shape)}, nnz {s.nnz:,} (density {s.density:.4f}), "
           f"{s.total_bytes:,} bytes = {s.ratio:.3f} x dense binary16")
@@ -86,10 +88,10 @@ def run_encode(args):
 
 def run_decode(args):
     """Decode ``args.input`` into ``args.output``; return the exit status."""
-    enc = fdcsr.load(args.input)
+    enc = fdcsr.load(args.input)                     # the input checked first
     out = args.output or str(Path(args.input).with_suffix(".npy"))
-    with open(out, "wb") as f:
-        np.save(f, enc.decode())
+    check_outputs([("-o", out)], [("IN", args.input)])
+    save_npy(out, enc.decode())
     print(f"wrote {out}: float16 array of shape {_shape(enc.shape)}, nnz {enc.nnz:,}")
     return 0
 
@@ -101,6 +103,7 @@ def run_stats(args):
                         "--layer NAME")
     if args.layer is None and args.density is not None:
         raise FdpuError("--density applies only with --layer (a file is measured as it is)")
+    check_outputs([("--json", args.json)], [("IN", args.input)])
     if args.layer is not None:
         spec = layers.get_layer(args.layer)
         density = spec.density if args.density is None else check_density(args.density,

@@ -14,7 +14,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from sw.cli.output import console, megabytes, write_json
+from sw.cli.output import check_outputs, console, megabytes, write_json
 from sw.compiler import fdcsr, layers
 from sw.spec.errors import FdpuError
 
@@ -42,6 +42,7 @@ def run(args):
     specs = [layers.get_layer(n) for n in args.names] or list(layers.LAYERS.values())
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
+    check_outputs([("--json", args.json)])
     table = Table(title="FC layer zoo" + (f" (FD-CSR of seeded weights, seed {args.seed})"
                                           if args.stats else ""), title_justify="left")
     table.add_column("layer", no_wrap=True)

@@ -17,7 +17,7 @@ import numpy as np
 from rich.table import Table
 
 from sw.cli.options import graph_name, plan_layer, resolve, system_of
-from sw.cli.output import console, megabytes, write_json
+from sw.cli.output import check_outputs, console, megabytes, write_json
 from sw.compiler import balance
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
@@ -49,6 +49,7 @@ def register(subparsers):
 
 def model_check_command(args):
     """Print the model's error on its calibration points; return 0."""
+    check_outputs([("--json", args.json)])
     cal = perf_fit.load()
     names = {p["name"] for p in cal["points"]}
     unknown = sorted(set(args.point or ()) - names)

@@ -9,14 +9,11 @@ The goal figures and measured values are in ``docs/noc.md``.
 """
 
 import json
-import struct
 import tempfile
-import zlib
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
+from sw.cli.output import check_outputs, replacing, write_json
 from sw.models.noc import PATTERNS
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -41,7 +38,8 @@ def register(subparsers):
     parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
     parser.add_argument("--sweep", metavar="PNG",
                         help="sweep the offered load and draw latency vs offered load")
-    parser.add_argument("--points", type=int, default=10, help="sweep points")
+    parser.add_argument("--points", type=int, default=10,
+                        help="sweep points (1..100, default 10; with --sweep)")
     parser.set_defaults(func=run)
 
 
@@ -126,45 +124,28 @@ def measure(rows, cols, pattern, rate, cycles, warmup=2000, depth=4, sim="verila
     }
 
 
-def _png(path, curves, width=640, height=480):
-    """Draw ``[(xs, ys)]`` as polylines on white with axes; write a PNG (no dependencies)."""
-    img = np.full((height, width, 3), 255, np.uint8)
-    left, bottom, margin = 50, 40, 20
-    xs_all = [x for xs, _ in curves for x in xs] or [1]
-    ys_all = [y for _, ys in curves for y in ys if y is not None] or [1]
-    xmax, ymax = max(xs_all) * 1.05, max(ys_all) * 1.1
+def _plot(path, results, title):
+    """Draw average and p99 latency against the offered load (matplotlib) into ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    def to_px(x, y):
-        return (left + x / xmax * (width - left - margin),
-                height - bottom - y / ymax * (height - bottom - margin))
-
-    img[height - bottom, left:width - margin] = 0
-    img[margin:height - bottom, left] = 0
-    for t in range(1, 11):                                     # ticks every tenth
-        px, _ = to_px(xmax * t / 11, 0)
-        img[height - bottom:height - bottom + 5, int(px)] = 0
-        _, py = to_px(0, ymax * t / 11)
-        img[int(py), left - 5:left] = 0
-    colours = [(200, 30, 30), (30, 30, 200), (30, 150, 30)]
-    for (xs, ys), colour in zip(curves, colours):
-        points = [to_px(x, y) for x, y in zip(xs, ys) if y is not None]
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            steps = int(max(abs(x1 - x0), abs(y1 - y0))) + 1
-            for s in range(steps + 1):
-                x = int(x0 + (x1 - x0) * s / steps)
-                y = int(y0 + (y1 - y0) * s / steps)
-                img[max(0, y - 1):y + 2, max(0, x - 1):x + 2] = colour
-        for x, y in points:
-            img[max(0, int(y) - 3):int(y) + 4, max(0, int(x) - 3):int(x) + 4] = colour
-    raw = b"".join(b"\0" + img[row].tobytes() for row in range(height))
-
-    def chunk(tag, body):
-        return struct.pack(">I", len(body)) + tag + body + \
-            struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
-
-    Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" +
-                           chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-                           + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    xs = [r["offered"] for r in results]
+    for key, label, colour in (("avg_latency", "average", "tab:red"),
+                               ("p99_latency", "99th percentile", "tab:blue")):
+        pts = [(x, r[key]) for x, r in zip(xs, results) if r[key] is not None]
+        if pts:
+            ax.plot(*zip(*pts), "o-", color=colour, label=label)
+    ax.set_xlabel("offered load, flits/node/cycle")
+    ax.set_ylabel("network latency, cycles")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
 
 
 def _line(r):
@@ -178,8 +159,28 @@ def _line(r):
             f"bad {r['bad_flits']}")
 
 
+def check_args(args):
+    """Refuse bad options before any simulation (the same rules :func:`measure` applies)."""
+    ArrayParams(rows=args.rows, cols=args.cols)
+    if args.pattern == "transpose" and args.rows != args.cols:
+        raise FdpuError(f"pattern transpose needs a square array, not {args.rows}x{args.cols}")
+    if not 0 < args.rate <= 1:
+        raise FdpuError(f"--rate must be in (0, 1] flits/node/cycle, not {args.rate}")
+    if args.cycles < 100 or args.warmup < 0:
+        raise FdpuError(f"--cycles must be >= 100 and --warmup >= 0, not "
+                        f"{args.cycles}/{args.warmup}")
+    if not 1 <= args.depth <= 64:
+        raise FdpuError(f"--depth must be in 1..64 flits, got {args.depth}")
+    if args.points != 10 and not args.sweep:
+        raise FdpuError("--points sets the points of a --sweep; give --sweep PNG")
+    if not 1 <= args.points <= 100:
+        raise FdpuError(f"--points must be in 1..100, got {args.points}")
+    check_outputs([("--json", args.json), ("--sweep", args.sweep)])
+
+
 def run(args):
     """Run ``fdpu noc-bench``."""
+    check_args(args)
     if args.sweep:
         rates = [round(args.rate * (k + 1) / args.points, 4) for k in range(args.points)] \
             if args.rate < 1 else [round((k + 1) / args.points * 0.6, 4)
@@ -190,10 +191,8 @@ def run(args):
                         args.depth, args.sim)
             print(_line(r), flush=True)
             results.append(r)
-        _png(args.sweep, [([r["offered"] for r in results],
-                           [r["avg_latency"] for r in results]),
-                          ([r["offered"] for r in results],
-                           [r["p99_latency"] for r in results])])
+        _plot(args.sweep, results, f"{args.rows} x {args.cols} mesh, {args.pattern} traffic, "
+                                   f"depth {args.depth} ({args.sim})")
         print(f"latency (red: average, blue: p99) vs offered load: {args.sweep}")
         saturation = max(r["accepted"] for r in results)
         print(f"saturation (max accepted): {saturation:.4f} flits/node/cycle")
@@ -203,6 +202,6 @@ def run(args):
                           args.warmup, args.depth, args.sim)
         print(_line(payload))
     if args.json:
-        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        write_json(args.json, payload)
     bad = payload["bad_flits"] if not args.sweep else sum(r["bad_flits"] for r in results)
     return 1 if bad else 0

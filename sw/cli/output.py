@@ -72,7 +72,7 @@ def check_outputs(outputs, inputs=()):
         if not os.access(parent, os.W_OK | os.X_OK):
             raise FdpuError(f"{flag} {path}: the directory {parent} is not writable")
         for in_flag, in_path in ins:
-            if _same(path, in_path):
+            if os.path.exists(in_path) and _same(path, in_path):
                 raise FdpuError(f"{flag} {path}: is also the input {in_flag}; write the "
                                 f"output to another file")
         for other_flag, other in given[:i]:

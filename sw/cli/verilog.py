@@ -10,6 +10,7 @@ parameter ends in one ``fdpu: error:`` line naming what is allowed (exit status 
 import sys
 
 from hw.tooling.verilog import to_verilog
+from sw.cli.output import check_outputs, replacing
 from sw.spec.errors import FdpuError
 from tb.host import tops
 
@@ -70,12 +71,13 @@ def run(args):
     if args.list:
         print(describe_tops())
         return 0
+    check_outputs([("-o", args.output)])
     top, component, params = build_top(args)
     text = to_verilog(component, top.name)
     if args.output is None:
         sys.stdout.write(text)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with replacing(args.output) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         settings = ", ".join(f"{k}={v!r}" for k, v in params.items())
         print(f"wrote {args.output}: module {top.name} ({settings}), "
