@@ -17,9 +17,17 @@ COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "
             "rtl", "model", "sweep", "paper")
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``fdpu: error: COMMAND: ...``,
+    with exit status 2 (the subcommands' parsers are of this class too)."""
+
+    def error(self, message):
+        self.exit(2, f"fdpu: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
     """Build the top-level parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fdpu",
         description="FDPU: a fine-grained dataflow accelerator for sparse FC layers.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
