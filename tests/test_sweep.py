@@ -267,3 +267,17 @@ def test_workers_with_other_source_are_refused(capsys, tmp_path, dask_cluster, m
                       dask_cluster.scheduler_address, "--cache", tmp_path / "c", "--out",
                       tmp_path / "o", match="the workers run another version of the project")
     assert not list(tmp_path.glob("c/*.json"))
+
+
+def test_paper_cached_only_reports_what_the_cache_holds(capsys, tmp_path):
+    args = ("paper", "--source", "model", "--layers", "alexnet-fc8", "--graphs", "dense,skip",
+            "--scheduler", "serial", "--cache", tmp_path / "c")
+    status, _, _ = run(capsys, *args, "--batches", "64", "--out", tmp_path / "a")
+    assert status == 0
+    status, text, err = run(capsys, *args, "--cached-only", "--out", tmp_path / "b")
+    assert status == 0, (text, err)
+    assert "4 point(s) not in the cache, not run (--cached-only)" in text
+    md = (tmp_path / "b" / "report.md").read_text()
+    assert "**4 of 6 points are not measured yet**" in md and "alexnet-fc8 batch 1 dense" in md
+    assert "| alexnet-fc8 | 64 | skip |" in md
+    assert len(list((tmp_path / "c").glob("*.json"))) == 2          # nothing else ran

@@ -20,7 +20,7 @@ from sw.cli.options import DEFAULTS
 from sw.cli.output import console
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
-from sw.sweep import paper, report
+from sw.sweep import grid, paper, report
 
 __all__ = ["register", "paper_command"]
 
@@ -57,6 +57,9 @@ def register(subparsers):
                         help="report directory (default ./paper)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the points and which are cached; run nothing")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="report the points the cache holds; run none (the report says "
+                             "which are missing)")
     parser.set_defaults(func=paper_command)
 
 
@@ -71,7 +74,7 @@ def paper_command(args):
     pts = paper.points(args.source, layers, batches, graphs)
     model_pts = paper.points("model", layers, batches, graphs) if args.source == "rtl" else []
     records, failed = sweep.execute_points(pts + model_pts, args, args.out,
-                                           dry_run=args.dry_run)
+                                           dry_run=args.dry_run, cached_only=args.cached_only)
     if args.dry_run:
         return 0
     sim = paper.SOURCES[args.source]
@@ -85,20 +88,29 @@ def paper_command(args):
                      "DMA channels": DEFAULTS["dma_channels"],
                      "external memory": f"{system.mem_bandwidth:g} B/cycle per channel, "
                                         f"{system.mem_latency} cycles latency"})
+    if args.cached_only:
+        command_tail = " --cached-only"
+    else:
+        command_tail = ""
     command = "fdpu paper --source " + args.source + "".join(
         f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
                                    ("graphs", args.graphs))
-        if v != parser_default(k))
+        if v != parser_default(k)) + command_tail
     _, summary = perf_fit.check()
     if not ours:
         raise FdpuError("no point has a result: nothing to report")
+    missing = [f"{p['layer']} batch {p['batch']} {p.get('sparse-graph', 'dense')}"
+               for p in pts if grid.point_name(p) in failed]
     report.write(ours, args.out, source=args.source, command=command, config=config,
-                 model_records=model, model_error=summary)
+                 model_records=model, model_error=summary, missing=missing)
     console().print(f"wrote {os.path.join(args.out, 'report.md')}, {report.FIG10}, "
                     f"{report.FIG11}, records.json, table.csv ({len(ours)} of {len(pts)} points)")
     bad = [r["name"] for r in ours if r["status"] != 0]
     for name in bad:
         console().print(f"[red]no match[/red]: {name}")
+    if args.cached_only:
+        console().print(f"{len(failed)} point(s) not in the cache, not run (--cached-only)")
+        return 1 if bad else 0
     for name, error in failed.items():
         console().print(f"[red]failed[/red]: {name}: {error}")
     return 1 if bad or failed else 0

@@ -112,10 +112,11 @@ def _slug(name, key):
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", name)[:120] + f"-{key[:8]}"
 
 
-def execute_points(points, args, out_dir, *, dry_run=False):
+def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
     """Check ``points``, run those the cache lacks as ``args`` says (``--scheduler``,
-    ``--workers``, ``--cache``), write their records to ``out_dir/points``; return
-    ``(records, failed)``: the records in point order and ``{name: error}``."""
+    ``--workers``, ``--cache``; none with ``cached_only``), write their records to
+    ``out_dir/points``; return ``(records, failed)``: the records in point order and
+    ``{name: error}`` of the points without one."""
     scheduler, workers = _scheduler(args)
     checked = grid.check_points(points, run_parser(), run.check_options)
     store = cache.Store(args.cache)
@@ -134,7 +135,9 @@ def execute_points(points, args, out_dir, *, dry_run=False):
         return [], {}
     prepare_out(out_dir)
     failed = {}
-    if todo:
+    if cached_only:
+        failed = {k: "not in the cache (--cached-only)" for k, *_ in todo}
+    elif todo:
         failed = execute.run_sweep(todo, store, scheduler=scheduler, workers=workers,
                                    console=con)
     records = []

@@ -184,12 +184,14 @@ WHY = {
 }
 
 
-def write(records, out_dir, *, source, command, config, model_records=None, model_error=None):
+def write(records, out_dir, *, source, command, config, model_records=None, model_error=None,
+          missing=()):
     """Write the report of ``records`` into ``out_dir``.
 
     ``source`` is ``"rtl"`` or ``"model"``; ``command`` the command that made it; ``config``
     a dict of the configuration (printed); ``model_records`` (RTL reports) the model's records
-    of the same points; ``model_error`` the model's error summary on its calibration points.
+    of the same points; ``model_error`` the model's error summary on its calibration points;
+    ``missing`` the names of the points without a record (listed, not plotted).
     """
     os.makedirs(out_dir, exist_ok=True)
     by = _index(records)
@@ -226,6 +228,13 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
         "",
         f"Made by `{command}`. {origin}",
         "",
+    ]
+    if missing:
+        lines += [f"**{len(missing)} of {len(records) + len(missing)} points are not measured "
+                  f"yet** (not in the cache; the statements below use the points that are): "
+                  + ", ".join(missing) + ".", ""]
+    lines += [
+
         "**Configuration** (the README's, every point): " + ", ".join(
             f"{k} {v}" for k, v in config.items()) + ". The peak is 64 PEs x 4 lanes x 2 "
         "operations = 512 operations per cycle, the paper's 512 Gop/s at 1 GHz. Layers are the "
