@@ -93,10 +93,19 @@ def _err(model, rtl, field):
     return f"{model['result'][field] / rtl['result'][field] - 1:+.1%}"
 
 
+def _bound(model):
+    """Return the performance model's busiest resource of a model record's first pass."""
+    if model is None:
+        return "-"
+    passes = model["result"].get("pass_cycles") or [{}]
+    return passes[0].get("bound") or "-"
+
+
 def _points_table(by, layers, batches, graphs, model_by):
     head = ["layer", "batch", "graph", "passes", "compute cycles", "cycles end to end",
             "utilization (paper's metric)", "useful utilization", "dense-equivalent",
             "end to end", "external MB (minimum)", "peak B/cycle"]
+    head += ["bound"]
     if model_by is not None:
         head += ["match", "model error: compute / end to end"]
     lines = ["| " + " | ".join(head) + " |", "|---|---:|---|" + "---:|" * (len(head) - 3)]
@@ -113,8 +122,9 @@ def _points_table(by, layers, batches, graphs, model_by):
                        _pct(x["utilization_end_to_end"]),
                        f"{_mb(x['external_bytes'])} ({_mb(x['min_external_bytes'])})",
                        f"{x['peak_bandwidth']:.2f}"]
+                m = r if model_by is None else model_by.get((layer, batch, g))
+                row.append(_bound(m))
                 if model_by is not None:
-                    m = model_by.get((layer, batch, g))
                     row += ["yes" if x.get("match") else "NO",
                             f"{_err(m, r, 'compute_cycles')} / {_err(m, r, 'cycles')}"]
                 lines.append("| " + " | ".join(row) + " |")
@@ -157,24 +167,30 @@ def _ours(key, value):
 #: Why our figures can differ from the paper's, per statement (the mechanisms; the numbers are
 #: in the tables).
 WHY = {
-    "small_batch_gap": "At batch 1 and 4 a dense or SWITCH-graph engine issues one multiply-add "
-                       "per weight position, so the paper's metric is alike; the gap here is "
-                       "set by the sparse graphs' extra INT/MEM decode work per weight "
-                       "position, which limits them where dense is limited by its FMA "
-                       "issue. The gather and skip graphs issue fewer FP operations, so by "
-                       "the paper's metric they are lower: they finish sooner instead "
-                       "(dense-equivalent utilization).",
-    "batch64_gap": "At batch 64 each weight serves 16 lane groups; the paper attributes its "
-                   "gap to decode instructions competing with compute. Here the PE has two "
-                   "INT issues beside the FP issue (the paper's two integer units), and the "
-                   "SWITCH graph's decode is shared by the lane groups of a value load "
-                   "(--wfan), so the gap depends on how much decode remains per FMA.",
+    "small_batch_gap": "At batch 1 and 4 an engine has one lane group, so each weight loaded "
+                       "from a Dbuf serves one multiply-add. The dense graph is then bound by "
+                       "the Dbufs' bandwidth, the SWITCH graph by its feedback loop (at most one "
+                       "context between a SWITCH and its join, so each weight position waits "
+                       "for the loop), the gather graph by its weight stream (the *bound* "
+                       "column: the performance model's busiest resource per point). This is "
+                       "where this implementation differs from the paper's, whose sparse graph "
+                       "keeps pace with dense at small batch. The skip graph executes only the "
+                       "stored weights' multiply-adds: by the paper's metric it is low, yet it "
+                       "finishes first (dense-equivalent utilization).",
+    "batch64_gap": "At batch 64 an engine holds several lane groups per weight and the dense "
+                   "graph is bound by its FP issue. The SWITCH graph's decode is shared by the "
+                   "lane groups of a value load and runs on two INT issues beside the FP one "
+                   "(the paper's two integer units), so its gap is of the paper's size; the "
+                   "gather graph keeps pace with dense. The skip graph, bound by the Dbufs (a "
+                   "stored weight's input is loaded once per lane group), executes far fewer "
+                   "operations and finishes several times sooner than dense.",
     "bandwidth_ratio": "The peak bandwidth requirement is the largest (bytes in and out of a "
                        "pass) / (its compute cycles) over passes. The sparse graphs read "
                        "FD-CSR (values, 2 bytes a stored weight, plus one 16-bit mask and "
                        "offset per 16 weights) instead of 2 bytes a weight; the SWITCH and "
                        "gather graphs also take longer to compute, which lowers their "
-                       "requirement further, and the skip graph shorter, which raises it.",
+                       "requirement further, and the skip graph less time, which raises it: "
+                       "it moves the fewest bytes but needs them fastest.",
     "across_sparsity": "Listed as the largest spread of the metric between the three layers at "
                        "one batch. The three layers also differ in shape and in the passes "
                        "their Dbufs need, not only in sparsity.",
@@ -251,7 +267,8 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
         "*Dense-equivalent*: 2 K C N / (peak x compute cycles), the speed against the dense "
         "graph (above 100 % when zeros are skipped). *End to end*: useful work over all cycles, "
         "DMA included. Compute cycles are configuration plus contexts; end to end counts the "
-        "DMA phases the computation does not hide (docs/system.md).",
+        "DMA phases the computation does not hide (docs/system.md). *Bound*: the resource the "
+        "performance model finds busiest in the first pass (docs/perf.md).",
         "",
         "## Figures",
         "",
