@@ -281,3 +281,24 @@ def test_paper_cached_only_reports_what_the_cache_holds(capsys, tmp_path):
     assert "**4 of 6 points are not measured yet**" in md and "alexnet-fc8 batch 1 dense" in md
     assert "| alexnet-fc8 | 64 | skip |" in md
     assert len(list((tmp_path / "c").glob("*.json"))) == 2          # nothing else ran
+
+
+def test_input_files_by_content(capsys, tmp_path, monkeypatch):
+    """A point's --weights path is made absolute (points run elsewhere) and its contents, not
+    its name, are in the key: new contents under the same name rerun the point."""
+    import numpy as np
+    monkeypatch.chdir(tmp_path)
+    np.save("W.npy", np.full((4, 16), 0.5, np.float16))
+    argv = ["sweep", "--set", "sim=golden", "--set", "weights=W.npy", "--set", "rows=1",
+            "--set", "cols=1", "--set", "slots=32", "--scheduler", "serial", "--cache", "c"]
+    status, out, err = run(capsys, *argv, "--out", "a")
+    assert status == 0 and "0 cached, 1 to run" in out, (out, err)
+    rec, = _records(tmp_path / "a").values()
+    assert rec["args"][rec["args"].index("--weights") + 1] == str(tmp_path / "W.npy")
+    status, out, _ = run(capsys, *argv, "--out", "b")
+    assert "1 cached, 0 to run" in out
+    np.save("W.npy", np.full((4, 16), 0.25, np.float16))
+    status, out, _ = run(capsys, *argv, "--out", "d")
+    assert status == 0 and "0 cached, 1 to run" in out
+    assert_user_error(capsys, "sweep", "--set", "sim=golden", "--set", "weights=none.npy",
+                      "--out", "e", match="none.npy: cannot read")

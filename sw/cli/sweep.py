@@ -122,7 +122,8 @@ def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
     store = cache.Store(args.cache)
     items = []
     for point, (argv, options) in zip(points, checked):
-        items.append((cache.key(options, options["sim"]), grid.point_name(point), argv, point))
+        k = cache.key(options, options["sim"], files=[f for f in grid.FILES if f in options])
+        items.append((k, grid.point_name(point), argv, point))
     cached = {k: store.get(k) for k, *_ in items}
     todo = [it for it in items if cached[it[0]] is None]
     con = console()

@@ -3,7 +3,8 @@
 A point's result is a function of
 
 * every ``fdpu run`` option's value, defaults included (the layer, the seed of its data, the
-  array, the system, ``--sim``);
+  array, the system, ``--sim``), and the contents of its input files (``--weights``,
+  ``--inputs``);
 * the project's code that turns them into a result (:func:`source_digest`, per kind of
   simulator, :data:`SOURCES`): the spec, compiler and planner that make the images, the models
   (with the performance model's calibration constants, which also choose a plan), the command
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "key", "Store"]
+__all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "file_digest", "key", "Store"]
 
 #: The project's checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,10 +95,25 @@ def tool_versions(sim):
     return versions
 
 
-def key(options, sim, digest=None):
+def file_digest(path):
+    """Return the SHA-256 of a file's bytes (an input file of a point: its contents, not its
+    name, determine the result)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise FdpuError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return h.hexdigest()
+
+
+def key(options, sim, digest=None, files=()):
     """Return the cache key (hex SHA-256) of the point whose ``fdpu run`` options (every
-    option's value, defaults included) are ``options``."""
-    blob = json.dumps(dict(options=options, sim=sim, tools=tool_versions(sim),
+    option's value, defaults included) are ``options``; ``files`` lists the options naming
+    input files, whose contents are hashed in (:func:`file_digest`)."""
+    contents = {name: file_digest(options[name]) for name in files if options.get(name)}
+    blob = json.dumps(dict(options=options, sim=sim, tools=tool_versions(sim), files=contents,
                            source=digest or source_digest(sim)), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import io
 import itertools
+import os
 import tomllib
 
 from sw.spec.errors import FdpuError
@@ -44,6 +45,9 @@ __all__ = ["normalize", "parse_assignments", "load_toml", "expand", "argv", "poi
 #: Options a sweep point may not set: the sweep writes the JSON itself, and a result array per
 #: point is not kept.
 RESERVED = frozenset(("json", "out", "waves"))
+#: Options that name input files: made absolute (points run in a temporary directory), and
+#: their contents go into the cache key (:mod:`sw.sweep.cache`).
+FILES = ("weights", "inputs")
 
 
 def normalize(name):
@@ -179,6 +183,8 @@ def argv(point, parser):
         else:
             if isinstance(value, bool):
                 raise FdpuError(f"option {name!r} takes a value, not {value!r}")
+            if name in FILES and str(value).strip():
+                value = os.path.abspath(str(value))
             args += [flag, str(value)]
     return args
 
