@@ -151,12 +151,10 @@ def _close(client, cluster):
         cluster.close()
 
 
-def run_sweep(todo, store, *, scheduler=None, workers=None, console=None, on_record=None):
+def run_sweep(todo, store, *, scheduler=None, workers=None, console=None):
     """Run the points ``todo`` (a list of ``(key, name, args, point)``) and put their records in
-    ``store``; return ``{key: error}`` of the points that ended without a result.
-
-    ``on_record(key, record)`` is called for each record as it arrives.
-    """
+    ``store`` as they arrive; return ``{key: error}`` of the points that ended without a
+    result."""
     failed = {}
     times = []
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -173,8 +171,6 @@ def run_sweep(todo, store, *, scheduler=None, workers=None, console=None, on_rec
                       source=cache.source_digest(record["sim"]))
         store.put(k, record)
         times.append(record["wall"]["point_s"])
-        if on_record:
-            on_record(k, record)
 
     def info(running, left):
         mean = f"{sum(times) / len(times):.1f} s/point" if times else "-"
