@@ -98,6 +98,10 @@ def test_fig7_from_the_cli(capsys):
      "gb must be an integer in 1..1 (the 1 lane groups of batch 1), got 100000"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
+    (("--in-features", 10, "--out-features", 3, "--engine", "fast", "--order-seed", 3),
+     "--order-seed seeds the exact engine's delivery order; it has no effect with --engine "
+     "fast"),
+    (("--layer", "alexnet-fc8", "--order-seed", 3), "which takes the fast path for this layer"),
     (("--in-features", 10, "--out-features", 3, "--max-cycles", 5, "--waves"),
      "--max-cycles, --waves apply to an RTL simulation (--sim icarus|verilator), not to --sim "
      "golden"),

@@ -113,6 +113,12 @@ def run_command(args):
     exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
     if args.no_feedback and not exact:
         raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
+    if args.order_seed is not None and not exact:
+        how = "--engine fast" if args.engine == "fast" else (
+            f"--engine auto, which takes the fast path for this layer ({size:,} weight-lane-"
+            f"group products > {AUTO_EXACT_LIMIT:,})")
+        raise FdpuError(f"--order-seed seeds the exact engine's delivery order; it has no effect "
+                        f"with {how}: give --engine exact")
     start = time.perf_counter()
     res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
                         validate=not args.no_feedback)
