@@ -88,10 +88,11 @@ def paper_command(args):
                      "DMA channels": DEFAULTS["dma_channels"],
                      "external memory": f"{system.mem_bandwidth:g} B/cycle per channel, "
                                         f"{system.mem_latency} cycles latency"})
+    command_tail = ""
+    if os.path.abspath(args.cache) != os.path.abspath(sweep.DEFAULT_CACHE):
+        command_tail += f" --cache {args.cache}"
     if args.cached_only:
-        command_tail = " --cached-only"
-    else:
-        command_tail = ""
+        command_tail += " --cached-only"
     command = "fdpu paper --source " + args.source + "".join(
         f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
                                    ("graphs", args.graphs))

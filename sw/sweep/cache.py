@@ -112,10 +112,12 @@ def key(options, sim, digest=None, files=()):
     """Return the cache key (hex SHA-256) of the point whose ``fdpu run`` options (every
     option's value, defaults included) are ``options``; ``files`` lists the options naming
     input files, whose contents are hashed in (:func:`file_digest`)."""
+    parts = dict(options=options, sim=sim, tools=tool_versions(sim),
+                 source=digest or source_digest(sim))
     contents = {name: file_digest(options[name]) for name in files if options.get(name)}
-    blob = json.dumps(dict(options=options, sim=sim, tools=tool_versions(sim), files=contents,
-                           source=digest or source_digest(sim)), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    if contents:                         # only then: the keys of points without files stay
+        parts["files"] = contents
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 class Store:
