@@ -119,3 +119,12 @@ def test_help(capsys, argv):
         sw.cli.main(argv)
     assert exc.value.code == 0
     assert "usage: fdpu" in capsys.readouterr().out
+
+
+def test_encode_refuses_values_beyond_binary16(tmp_path, capsys):
+    """A finite float32 value beyond binary16 would silently become infinity: refused."""
+    np.save(tmp_path / "big.npy", np.array([[1.0, 0.0], [0.0, 1e6]], np.float32))
+    assert_user_error(capsys, "fdcsr", "encode", tmp_path / "big.npy",
+                      match="1 finite value(s) beyond the binary16 range (|x| <= 65504), the "
+                            "first 1e+06 at index (1, 1)")
+    assert not (tmp_path / "big.npz").exists()

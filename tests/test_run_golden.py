@@ -108,6 +108,8 @@ def test_fig7_from_the_cli(capsys):
      "--order-seed seeds the exact engine's delivery order; it has no effect with --engine "
      "fast"),
     (("--layer", "alexnet-fc8", "--order-seed", 3), "which takes the fast path for this layer"),
+    (("--in-features", 10, "--out-features", 3, "--sim", "icarus", "--max-cycles", 0),
+     "--max-cycles must be a positive number of cycles per pass, got 0"),
     (("--in-features", 10, "--out-features", 3, "--max-cycles", 5, "--waves"),
      "--max-cycles, --waves apply to an RTL simulation (--sim icarus|verilator), not to --sim "
      "golden"),

@@ -19,6 +19,7 @@ import os
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from rich.table import Table
 
 from sw.cli.output import (check_outputs, console, megabytes, replacing, save_npy,
@@ -77,7 +78,7 @@ def run_encode(args):
     out = args.output or str(Path(args.input).with_suffix(".npz"))
     check_outputs([("-o", out)], [("IN", args.input)])
     dense = layers.load_npy(args.input, "the array to encode")
-    enc = fdcsr.encode(_named(dense, args.input))
+    enc = fdcsr.encode(_named(_no_overflow(dense, args.input), args.input))
     with replacing(out) as tmp:
         enc.save(tmp)
     s = enc.stats()
@@ -149,6 +150,20 @@ def _load_any(path):
     if os.path.exists(path) and zipfile.is_zipfile(path):
         return fdcsr.load(path)
     return fdcsr.encode(_named(layers.load_npy(path, "the array to measure"), path))
+
+
+def _no_overflow(dense, path):
+    """Refuse finite values that binary16 cannot hold (they would become infinity): FD-CSR
+    stores any binary16 value, infinities and NaN included, but never changes one."""
+    if dense.dtype != np.float16 and np.issubdtype(dense.dtype, np.floating):
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = np.isfinite(dense) & ~np.isfinite(dense.astype(np.float16))
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise FdpuError(f"{path}: {int(bad.sum()):,} finite value(s) beyond the binary16 range "
+                            f"(|x| <= 65504), the first {float(dense[where]):g} at index {where}; "
+                            f"scale or clip them first")
+    return dense
 
 
 def _named(dense, path):

@@ -71,6 +71,9 @@ def check_options(args):
     if args.sim == "model":
         model.check_model_options(args)
     elif args.sim != "golden":
+        if args.max_cycles is not None and args.max_cycles < 1:
+            raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
+                            f"{args.max_cycles}")
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
             ("--no-feedback", args.no_feedback)) if given]

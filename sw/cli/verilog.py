@@ -21,7 +21,7 @@ def add_top_arguments(parser):
                         help=f"registered top to build: {', '.join(sorted(tops.TOPS))}")
     parser.add_argument("--param", metavar="NAME=VALUE", action="append", default=[],
                         help="set a parameter of the top (repeatable); integers accept 0x/0b "
-                             "prefixes; see --list for each top's parameters")
+                             "prefixes; 'fdpu verilog --list' lists each top's parameters")
 
 
 def build_top(args):
