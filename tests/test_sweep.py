@@ -310,3 +310,25 @@ def test_input_files_by_content(capsys, tmp_path, monkeypatch):
     assert status == 0 and "0 cached, 1 to run" in out
     assert_user_error(capsys, "sweep", "--set", "sim=golden", "--set", "weights=none.npy",
                       "--out", "e", match="none.npy: cannot read")
+
+
+def test_paper_summary_by_hand():
+    """The statements' figures on made-up records: gaps, bandwidth ratios, spread, mean."""
+    def rec(layer, batch, graph, util, bw):
+        point = dict(layer=layer, batch=batch, mode="dense" if graph == "dense" else "sparse")
+        if graph != "dense":
+            point["sparse-graph"] = graph
+        return dict(point=point, result=dict(N=batch, issue_utilization=util,
+                                             peak_bandwidth=bw))
+    recs = []
+    for layer, d64, s64 in (("alexnet-fc6", 0.96, 0.80), ("alexnet-fc8", 0.90, 0.86)):
+        recs += [rec(layer, 4, "dense", 0.50, 60.0), rec(layer, 4, "switch", 0.46, 10.0),
+                 rec(layer, 64, "dense", d64, 20.0), rec(layer, 64, "switch", s64, 5.0)]
+    s = paper.summary(recs)
+    assert s["small_batch_gap"]["switch"] == pytest.approx(0.04)
+    assert s["batch64_gap"]["switch"] == pytest.approx((0.16 + 0.04) / 2)
+    assert s["bandwidth_ratio"]["switch"] == pytest.approx((4.0, 6.0))
+    assert s["across_sparsity"]["switch"] == pytest.approx(0.06)       # 0.86 - 0.80 at 64
+    assert s["vs_cpu_gpu"]["switch"] == pytest.approx(0.83)
+    one = [rec("alexnet-fc8", 1, "dense", 0.48, 60.0)]
+    assert paper.summary(one)["small_batch_gap"] == {}                  # no sparse point

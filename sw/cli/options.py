@@ -150,7 +150,8 @@ def check_layer_options(args):
         raise FdpuError("give exactly one of --layer NAME, --in-features C --out-features K, "
                         f"or --weights W.npy (got {', '.join(chosen) or 'none'})")
     if args.layer:
-        layers.get_layer(args.layer)
+        spec = layers.get_layer(args.layer)
+        layers.check_sizes(spec.out_features, spec.in_features, args.batch, where="--batch")
     if args.in_features is not None or args.out_features is not None:
         if args.in_features is None or args.out_features is None:
             raise FdpuError("--in-features and --out-features go together")
@@ -158,6 +159,10 @@ def check_layer_options(args):
                        ("--out-features", args.out_features)):
             if v < 1:
                 raise FdpuError(f"{opt} must be a positive integer, got {v}")
+        layers.check_sizes(args.out_features, args.in_features, args.batch,
+                           where="--in-features/--out-features/--batch")
+    elif args.batch is not None:
+        layers.check_sizes(N=args.batch, where="--batch")
 
 
 def resolve(args):

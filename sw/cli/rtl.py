@@ -33,6 +33,7 @@ from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
 from sw.cli.output import check_outputs, console, save_npy, write_json
 from sw.compiler import balance
 from sw.models import golden_fc, perf
+from sw.spec.errors import FdpuError
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
@@ -68,6 +69,9 @@ def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     check_outputs([("--out", args.out), ("--json", args.json)],
                   [("--weights", args.weights), ("--inputs", args.inputs)])
+    if args.max_cycles is not None and args.max_cycles < 1:
+        raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
+                        f"{args.max_cycles}")
     name, w, x, params = resolve(args)
     mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before anything runs

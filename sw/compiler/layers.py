@@ -30,8 +30,9 @@ import numpy as np
 from sw.compiler.prune import check_density, prune
 from sw.spec.errors import FdpuError
 
-__all__ = ["LayerSpec", "LAYERS", "layer_names", "get_layer", "make_weights", "make_inputs",
-           "load_npy", "load_weights", "load_inputs"]
+__all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
+           "get_layer", "check_sizes", "make_weights", "make_inputs", "load_npy",
+           "load_weights", "load_inputs"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,29 @@ def _check_positive(value, name):
     return int(value)
 
 
+#: The largest input length C: a row is counted by one ITER/FACC count (16 bits).
+MAX_FEATURES = 0xFFFF
+#: The most weights (K x C) and inputs (N x C) a layer may have: 2**28 binary16 values,
+#: 512 MiB each (VGG-16 FC6, the zoo's largest, has 102.8 M weights).
+MAX_ELEMENTS = 1 << 28
+#: The largest batch N.
+MAX_BATCH = 1 << 16
+
+
+def check_sizes(K=None, C=None, N=None, where="layer"):
+    """Refuse a layer shape or batch beyond the limits above, before anything is allocated
+    (``None`` skips a size); the message gives the limit."""
+    if C is not None and C > MAX_FEATURES:
+        raise FdpuError(f"{where}: in_features C = {C:,} exceeds {MAX_FEATURES:,} (one ITER/FACC "
+                        f"count per row)")
+    if N is not None and N > MAX_BATCH:
+        raise FdpuError(f"{where}: batch N = {N:,} exceeds {MAX_BATCH:,}")
+    for name, a, b in (("weights K x C", K, C), ("inputs N x C", N, C)):
+        if a is not None and b is not None and a * b > MAX_ELEMENTS:
+            raise FdpuError(f"{where}: {name} = {a:,} x {b:,} = {a * b:,} values exceeds "
+                            f"{MAX_ELEMENTS:,} ({MAX_ELEMENTS * 2 >> 20} MiB of binary16)")
+
+
 def make_weights(spec_or_shape, density=None, seed=0):
     """Return seeded synthetic pruned weights, a ``K x C`` float16 matrix.
 
@@ -153,6 +177,7 @@ def make_weights(spec_or_shape, density=None, seed=0):
             raise FdpuError(f"weights shape must be a LayerSpec, a layer name or (K, C), "
                             f"got {spec_or_shape!r}") from None
         shape = (_check_positive(k, "K (out_features)"), _check_positive(c, "C (in_features)"))
+        check_sizes(K=shape[0], C=shape[1], where="weights")
         if density is None:
             raise FdpuError("density is required when make_weights is given a shape")
     density = check_density(density)
@@ -181,6 +206,7 @@ def make_inputs(c, batch=1, seed=0):
     """
     c = _check_positive(c, "C (in_features)")
     batch = _check_positive(batch, "batch")
+    check_sizes(C=c, N=batch, where="inputs")
     rng = np.random.default_rng([_check_seed(seed), 0x1A1A])
     z = rng.standard_normal((batch, c), dtype=np.float32)
     np.maximum(z, np.float32(0), out=z)
