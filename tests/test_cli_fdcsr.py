@@ -94,8 +94,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert_user_error(capsys, "fdcsr", "decode", tmp_path / "i.npy",
                       match="not an FD-CSR .npz file")
     np.savez(tmp_path / "f.npz", a=np.zeros(2))
-    assert_user_error(capsys, "fdcsr", "decode", tmp_path / "f.npz", match="missing key")
-    assert_user_error(capsys, "fdcsr", "stats", tmp_path / "f.npz", match="missing key")
+    assert_user_error(capsys, "fdcsr", "decode", tmp_path / "f.npz", match="missing member")
+    assert_user_error(capsys, "fdcsr", "stats", tmp_path / "f.npz", match="missing member")
     assert_user_error(capsys, "fdcsr", "stats", match="exactly one of IN")
     assert_user_error(capsys, "fdcsr", "stats", tmp_path / "i.npy", "--layer", "vgg16-fc8",
                       match="exactly one of IN")

@@ -255,7 +255,7 @@ def test_save_load_round_trip(tmp_path):
 def test_load_rejects_foreign_files(tmp_path):
     foreign = tmp_path / "foreign.npz"
     np.savez(foreign, a=np.zeros(3))
-    with pytest.raises(FdpuError, match="missing key.*values, colidx, rowoff, shape, format"):
+    with pytest.raises(FdpuError, match="missing member.*values, colidx, rowoff, shape, format"):
         fdcsr.load(foreign)
     enc = fdcsr.encode(np.ones(16, dtype=np.float16))
     tagged = tmp_path / "tag.npz"
