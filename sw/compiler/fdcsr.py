@@ -58,6 +58,7 @@ import numpy as np
 
 from sw.compiler import npyfile
 from sw.spec.errors import FdpuError
+from sw.spec.fp16 import positive_zeros
 
 __all__ = ["ROW", "FORMAT_TAG", "FDCSR", "FDCSRStats", "encode", "from_scipy", "load"]
 
@@ -233,10 +234,11 @@ class FDCSR:
             raise FdpuError(
                 f"FD-CSR len(values) = {self.values.size} but rowoff[{rows - 1}] + "
                 f"popcount(colidx[{rows - 1}]) = {end}")
-        zeros = np.flatnonzero(self.values.view(np.uint16) == 0)
+        zeros = np.flatnonzero((self.values.view(np.uint16) & 0x7FFF) == 0)
         if zeros.size:
-            raise FdpuError(f"FD-CSR values[{int(zeros[0])}] is +0.0 (0x0000); only elements "
-                            f"other than +0.0 may be stored")
+            raise FdpuError(f"FD-CSR values[{int(zeros[0])}] is a zero "
+                            f"({self.values.view(np.uint16)[zeros[0]]:#06x}); only elements "
+                            f"other than +0.0 and -0.0 may be stored")
 
     # -- conversions ------------------------------------------------------------------------
 
@@ -356,14 +358,15 @@ def encode(dense):
     Returns
     -------
     FDCSR
-        The encoding; every element whose bit pattern is not +0.0 is stored.
+        The encoding; every element other than a zero is stored (``-0.0`` counts as zero,
+        as ``+0.0`` does, and decodes as ``+0.0``).
 
     Raises
     ------
     FdpuError
         For a non-floating dtype, a dimension other than 1 or 2, or an empty array.
     """
-    arr = as_float16(dense, "FD-CSR input")
+    arr = positive_zeros(as_float16(dense, "FD-CSR input"))
     shape = arr.shape
     mat = arr.reshape(1, -1) if arr.ndim == 1 else arr
     k, c = mat.shape

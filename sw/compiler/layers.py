@@ -24,13 +24,15 @@ Contract
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from sw.compiler import npyfile
 from sw.compiler.prune import check_density, prune
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.fp16 import positive_zeros, to_weights
 
 __all__ = ["LayerSpec", "LAYERS", "layer_names", "get_layer", "make_weights", "make_inputs",
            "load_npy", "load_weights", "load_inputs"]
@@ -161,7 +163,7 @@ def make_weights(spec_or_shape, density=None, seed=0):
     rng = np.random.default_rng([_check_seed(seed), 0x3E16])
     w = rng.standard_normal(shape, dtype=np.float32)
     w *= np.float32(math.sqrt(2.0 / shape[1]))
-    return prune(w.astype(np.float16), density)
+    return positive_zeros(prune(w.astype(np.float16), density))
 
 
 def make_inputs(c, batch=1, seed=0):
@@ -248,7 +250,12 @@ def load_weights(path):
     if arr.ndim != 2:
         raise FdpuError(f"{os.fspath(path)}: weights must be 2-D (K x C), got {arr.ndim}-D "
                         f"of shape {arr.shape}")
-    return _check_float(arr, os.fspath(path), "weights")
+    _check_float(arr, os.fspath(path), "weights")
+    half, flushed = to_weights(arr, os.fspath(path))
+    if flushed:
+        warnings.warn(FdpuWarning(f"{os.fspath(path)}: {flushed:,} non-zero weight(s) round to "
+                                  f"zero in binary16 (|x| < 2**-25) and are not stored"))
+    return half
 
 
 def load_inputs(path, c):

@@ -22,12 +22,14 @@ The ``.npz`` layout: arrays ``W0 .. W{n-1}`` (``K_i x C_i``, any float dtype), o
 """
 
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from sw.compiler.npyfile import Archive
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.fp16 import to_weights
 
 __all__ = ["ACTIVATIONS", "Dense", "Net", "from_npz", "reference"]
 
@@ -36,16 +38,19 @@ ACTIVATIONS = ("relu",)
 
 
 def _half(values, what):
-    """Return ``values`` as binary16, refusing NaN, infinities and overflow."""
+    """Return ``values`` as binary16 (both zeros ``+0.0``), refusing NaN, infinities and
+    overflow and warning about non-zero values that round to zero."""
     arr = np.asarray(values)
     if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
         raise FdpuError(f"{what}: dtype {arr.dtype} is not a number type")
     if not np.isfinite(arr).all():
         raise FdpuError(f"{what}: holds NaN or infinity; all values must be finite")
-    with np.errstate(over="ignore"):
-        half = arr.astype(np.float16)
+    half, flushed = to_weights(arr, what)
     if not np.isfinite(half).all():
         raise FdpuError(f"{what}: values beyond the binary16 range (|x| <= 65504)")
+    if flushed:
+        warnings.warn(FdpuWarning(f"{what}: {flushed:,} non-zero value(s) round to zero in "
+                                  f"binary16 (|x| < 2**-25)"))
     return half
 
 
