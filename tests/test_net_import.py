@@ -123,3 +123,22 @@ def test_npz_layout(tmp_path):
         np.savez(tmp_path / "bad.npz", **kwargs)
         with pytest.raises(FdpuError, match=match):
             net.from_npz(tmp_path / "bad.npz")
+
+
+def test_digits_example_ships_and_imports_alike():
+    """The shipped digits MLP (scripts/train_digits.py): its .npz and .onnx give the same
+    binary16 network, whose float32 evaluation classifies the 360 test images."""
+    import os
+    from sw.compiler import onnx_import
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples", "digits")
+    a = net.from_npz(os.path.join(here, "digits.npz"))
+    b = onnx_import.load(os.path.join(here, "digits.onnx"))
+    assert [(l.K, l.C, l.activation) for l in a.layers] == [
+        (256, 64, "relu"), (128, 256, "relu"), (10, 128, None)]
+    for p, q in zip(a.layers, b.layers):
+        assert np.array_equal(p.weights, q.weights) and np.array_equal(p.bias, q.bias)
+    assert [int(np.count_nonzero(l.weights)) for l in a.layers] == [1475, 2949, 320]
+    x = np.load(os.path.join(here, "test_x.npy"))
+    y = np.load(os.path.join(here, "test_y.npy"))
+    assert (net.reference(a, x).argmax(axis=1) == y).mean() > 0.95
