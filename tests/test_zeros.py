@@ -49,3 +49,10 @@ def test_run_reports_true_nnz_and_underflow(tmp_path, capsys):
     assert err.startswith("fdpu: warning: ") and "1 non-zero weight(s) round to zero" in err
     rec = json.loads((tmp_path / "r.json").read_text())
     assert rec["nnz"] == kept - (1 if w[0, 0] != 0 else 0)
+
+
+def test_user_weights_without_inputs_are_flagged(tmp_path, capsys):
+    np.save(tmp_path / "w.npy", np.ones((4, 16), np.float16))
+    status, _, err = run(capsys, "run", "--weights", tmp_path / "w.npy", "--rows", 1, "--cols",
+                         1, "--slots", 32)
+    assert status == 0 and "runs on 1 seeded synthetic input row(s) (--seed 0)" in err
