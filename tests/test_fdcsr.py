@@ -78,13 +78,14 @@ def test_each_weight_row_is_padded_to_16():
     assert enc.rowoff.tolist() == [0, 16, 20, 36, 40, 56]
 
 
-def test_zero_definition_keeps_negative_zero_nan_inf():
+def test_zero_definition_both_zeros_keeps_nan_inf():
     x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 6e-8, 0.0], dtype=np.float16)
     x_bits = bits(x).copy()
     x_bits[2] = 0x7C01         # a signalling-NaN payload must survive too
     x = x_bits.view(np.float16)
     enc = fdcsr.encode(x)
-    assert enc.colidx.tolist() == [0b0111110]
+    assert enc.colidx.tolist() == [0b0111100]           # -0.0 is a zero: not stored
+    x_bits[1] = 0                                       # ... and decodes as +0.0
     assert np.array_equal(bits(enc.decode()), x_bits)
 
 
@@ -94,9 +95,9 @@ def test_other_floats_cast_to_float16_round_to_nearest_even():
     enc = fdcsr.encode(x)
     out = enc.decode()
     assert out.tolist()[:2] == [1.0, 1.0 + 2**-9]   # ties to even
-    assert bits(out)[2] == 0 and bits(out)[4] == 0x8000   # underflow to +0 (dropped) / -0
+    assert bits(out)[2] == 0 and bits(out)[4] == 0   # underflow to +0 / -0: both dropped
     assert np.isinf(out[3])
-    assert enc.nnz == 4
+    assert enc.nnz == 3
     assert np.array_equal(bits(fdcsr.encode(x.astype(np.float32)).decode()), bits(out))
 
 
@@ -178,13 +179,14 @@ def test_corruption_offsets_and_popcounts():
         fdcsr.FDCSR(v[:-1], c, r, s)
 
 
-def test_corruption_stored_positive_zero():
+def test_corruption_stored_zero():
     v, c, r, s = good()
     v[4] = 0.0
-    with pytest.raises(FdpuError, match=r"values\[4\] is \+0.0"):
+    with pytest.raises(FdpuError, match=r"values\[4\] is a zero \(0x0000\)"):
         fdcsr.FDCSR(v, c, r, s)
     v[4] = -0.0
-    fdcsr.FDCSR(v, c, r, s)
+    with pytest.raises(FdpuError, match=r"values\[4\] is a zero \(0x8000\)"):
+        fdcsr.FDCSR(v, c, r, s)
 
 
 def test_stats_byte_accounting():
@@ -226,7 +228,7 @@ def test_from_scipy_sums_duplicates_and_drops_zero_entries():
                                shape=(2, 17))
     enc = fdcsr.from_scipy(m)
     d = enc.decode()
-    assert d[0, 3] == 3.0 and enc.nnz == 2 and bits(d)[1, 1] == 0x8000
+    assert d[0, 3] == 3.0 and enc.nnz == 1 and bits(d)[1, 1] == 0     # -0.0 is not stored
 
 
 @pytest.mark.parametrize("bad, what", [
@@ -255,7 +257,7 @@ def test_save_load_round_trip(tmp_path):
 def test_load_rejects_foreign_files(tmp_path):
     foreign = tmp_path / "foreign.npz"
     np.savez(foreign, a=np.zeros(3))
-    with pytest.raises(FdpuError, match="missing key.*values, colidx, rowoff, shape, format"):
+    with pytest.raises(FdpuError, match="missing member.*values, colidx, rowoff, shape, format"):
         fdcsr.load(foreign)
     enc = fdcsr.encode(np.ones(16, dtype=np.float16))
     tagged = tmp_path / "tag.npz"

@@ -9,8 +9,9 @@ files); they are printed on one line as ``fdpu: error: ...`` with exit status 2.
 import argparse
 import importlib
 import sys
+import warnings
 
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
 
 #: Subcommand modules in the order ``fdpu --help`` lists them.
 COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench",
@@ -37,12 +38,26 @@ def build_parser():
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Print an :class:`FdpuWarning` as one ``fdpu: warning:`` line (others as Python does)."""
+    if issubclass(category, FdpuWarning):
+        print(f"fdpu: warning: {message}", file=sys.stderr)
+    else:
+        _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
+
+
+_PYTHON_SHOWWARNING = warnings.showwarning
+
+
 def main(argv=None):
     """Run the ``fdpu`` command line and return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FdpuWarning)
+            warnings.showwarning = _show_warning
+            return args.func(args) or 0
     except FdpuError as exc:
         print(f"fdpu: error: {exc}", file=sys.stderr)
         return 2

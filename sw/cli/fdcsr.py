@@ -16,7 +16,6 @@ line and exit status 2 (see :mod:`sw.cli`).
 """
 
 import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from rich.table import Table
 
 from sw.cli.output import (check_outputs, console, megabytes, replacing, save_npy,
                            write_json)
-from sw.compiler import fdcsr, layers
+from sw.compiler import fdcsr, layers, npyfile
 from sw.compiler.prune import check_density
 from sw.spec.errors import FdpuError
 
@@ -92,6 +91,11 @@ def run_decode(args):
     enc = fdcsr.load(args.input)                     # the input checked first
     out = args.output or str(Path(args.input).with_suffix(".npy"))
     check_outputs([("-o", out)], [("IN", args.input)])
+    dense = enc.size * fdcsr.VALUES_DTYPE.itemsize
+    if dense > npyfile.MAX_ARRAY_BYTES:
+        raise FdpuError(f"{args.input}: decodes to {dense:,} bytes of dense float16 (shape "
+                        f"{_shape(enc.shape)}); at most {npyfile.MAX_ARRAY_BYTES:,} bytes, the "
+                        f"most a .npy input may hold, are written")
     save_npy(out, enc.decode())
     print(f"wrote {out}: float16 array of shape {_shape(enc.shape)}, nnz {enc.nnz:,}")
     return 0
@@ -147,7 +151,7 @@ def stats_table(s, title):
 
 def _load_any(path):
     """Return the FD-CSR of ``path``: an FD-CSR ``.npz`` as is, a dense ``.npy`` encoded."""
-    if os.path.exists(path) and zipfile.is_zipfile(path):
+    if npyfile.is_zip(path, "IN must be a .npy array or an FD-CSR .npz file"):
         return fdcsr.load(path)
     return fdcsr.encode(_named(layers.load_npy(path, "the array to measure"), path))
 

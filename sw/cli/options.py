@@ -3,6 +3,7 @@ the graph and array (:func:`add_layer_args`, :func:`plan_options`, :func:`resolv
 RTL simulation's hardware options (:func:`add_hw_args`)."""
 
 import argparse
+import warnings
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
 from sw.models import choose, perf
 from sw.spec.arch import ArrayParams
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
 
 __all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
            "plan_layer", "system_of", "check_system", "graph_name", "resolve", "add_array_args",
@@ -189,6 +190,10 @@ def resolve(args):
                             f"{x.shape[0]} input rows")
     else:
         x = layers.make_inputs(w.shape[1], args.batch or 1, args.seed)
+        if args.weights:
+            warnings.warn(FdpuWarning(
+                f"{args.weights} runs on {x.shape[0]} seeded synthetic input row(s) (--seed "
+                f"{args.seed}): give --inputs X.npy to run it on yours"))
     return name, w, x, params
 
 

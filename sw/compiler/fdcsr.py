@@ -43,20 +43,22 @@ exactly the stored FD-CSR elements (so -0.0 and NaN entries are kept).  A 1-D FD
 ``1 x L`` matrix.  :func:`from_scipy` accepts any 2-D ``scipy.sparse`` array or matrix.
 
 Files.  :meth:`FDCSR.save` writes an uncompressed ``.npz`` with keys ``values``, ``colidx``,
-``rowoff``, ``shape`` and ``format`` (= :data:`FORMAT_TAG`); :func:`load` checks all of them
-and validates the structure.
+``rowoff``, ``shape`` and ``format`` (= :data:`FORMAT_TAG`); :func:`load` reads them without
+trusting the file (:mod:`sw.compiler.npyfile`: regular files only, every member's size,
+compression, CRC and header checked before its data) and validates the structure.
 
 Everything is vectorized: a 4096 x 25088 layer encodes and decodes in about a second each
 (``scripts/bench_fdcsr.py``).
 """
 
 import os
-import zipfile
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from sw.compiler import npyfile
 from sw.spec.errors import FdpuError
+from sw.spec.fp16 import positive_zeros
 
 __all__ = ["ROW", "FORMAT_TAG", "FDCSR", "FDCSRStats", "encode", "from_scipy", "load"]
 
@@ -70,6 +72,8 @@ COLIDX_DTYPE = np.dtype(np.uint16)
 ROWOFF_DTYPE = np.dtype(np.uint32)
 
 _NPZ_KEYS = ("values", "colidx", "rowoff", "shape", "format")
+#: Most bytes the small members (``format``, ``shape``) may declare.
+_TAG_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -230,10 +234,11 @@ class FDCSR:
             raise FdpuError(
                 f"FD-CSR len(values) = {self.values.size} but rowoff[{rows - 1}] + "
                 f"popcount(colidx[{rows - 1}]) = {end}")
-        zeros = np.flatnonzero(self.values.view(np.uint16) == 0)
+        zeros = np.flatnonzero((self.values.view(np.uint16) & 0x7FFF) == 0)
         if zeros.size:
-            raise FdpuError(f"FD-CSR values[{int(zeros[0])}] is +0.0 (0x0000); only elements "
-                            f"other than +0.0 may be stored")
+            raise FdpuError(f"FD-CSR values[{int(zeros[0])}] is a zero "
+                            f"({self.values.view(np.uint16)[zeros[0]]:#06x}); only elements "
+                            f"other than +0.0 and -0.0 may be stored")
 
     # -- conversions ------------------------------------------------------------------------
 
@@ -353,14 +358,15 @@ def encode(dense):
     Returns
     -------
     FDCSR
-        The encoding; every element whose bit pattern is not +0.0 is stored.
+        The encoding; every element other than a zero is stored (``-0.0`` counts as zero,
+        as ``+0.0`` does, and decodes as ``+0.0``).
 
     Raises
     ------
     FdpuError
         For a non-floating dtype, a dimension other than 1 or 2, or an empty array.
     """
-    arr = as_float16(dense, "FD-CSR input")
+    arr = positive_zeros(as_float16(dense, "FD-CSR input"))
     shape = arr.shape
     mat = arr.reshape(1, -1) if arr.ndim == 1 else arr
     k, c = mat.shape
@@ -421,39 +427,46 @@ def from_scipy(matrix):
 def load(path):
     """Read an FD-CSR ``.npz`` file written by :meth:`FDCSR.save`.
 
+    The file is read with :class:`sw.compiler.npyfile.Archive`: a regular file, a zip archive
+    whose members ``values``, ``colidx``, ``rowoff``, ``shape`` and ``format`` are each checked
+    (compression, declared size, CRC, ``.npy`` header, numeric dtype; other members are not
+    read) before their data, then the arrays are validated as an FD-CSR encoding.
+
     Raises
     ------
     FdpuError
-        If the file is not an ``.npz`` archive, lacks a key or the format tag, or its arrays
-        are not a consistent FD-CSR encoding.
+        Naming the file (and the member): not a regular file, not a zip archive, a missing
+        or unreadable member, a declared size above
+        :data:`sw.compiler.npyfile.MAX_ARRAY_BYTES`, another format tag, a ``shape`` that is
+        not 1 or 2 integers, or arrays that are not a consistent FD-CSR encoding.
     OSError
-        If the file cannot be read.
+        If the file does not exist or cannot be read.
     """
     path = os.fspath(path)
-    if not zipfile.is_zipfile(path):
-        if not os.path.exists(path):
-            raise FileNotFoundError(2, "No such file or directory", path)
-        raise FdpuError(f"{path} is not an FD-CSR .npz file (not a zip archive); "
-                        f"write one with 'fdpu fdcsr encode'")
+    with npyfile.Archive(path, "an FD-CSR .npz file",
+                         "write one with 'fdpu fdcsr encode'") as npz:
+        missing = [k for k in _NPZ_KEYS if k not in npz.members]
+        if missing:
+            raise FdpuError(f"{path}: not an FD-CSR .npz file: missing member(s) "
+                            f"{', '.join(missing)}; an FD-CSR file has {', '.join(_NPZ_KEYS)}")
+        tag = npz.read("format", kinds="U", limit=_TAG_BYTES)
+        if tag.shape != () or str(tag) != FORMAT_TAG:
+            raise FdpuError(f"{path}: format tag is {_tag_text(tag)}, expected {FORMAT_TAG!r}")
+        shape = npz.read("shape", kinds="iu", limit=_TAG_BYTES)
+        if shape.ndim != 1 or shape.size not in (1, 2):
+            raise FdpuError(f"{path} member 'shape' must hold 1 or 2 integers, got shape "
+                            f"{shape.shape}")
+        arrays = {k: npz.read(k) for k in ("values", "colidx", "rowoff")}
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in _NPZ_KEYS if k not in npz.files]
-            if missing:
-                raise FdpuError(f"{path} is not an FD-CSR .npz file: missing key(s) "
-                                f"{', '.join(missing)} (expected {', '.join(_NPZ_KEYS)})")
-            tag = npz["format"]
-            if tag.shape != () or tag.dtype.kind != "U" or str(tag) != FORMAT_TAG:
-                raise FdpuError(f"{path}: format tag is {tag!r}, expected {FORMAT_TAG!r}")
-            arrays = {k: npz[k] for k in ("values", "colidx", "rowoff", "shape")}
-    except (ValueError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, FdpuError):
-            raise
-        raise FdpuError(f"{path} is not a readable FD-CSR .npz file: {exc}") from None
-    shape = arrays["shape"]
-    if shape.dtype.kind not in "iu" or shape.ndim != 1:
-        raise FdpuError(f"{path}: 'shape' must be a 1-D integer array, got {shape.dtype} "
-                        f"{shape.shape}")
-    try:
-        return FDCSR(arrays["values"], arrays["colidx"], arrays["rowoff"], tuple(shape))
+        return FDCSR(arrays["values"], arrays["colidx"], arrays["rowoff"],
+                     tuple(shape.tolist()))
     except FdpuError as exc:
         raise FdpuError(f"{path}: {exc}") from None
+
+
+def _tag_text(tag):
+    """Return a short description of a format-tag member that is not the expected tag."""
+    if tag.shape != ():
+        return f"an array of shape {tag.shape}"
+    text = repr(str(tag))
+    return text if len(text) <= 60 else text[:57] + "..."

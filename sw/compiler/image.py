@@ -39,18 +39,21 @@ array each port configures one quadrant and the ports' flits share no mesh link.
 go to Cbuf region ``p`` (``P`` regions of whole banks); the CTX templates follow port 0's records.
 
 :meth:`Image.check` validates everything against the image's :class:`~sw.spec.arch.ArrayParams`
-(every word decodes, every destination and segment is inside the array and the Dbufs) and
-raises :class:`~sw.spec.errors.FdpuError` naming the fault.  :meth:`Image.save` writes an
-uncompressed ``.npz``; :func:`load` reads and checks one.
+(integer counts in range, every word decodes, every destination and segment is inside the array
+and the Dbufs, segments do not overlap) and raises :class:`~sw.spec.errors.FdpuError` naming the
+fault.  :meth:`Image.save` writes an uncompressed ``.npz``; :func:`load` reads one without
+trusting it (every member and table checked, :mod:`sw.compiler.npyfile`) and checks the image.
 """
 
+import dataclasses
 import json
+import numbers
 import os
-import zipfile
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from sw.compiler import npyfile
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (MAX_RECORD, cbuf_header_layout, cbuf_template_layout,
@@ -59,11 +62,24 @@ from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, pack_flit, unbias
 from sw.spec.ports import config_port_of
 
-__all__ = ["FORMAT_TAG", "Image", "load", "expand_cbuf"]
+__all__ = ["FORMAT_TAG", "MAX_CONTEXTS", "MAX_SEGMENTS", "MAX_INFO_BYTES", "Image", "load",
+           "expand_cbuf"]
 
 
 #: Format tag stored in every image file.
 FORMAT_TAG = "fdpu-image-v1"
+#: Most contexts one image may run.
+MAX_CONTEXTS = 1 << 20
+#: Most memory segments one image file may list.
+MAX_SEGMENTS = 1 << 20
+#: Most bytes the ``info`` member of an image file may declare (a string of 4 M characters).
+MAX_INFO_BYTES = 1 << 24
+
+#: The members of an image file, in the order :meth:`Image.save` writes them.
+_MEMBERS = ("info", "program", "regs", "preloads", "preload_values", "seg_addr", "seg_len",
+            "seg_data")
+#: The keys of its ``info`` object; the first five are required.
+_INFO_KEYS = ("format", "params", "contexts", "window", "ends_per_context", "ctx_base", "meta")
 
 
 def _runs_of(indices):
@@ -130,11 +146,17 @@ class Image:
         return sum(int(p) << (64 * i) for i, p in enumerate(parts))
 
     def instructions(self):
-        """Return ``{(x, y, slot): Instruction}`` of every configured slot (decoded)."""
+        """Return ``{(x, y, slot): Instruction}`` of every configured slot (decoded).
+
+        Raises :class:`FdpuError` naming the slot of a word that does not decode.
+        """
         out = {}
         ys, xs, ss = np.nonzero(self.program.any(axis=3))
         for y, x, s in zip(ys.tolist(), xs.tolist(), ss.tolist()):
-            out[(x, y, s)] = isa.decode(self.word(x, y, s), self.params)
+            try:
+                out[(x, y, s)] = isa.decode(self.word(x, y, s), self.params)
+            except FdpuError as exc:
+                raise FdpuError(f"program slot ({x},{y}).{s}: {exc}") from None
         return out
 
     def cbuf_words(self):
@@ -189,24 +211,39 @@ class Image:
                 np.array(templates, dtype=np.uint64))
 
     def check(self):
-        """Raise :class:`FdpuError` unless the image is consistent with its parameters."""
+        """Raise :class:`FdpuError` unless the image is consistent with its parameters.
+
+        Checked: ``contexts`` (an integer in ``1 ..`` :data:`MAX_CONTEXTS`), ``window``
+        (``1 .. operand_depth``), ``ctx_base`` (``ctx_base + contexts <= 2**32``) and
+        ``ends_per_context`` (the number of END instructions, at least one) are integers, not
+        bools or floats; ``meta`` is a dict; ``program`` and ``regs`` are uint64 arrays of the
+        parameters' shapes; every configured word decodes and sends only to token operands of
+        configured slots; every preload names a token operand of a configured instruction
+        and its value fits 64 bits; segments, numbered by ascending address, hold at least
+        one byte each, lie inside one Dbuf each and do not overlap.  There must be a CTX
+        instruction.
+        """
         p = self.params
+        self._check_counts()
         shape = (p.rows, p.cols, p.slots, word_parts(p))
-        if self.program.shape != shape or self.program.dtype != np.uint64:
-            raise FdpuError(f"image program has shape {self.program.shape} "
-                            f"{self.program.dtype}; a {p.rows}x{p.cols} array with {p.slots} "
-                            f"slots needs uint64 {shape}")
-        if self.regs.shape != (p.rows, p.cols, p.regs):
-            raise FdpuError(f"image registers have shape {self.regs.shape}, expected "
-                            f"{(p.rows, p.cols, p.regs)}")
+        if not isinstance(self.program, np.ndarray) or self.program.shape != shape \
+                or self.program.dtype != np.uint64:
+            raise FdpuError(f"image program has shape {np.shape(self.program)} "
+                            f"{getattr(self.program, 'dtype', type(self.program).__name__)}; a "
+                            f"{p.rows}x{p.cols} array with {p.slots} slots needs uint64 {shape}")
+        if not isinstance(self.regs, np.ndarray) or self.regs.shape != (p.rows, p.cols, p.regs) \
+                or self.regs.dtype != np.uint64:
+            raise FdpuError(f"image registers have shape {np.shape(self.regs)} "
+                            f"{getattr(self.regs, 'dtype', type(self.regs).__name__)}, expected "
+                            f"uint64 {(p.rows, p.cols, p.regs)}")
         insns = self.instructions()
-        for x, y, slot, operand, value in self.preloads:
+        for i, (x, y, slot, operand, value) in enumerate(self.preloads):
             insn = insns.get((x, y, slot))
             if insn is None or operand not in insn.token_operands:
-                raise FdpuError(f"preload for ({x},{y}).{slot}.{operand} names no token "
+                raise FdpuError(f"preload {i}, ({x},{y}).{slot}.{operand}, names no token "
                                 f"operand of a configured instruction")
-            if not 0 <= value < 1 << 64:
-                raise FdpuError(f"preload value {value} does not fit 64 bits")
+            if not _is_int(value) or not 0 <= value < 1 << 64:
+                raise FdpuError(f"preload {i} value {value!r} does not fit 64 bits")
         for (x, y, s), insn in insns.items():
             for d in insn.dests:
                 tgt = insns.get((d.x, d.y, d.slot))
@@ -216,28 +253,42 @@ class Image:
                 if d.operand not in tgt.token_operands:
                     raise FdpuError(f"instruction at ({x},{y}).{s} sends to {d}, which is "
                                     f"not a token operand of {tgt.op.name}")
-        for addr, data in self.segments.items():
-            if not 0 <= addr or addr + len(data) > p.memory_bytes:
-                raise FdpuError(f"memory segment at {addr:#x} ({len(data)} bytes) is outside "
-                                f"the Dbufs (0..{p.memory_bytes - 1:#x})")
-            if len(data) and p.dbuf_of(addr)[0] != p.dbuf_of(addr + len(data) - 1)[0]:
-                raise FdpuError(f"memory segment at {addr:#x} ({len(data)} bytes) crosses a "
-                                f"Dbuf boundary")
-        if not isinstance(self.contexts, int) or self.contexts < 0:
-            raise FdpuError(f"contexts must be a non-negative integer, got {self.contexts!r}")
-        if isinstance(self.ctx_base, bool) or not isinstance(self.ctx_base, int) \
-                or not 0 <= self.ctx_base or self.ctx_base + self.contexts > 1 << 32:
-            raise FdpuError(f"ctx_base must be a non-negative integer with ctx_base + contexts "
-                            f"below 2**32, got {self.ctx_base!r}")
-        if not 1 <= self.window <= p.operand_depth:
-            raise FdpuError(f"window must be in 1..{p.operand_depth} (operand_depth), got "
-                            f"{self.window}")
+        prev_end = 0
+        for i, addr in enumerate(sorted(self.segments)):
+            n = len(self.segments[addr])
+            where = f"memory segment {i} at {addr:#x} ({n} bytes)"
+            if not n:
+                raise FdpuError(f"{where} is empty; a segment holds at least one byte")
+            if not 0 <= addr or addr + n > p.memory_bytes:
+                raise FdpuError(f"{where} is outside the Dbufs (0..{p.memory_bytes - 1:#x})")
+            if p.dbuf_of(addr)[0] != p.dbuf_of(addr + n - 1)[0]:
+                raise FdpuError(f"{where} crosses a Dbuf boundary")
+            if i and addr < prev_end:
+                raise FdpuError(f"{where} overlaps segment {i - 1}, which ends at "
+                                f"{prev_end - 1:#x}")
+            prev_end = addr + n
         ends = sum(1 for i in insns.values() if i.end)
-        if self.ends_per_context != ends or (self.contexts and not ends):
+        if self.ends_per_context != ends:
             raise FdpuError(f"ends_per_context is {self.ends_per_context} but the program has "
                             f"{ends} END instructions (need at least one to finish)")
-        if not any(i.op is isa.Op.CTX for i in insns.values()) and self.contexts:
+        if not any(i.op is isa.Op.CTX for i in insns.values()):
             raise FdpuError("the program has no CTX instruction: no context can start")
+
+    def _check_counts(self):
+        """Check ``contexts``, ``window``, ``ctx_base``, ``ends_per_context`` (their types and
+        ranges) and ``meta`` (a dict): the part of :meth:`check` that an image file's ``info``
+        member holds."""
+        p = self.params
+        _check_int("contexts", self.contexts, 1, MAX_CONTEXTS)
+        _check_int("window", self.window, 1, p.operand_depth, " (operand_depth)")
+        if not _is_int(self.ctx_base) or not 0 <= self.ctx_base \
+                or self.ctx_base + self.contexts > 1 << 32:
+            raise FdpuError(f"ctx_base must be a non-negative integer with ctx_base + contexts "
+                            f"below 2**32, got {_short(self.ctx_base)}")
+        _check_int("ends_per_context", self.ends_per_context, 1, p.num_pes * p.slots)
+        if not isinstance(self.meta, dict):
+            raise FdpuError(f"meta must be a dict (a JSON object), got "
+                            f"{type(self.meta).__name__}")
 
     def save(self, path):
         """Write the image as an uncompressed ``.npz`` to ``path``."""
@@ -256,40 +307,181 @@ class Image:
                  seg_data=np.frombuffer(blob, dtype=np.uint8))
 
 
+def _is_int(value):
+    """Return whether ``value`` is an integer (Python or numpy), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_int(name, value, lo, hi, why=""):
+    """Raise :class:`FdpuError` unless ``value`` is an integer (not a bool) in ``lo .. hi``."""
+    if not _is_int(value) or not lo <= value <= hi:
+        raise FdpuError(f"{name} must be an integer in {lo}..{hi}{why}, got {_short(value)}")
+
+
+def _short(value):
+    """Return ``repr(value)``, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_kind(value):
+    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
+                       ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
+def _read_info(z, path):
+    """Return the checked ``info`` dict of the open archive ``z`` (see :func:`load`)."""
+    raw = z.read("info", kinds="U", limit=MAX_INFO_BYTES)
+    name = f"{path} member 'info'"
+    if raw.shape != ():
+        raise FdpuError(f"{name} must be one string (a JSON object), got an array of shape "
+                        f"{raw.shape}")
+    try:
+        info = json.loads(str(raw))
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) if len(str(exc)) <= 80 else str(exc)[:77] + "..."
+        raise FdpuError(f"{name} is not valid JSON ({type(exc).__name__}: {reason})") from None
+    if not isinstance(info, dict):
+        raise FdpuError(f"{name} holds a JSON {_json_kind(info)}; it must be a JSON object "
+                        f"with keys {', '.join(_INFO_KEYS)}")
+    if info.get("format") != FORMAT_TAG:
+        raise FdpuError(f"{name}: format tag {_short(info.get('format'))}, expected "
+                        f"{FORMAT_TAG!r}")
+    allowed = f"{', '.join(_INFO_KEYS)} (ctx_base and meta optional)"
+    missing = [k for k in _INFO_KEYS[:5] if k not in info]
+    if missing:
+        raise FdpuError(f"{name}: missing key(s) {', '.join(missing)}; keys: {allowed}")
+    unknown = [_short(k) for k in info if k not in _INFO_KEYS]
+    if unknown:
+        raise FdpuError(f"{name}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    params = info["params"]
+    if not isinstance(params, dict):
+        raise FdpuError(f"{name}: params is a JSON {_json_kind(params)}; it must be an object "
+                        f"of the array parameters")
+    fields = [f.name for f in dataclasses.fields(ArrayParams)]
+    for key, value in params.items():
+        if key not in fields:
+            raise FdpuError(f"{name}: params has unknown key {_short(key)}; allowed: "
+                            f"{', '.join(fields)}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FdpuError(f"{name}: params.{key} must be an integer, got {_short(value)}")
+    try:
+        info["params"] = ArrayParams(**params)
+    except FdpuError as exc:
+        raise FdpuError(f"{name}: params: {exc}") from None
+    return info
+
+
+def _preloads(path, params, pre, values):
+    """Return the preload tuples of the ``preloads`` and ``preload_values`` tables."""
+    if pre.ndim != 2 or pre.shape[1] != 4:
+        raise FdpuError(f"{path} member 'preloads' must be a table of N rows of 4 integers "
+                        f"(x, y, slot, operand), got shape {pre.shape}")
+    if values.ndim != 1 or values.shape[0] != pre.shape[0]:
+        raise FdpuError(f"{path} member 'preload_values' has shape {values.shape} but member "
+                        f"'preloads' has {pre.shape[0]} rows; one value per preload")
+    most = params.num_pes * params.slots * params.MAX_OPERANDS * params.operand_depth
+    if pre.shape[0] > most:
+        raise FdpuError(f"{path} member 'preloads' has {pre.shape[0]:,} rows; at most {most:,} "
+                        f"fit the array (every operand of every slot full)")
+    return [(*row, v) for row, v in zip(pre.tolist(), values.tolist())]
+
+
+def _segments(path, addrs, lens, data):
+    """Return ``{address: bytes}`` of the ``seg_addr``, ``seg_len`` and ``seg_data`` tables."""
+    for member, arr in (("seg_addr", addrs), ("seg_len", lens)):
+        if arr.ndim != 1:
+            raise FdpuError(f"{path} member '{member}' must be 1-D, got shape {arr.shape}")
+    if addrs.shape != lens.shape:
+        raise FdpuError(f"{path} member 'seg_addr' has {addrs.size} entries but member "
+                        f"'seg_len' has {lens.size}; one address and one length per segment")
+    if data.ndim != 1 or data.dtype != np.uint8:
+        raise FdpuError(f"{path} member 'seg_data' must be 1-D uint8 (the segments' bytes), "
+                        f"got {data.dtype} of shape {data.shape}")
+    if addrs.size > MAX_SEGMENTS:
+        raise FdpuError(f"{path} member 'seg_addr' lists {addrs.size:,} segments; at most "
+                        f"{MAX_SEGMENTS:,} are allowed")
+    for member, arr, bad, rule in (
+            ("seg_len", lens, lens < 1, "a segment holds at least 1 byte"),
+            ("seg_len", lens, lens > data.size,
+             f"longer than the {data.size:,} bytes of member 'seg_data'"),
+            ("seg_addr", addrs, addrs < 0, "addresses are non-negative")):
+        hit = np.flatnonzero(bad)
+        if hit.size:
+            i = int(hit[0])
+            raise FdpuError(f"{path} member '{member}' entry {i} is {int(arr[i]):,}; {rule}")
+    hit = np.flatnonzero(addrs[1:] <= addrs[:-1])
+    if hit.size:
+        i = int(hit[0]) + 1
+        raise FdpuError(f"{path} member 'seg_addr' entry {i} ({int(addrs[i]):#x}) is not above "
+                        f"entry {i - 1} ({int(addrs[i - 1]):#x}); segments are listed by "
+                        f"ascending address, each once")
+    total = int(lens.astype(np.int64).sum())        # each length <= data.size: no overflow
+    if total != data.size:
+        raise FdpuError(f"{path} member 'seg_len' totals {total:,} bytes but member 'seg_data' "
+                        f"holds {data.size:,}; they must agree")
+    blob, segments, o = data.tobytes(), {}, 0
+    for a, n in zip(addrs.tolist(), lens.tolist()):
+        segments[a] = blob[o:o + n]
+        o += n
+    return segments
+
+
 def load(path):
     """Read and check an image written by :meth:`Image.save`.
+
+    The file is read with :class:`sw.compiler.npyfile.Archive` (a regular file; every member's
+    compression, declared size, CRC and ``.npy`` header checked before its data) and must hold
+    exactly the members ``info``, ``program``, ``regs``, ``preloads``, ``preload_values``,
+    ``seg_addr``, ``seg_len`` and ``seg_data``:
+
+    * ``info``: one string of at most :data:`MAX_INFO_BYTES`, a JSON object with the format tag
+      :data:`FORMAT_TAG`, ``params`` (integer :class:`~sw.spec.arch.ArrayParams` fields),
+      ``contexts``, ``window``, ``ends_per_context`` and optionally ``ctx_base`` and ``meta``
+      (an object), no other key;
+    * ``preloads``: an N x 4 integer table (x, y, slot, operand) with N values in
+      ``preload_values``, N at most what the operand buffers hold;
+    * ``seg_addr`` and ``seg_len``: 1-D integer tables of equal length (at most
+      :data:`MAX_SEGMENTS`), addresses non-negative and strictly ascending, lengths positive
+      and totalling the length of ``seg_data`` (1-D uint8);
+
+    then the image is checked with :meth:`Image.check` (segments numbered as in the tables).
 
     Raises
     ------
     FdpuError
-        If the file is not an FDPU image or the image is malformed.
+        Naming the file (and the member, key or entry) for any of the faults above.
+    OSError
+        If the file does not exist or cannot be read.
     """
     path = os.fspath(path)
-    if not zipfile.is_zipfile(path):
-        if not os.path.exists(path):
-            raise FileNotFoundError(2, "No such file or directory", path)
-        raise FdpuError(f"{path}: not an FDPU image (.npz written by 'fdpu asm')")
+    with npyfile.Archive(path, "an FDPU image", "write one with 'fdpu asm -o IMAGE.npz'") as z:
+        missing = [m for m in _MEMBERS if m not in z.members]
+        if missing:
+            raise FdpuError(f"{path}: not an FDPU image: missing member(s) "
+                            f"{', '.join(missing)}; an image has {', '.join(_MEMBERS)}")
+        extra = [_short(m) for m in list(z.members) + z.others if m not in _MEMBERS]
+        if extra:
+            raise FdpuError(f"{path}: unexpected member(s) {', '.join(extra)} in an FDPU "
+                            f"image; an image has exactly {', '.join(_MEMBERS)}")
+        info = _read_info(z, path)
+        program, regs = z.read("program", kinds="u"), z.read("regs", kinds="u")
+        pre, values = z.read("preloads", kinds="iu"), z.read("preload_values", kinds="iu")
+        addrs, lens = z.read("seg_addr", kinds="iu"), z.read("seg_len", kinds="iu")
+        data = z.read("seg_data", kinds="u")
+    params = info["params"]
+    img = Image(params, program, regs, _preloads(path, params, pre, values),
+                _segments(path, addrs, lens, data), info["contexts"], info["window"],
+                info["ends_per_context"], info.get("meta", {}), info.get("ctx_base", 0))
     try:
-        with np.load(path, allow_pickle=False) as z:
-            info = json.loads(str(z["info"]))
-            if info.get("format") != FORMAT_TAG:
-                raise FdpuError(f"{path}: format tag {info.get('format')!r}, expected "
-                                f"{FORMAT_TAG!r}")
-            params = ArrayParams(**info["params"])
-            pre, prev = z["preloads"], z["preload_values"]
-            addrs, lens, data = z["seg_addr"], z["seg_len"], z["seg_data"].tobytes()
-            segments, o = {}, 0
-            for a, n in zip(addrs.tolist(), lens.tolist()):
-                segments[a] = data[o:o + n]
-                o += n
-            img = Image(params, z["program"], z["regs"],
-                        [(*map(int, r), int(v)) for r, v in zip(pre, prev)], segments,
-                        int(info["contexts"]), int(info["window"]),
-                        int(info["ends_per_context"]), info.get("meta", {}),
-                        int(info.get("ctx_base", 0)))
-    except FdpuError:
-        raise
-    except (KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
-        raise FdpuError(f"{path}: malformed FDPU image ({type(exc).__name__}: {exc})") from None
-    img.check()
+        img._check_counts()
+    except FdpuError as exc:
+        raise FdpuError(f"{path} member 'info': {exc}") from None
+    try:
+        img.check()
+    except FdpuError as exc:
+        raise FdpuError(f"{path}: {exc}") from None
     return img

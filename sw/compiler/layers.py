@@ -14,21 +14,25 @@ Contract
   arguments: the same seed gives the same bits on every machine with the same numpy version
   (PCG64; numpy does not promise identical streams across versions); weights and inputs draw
   from different streams of the seed.
-* :func:`load_weights` and :func:`load_inputs` read the user's ``.npy`` files (never pickles)
-  and check dimension, dtype, finiteness and shape agreement; each failure is an
-  :class:`~sw.spec.errors.FdpuError` naming the file and what is allowed.  Both return float16
-  (RNE).
+* :func:`load_weights` and :func:`load_inputs` read the user's ``.npy`` files with
+  :func:`load_npy` (regular files only, header checked before the data: never pickles, never
+  more than :data:`sw.compiler.npyfile.MAX_ARRAY_BYTES`) and check dimension, dtype,
+  finiteness and shape agreement; each failure is an :class:`~sw.spec.errors.FdpuError`
+  naming the file and what is allowed.  Both return float16 (RNE).
 """
 
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from sw.compiler import npyfile
 from sw.compiler.prune import check_density, prune
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.fp16 import positive_zeros, to_weights
 
 __all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
            "get_layer", "check_sizes", "make_weights", "make_inputs", "load_npy",
@@ -184,7 +188,7 @@ def make_weights(spec_or_shape, density=None, seed=0):
     rng = np.random.default_rng([_check_seed(seed), 0x3E16])
     w = rng.standard_normal(shape, dtype=np.float32)
     w *= np.float32(math.sqrt(2.0 / shape[1]))
-    return prune(w.astype(np.float16), density)
+    return positive_zeros(prune(w.astype(np.float16), density))
 
 
 def make_inputs(c, batch=1, seed=0):
@@ -214,7 +218,13 @@ def make_inputs(c, batch=1, seed=0):
 
 
 def load_npy(path, what="array"):
-    """Read one array from the ``.npy`` file ``path`` without unpickling anything.
+    """Read one numeric array from the ``.npy`` file ``path``, checked before it is read.
+
+    The file must be a regular file (never opened blocking: a named pipe is refused at once)
+    holding one ``.npy`` array: its header (version 1.0 or 2.0) is read first and must declare
+    a numeric dtype (bool, integer, float or complex; never objects, so nothing is unpickled)
+    of at most :data:`sw.compiler.npyfile.MAX_ARRAY_BYTES` bytes (2 GiB), and the data must
+    be exactly as long as the header declares (:func:`sw.compiler.npyfile.read_npy`).
 
     Parameters
     ----------
@@ -226,21 +236,17 @@ def load_npy(path, what="array"):
     Raises
     ------
     FdpuError
-        If the file is not a ``.npy`` array (an ``.npz`` archive, a pickle, text...).
+        Naming ``path``: not a regular file, an ``.npz`` archive, not a ``.npy`` file (a
+        pickle, text...), an unreadable header, a dtype that is not numeric, a declared size
+        above the limit, a truncated file or trailing bytes.
     OSError
-        If it cannot be read.
+        If it does not exist or cannot be read.
     """
     path = os.fspath(path)
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, EOFError) as exc:
-        reason = "it holds pickled Python objects" if "pickle" in str(exc) else str(exc)
-        raise FdpuError(f"{path}: not a .npy array file ({reason}); {what} must be saved with "
-                        f"numpy.save") from None
-    if not isinstance(data, np.ndarray):
-        data.close()
-        raise FdpuError(f"{path}: is an .npz archive; {what} must be a single .npy array")
-    return data
+    hint = f"{what} must be a .npy array saved with numpy.save"
+    with npyfile.open_regular(path, hint) as f:
+        size = os.fstat(f.fileno()).st_size
+        return npyfile.read_npy(f, size, path, npyfile.NUMERIC, hint=hint)
 
 
 def _check_float(arr, path, what):
@@ -270,7 +276,12 @@ def load_weights(path):
     if arr.ndim != 2:
         raise FdpuError(f"{os.fspath(path)}: weights must be 2-D (K x C), got {arr.ndim}-D "
                         f"of shape {arr.shape}")
-    return _check_float(arr, os.fspath(path), "weights")
+    _check_float(arr, os.fspath(path), "weights")
+    half, flushed = to_weights(arr, os.fspath(path))
+    if flushed:
+        warnings.warn(FdpuWarning(f"{os.fspath(path)}: {flushed:,} non-zero weight(s) round to "
+                                  f"zero in binary16 (|x| < 2**-25) and are not stored"))
+    return half
 
 
 def load_inputs(path, c):

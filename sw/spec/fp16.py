@@ -44,7 +44,8 @@ from sw.spec.errors import FdpuError
 __all__ = [
     "POS_ZERO", "NEG_ZERO", "ONE", "NEG_ONE", "POS_INF", "NEG_INF", "QNAN", "MAX_FINITE",
     "MIN_NORMAL", "MIN_SUBNORMAL", "SIGN_MASK", "EXP_MASK", "FRAC_MASK",
-    "add", "sub", "mul", "fma", "from_float", "to_float", "is_nan",
+    "add", "sub", "mul", "fma", "from_float", "to_float", "is_nan", "positive_zeros",
+    "to_weights",
     "pack4", "unpack4", "simd4_add", "simd4_sub", "simd4_mul", "simd4_fma",
 ]
 
@@ -386,3 +387,26 @@ def simd4_mul(a, b):
 def simd4_fma(a, b, c):
     """Compute ``a * b + c`` on SIMD-4 words lane-wise (see :func:`fma`); returns uint64 words."""
     return _simd4(fma, "abc", (a, b, c))
+
+
+def positive_zeros(values):
+    """Return a binary16 copy of ``values`` with every ``-0.0`` made ``+0.0``.
+
+    A weight of either zero is not stored (FD-CSR, the sparse graphs, nnz and density count
+    both as zero); making them one value where weights enter keeps every later test of "is
+    this weight stored" a test of its bits against ``0x0000``.
+    """
+    out = np.array(values, dtype=np.float16, copy=True)
+    out[out == 0] = 0                          # -0.0 == 0 is true: both become +0.0
+    return out
+
+
+def to_weights(values, what):
+    """Return finite real ``values`` as binary16 weights: rounded to nearest even, both zeros
+    ``+0.0`` (:func:`positive_zeros`), and the number of non-zero values that binary16 rounded
+    to zero (underflow), for a warning naming ``what``.  Overflow is the caller's check."""
+    arr = np.asarray(values)
+    with np.errstate(over="ignore", under="ignore"):
+        half = positive_zeros(arr.astype(np.float16))
+    flushed = int(np.count_nonzero((arr != 0) & (half == 0)))
+    return half, flushed

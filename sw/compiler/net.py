@@ -1,0 +1,163 @@
+"""A network: a chain of fully-connected layers, each with an optional bias and activation.
+
+Contract
+--------
+A :class:`Net` is a list of :class:`Dense` layers, ``layers[i].C == layers[i - 1].K``.  A
+:class:`Dense` layer holds
+
+* ``weights``: the ``K x C`` binary16 matrix (``O[n][k] = sum_c W[k][c] * I[n][c]``, the
+  layer convention of :mod:`sw.compiler.layers`);
+* ``bias``: ``K`` binary16 values or ``None``;
+* ``activation``: ``"relu"`` or ``None``;
+* ``name``: where it came from (the ONNX node, the ``.npz`` key), for messages.
+
+Weights and biases are converted to binary16 once, here, and checked: finite, within the
+binary16 range, with the right shapes.  :func:`from_npz` reads the documented ``.npz`` layout;
+:mod:`sw.compiler.onnx_import` reads ONNX.  :func:`reference` evaluates a net in float32 (the
+accuracy baseline of a run).
+
+The ``.npz`` layout: arrays ``W0 .. W{n-1}`` (``K_i x C_i``, any float dtype), optional
+``b0 .. b{n-1}`` (``K_i``), optional ``act``: ``n`` strings, each ``relu`` or ``none``
+(default: ``relu`` after every layer but the last).  No other keys.
+"""
+
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.compiler.npyfile import Archive
+from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.fp16 import to_weights
+
+__all__ = ["ACTIVATIONS", "Dense", "Net", "from_npz", "reference"]
+
+#: The activations a layer may have (``None``: none).
+ACTIVATIONS = ("relu",)
+
+
+def _half(values, what):
+    """Return ``values`` as binary16 (both zeros ``+0.0``), refusing NaN, infinities and
+    overflow and warning about non-zero values that round to zero."""
+    arr = np.asarray(values)
+    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
+        raise FdpuError(f"{what}: dtype {arr.dtype} is not a number type")
+    if not np.isfinite(arr).all():
+        raise FdpuError(f"{what}: holds NaN or infinity; all values must be finite")
+    half, flushed = to_weights(arr, what)
+    if not np.isfinite(half).all():
+        raise FdpuError(f"{what}: values beyond the binary16 range (|x| <= 65504)")
+    if flushed:
+        warnings.warn(FdpuWarning(f"{what}: {flushed:,} non-zero value(s) round to zero in "
+                                  f"binary16 (|x| < 2**-25)"))
+    return half
+
+
+@dataclass(frozen=True)
+class Dense:
+    """One FC layer of a :class:`Net` (see the module docstring)."""
+
+    weights: np.ndarray
+    bias: np.ndarray | None = None
+    activation: str | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        w = _half(self.weights, f"{self.name}: weights")
+        if w.ndim != 2 or 0 in w.shape:
+            raise FdpuError(f"{self.name}: weights must be a non-empty K x C matrix, got shape "
+                            f"{w.shape}")
+        object.__setattr__(self, "weights", w)
+        if self.bias is not None:
+            b = _half(self.bias, f"{self.name}: bias").reshape(-1)
+            if b.shape != (w.shape[0],):
+                raise FdpuError(f"{self.name}: bias has {b.size} values, the layer has K = "
+                                f"{w.shape[0]} outputs")
+            object.__setattr__(self, "bias", b)
+        if self.activation not in (None,) + ACTIVATIONS:
+            raise FdpuError(f"{self.name}: activation {self.activation!r}; allowed: "
+                            f"{', '.join(ACTIVATIONS)} or none")
+
+    @property
+    def K(self):
+        return self.weights.shape[0]
+
+    @property
+    def C(self):
+        return self.weights.shape[1]
+
+
+@dataclass(frozen=True)
+class Net:
+    """A chain of :class:`Dense` layers, each consuming the previous one's outputs."""
+
+    layers: tuple
+    source: str = ""
+
+    def __post_init__(self):
+        layers = tuple(self.layers)
+        if not layers:
+            raise FdpuError(f"{self.source}: the network has no FC layer")
+        for prev, layer in zip(layers, layers[1:]):
+            if layer.C != prev.K:
+                raise FdpuError(f"{self.source}: {layer.name} takes C = {layer.C} inputs but "
+                                f"{prev.name} gives K = {prev.K} outputs")
+        object.__setattr__(self, "layers", layers)
+
+    @property
+    def C(self):
+        """Input features of the network."""
+        return self.layers[0].C
+
+    @property
+    def K(self):
+        """Outputs of the network."""
+        return self.layers[-1].K
+
+
+def from_npz(path):
+    """Return the :class:`Net` of a ``.npz`` file in the layout of the module docstring."""
+    with Archive(path, "a network .npz", "write W0, b0, W1, ... with numpy.savez") as z:
+        keys = set(z.members) | set(z.others)
+        ws = sorted((int(m.group(1)) for k in keys if (m := re.fullmatch(r"W(\d+)", k))))
+        if not ws:
+            raise FdpuError(f"{path}: no weights: a network .npz holds W0, W1, ... (K x C each)")
+        if ws != list(range(len(ws))):
+            raise FdpuError(f"{path}: weight keys must be W0 .. W{len(ws) - 1} without gaps, "
+                            f"got {', '.join(f'W{i}' for i in ws)}")
+        n = len(ws)
+        allowed = {f"W{i}" for i in range(n)} | {f"b{i}" for i in range(n)} | {"act"}
+        extra = sorted(keys - allowed)
+        if extra:
+            raise FdpuError(f"{path}: unexpected key(s) {', '.join(extra)}; allowed: W0.., "
+                            f"b0.., act")
+        acts = ["relu"] * (n - 1) + ["none"]
+        if "act" in keys:
+            raw = z.read("act", kinds="U")
+            if raw.shape != (n,):
+                raise FdpuError(f"{path}: act must list {n} activations (one a layer), got shape "
+                                f"{raw.shape}")
+            acts = [str(a).lower() for a in raw]
+        layers = []
+        for i in range(n):
+            act = acts[i]
+            if act not in ("none",) + ACTIVATIONS:
+                raise FdpuError(f"{path}: act[{i}] is {act!r}; allowed: relu, none")
+            bias = z.read(f"b{i}", kinds="fiu") if f"b{i}" in keys else None
+            layers.append(Dense(z.read(f"W{i}", kinds="fiu"), bias,
+                                None if act == "none" else act, name=f"{path}: W{i}"))
+    return Net(tuple(layers), source=str(path))
+
+
+def reference(net, x):
+    """Return the float32 evaluation of ``net`` on inputs ``x`` (``N x C``): the binary16
+    weights and biases in float32 arithmetic, the accuracy baseline of a run."""
+    y = np.asarray(x, dtype=np.float32)
+    for layer in net.layers:
+        y = y @ layer.weights.astype(np.float32).T
+        if layer.bias is not None:
+            y = y + layer.bias.astype(np.float32)
+        if layer.activation == "relu":
+            y = np.maximum(y, np.float32(0))
+    return y

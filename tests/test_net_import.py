@@ -1,0 +1,144 @@
+"""Networks: the .npz layout and the ONNX importer (models built here with onnx.helper)."""
+
+import numpy as np
+import pytest
+
+from sw.compiler import net
+from sw.spec.errors import FdpuError
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+RNG = np.random.default_rng(20261203)
+
+
+def _init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr, np.float32), name)
+
+
+def _model(nodes, inits, c, k, path, in_shape=None):
+    g = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape or ["N", c])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", k])],
+        initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, str(path))
+    return path
+
+
+def test_gemm_transb_relu_chain(tmp_path):
+    w1 = RNG.standard_normal((8, 12)).astype(np.float16).astype(np.float32)   # K x C
+    b1 = RNG.standard_normal(8).astype(np.float16).astype(np.float32)
+    w2 = RNG.standard_normal((8, 3)).astype(np.float16).astype(np.float32)    # C x K
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1, name="fc1"),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2"], ["y"], name="fc2")]
+    p = _model(nodes, [_init("w1", w1), _init("b1", b1), _init("w2", w2)], 12, 3,
+               tmp_path / "m.onnx")
+    n = onnx_load(p)
+    assert [(l.K, l.C, l.activation) for l in n.layers] == [(8, 12, "relu"), (3, 8, None)]
+    assert n.layers[1].bias is None
+    x = RNG.standard_normal((5, 12)).astype(np.float16)
+    want = np.maximum(x.astype(np.float32) @ w1.T + b1, 0) @ w2
+    np.testing.assert_allclose(net.reference(n, x), want, rtol=1e-5, atol=1e-5)
+
+
+def onnx_load(path):
+    from sw.compiler import onnx_import
+    return onnx_import.load(path)
+
+
+def test_gemm_alpha_beta_and_matmul_add(tmp_path):
+    w = np.arange(6, dtype=np.float32).reshape(3, 2) / 8                      # C x K
+    c = np.array([[1.0, -1.0]], np.float32)
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "w", "c"], ["g"], alpha=2.0, beta=0.5),
+             helper.make_node("MatMul", ["g", "v"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["y"])]
+    v = np.eye(2, dtype=np.float32)
+    p = _model(nodes, [_init("w", w), _init("c", c), _init("v", v), _init("b", [0.25, 0.5])],
+               3, 2, tmp_path / "m.onnx")
+    n = onnx_load(p)
+    np.testing.assert_array_equal(n.layers[0].weights, (2 * w.T).astype(np.float16))
+    np.testing.assert_array_equal(n.layers[0].bias, np.array([0.5, -0.5], np.float16))
+    np.testing.assert_array_equal(n.layers[1].bias, np.array([0.25, 0.5], np.float16))
+
+
+@pytest.mark.parametrize("case, match", [
+    ("conv", "node Conv 'bad' is not supported"),
+    ("computed", "must be an initializer"),
+    ("transA", "transA = 1"),
+    ("mismatch", "takes C = 5 inputs but"),
+    ("branch", "feeds 2 nodes"),
+    ("bias", "does not broadcast"),
+    ("relu_first", "a Relu must follow an FC layer"),
+])
+def test_bad_models(tmp_path, case, match):
+    w = np.ones((4, 6), np.float32)
+    nodes, inits, c, k = {
+        "conv": ([helper.make_node("Conv", ["x", "w"], ["y"], name="bad")], [_init("w", w)],
+                 6, 4),
+        "computed": ([helper.make_node("Gemm", ["x", "x"], ["y"])], [], 6, 6),
+        "transA": ([helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)], [_init("w", w)],
+                   6, 4),
+        "mismatch": ([helper.make_node("Gemm", ["x", "w"], ["h"], transB=1),
+                      helper.make_node("Gemm", ["h", "v"], ["y"], transB=1)],
+                     [_init("w", w), _init("v", np.ones((2, 5), np.float32))], 6, 2),
+        "branch": ([helper.make_node("Gemm", ["x", "w"], ["h"], transB=1),
+                    helper.make_node("Relu", ["h"], ["y"]),
+                    helper.make_node("Relu", ["h"], ["z"])], [_init("w", w)], 6, 4),
+        "bias": ([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)],
+                 [_init("w", w), _init("c", np.ones(3))], 6, 4),
+        "relu_first": ([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Gemm", ["r", "w"], ["y"], transB=1)],
+                       [_init("w", w)], 6, 4),
+    }[case]
+    p = _model(nodes, inits, c, k, tmp_path / "m.onnx")
+    with pytest.raises(FdpuError, match=match):
+        onnx_load(p)
+
+
+def test_not_onnx(tmp_path):
+    p = tmp_path / "junk.onnx"
+    p.write_bytes(b"\x00\x01 not a protobuf" * 10)
+    with pytest.raises(FdpuError, match="not a readable ONNX model"):
+        onnx_load(p)
+
+
+def test_npz_layout(tmp_path):
+    w0, w1 = np.ones((4, 6), np.float32), np.ones((2, 4), np.float32)
+    np.savez(tmp_path / "n.npz", W0=w0, b0=np.zeros(4), W1=w1)
+    n = net.from_npz(tmp_path / "n.npz")
+    assert [(l.K, l.C, l.activation) for l in n.layers] == [(4, 6, "relu"), (2, 4, None)]
+    np.savez(tmp_path / "a.npz", W0=w0, W1=w1, act=np.array(["none", "relu"]))
+    assert [l.activation for l in net.from_npz(tmp_path / "a.npz").layers] == [None, "relu"]
+    for kwargs, match in ((dict(W0=w0, W2=w1), "without gaps"),
+                          (dict(W0=w0, W1=np.ones((2, 5))), "takes C = 5 inputs"),
+                          (dict(W0=w0, x=w0), "unexpected key"),
+                          (dict(W0=w0, b0=np.ones(3)), "bias has 3 values"),
+                          (dict(W0=w0 * np.inf), "NaN or infinity"),
+                          (dict(W0=w0 * 1e6), "binary16 range"),
+                          (dict(W0=w0, act=np.array(["tanh"])), "allowed: relu, none")):
+        np.savez(tmp_path / "bad.npz", **kwargs)
+        with pytest.raises(FdpuError, match=match):
+            net.from_npz(tmp_path / "bad.npz")
+
+
+def test_digits_example_ships_and_imports_alike():
+    """The shipped digits MLP (scripts/train_digits.py): its .npz and .onnx give the same
+    binary16 network, whose float32 evaluation classifies the 360 test images."""
+    import os
+    from sw.compiler import onnx_import
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples", "digits")
+    a = net.from_npz(os.path.join(here, "digits.npz"))
+    b = onnx_import.load(os.path.join(here, "digits.onnx"))
+    assert [(l.K, l.C, l.activation) for l in a.layers] == [
+        (256, 64, "relu"), (128, 256, "relu"), (10, 128, None)]
+    for p, q in zip(a.layers, b.layers):
+        assert np.array_equal(p.weights, q.weights) and np.array_equal(p.bias, q.bias)
+    assert [int(np.count_nonzero(l.weights)) for l in a.layers] == [1475, 2949, 320]
+    x = np.load(os.path.join(here, "test_x.npy"))
+    y = np.load(os.path.join(here, "test_y.npy"))
+    assert (net.reference(a, x).argmax(axis=1) == y).mean() > 0.95
