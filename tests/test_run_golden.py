@@ -207,3 +207,18 @@ def test_run_names_the_graph_and_its_balance(tmp_path, capsys):
         if graph is None:
             assert rec["plan"]["rows_balanced"]
             assert rec["counters"]["ops"]["FACC"] >= rec["nnz"] * 4      # 4 lane groups
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_golden_reports_progress_up_to_its_total(exact):
+    from sw.models import golden_fc
+    params = ArrayParams(rows=2, cols=2)
+    w = layers.make_weights((6, 200), 0.5, 0)
+    x = layers.make_inputs(200, 3, 0)
+    plan = planner.plan_fc(6, 200, 3, mode="sparse", params=params)
+    seen = []
+    golden_fc.run_fc(plan, w, x, exact=exact, progress=lambda done, total: seen.append(
+        (done, total)))
+    total = plan.passes if exact else plan.Cw
+    assert seen and seen[-1] == (total, total)
+    assert [d for d, _ in seen] == sorted({d for d, _ in seen}) and {t for _, t in seen} == {total}

@@ -17,11 +17,12 @@ from contextlib import contextmanager
 
 import numpy as np
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["MB", "console", "megabytes", "check_outputs", "replacing", "write_json",
-           "save_npy"]
+__all__ = ["MB", "console", "megabytes", "progress_bar", "check_outputs", "replacing",
+           "write_json", "save_npy"]
 
 MB = 1e6
 
@@ -32,6 +33,22 @@ def console():
     if not con.is_terminal:
         con = Console(file=sys.stdout, width=160)
     return con
+
+
+@contextmanager
+def progress_bar(description, unit):
+    """Show a transient progress bar on a terminal; yield its ``update(done, total)`` callback.
+
+    The bar reads ``description`` and ``done/total unit``; it disappears when the block ends
+    and prints nothing when stdout is not a terminal (logs and ``--json`` runs stay clean).
+    """
+    with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done, total):
+            bar.update(task, completed=done, total=total)
+        yield update
 
 
 def megabytes(n):

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_layer_options,
                             graph_name, plan_layer, plan_options, resolve, system_of)
-from sw.cli.output import check_outputs, console, save_npy, write_json
+from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
 from sw.models import golden_fc, reference
@@ -123,8 +123,9 @@ def run_command(args):
         raise FdpuError(f"--order-seed seeds the exact engine's delivery order; it has no effect "
                         f"with {how}: give --engine exact")
     start = time.perf_counter()
-    res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
-                        validate=not args.no_feedback)
+    with progress_bar("golden model", "passes" if exact else "input columns") as show:
+        res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
+                               validate=not args.no_feedback, progress=show)
     seconds = time.perf_counter() - start
     chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
     c = res.counters
