@@ -156,7 +156,7 @@ def test_npy_headers_that_are_corrupt(tmp_path):
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     for name in ("flipped.npy", "unclosed.npy", "notdict.npy", "keys.npy"):
-        refused(load_npy, tmp_path / name, ".npy header unreadable (")
+        refused(load_npy, tmp_path / name, ".npy header is not the dictionary numpy.save writes (")
     refused(load_npy, tmp_path / "v3.npy", ".npy format version 3.0 is not supported")
 
 
@@ -564,3 +564,19 @@ def test_corrupt_files_end_in_one_error_line_long(seeds, capsys, loader, mutatio
 @given(index=st.integers(0, 15), mutation=MUTATIONS)
 def test_corrupt_members_end_in_one_error_line_long(seeds, capsys, loader, index, mutation):
     corrupt_member(seeds, capsys, loader, index, mutation)
+
+
+def test_text_inputs_refuse_pipes_and_binary_files(tmp_path, capsys):
+    """Sweep files and TestFloat vectors: a named pipe is refused at once (never waited on), a
+    binary file is not TOML."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert_user_error(capsys, "sweep", "--file", fifo, "--out", tmp_path / "s",
+                      match="fifo: not a regular file; a sweep file is a TOML text file")
+    assert_user_error(capsys, "fpu-check", "--sim", "icarus", "--op", "fma", "--vectors", fifo,
+                      match="is a named pipe (FIFO), not a regular file; TestFloat vectors")
+    np.save(tmp_path / "w.npy", np.ones(3))
+    assert_user_error(capsys, "sweep", "--file", tmp_path / "w.npy", "--out", tmp_path / "s",
+                      match="w.npy: not valid TOML (UTF-8 text)")
+    assert_user_error(capsys, "fdcsr", "stats", "--layer", "alexnet-fc8", "--seed", -1,
+                      match="--seed must be a non-negative integer, got -1")

@@ -114,6 +114,8 @@ def run_stats(args):
         spec = layers.get_layer(args.layer)
         density = spec.density if args.density is None else check_density(args.density,
                                                                          "--density")
+        if args.seed < 0:
+            raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
         enc = fdcsr.encode(layers.make_weights(spec, density, args.seed))
         source = {"layer": spec.name, "seed": args.seed, "density_target": density}
         title = f"FD-CSR of {spec.name} (seed {args.seed}, pruned to {density:g})"

@@ -78,8 +78,9 @@ def check_options(args):
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
             ("--no-feedback", args.no_feedback)) if given]
         if golden_only:
-            raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
-                            f"--sim {args.sim}")
+            raise FdpuError(f"{', '.join(golden_only)} "
+                            f"{'applies' if len(golden_only) == 1 else 'apply'} to --sim golden "
+                            f"only, not --sim {args.sim}")
     else:
         if args.golden != "auto":
             raise FdpuError("--golden chooses the reference of an RTL run (--sim "
@@ -90,6 +91,8 @@ def check_options(args):
             raise FdpuError(f"{', '.join(rtl_only)} {'applies' if len(rtl_only) == 1 else 'apply'}"
                             f" to an RTL simulation (--sim icarus|verilator), not to --sim "
                             f"golden")
+    if args.order_seed is not None and args.order_seed < 0:
+        raise FdpuError(f"--order-seed must be a non-negative integer, got {args.order_seed}")
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
