@@ -117,6 +117,28 @@ def test_fp_operations_and_immediates():
     assert result(run_graph(g)) == 0xBC00BC00BC00BC00
 
 
+def test_fmax_relu_and_two_operands():
+    # FMAX t0, #0.0 is ReLU; FMAX t0, t1 the lane-wise IEEE 754-2019 maximum (the NaN lane
+    # gives the canonical NaN, -0 < +0, +inf stays).
+    a = [0xBC00, 0x8000, 0x7D00, 0x7C00]            # -1, -0, NaN, +inf
+    b = [0xC000, 0x0000, 0x3C00, 0x0001]            # -2, +0, 1, min subnormal
+    seg = {0: int(fp16.pack4(np.array(a, dtype=np.uint16))).to_bytes(8, "little"),
+           8: int(fp16.pack4(np.array(b, dtype=np.uint16))).to_bytes(8, "little")}
+    for nsrc, want in [(1, [0x0000, 0x0000, fp16.QNAN, 0x7C00]),
+                       (2, [0xBC00, 0x0000, fp16.QNAN, 0x7C00])]:
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        n = g.add(Op.FMAX, nsrc, imm=0x0000, group=0)            # +0.0 as the FP immediate
+        for i in range(nsrc):
+            ld = g.add(Op.LDD, imm=8 * i, group=0)
+            g.connect(imm(g, c, 0), ld, 0)
+            g.connect(ld, n, i)
+        store(g, c, n)
+        got = fp16.unpack4(np.uint64(result(run_graph(g, segments=seg))))
+        assert got.tolist() == want, nsrc
+        assert got.tolist() == np.asarray(fp16.maximum(a, b if nsrc == 2 else 0)).tolist()
+
+
 def test_loads_stores_and_broadcast():
     seg = {0: bytes(range(16))}
     for op, addr, want in [(Op.LDH, 2, 0x0302), (Op.LDHB, 2, 0x0302030203020302),

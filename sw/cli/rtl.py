@@ -38,7 +38,7 @@ from tb.host import runtime
 from tb.host.job_plan import MemModel
 
 #: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
-FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4}
+FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4, "FMAX": 4}
 
 
 def register(subparsers):
