@@ -68,7 +68,8 @@ def golden_exact(choice, plan):
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     check_outputs([("--out", args.out), ("--json", args.json)],
-                  [("--weights", args.weights), ("--inputs", args.inputs)])
+                  [("--weights", args.weights), ("--inputs", args.inputs),
+                   ("--bias", args.bias)])
     if args.max_cycles is not None and args.max_cycles < 1:
         raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
                         f"{args.max_cycles}")

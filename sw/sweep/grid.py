@@ -47,7 +47,7 @@ __all__ = ["normalize", "parse_assignments", "load_toml", "expand", "argv", "poi
 RESERVED = frozenset(("json", "out", "waves"))
 #: Options that name input files: made absolute (points run in a temporary directory), and
 #: their contents go into the cache key (:mod:`sw.sweep.cache`).
-FILES = ("weights", "inputs")
+FILES = ("weights", "inputs", "bias")
 
 
 def normalize(name):
