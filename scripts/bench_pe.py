@@ -67,7 +67,7 @@ def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=F
                                  facc_per_cycle=facc / case["cycles"],
                                  int_fired=sum(v for op, v in case["ops"].items()
                                                if op not in ("FACC", "FIMM", "FMUL", "FMADD",
-                                                             "FADD", "FSUB")))
+                                                             "FADD", "FSUB", "FMAX")))
         if "stalls" in case:
             res[case["name"]]["stalls"] = case["stalls"]
     return res

@@ -496,6 +496,51 @@ def test_random_against_softfloat_millions(op):
 # Conversions.
 
 
+def test_maximum_known_results():
+    # IEEE 754-2019 maximum on the cases that decide it: zeros, signs, subnormals, infinities,
+    # NaNs, equal operands.
+    pos0, neg0, one, neg_one = 0x0000, 0x8000, 0x3C00, 0xBC00
+    cases = [(neg0, pos0, pos0), (pos0, neg0, pos0), (neg0, neg0, neg0), (neg_one, pos0, pos0),
+             (neg_one, 0xC000, neg_one), (0x0001, 0x0002, 0x0002), (0x8001, 0x8002, 0x8001),
+             (0x8001, neg0, neg0), (0x7C00, 0x7BFF, 0x7C00), (0xFC00, 0xFBFF, 0xFBFF),
+             (0x7C01, one, fp16.QNAN), (one, 0xFE00, fp16.QNAN), (0xFC00, 0x7D00, fp16.QNAN),
+             (one, one, one), (0x7BFF, 0x7BFF, 0x7BFF)]
+    a, b, want = (np.array(x, dtype=np.uint16) for x in zip(*cases))
+    assert fp16.maximum(a, b).tolist() == want.tolist()
+    assert fp16.maximum(b, a).tolist() == want.tolist()        # commutative, zeros included
+    # Exact: the result is one of the operands (or the NaN), and not below either.
+    rng = np.random.default_rng([SEED, 7])
+    x, y = (rng.integers(0, 1 << 16, 20000).astype(np.uint16) for _ in range(2))
+    got = fp16.maximum(x, y)
+    nan = fp16.is_nan(x) | fp16.is_nan(y)
+    assert (got[nan] == fp16.QNAN).all()
+    assert ((got == x) | (got == y))[~nan].all()
+    fx, fy, fg = fp16.to_float(x), fp16.to_float(y), fp16.to_float(got)
+    assert ((fg >= fx) & (fg >= fy))[~nan].all()
+    # ReLU: maximum(x, +0).
+    relu = fp16.maximum(x, pos0)
+    assert ((relu == pos0) | (fp16.to_float(relu) > 0))[~fp16.is_nan(x)].all()
+
+
+def _exact_maximum(a, b):
+    """IEEE 754-2019 maximum of two patterns, written out with Python floats."""
+    x, y = float(fp16.to_float(a)), float(fp16.to_float(b))
+    if x != x or y != y:
+        return QNAN
+    if x == y == 0:
+        return b if a & 0x8000 else a           # +0 unless both are -0
+    return a if x > y else b if y > x else a
+
+
+@pytest.mark.parametrize("b", [0x0000, 0x8000, 0x0001, 0x83FF, 0x3C00, 0xBC00, 0x7BFF, 0x7C00,
+                               0xFC00, 0x7E00, 0xFD01])
+def test_maximum_exhaustive_over_a(b):
+    a = np.arange(1 << 16, dtype=np.uint16)
+    want = np.array([_exact_maximum(int(x), b) for x in a], dtype=np.uint16)
+    assert np.array_equal(fp16.maximum(a, b), want)
+    assert np.array_equal(fp16.maximum(b, a), want)
+
+
 def test_to_float_is_exact_and_from_float_inverts_it():
     bits = np.arange(1 << 16, dtype=np.uint16)
     values = fp16.to_float(bits)
@@ -606,6 +651,7 @@ def test_simd4_ops_are_lane_wise():
     assert np.array_equal(fp16.unpack4(fp16.simd4_sub(wa, wb)), fp16.sub(la, lb))
     assert np.array_equal(fp16.unpack4(fp16.simd4_mul(wa, wb)), fp16.mul(la, lb))
     assert np.array_equal(fp16.unpack4(fp16.simd4_fma(wa, wb, wc)), fp16.fma(la, lb, lc))
+    assert np.array_equal(fp16.unpack4(fp16.simd4_max(wa, wb)), fp16.maximum(la, lb))
     # Against SoftFloat directly, and broadcasting a scalar word.
     _check("fma", (la, lb, lc), _softfloat, "simd4 lanes")
     # a * 1 + -0 is a itself for every non-NaN a (signed zeros included), given as ints.

@@ -55,7 +55,7 @@ def _check(op, lanes, results, tags, tag_width):
                              f"got {[hex(v) for v in got[i]]} (seed {SEED})")
 
 
-@pytest.mark.parametrize("op", ["fma", "mul", "add", "sub", "mov"])
+@pytest.mark.parametrize("op", ["fma", "mul", "add", "sub", "mov", "max"])
 def test_ops_random_backpressure(op):
     print(f"seed {SEED}")
     rng = np.random.default_rng([SEED, list(model.OPS).index(op)])
@@ -79,6 +79,19 @@ def test_edge_classes_fma():
     results = run_pipeline(SimdFpu(tag_width=8), _payloads("fma", lanes, tags), idle=0.0,
                            stall=0.0)
     _check("fma", lanes, results, tags, 8)
+
+
+def test_edge_classes_max():
+    # Every edge value (+-0, subnormals, +-inf, quiet and signalling NaNs) meets every other,
+    # itself included, as a and b: IEEE 754-2019 maximum, bit for bit.
+    edge = model.edge_values()
+    a, b = (x.ravel() for x in np.meshgrid(edge, edge))
+    n = len(a) // 4
+    lanes = (a[:4 * n], b[:4 * n])
+    tags = np.arange(n) % 256
+    results = run_pipeline(SimdFpu(tag_width=8), _payloads("max", lanes, tags), seed=SEED,
+                           idle=0.2, stall=0.2)
+    _check("max", lanes, results, tags, 8)
 
 
 def test_latency_and_throughput():
@@ -134,7 +147,7 @@ def test_verilog_lints_clean(tag_width):
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_cocotb_fpu(sim):
     result = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim)
-    assert result.tests == 3
+    assert result.tests == 4
 
 
 @pytest.mark.slow

@@ -117,6 +117,28 @@ def test_fp_operations_and_immediates():
     assert result(run_graph(g)) == 0xBC00BC00BC00BC00
 
 
+def test_fmax_relu_and_two_operands():
+    # FMAX t0, #0.0 is ReLU; FMAX t0, t1 the lane-wise IEEE 754-2019 maximum (the NaN lane
+    # gives the canonical NaN, -0 < +0, +inf stays).
+    a = [0xBC00, 0x8000, 0x7D00, 0x7C00]            # -1, -0, NaN, +inf
+    b = [0xC000, 0x0000, 0x3C00, 0x0001]            # -2, +0, 1, min subnormal
+    seg = {0: int(fp16.pack4(np.array(a, dtype=np.uint16))).to_bytes(8, "little"),
+           8: int(fp16.pack4(np.array(b, dtype=np.uint16))).to_bytes(8, "little")}
+    for nsrc, want in [(1, [0x0000, 0x0000, fp16.QNAN, 0x7C00]),
+                       (2, [0xBC00, 0x0000, fp16.QNAN, 0x7C00])]:
+        g = Graph()
+        c = g.add(Op.CTX, group=0)
+        n = g.add(Op.FMAX, nsrc, imm=0x0000, group=0)            # +0.0 as the FP immediate
+        for i in range(nsrc):
+            ld = g.add(Op.LDD, imm=8 * i, group=0)
+            g.connect(imm(g, c, 0), ld, 0)
+            g.connect(ld, n, i)
+        store(g, c, n)
+        got = fp16.unpack4(np.uint64(result(run_graph(g, segments=seg))))
+        assert got.tolist() == want, nsrc
+        assert got.tolist() == np.asarray(fp16.maximum(a, b if nsrc == 2 else 0)).tolist()
+
+
 def test_loads_stores_and_broadcast():
     seg = {0: bytes(range(16))}
     for op, addr, want in [(Op.LDH, 2, 0x0302), (Op.LDHB, 2, 0x0302030203020302),
@@ -421,6 +443,40 @@ def test_exact_and_fast_agree(mode, k, c, n, params, graph):
         imms = weights - nnz * plan.gblocks if graph == "switch" else 0
         assert fast.counters.ops.get("IMM", 0) == imms
         assert fast.counters.ops["BSCAN"] == weights // 16
+
+
+@pytest.mark.parametrize("mode, graph", [("dense", None), ("sparse", "gather"),
+                                         ("sparse", "switch"), ("sparse", "skip")])
+@pytest.mark.parametrize("bias, relu", [(True, True), (True, False), (False, True)])
+def test_epilogue_exact_and_fast_agree(mode, graph, bias, relu):
+    # The bias + ReLU epilogue in every FC graph, over two passes on 1 x 1 (7 rows in blocks
+    # of 2: a padding row, whose bias is 0): exact and fast give the same bits and counts,
+    # those of the plain graph's result + b (one rounding) then maximum with +0.0; the
+    # float64 check holds (and the plain reference does not).
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    k, c, n = 7, 40, 5
+    params = ArrayParams(rows=1, cols=1)
+    w = layers.make_weights((k, c), 0.35 if mode == "sparse" else 1.0, SEED)
+    x = layers.make_inputs(c, n, SEED + 1)
+    b = np.random.default_rng([SEED, 5]).normal(0, 1, k).astype(np.float16)
+    opts = dict(sparse_graph=graph, kb=2, contexts=3, double_buffer=False)
+    plan = plan_fc(k, c, n, mode, params, bias=b if bias else None, relu=relu, **opts)
+    assert plan.passes > 1 and plan.epilogue
+    fast = run_fc(plan, w, x)
+    exact = run_fc(plan, w, x, exact=True, seed=SEED)
+    assert np.array_equal(exact.result.view(np.uint16), fast.result.view(np.uint16))
+    assert exact.counters == fast.counters
+    acc = run_fc(plan_fc(k, c, n, mode, params, **opts), w, x).result.view(np.uint16)
+    want = fp16.add(acc, b.view(np.uint16)[None, :]) if bias else acc
+    want = fp16.maximum(want, fp16.POS_ZERO) if relu else want
+    assert np.array_equal(fast.result.view(np.uint16), want)
+    run_items = sum(plan.pass_contexts(p) for p in range(plan.passes)) * plan.engines
+    outputs = run_items * plan.kb * plan.gb
+    assert fast.counters.ops.get("FADD", 0) == (outputs if bias else 0)
+    assert fast.counters.ops.get("FMAX", 0) == (outputs if relu else 0)
+    chk = reference.check(exact.result, w, x, bias=b if bias else None, relu=relu)
+    assert chk.holds, chk
+    assert not reference.check(exact.result, w, x).holds
 
 
 def test_random_shapes_exact_and_fast_agree():

@@ -149,6 +149,8 @@ def test_token_count_is_bits_47_to_32():
 def test_scan_and_opcode_properties():
     assert Op.SCAN.arity == 2 and Op.SCAN.min_operands == 2 and Op.SCAN.unit.value == "int"
     assert Op.FACC.unit.value == "fp" and Op.SWITCH.min_operands == 2
+    assert Op.FMAX.arity == 2 and Op.FMAX.min_operands == 1 and Op.FMAX.unit is Unit.FP
+    assert issue_pipe(Op.FMAX) == "fp"
     assert Op.LDHB.is_load and Op.STD.is_store and Op.STD.access_bytes == 8
     assert len({int(o) for o in Op}) == len(Op) and max(Op) < 1 << isa.OPCODE_BITS
 
@@ -168,6 +170,8 @@ def test_scan_and_opcode_properties():
     (Instruction(Op.FACC, 2, imm=7), "FACC t0, t1, count=7"),
     (Instruction(Op.FACC, 3), "FACC t0, t1, t2"),
     (Instruction(Op.FIMM, 1, imm=0x3C00), "FIMM t0, #0x3c00"),
+    (Instruction(Op.FMAX, 1, imm=0), "FMAX t0, #0"),
+    (Instruction(Op.FMAX, 2, regmask=0b10, regs=(0, 2, 0)), "FMAX t0, r2"),
     (Instruction(Op.LDHB, 1, imm=6), "LDHB t0, #6"),
     (Instruction(Op.INVALID), "INVALID"),
 ])

@@ -114,6 +114,30 @@ def test_ldhbz_case_loads_the_values_of_the_definition():
     assert words[0] == 0 and words[1] and not words[1] & 0xFFFF_FFFF
 
 
+def test_fmax_case_stores_the_values_of_the_definition():
+    # The FMAX case on the golden model against sw.spec.fp16.maximum: every stored byte.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p, contexts = cases.PARAMS_1X1, 16
+    res = run_image(cases.fmax_image(p, contexts, SEED), seed=SEED, jitter=4)
+    assert res.counters.ops["FMAX"] == 4 * contexts
+    want = b"".join(data for _, data in sorted(cases.fmax_reference(p, SEED, contexts).items()))
+    assert sorted(res.memory.bufs) == [0, 1]                      # tables, results
+    assert bytes(res.memory.bufs[1]) == want.ljust(p.dbuf_bytes, b"\0")
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_fmax_on_one_pe(sim, tmp_path):
+    # FMAX (two tokens, ReLU with #0.0, after an FADD, a negative immediate) on the generated
+    # Verilog of one PE: the Dbufs, firings per opcode and context ends equal the golden run.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p = cases.PARAMS_1X1
+    folder = cases.save_case(tmp_path / "fmax", cases.fmax_image(p, 16, SEED), "fmax",
+                             seed=SEED)
+    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+               testcase=["golden_images"], extra_env={"FDPU_PE_CASES": json.dumps([str(folder)]),
+                                                      "FDPU_PE_STRESS": "0.3,0.5"})
+
+
 def test_random_graphs_have_skipped_and_real_ldhbz():
     # The random graphs' LDHBZs meet both address 0 (no request) and table
     # addresses: over a few seeds, some fire and some fewer requests leave than memory ops.

@@ -17,16 +17,20 @@ from tb.host.job_plan import plan_job
 P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
 
 
-def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1, double_buffer=False):
+def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1, double_buffer=False,
+          bias=False):
     w = layers.make_weights((K, C), density, seed)
     nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
+    b = np.linspace(-1, 1, K).astype(np.float16) if bias else None
     plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=graph, row_nnz=nnz,
-                           double_buffer=double_buffer)
+                           double_buffer=double_buffer, bias=b, relu=bias)
     return plan, w, layers.make_inputs(C, N, seed)
 
 
 @pytest.mark.parametrize("K, C, N, mode, graph, density, dbuf, channels, ports, double", [
     (16, 64, 4, "dense", None, 1.0, 1 << 21, 4, 4, False),
+    (16, 64, 4, "dense", None, 1.0, 1 << 21, 4, 4, "bias"),
+    (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2, "bias"),
     (64, 512, 16, "sparse", "gather", 0.25, 1 << 21, 4, 4, False),
     (96, 1024, 64, "sparse", "skip", 0.25, 65536, 4, 2, False),
     (64, 512, 8, "dense", None, 1.0, 8192, 1, 1, False),
@@ -37,10 +41,14 @@ def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1, double_buf
 def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, channels, ports,
                                          double):
     # The model lays out the Dbuf data as dbuf_layout does and merges runs and counts
-    # descriptors as the runtime's job plan does: the same bytes, pass by pass.
+    # descriptors as the runtime's job plan does: the same bytes, pass by pass ("bias": a
+    # single-buffered plan with the bias and ReLU epilogue, its bias blocks in the Dbufs).
     params = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
                          dbuf_bytes=dbuf)
-    plan, w, x = _plan(K, C, N, mode, graph, density, params, double_buffer=double)
+    bias = double == "bias"
+    double = double is True
+    plan, w, x = _plan(K, C, N, mode, graph, density, params, double_buffer=double, bias=bias)
+    assert plan.bias_bytes if bias else not plan.bias_bytes
     assert plan.passes > 1 or not double
     passes = [(img, [(a, plan.output_bytes) for _, a in outs])
               for img, outs in pass_images(plan, w, x)]

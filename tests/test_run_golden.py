@@ -154,6 +154,48 @@ def test_bad_files(tmp_path, capsys):
                       match="missing.npy")
 
 
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_bias_and_relu(tmp_path, capsys, mode):
+    # --bias and --relu: the result is relu(acc + b) with acc the run without them (the
+    # golden model's own bits), and it is checked against the float64 reference.
+    b = np.linspace(-3, 3, 6).astype(np.float32)
+    np.save(tmp_path / "b.npy", b)
+    args = ("run", "--in-features", 40, "--out-features", 6, "--batch", 5, "--density", 0.4,
+            "--mode", mode, *SMALL)
+    status, _, _ = run(capsys, *args, "--out", tmp_path / "acc.npy")
+    assert status == 0
+    status, out, _ = run(capsys, *args, "--bias", tmp_path / "b.npy", "--relu", "--out",
+                         tmp_path / "y.npy", "--json", tmp_path / "r.json")
+    assert status == 0 and "match (error bound holds)" in out
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert rec["plan"]["bias"] is True and rec["plan"]["relu"] is True
+    assert rec["counters"]["ops"]["FMAX"] == rec["counters"]["ops"]["FADD"] > 0
+    acc = np.load(tmp_path / "acc.npy")
+    y = np.load(tmp_path / "y.npy")
+    want = np.maximum(acc.astype(np.float32) + b.astype(np.float16), 0).astype(np.float16)
+    assert np.array_equal(y, want)                 # one rounding of acc + b (exact in float32)
+    assert (y == 0).any() and (y > 0).any()
+    w = layers.make_weights((6, 40), 0.4, 0)
+    x = layers.make_inputs(40, 5, 0)
+    assert reference.check(y, w, x, bias=b.astype(np.float16), relu=True).holds
+    assert not reference.check(y, w, x).holds
+
+
+def test_bad_bias_files(tmp_path, capsys):
+    args = ("run", "--in-features", 10, "--out-features", 4, *SMALL)
+    for name, arr, match in [
+            ("2d.npy", np.zeros((4, 1)), "bias must be 1-D (one value per output, K = 4)"),
+            ("short.npy", np.zeros(3), "bias has 3 values but the layer has K = 4 outputs"),
+            ("nan.npy", np.array([0.0, np.nan, 1.0, 2.0]), "bias values contain NaN or infinity"),
+            ("int.npy", np.arange(4), "bias values dtype is int64"),
+            ("big.npy", np.full(4, 1e5), "bias values exceed the float16 range"),
+            ("empty.npy", np.zeros(0), "bias has 0 values")]:
+        np.save(tmp_path / name, arr)
+        assert_user_error(capsys, *args, "--bias", tmp_path / name, match=match)
+    assert_user_error(capsys, *args, "--bias", "", match="--bias: the path is empty")
+    assert_user_error(capsys, *args, "--bias", tmp_path / "missing.npy", match="missing.npy")
+
+
 def test_asm_and_disasm(tmp_path, capsys):
     status, out, _ = run(capsys, "asm", "--in-features", 40, "--out-features", 6, *SMALL,
                          "--sparse-graph", "switch", "-o", tmp_path / "i.npz",

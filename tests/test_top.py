@@ -19,7 +19,7 @@ from sw.compiler import dbuf_layout, fc_plan, layers, planner
 from sw.compiler.asm import assemble
 from sw.compiler.program import pass_images, program
 from sw.models import golden_fc
-from sw.spec import isa
+from sw.spec import fp16, isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_template_layout
 from sw.spec.errors import FdpuError
@@ -188,6 +188,32 @@ def test_fc_cycle_bound_grows_with_the_work():
 def test_fc_layers(sim, rows, cols, K, C, N, mode, density, graph):
     _fc(rows, cols, K, C, N, mode, density, sim, slots=32,
         plan_kw=dict(sparse_graph=graph) if graph else None)
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("rows, K, C, N, mode, density, graph", [
+    (1, 5, 24, 6, "dense", 1.0, None),
+    (2, 7, 40, 5, "dense", 1.0, None),
+    (2, 6, 33, 8, "sparse", 0.3, "gather"),
+])
+def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
+    # y = relu(acc + b) on the array (LDHB of the bias, FADD, FMAX #0 after each FACC): the
+    # RTL equals the golden model bit for bit (in _fc), and the golden model equals the
+    # accumulation without the epilogue, then + b rounded once, then max with +0.0.
+    w = layers.make_weights((K, C), density, 2)
+    x = layers.make_inputs(C, N, 2)
+    b = np.random.default_rng([K, C]).normal(0, 2, K).astype(np.float16)
+    b[0] = -0.0
+    plan_kw = dict(bias=b, relu=True, sparse_graph=graph)
+    _fc(rows, rows, K, C, N, mode, density, sim, seed=2, slots=32, w=w, plan_kw=plan_kw)
+    p = ArrayParams(rows=rows, cols=rows, **{**SMALL, "slots": 32})
+    plan = planner.plan_fc(K, C, N, mode, p, **plan_kw)
+    plain = planner.plan_fc(K, C, N, mode, p, sparse_graph=graph)
+    got = golden_fc.run_fc(plan, w, x).result.view(np.uint16)
+    acc = golden_fc.run_fc(plain, w, x).result.view(np.uint16)
+    want = fp16.maximum(fp16.add(acc, b.view(np.uint16)[None, :]), fp16.POS_ZERO)
+    assert np.array_equal(got, want)
+    assert (fp16.to_float(fp16.add(acc, b.view(np.uint16)[None, :])) < 0).any()    # ReLU bites
 
 
 @pytest.mark.slow

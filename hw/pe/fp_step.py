@@ -46,7 +46,7 @@ NEG_ZERO4 = 0x8000_8000_8000_8000
 
 #: The ISA's FP operations by their FPU operation.
 FP_OPS = {Op.FADD: FpOp.FADD, Op.FSUB: FpOp.FSUB, Op.FMUL: FpOp.FMUL, Op.FMADD: FpOp.FMADD,
-          Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV}
+          Op.FACC: FpOp.FMADD, Op.FIMM: FpOp.MOV, Op.FMAX: FpOp.MAX}
 
 
 def facc_state_layout():

@@ -14,6 +14,8 @@ Contract
   FADD      ``a + b``          ``a * 1.0 + b``
   FSUB      ``a - b``          ``a * 1.0 + (-b)``
   MOV       ``a``              raw bit copy of ``a`` (FIMM, moves; NaNs untouched)
+  MAX       ``maximum(a, b)``  IEEE 754-2019 ``maximum``: the larger operand's bits
+                               (``-0 < +0``), chosen in S1; NaN if either is NaN
   ========  =================  ===============================================
 
   Rounding is round-to-nearest-even; subnormal inputs and outputs are supported (no flush to
@@ -41,6 +43,10 @@ Pipeline (one lane; the four lanes are identical)::
           │        subnormal boundary), fold the tail into guard + sticky
           │        man[11] guard sticky exp[6]
           └─ S4: round to nearest even, pack, overflow to inf, specials, MOV  ─> o_res
+
+MOV and MAX bypass the arithmetic: S1 selects the result (``a``, or the larger of ``a`` and
+``b``: one 15-bit magnitude comparison per lane) and S2-S4 carry it beside the datapath, so
+every op has the same latency and the pipeline stays in order.
 
 Why an 81-bit window: binary16's exponent range is so narrow that the exact value of
 ``a * b + c`` is an integer multiple of 2^-48 below 2^81 * 2^-48.  The unit adds product and
@@ -84,6 +90,7 @@ class FpOp(enum.Enum, shape=3):
     FADD = 2
     FSUB = 3
     MOV = 4
+    MAX = 5
 
 
 def fpu_op_layout(tag_width):
@@ -179,6 +186,21 @@ def _lzc(value):
     hi_zero, hi_count = _lzc(value[half:])
     count = Mux(hi_zero, Cat(lo_count, Const(1, 1)), Cat(hi_count, Const(0, 1)))
     return hi_zero & lo_zero, count
+
+
+def _maximum(m, a, b, name):
+    """Return IEEE 754-2019 ``maximum(a, b)`` of one lane: the larger operand's bits, ``-0`` below
+    ``+0``; the canonical NaN if either operand is NaN."""
+    result = Signal(16, name=name)
+    nan = (a.exp.all() & a.frac.any()) | (b.exp.all() & b.frac.any())
+    mag_a = Cat(a.frac, a.exp)
+    mag_b = Cat(b.frac, b.exp)
+    # Signs differ: the positive one (so +0 beats -0).  Same sign: the larger magnitude if
+    # positive, the smaller if negative; equal operands have equal bits, either will do.
+    a_wins = Mux(a.sign != b.sign, ~a.sign, (mag_a > mag_b) ^ a.sign)
+    m.d.comb += result.eq(Mux(nan, Const(_QNAN, 16),
+                              Mux(a_wins, a.as_value(), b.as_value())))
+    return result
 
 
 def _stage1(m, op, a, b, c, s1):
@@ -301,7 +323,8 @@ class SimdFpu(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes = range(4)
-        ctl = data.StructLayout({"mov": 1, "passed": SIMD4, "tag": self._tag_width})
+        # bypass: the result is ``passed`` as it is (MOV, MAX), not the rounded datapath's.
+        ctl = data.StructLayout({"bypass": 1, "passed": SIMD4, "tag": self._tag_width})
 
         # Data registers need no reset (only the valid bits say what they hold): less area.
         s1 = [Signal(_S1_LANE, name=f"s1_lane{i}", reset_less=True) for i in lanes]
@@ -331,9 +354,14 @@ class SimdFpu(wiring.Component):
             s1_next += _stage1(m, op.op, op.a[i], op.b[i], op.c[i], s1[i])
             s2_next += _stage2(m, s1[i], s2[i])
             s3_next += _stage3(m, s2[i], s3[i])
+        is_max = Signal(name="s0_is_max")
+        m.d.comb += is_max.eq(op.op == FpOp.MAX)
+        passed = [Mux(is_max, _maximum(m, op.a[i], op.b[i], f"s0_max{i}"), op.a[i].as_value())
+                  for i in lanes]
         with m.If(load[0]):
             m.d.sync += s1_next
-            m.d.sync += [c1.mov.eq(op.op == FpOp.MOV), c1.passed.eq(op.a), c1.tag.eq(op.tag)]
+            m.d.sync += [c1.bypass.eq((op.op == FpOp.MOV) | is_max), c1.passed.eq(Cat(*passed)),
+                         c1.tag.eq(op.tag)]
         with m.If(load[1]):
             m.d.sync += s2_next
             m.d.sync += c2.eq(c1)
@@ -353,7 +381,7 @@ class SimdFpu(wiring.Component):
                 packed = Signal(16, name=f"s4_packed{i}")
                 m.d.comb += packed.eq((Cat(s.man[:10], exp_field) + round_up)[:16])
                 overflow = packed[15] | packed[10:15].all()
-                with m.If(c3.mov):
+                with m.If(c3.bypass):
                     m.d.sync += res.result[i].eq(c3.passed[i])
                 with m.Elif(s.nan):
                     m.d.sync += res.result[i].eq(_QNAN)

@@ -45,7 +45,8 @@ def run_asm(args):
     if args.output is not None and not args.output.endswith(".npz"):
         raise FdpuError(f"-o {args.output}: an image is a .npz file; give a name ending in .npz")
     check_outputs([("-o", args.output), ("--dot", args.dot)],
-                  [("--weights", args.weights), ("--inputs", args.inputs)])
+                  [("--weights", args.weights), ("--inputs", args.inputs),
+                   ("--bias", args.bias)])
     name, w, x, params = resolve(args)
     plan = plan_layer(args, w, x, params)
     if not 0 <= args.pass_index < plan.passes:

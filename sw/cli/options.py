@@ -33,6 +33,9 @@ def add_layer_args(parser):
     src.add_argument("--out-features", type=int, metavar="K", help="K of a synthetic layer")
     src.add_argument("--weights", metavar="W.npy", help="the K x C weight matrix (.npy)")
     src.add_argument("--inputs", metavar="X.npy", help="the N x C inputs (.npy)")
+    src.add_argument("--bias", metavar="B.npy",
+                     help="a bias per output (1-D .npy of length K), added on the array after "
+                          "each output's accumulation (FADD, rounded once)")
     src.add_argument("--density", type=float, metavar="D",
                      help="prune the weights to this fraction in [0, 1] (default: the layer's "
                           "density; 1.0 for --in/--out-features; user weights as they are)")
@@ -49,6 +52,8 @@ def add_layer_args(parser):
                           "the paper's SWITCH graph with its feedback edges (the same bits as "
                           "gather); default: skip where the blocking estimate says it is faster "
                           "at the layer's density, else gather (docs/dataflow.md)")
+    arr.add_argument("--relu", action="store_true",
+                     help="apply ReLU to each output on the array, after the bias (FMAX #0.0)")
     arr.add_argument("--kb", type=int, metavar="K",
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
@@ -63,7 +68,8 @@ def add_layer_args(parser):
 
 def plan_options(args, weights=None):
     """Return the :func:`sw.compiler.planner.plan_fc` keywords of the graph options (with
-    ``weights``, the ``skip`` graph's rows are balanced by their stored weights)."""
+    ``weights``, the ``skip`` graph's rows are balanced by their stored weights and ``--bias``
+    is read and checked against their ``K``)."""
     if args.mode != "sparse":
         given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
                                       ("--wfan", args.wfan is not None)) if v]
@@ -81,6 +87,10 @@ def plan_options(args, weights=None):
     opts["double_buffer"] = double
     if weights is not None and args.mode == "sparse" and graph in (None, "skip"):
         opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
+    if getattr(args, "relu", False):
+        opts["relu"] = True
+    if weights is not None and getattr(args, "bias", None):
+        opts["bias"] = layers.load_bias(args.bias, np.asarray(weights).shape[0])
     return opts
 
 
@@ -156,7 +166,8 @@ def check_layer_options(args):
     and density ranges, exactly one layer source, a known zoo layer, positive shapes."""
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
-    for flag, path in (("--weights", args.weights), ("--inputs", args.inputs)):
+    for flag, path in (("--weights", args.weights), ("--inputs", args.inputs),
+                       ("--bias", getattr(args, "bias", None))):
         if path is not None and not path.strip():
             raise FdpuError(f"{flag}: the path is empty (give a .npy file, or leave {flag} out)")
     if args.batch is not None and args.batch < 1:

@@ -38,7 +38,7 @@ from tb.host import runtime
 from tb.host.job_plan import MemModel
 
 #: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
-FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4}
+FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4, "FMAX": 4}
 
 
 def register(subparsers):
@@ -68,7 +68,8 @@ def golden_exact(choice, plan):
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     check_outputs([("--out", args.out), ("--json", args.json)],
-                  [("--weights", args.weights), ("--inputs", args.inputs)])
+                  [("--weights", args.weights), ("--inputs", args.inputs),
+                   ("--bias", args.bias)])
     if args.max_cycles is not None and args.max_cycles < 1:
         raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
                         f"{args.max_cycles}")

@@ -1,13 +1,16 @@
 """``fdpu run``: run an FC layer on a simulator and check it against the float64 reference.
 
 ``fdpu run [--sim golden] (--layer NAME | --in-features C --out-features K | --weights W.npy)
-[--inputs X.npy] [--density D] [--batch N] [--mode dense|sparse] [--rows R --cols C]
+[--inputs X.npy] [--bias B.npy] [--relu] [--density D] [--batch N] [--mode dense|sparse]
+[--rows R --cols C]
 [--seed S] [--engine auto|exact|fast] [--order-seed S] [--out Y.npy] [--json PATH]``
 
 Weights come from ``--weights`` (``K x C``) or are the seeded synthetic weights of the zoo
 layer or shape, pruned to ``--density`` (default: the layer's; 1.0 for a shape; user weights
 are pruned only when ``--density`` is given).  Inputs come from ``--inputs`` (``N x C``) or are
-seeded synthetic post-ReLU activations of ``--batch`` rows.  ``--engine exact`` runs the
+seeded synthetic post-ReLU activations of ``--batch`` rows.  ``--bias`` (a length-``K`` vector)
+and ``--relu`` add the epilogue ``y = relu(acc + b)``, computed on the array after each
+output's accumulation.  ``--engine exact`` runs the
 assembled images token by token (:func:`sw.models.golden.run_image`), ``fast`` the vectorized path,
 ``auto`` the exact one for small layers.  The result is compared with the float64 reference
 within the bound of :mod:`sw.models.reference`; the exit status is 0 when it holds, 1 when not, 2
@@ -108,7 +111,8 @@ def run_command(args):
     """Run the layer; return 0 if the result is within the bound, 1 if not."""
     check_options(args)
     check_outputs([("--out", args.out), ("--json", args.json)],
-                  [("--weights", args.weights), ("--inputs", args.inputs)])
+                  [("--weights", args.weights), ("--inputs", args.inputs),
+                   ("--bias", args.bias)])
     if args.sim == "model":
         return model.run_model_command(args)
     if args.sim != "golden":
@@ -130,7 +134,8 @@ def run_command(args):
         res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
                                validate=not args.no_feedback, progress=show)
     seconds = time.perf_counter() - start
-    chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw)
+    chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw, bias=plan.bias,
+                          relu=plan.relu)
     c = res.counters
     weights = plan.K * plan.C
     record = dict(sim="golden", engine="exact" if exact else "fast", layer=name,

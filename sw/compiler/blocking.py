@@ -75,7 +75,8 @@ class EngineIssues:
 
 
 def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
-                  sparse_graph=DEFAULT_SPARSE_GRAPH, density=SKIP_DENSITY):
+                  sparse_graph=DEFAULT_SPARSE_GRAPH, density=SKIP_DENSITY, bias=False,
+                  relu=False):
     """Return the :class:`EngineIssues` of one context of a ``kb x gb`` engine over ``Cw``.
 
     From the graph's rates: an ITER, BSCAN or BPOS issues once per token it emits (a BPOS at
@@ -83,10 +84,12 @@ def engine_issues(mode, kb, gb, Cw, feedback=True, wfan=4, fan_pipe0=False,
     IMM counts as if every weight were 0); a data-dependent stream (``skip``) counts
     ``density x Cw`` tokens per weight row (default :data:`SKIP_DENSITY`).
     ``fan_pipe0`` and ``sparse_graph`` are :attr:`FcPlan.fan_pipe0` and
-    :attr:`FcPlan.sparse_graph`.
+    :attr:`FcPlan.sparse_graph`; ``bias`` and ``relu`` add the epilogue (:attr:`FcPlan.bias`,
+    :attr:`FcPlan.relu`).
     """
     plan = FcPlan(mode, kb, Cw, gb * LANES, ArrayParams(), kb, gb, feedback, wfan,
-                  fan_pipe0=fan_pipe0, sparse_graph=sparse_graph)
+                  fan_pipe0=fan_pipe0, sparse_graph=sparse_graph,
+                  bias=(0,) * kb if bias else None, relu=relu)
     g = Graph("probe")
     graphs.build_engine(g, plan, 0)
     rates = g.rates()
@@ -111,15 +114,16 @@ def _nominal(rate, stream):
 
 
 def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
-                 sparse_graph=DEFAULT_SPARSE_GRAPH):
+                 sparse_graph=DEFAULT_SPARSE_GRAPH, bias=False, relu=False):
     """Return ``(slots, int-pipe issues, fp-pipe issues)`` per context of one engine.
 
     The int-pipe issues are every INT/MEM/CTRL issue (:func:`engine_issues` splits them by
     pipe).  With ``loads=True`` also return the memory accesses per context as a fourth
-    element; ``wfan`` and ``sparse_graph`` are :attr:`FcPlan.wfan` and
-    :attr:`FcPlan.sparse_graph`.
+    element; ``wfan``, ``sparse_graph``, ``bias`` and ``relu`` are as for
+    :func:`engine_issues`.
     """
-    c = engine_issues(mode, kb, gb, Cw, feedback, wfan, sparse_graph=sparse_graph)
+    c = engine_issues(mode, kb, gb, Cw, feedback, wfan, sparse_graph=sparse_graph, bias=bias,
+                      relu=relu)
     integer = c.other + c.iter + c.mem + c.hinted
     if loads:
         return c.slots, integer, c.fp, c.mem
@@ -127,12 +131,13 @@ def engine_costs(mode, kb, gb, Cw, feedback=True, loads=False, wfan=4,
 
 
 def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFAULT_SPARSE_GRAPH,
-                   kb=None, gb=None, wfan=None, density=SKIP_DENSITY):
+                   kb=None, gb=None, wfan=None, density=SKIP_DENSITY, bias=False, relu=False):
     """Return the blocking chooser's estimate for every ``kb x gb`` (and ``wfan``) that fits.
 
     A given ``kb``, ``gb`` or ``wfan`` is the only value of that parameter considered (also
     when it is not one of the chooser's own candidates), so that an explicit choice is
-    estimated as it is, never replaced by a neighbour.
+    estimated as it is, never replaced by a neighbour.  ``bias`` and ``relu`` count the
+    epilogue's instructions (:func:`engine_issues`).
 
     One dict per candidate, cheapest first: ``kb``, ``gb``, ``wfan``, ``issues`` (the
     :class:`EngineIssues` over ``min(Cw, 64)`` columns), ``items``, ``rounds`` (contexts per
@@ -167,7 +172,8 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
             fans = WFANS if mode == "sparse" and gb > WFANS[0] else WFANS[:1]
             for wfan in (given_wfan,) if given_wfan is not None else fans:
                 c = engine_issues(mode, kb, gb, cols, feedback, wfan,
-                                  sparse_graph=sparse_graph, density=density)
+                                  sparse_graph=sparse_graph, density=density, bias=bias,
+                                  relu=relu)
                 if c.slots > params.slots:
                     continue
                 items = -(-K // kb) * -(-groups // gb)
@@ -206,7 +212,7 @@ def blocking_costs(mode, K, groups, Cw, params, feedback=True, sparse_graph=DEFA
 
 
 def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph, kb=None, gb=None,
-                    wfan=None, density=SKIP_DENSITY):
+                    wfan=None, density=SKIP_DENSITY, bias=False, relu=False):
     """Return the ``(kb, gb, wfan)`` of every blocking that fits, cheapest first (a given
     ``kb``, ``gb`` or ``wfan`` fixes that parameter: :func:`blocking_costs`).
 
@@ -216,7 +222,7 @@ def choose_blocking(mode, K, groups, Cw, params, feedback, sparse_graph, kb=None
         When no blocking's engine fits the PE's slots.
     """
     cands = blocking_costs(mode, K, groups, Cw, params, feedback, sparse_graph, kb, gb, wfan,
-                           density)
+                           density, bias, relu)
     if not cands:
         given = ", ".join(f"{n}={v}" for n, v in (("kb", kb), ("gb", gb), ("wfan", wfan))
                           if v is not None)

@@ -3,16 +3,18 @@
 Contract (``docs/dataflow.md`` has the reasoning)
 -------------------------------------------------
 Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed there (16 bytes
-per context: item base, input base, output base, and a zero pad word; sparse engines feed
+per context: item base, input base, output base, and the item's bias block address with an
+epilogue bias, else a zero pad word; sparse engines feed
 ``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
 the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
 element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same offset of every
 Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
-``values``), and the output blocks (``kb x gb`` tokens).  A layer whose data do not fit the
-Dbufs runs in several passes (one memory image each, the same program).  Pass ``p`` fills
-``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
+``values``), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
+padding rows and dummy items), and the output blocks (``kb x gb`` tokens).  A layer whose data
+do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
+``p`` fills ``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
 ``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
 
 :func:`pass_memory` returns the image of pass ``p`` of an :class:`~sw.compiler.fc_plan.FcPlan`
@@ -120,6 +122,16 @@ def _item_bytes(plan, blk, enc, nbytes, base):
     return bytes(out)
 
 
+def _bias_bytes(plan, kbi):
+    """Return the bias block of row block ``kbi`` (``None``: a dummy item, all zero)."""
+    out = np.zeros(plan.bias_bytes // 2, dtype="<u2")
+    if kbi is not None:
+        for i, r in enumerate(plan.item_rows(kbi)):
+            if r < plan.K:
+                out[i] = plan.bias[r]
+    return out.tobytes()
+
+
 def _input_block(plan, x16, gbi):
     """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cw`` tokens of 4 lanes."""
     blk = np.zeros((plan.gb * LANES, plan.Cw), dtype=np.float16)
@@ -186,10 +198,14 @@ def pass_memory(plan, weights, inputs, p):
         baddr = alloc(d, nbytes)
         if nbytes:
             segments[baddr] = _item_bytes(plan, blk, enc, nbytes, baddr)
+        caddr = 0
+        if plan.bias is not None:
+            caddr = alloc(d, plan.bias_bytes)
+            segments[caddr] = _bias_bytes(plan, None if i is None else plan.item(i)[0])
         oaddr = alloc(d, plan.output_bytes)
         if i is not None:
             outputs.append((i, oaddr))
-        entry = np.array([baddr, xaddr, oaddr, 0], dtype="<u4").tobytes()
+        entry = np.array([baddr, xaddr, oaddr, caddr], dtype="<u4").tobytes()
         desc[e][t * DESC_BYTES:(t + 1) * DESC_BYTES] = entry
     for e in range(plan.engines):
         segments[plan.desc_base[e] + plan.pass_ctx_base(p) * DESC_BYTES] = bytes(desc[e])

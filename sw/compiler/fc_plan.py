@@ -17,8 +17,10 @@ half's tables with the same program.  The DMA can then load pass ``p + 1`` and s
 ``p - 1`` while pass ``p`` computes (``docs/system.md``, "Double buffering").
 
 :class:`FcPlan` records one such cut: the shapes, the blocking (``kb``, ``gb``, sparse
-``wfan``), the graph options, each engine's PE and home Dbuf and descriptor table, the contexts
-per pass, and what follows from them (items, passes, the byte sizes of an item's blocks).
+``wfan``), the graph options (the sparse graph; the optional epilogue of each output, ``y =
+relu(acc + bias)``: a per-output ``bias`` and ``relu``), each engine's PE and home Dbuf and
+descriptor table, the contexts per pass, and what follows from them (items, passes, the byte
+sizes of an item's blocks).
 :func:`sw.compiler.planner.plan_fc` chooses a plan; :mod:`sw.compiler.graphs` builds its
 engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
 """
@@ -89,6 +91,19 @@ class FcPlan:
     sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
     row_order: tuple = ()                          # skip: item rows (balance.balanced_rows)
     double_buffer: bool = False                    # passes in alternate halves of the Dbufs
+    bias: tuple = None                             # K binary16 bit patterns: y = acc + b
+    relu: bool = False                             # y = max(y, +0.0) before the store
+
+    @property
+    def epilogue(self):
+        """Return whether the engines add a bias or apply ReLU after each output's FACC."""
+        return self.bias is not None or self.relu
+
+    @property
+    def bias_bytes(self):
+        """Return the bytes of one item's bias block: ``kb`` binary16, 8-aligned (0 without a
+        bias)."""
+        return 0 if self.bias is None else align(2 * self.kb, 8)
 
     @property
     def groups(self):
@@ -266,4 +281,5 @@ class FcPlan:
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
                     wfan=self.wfan, fan_pipe0=self.fan_pipe0, double_buffer=self.double_buffer,
                     sparse_graph=self.sparse_graph if self.mode == "sparse" else None,
-                    rows_balanced=bool(self.row_order))
+                    rows_balanced=bool(self.row_order), bias=self.bias is not None,
+                    relu=self.relu)

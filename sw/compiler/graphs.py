@@ -14,7 +14,10 @@ Accumulation order (fixed, what the golden model and the hardware both compute):
 order, one rounding per step (``FACC``); the ``switch`` and ``gather`` graphs feed ``+0.0``
 for every weight that FD-CSR does not store, including the padding columns ``C .. Cw-1``
 (whose inputs are 0); the ``skip`` graph steps only over the stored weights (a row with none
-over one explicit ``+0.0`` at column 0).
+over one explicit ``+0.0`` at column 0).  A plan with an epilogue then computes, per output,
+``acc = FADD(acc, b[k])`` (``plan.bias``: the row's binary16 bias, loaded by ``LDHB`` from the
+item's bias block, whose address is the descriptor's fourth word) and ``acc = FMAX(acc,
++0.0)`` (``plan.relu``), each rounded as the instruction rounds, before the store.
 :func:`fc_result` is that loop, vectorized.
 """
 
@@ -60,15 +63,17 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     ld_b = add("ldB", Op.LDW, imm=desc)
     ld_x = add("ldX", Op.LDW, imm=desc + 4)
     ld_o = add("ldO", Op.LDW, imm=desc + 8)
-    g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)])
+    ld_c = add("ldC", Op.LDW, imm=desc + 12) if plan.bias is not None else None
+    g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)] + ([(ld_c, 0)] if ld_c is not None else []))
     # The skip graph's FACCs take their count (the row's stored weights) as operand 2.
     facc = [[add("facc", Op.FACC, imm=0 if plan.skip else Cw, row=k, lane=j)
              for j in range(gb)] for k in range(kb)]
     st = [[add("st", Op.STD, imm=(k * gb + j) * 8, end=True, row=k, lane=j)
            for j in range(gb)] for k in range(kb)]
+    result = _epilogue(g, plan, add, ld_c, facc)
     for k in range(kb):
         for j in range(gb):
-            g.connect(facc[k][j], st[k][j], 1)
+            g.connect(result[k][j], st[k][j], 1)
     g.fanout(ld_o, [(st[k][j], 0) for k in range(kb) for j in range(gb)])
     if plan.skip:
         _skip_streams(g, plan, add, ld_b, ld_x, facc)
@@ -160,6 +165,34 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     return ids
 
 
+def _epilogue(g, plan, add, ld_c, facc):
+    """Add the epilogue of each output after its FACC; return the nodes whose result is stored.
+
+    With a bias, ``ld_c`` (the item's bias block address) feeds one ``LDHB`` per weight row
+    (its bias, broadcast to the four lanes), which feeds the row's ``gb`` ``FADD``s; with
+    ReLU an ``FMAX #0`` follows.  Every node fires once per context (PE-local edges).
+    """
+    kb, gb = plan.kb, plan.gb
+    out = facc
+    if plan.bias is not None:
+        loads = [add("bias", Op.LDHB, imm=2 * k, row=k) for k in range(kb)]
+        g.fanout(ld_c, [(v, 0) for v in loads])
+        added = [[add("badd", Op.FADD, 2, row=k, lane=j) for j in range(gb)] for k in range(kb)]
+        for k in range(kb):
+            for j in range(gb):
+                g.connect(out[k][j], added[k][j], 0)
+            g.fanout(loads[k], [(added[k][j], 1) for j in range(gb)])
+        out = added
+    if plan.relu:
+        relu = [[add("relu", Op.FMAX, 1, imm=fp16.POS_ZERO, row=k, lane=j) for j in range(gb)]
+                for k in range(kb)]
+        for k in range(kb):
+            for j in range(gb):
+                g.connect(out[k][j], relu[k][j], 0)
+        out = relu
+    return out
+
+
 def _skip_streams(g, plan, add, ld_b, ld_x, facc):
     """Add the ``skip`` graph's weight and input streams, feeding ``facc[k][j]``.
 
@@ -208,11 +241,13 @@ def fc_result(plan, weights, inputs, running=False, progress=None):
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
     :mod:`sw.spec.fp16`); the ``skip`` graph steps only over the stored weights
-    (:func:`sw.compiler.dbuf_layout.skip_stored`).  With ``running=True`` return
-    ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum of the magnitudes of every
-    rounded partial sum, for the running error bound of :func:`sw.models.reference.check`.
-    ``progress``, if given, is called as ``progress(done, total)`` with the input columns
-    accumulated so far (every 64 columns and at the end).
+    (:func:`sw.compiler.dbuf_layout.skip_stored`); the epilogue adds the bias (one rounding)
+    and applies ReLU (``sw.spec.fp16.maximum`` with ``+0.0``), as the graph does.  With
+    ``running=True`` return ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum of the
+    magnitudes of every rounded partial sum (before the epilogue), for the running error bound
+    of :func:`sw.models.reference.check`.  ``progress``, if given, is called as
+    ``progress(done, total)`` with the input columns accumulated so far (every 64 columns and
+    at the end).
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)
@@ -230,5 +265,9 @@ def fc_result(plan, weights, inputs, running=False, progress=None):
             mu += np.abs(acc.view(np.float16).astype(np.float64))
         if progress and (c % 64 == 63 or c == plan.Cw - 1):
             progress(c + 1, plan.Cw)
+    if plan.bias is not None:
+        acc = fp16.add(acc, np.asarray(plan.bias, dtype=np.uint16)[:, None])
+    if plan.relu:
+        acc = fp16.maximum(acc, fp16.POS_ZERO)
     y = np.ascontiguousarray(acc.T).view(np.float16)
     return (y, np.ascontiguousarray(mu.T)) if running else y

@@ -36,7 +36,7 @@ from sw.spec.fp16 import positive_zeros, to_weights
 
 __all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
            "get_layer", "check_sizes", "make_weights", "make_inputs", "load_npy",
-           "load_weights", "load_inputs"]
+           "load_weights", "load_inputs", "load_bias"]
 
 
 @dataclass(frozen=True)
@@ -311,3 +311,30 @@ def load_inputs(path, c):
                         f"C = {c}; inputs must be N x {c}")
     check_sizes(C=c, N=arr.size // max(c, 1), where=f"{p}: inputs")
     return _check_float(arr.reshape(-1, c), p, "inputs")
+
+
+def load_bias(path, k):
+    """Read a user's per-output bias (a 1-D ``.npy`` of length ``K``) as float16.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.npy`` file.
+    k : int
+        The layer's outputs ``K`` (rows of its weights), which the bias must match.
+
+    Raises
+    ------
+    FdpuError
+        If the file is not a 1-D finite floating-point ``.npy`` array of ``K`` values within
+        float16 range.
+    """
+    arr = load_npy(path, "bias")
+    p = os.fspath(path)
+    if arr.ndim != 1:
+        raise FdpuError(f"{p}: bias must be 1-D (one value per output, K = {k}), got "
+                        f"{arr.ndim}-D of shape {arr.shape}")
+    if arr.shape[0] != k:
+        raise FdpuError(f"{p}: bias has {arr.shape[0]} values but the layer has K = {k} "
+                        f"outputs; bias must have {k}")
+    return _check_float(arr, p, "bias values")

@@ -27,7 +27,7 @@ __all__ = ["plan_fc"]
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
             contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
-            double_buffer=None):
+            double_buffer=None, bias=None, relu=False):
     """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
@@ -48,7 +48,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     ``double_buffer`` gives consecutive passes alternate halves of the Dbufs (the DMA of the
     next and previous passes then overlaps a pass's contexts, ``docs/system.md``); ``None``
     (the default) turns it on when the layer takes more than one pass with whole Dbufs and
-    one item fits half a Dbuf.
+    one item fits half a Dbuf.  ``bias`` (``K`` finite values, rounded to binary16) and
+    ``relu`` add the epilogue ``y = relu(acc + bias)`` after each output's FACC
+    (:attr:`~sw.compiler.fc_plan.FcPlan.bias`, docs/dataflow.md).
 
     Raises
     ------
@@ -88,6 +90,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 or (row_nnz > C).any():
             raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
                             f"got shape {row_nnz.shape} of {row_nnz.dtype}")
+    if not isinstance(relu, bool):
+        raise FdpuError(f"relu must be True or False, got {relu!r}")
+    bias = _bias_bits(bias, K)
     if double_buffer is not None and not isinstance(double_buffer, bool):
         raise FdpuError(f"double_buffer must be True, False or None (automatic), got "
                         f"{double_buffer!r}")
@@ -108,9 +113,10 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf; a given kb, gb or wfan is kept.
         for ckb, cgb, cwfan in choose_blocking(mode, K, groups, cw, params, feedback,
-                                               sparse_graph, kb, gb, wfan, density):
+                                               sparse_graph, kb, gb, wfan, density,
+                                               bias is not None, relu):
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
-                           sparse_graph=sparse_graph)
+                           sparse_graph=sparse_graph, bias=bias, relu=relu)
             probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
             probe.double_buffer = bool(double_buffer)
             if _fits(probe, 1):
@@ -125,9 +131,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                             + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
-                  sparse_graph=sparse_graph)
+                  sparse_graph=sparse_graph, bias=bias, relu=relu)
     slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
-                         sparse_graph=sparse_graph)[0]
+                         sparse_graph=sparse_graph, bias=bias is not None, relu=relu)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
@@ -162,11 +168,30 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.
         try:
             return plan_fc(K, C, N, mode, params, feedback=feedback, fan_pipe0=fan_pipe0,
-                           row_nnz=row_nnz, double_buffer=True,
+                           row_nnz=row_nnz, double_buffer=True, relu=relu,
+                           bias=None if bias is None
+                           else np.array(bias, dtype=np.uint16).view(np.float16),
                            sparse_graph=sparse_graph if mode == "sparse" else None, **asked)
         except FdpuError:
             pass
     return plan
+
+
+def _bias_bits(bias, K):
+    """Return ``bias`` (``K`` finite real values, or ``None``) as a tuple of binary16 bit
+    patterns, rounded to nearest even, or ``None``."""
+    if bias is None:
+        return None
+    arr = np.asarray(bias)
+    if arr.shape != (K,) or arr.dtype.kind not in "iuf":
+        raise FdpuError(f"bias must be {K} real values (one per output), got shape {arr.shape} "
+                        f"of {arr.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = arr.astype(np.float16)
+    if not np.isfinite(half).all():
+        raise FdpuError("bias values must be finite and within the binary16 range "
+                        "(|b| <= 65504)")
+    return tuple(int(v) for v in half.view(np.uint16))
 
 
 def _room(plan):
@@ -219,6 +244,6 @@ def _fits(plan, contexts):
     # Input slots: as many as the most any pass's colouring uses (FcPlan.pass_inputs).
     slots = max(max((s for s, _ in plan.pass_inputs(p).values()), default=0)
                 for p in range(plan.passes)) + 1
-    need = plan.input_offset(slots) + worst * contexts * (plan.item_bound + plan.output_bytes
-                                                          + 8)
+    need = plan.input_offset(slots) + worst * contexts * (plan.item_bound + plan.bias_bytes
+                                                          + plan.output_bytes + 8)
     return need <= plan.region_bytes

@@ -595,6 +595,8 @@ class _Machine:
             value = int(fp16.simd4_mul(a(0), a(1)))
         elif op is Op.FMADD:
             value = int(fp16.simd4_fma(a(0), a(1), a(2)))
+        elif op is Op.FMAX:
+            value = int(fp16.simd4_max(a(0), a(1)))
         else:
             value = _int_op(op, a(0), a(1))
         for i in ndest:

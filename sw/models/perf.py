@@ -359,11 +359,12 @@ class _Work:
         p = plan.params
         args = (plan.mode, plan.kb, plan.gb, plan.Cw, plan.feedback, plan.wfan, plan.fan_pipe0,
                 plan.sparse_graph)
+        epilogue = dict(bias=plan.bias is not None, relu=plan.relu)
         if plan.skip:
-            self.lo = blocking.engine_issues(*args, density=0.0)
-            self.hi = blocking.engine_issues(*args, density=1.0)
+            self.lo = blocking.engine_issues(*args, density=0.0, **epilogue)
+            self.hi = blocking.engine_issues(*args, density=1.0, **epilogue)
         else:
-            self.lo = self.hi = blocking.engine_issues(*args)
+            self.lo = self.hi = blocking.engine_issues(*args, **epilogue)
         self.homes = np.array([d for _, d in plan.homes], dtype=np.int64)
         self.links = home_dbufs.link_engines(p, plan.homes) if plan.homes else 1
         self.window = p.operand_depth
@@ -485,6 +486,8 @@ def _pass_segments(plan, q, nnz_rows):
         a = alloc(d, nbytes)
         if nbytes:
             segs.append((a, nbytes))
+        if plan.bias_bytes:
+            segs.append((alloc(d, plan.bias_bytes), plan.bias_bytes))
         alloc(d, plan.output_bytes)
     return segs, (groups, plan.input_bytes)
 

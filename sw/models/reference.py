@@ -19,6 +19,11 @@ float64 rounding of the bound itself is covered by a ``1e-9`` relative margin.  
 covered: an output beyond the binary16 range (|Y| > 65504) is reported as not matching.
 Extra steps that add an exact zero (sparse padding columns) do not change the bound.
 
+With the epilogue ``y = relu(fl(acc + b))`` (``FADD`` then ``FMAX #0``) the reference is
+``relu(s + b)`` and the bound ``(1 + u) * E + u * |s + b| + t``: ``|acc + b - (s + b)| <= E``,
+the rounding of the sum adds at most ``u * |acc + b| + t <= u * (|s + b| + E) + t``, and
+``max(., 0)`` does not increase a distance.
+
 That a-priori bound compounds ``(1 + u)**C``, which is ~2e5 for C = 25088 (vgg16-fc6).  The
 *running* error bound (Higham, section 3.3) does not: rounding to nearest gives
 ``|fl(v) - v| <= u |fl(v)| + t``, so with ``acc_c`` the *rounded* partial sums,
@@ -43,11 +48,24 @@ U = 2.0 ** -11
 _SUB = 2.0 ** -25
 
 
-def reference(weights, inputs):
-    """Return the float64 ``N x K`` product ``inputs @ weights.T``."""
+def reference(weights, inputs, bias=None, relu=False):
+    """Return the float64 ``N x K`` product ``inputs @ weights.T`` (plus ``bias``, a length-``K``
+    vector of binary16 values or bit patterns as :attr:`FcPlan.bias` holds them, then ReLU
+    when ``relu``)."""
     w = np.asarray(weights, dtype=np.float16).astype(np.float64)
     x = np.asarray(inputs, dtype=np.float16).astype(np.float64)
-    return x @ w.T
+    y = x @ w.T
+    if bias is not None:
+        y = y + _bias64(bias)
+    return np.maximum(y, 0.0) if relu else y
+
+
+def _bias64(bias):
+    """Return a bias as float64 values: bit patterns (a tuple of ints) or binary16 values."""
+    arr = np.asarray(bias)
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(np.uint16).view(np.float16)
+    return np.asarray(arr, dtype=np.float16).astype(np.float64)
 
 
 def error_bound(weights, inputs):
@@ -84,19 +102,24 @@ class Check:
                     worst_ratio=self.worst_ratio, failures=self.failures)
 
 
-def check(result, weights, inputs, mu=None, steps=None):
+def check(result, weights, inputs, mu=None, steps=None, bias=None, relu=False):
     """Compare a binary16 ``N x K`` ``result`` with :func:`reference` within the bound.
 
     ``mu`` (``N x K``, the sum of the rounded partial sums' magnitudes over ``steps`` FMA steps,
-    default ``C``) enables the running bound of the module doc.
+    default ``C``) enables the running bound of the module doc; ``bias`` and ``relu`` are the
+    epilogue's (:func:`reference`; the bound grows by the bias addition's rounding).
     """
     y = np.asarray(result, dtype=np.float16).astype(np.float64)
-    ref = reference(weights, inputs)
+    ref = reference(weights, inputs, bias)
     bound = error_bound(weights, inputs)
     if mu is not None:
         steps = np.asarray(weights).shape[1] if steps is None else steps
         running = (U * np.asarray(mu) + steps * _SUB) * (1 + 1e-9)
         bound = np.minimum(bound, running)
+    if bias is not None:
+        bound = ((1 + U) * bound + U * np.abs(ref) + _SUB) * (1 + 1e-9)
+    if relu:
+        ref = np.maximum(ref, 0.0)
     with np.errstate(invalid="ignore"):
         err = np.abs(y - ref)
         bad = ~(err <= bound)

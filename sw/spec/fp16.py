@@ -12,6 +12,8 @@ Contract
   ``fma`` (``a * b + c`` rounded *once*) return the correctly rounded result.  Subnormal
   operands and results are kept (no flush to zero); overflow gives a correctly signed infinity;
   the sign of an exact zero follows IEEE (``x + -x = +0``, ``-0 + -0 = -0``).
+* ``maximum`` is IEEE 754-2019 ``maximum``: the larger operand, returned unchanged (no
+  rounding), with ``-0 < +0``; a NaN operand gives ``QNAN``.
 * NaN policy: every NaN result, whether produced (``inf - inf``, ``0 * inf``) or propagated
   from a NaN operand (quiet or signalling, any payload, any sign), is the canonical quiet NaN
   ``QNAN = 0x7E00``.  Exception flags are not modelled.
@@ -20,8 +22,8 @@ SIMD-4 tokens
 -------------
 An FP token is a 64-bit word holding four binary16 lanes, lane ``i`` in bits ``16*i+15 ..
 16*i`` (lane 0 in bits 15:0).  :func:`pack4` / :func:`unpack4` convert between ``(..., 4)``
-uint16 lanes and uint64 words; ``simd4_add``, ``simd4_sub``, ``simd4_mul`` and ``simd4_fma``
-apply the scalar operation lane by lane to words (integers in ``0..2**64-1``).
+uint16 lanes and uint64 words; ``simd4_add``, ``simd4_sub``, ``simd4_mul``, ``simd4_fma`` and
+``simd4_max`` apply the scalar operation lane by lane to words (integers in ``0..2**64-1``).
 
 Implementation
 --------------
@@ -44,9 +46,9 @@ from sw.spec.errors import FdpuError
 __all__ = [
     "POS_ZERO", "NEG_ZERO", "ONE", "NEG_ONE", "POS_INF", "NEG_INF", "QNAN", "MAX_FINITE",
     "MIN_NORMAL", "MIN_SUBNORMAL", "SIGN_MASK", "EXP_MASK", "FRAC_MASK",
-    "add", "sub", "mul", "fma", "from_float", "to_float", "is_nan", "positive_zeros",
+    "add", "sub", "mul", "fma", "maximum", "from_float", "to_float", "is_nan", "positive_zeros",
     "to_weights",
-    "pack4", "unpack4", "simd4_add", "simd4_sub", "simd4_mul", "simd4_fma",
+    "pack4", "unpack4", "simd4_add", "simd4_sub", "simd4_mul", "simd4_fma", "simd4_max",
 ]
 
 #: +0.0
@@ -263,6 +265,35 @@ def fma(a, b, c):
         return _result(_round_to_f16(_round_to_odd(s, e)))
 
 
+def maximum(a, b):
+    """Return the IEEE 754-2019 ``maximum`` of binary16 bit patterns ``a`` and ``b``.
+
+    The larger operand, exactly (its bit pattern, no rounding); ``-0.0`` is below ``+0.0``, so
+    ``maximum(-0.0, +0.0)`` is ``+0.0`` in either order; equal operands give that value; a NaN
+    operand (quiet or signalling, any payload) gives ``QNAN``.  ``maximum(x, +0.0)`` is ReLU.
+
+    Parameters
+    ----------
+    a, b : array_like of int
+        Bit patterns in ``0..0xFFFF``; broadcast against each other.
+
+    Returns
+    -------
+    numpy.ndarray of uint16, or numpy.uint16
+    """
+    ua, ub = _bits(a, "a"), _bits(b, "b")
+    nan = ((ua & ~np.uint16(SIGN_MASK)) > POS_INF) | ((ub & ~np.uint16(SIGN_MASK)) > POS_INF)
+
+    def key(u):
+        # Order of the values as integers: the magnitude, negated and less one when negative
+        # (so -0.0 is -1, below +0.0 at 0).
+        mag = (u & ~np.uint16(SIGN_MASK)).astype(np.int32)
+        return np.where(u >> np.uint16(15) != 0, -mag - 1, mag)
+
+    out = np.where(key(ua) >= key(ub), ua, ub)
+    return _result(np.where(nan, np.uint16(QNAN), out).astype(np.uint16))
+
+
 def from_float(x):
     """Round real numbers to binary16 bit patterns, ties to even, NaN -> ``QNAN``.
 
@@ -387,6 +418,11 @@ def simd4_mul(a, b):
 def simd4_fma(a, b, c):
     """Compute ``a * b + c`` on SIMD-4 words lane-wise (see :func:`fma`); returns uint64 words."""
     return _simd4(fma, "abc", (a, b, c))
+
+
+def simd4_max(a, b):
+    """Return the lane-wise ``maximum`` of SIMD-4 words (see :func:`maximum`) as uint64 words."""
+    return _simd4(maximum, "ab", (a, b))
 
 
 def positive_zeros(values):

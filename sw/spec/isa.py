@@ -15,7 +15,9 @@ Tokens are 64 bits.  Integer instructions read the low 32 bits of their operands
 complement and produce a 32-bit result zero-extended to 64 bits; comparisons give 1 or 0;
 shifts use the low 5 bits of the shift amount.  Floating-point instructions work on four IEEE
 754 binary16 lanes (lane 0 in bits 15:0), round to nearest even, subnormals kept, FMADD fused.
-An FP immediate is ``imm[15:0]``, broadcast to the four lanes.
+An FP immediate is ``imm[15:0]``, broadcast to the four lanes.  ``FMAX a, b`` is IEEE 754-2019
+``maximum`` per lane: a NaN operand gives the canonical NaN, ``-0 < +0``, otherwise the larger
+operand unchanged (no rounding); ``FMAX t0, #0`` (``imm = 0``, +0.0) is ReLU.
 
 Special instructions:
 
@@ -135,6 +137,7 @@ class Op(enum.IntEnum):
     FMUL = 27
     FMADD = 28
     FACC = 29
+    FMAX = 30
     # Memory.
     LDH = 32
     LDHB = 33
@@ -183,7 +186,7 @@ _ARITY = {
     Op.ADD: 2, Op.SUB: 2, Op.MUL: 2, Op.AND: 2, Op.OR: 2, Op.XOR: 2, Op.SHL: 2, Op.SHR: 2,
     Op.SRA: 2, Op.EQ: 2, Op.LT: 2, Op.LTU: 2,
     Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2, Op.BPOS: 2,
-    Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 3,
+    Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 3, Op.FMAX: 2,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
     Op.LDHBZ: 1, Op.SWITCH: 3,
 }
@@ -194,13 +197,14 @@ _ARITY = {
 _MIN_OPERANDS = {
     Op.ADD: 1, Op.SUB: 1, Op.MUL: 1, Op.AND: 1, Op.OR: 1, Op.XOR: 1, Op.SHL: 1, Op.SHR: 1,
     Op.SRA: 1, Op.EQ: 1, Op.LT: 1, Op.LTU: 1,
-    Op.FADD: 1, Op.FSUB: 1, Op.FMUL: 1, Op.FMADD: 2, Op.FACC: 2,
+    Op.FADD: 1, Op.FSUB: 1, Op.FMUL: 1, Op.FMADD: 2, Op.FACC: 2, Op.FMAX: 1,
     Op.SWITCH: 2,
 }
 _UNIT = {op: Unit.INT for op in Op}
 _UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.CTX: Unit.CTRL,
               Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL, Op.BPOS: Unit.CTRL})
-_UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC)})
+_UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC,
+                                     Op.FMAX)})
 _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW,
                                       Op.STD, Op.LDHBZ)})
 _ACCESS_BYTES = {Op.LDH: 2, Op.LDHB: 2, Op.LDW: 4, Op.LDD: 8, Op.STH: 2, Op.STW: 4, Op.STD: 8,

@@ -4,7 +4,7 @@ A point's result is a function of
 
 * every ``fdpu run`` option's value, defaults included (the layer, the seed of its data, the
   array, the system, ``--sim``), and the contents of its input files (``--weights``,
-  ``--inputs``);
+  ``--inputs``, ``--bias``);
 * the project's code that turns them into a result (:func:`source_digest`, per kind of
   simulator, :data:`SOURCES`): the spec, compiler and planner that make the images, the models
   (with the performance model's calibration constants, which also choose a plan), the command

@@ -48,7 +48,7 @@ __all__ = ["normalize", "parse_assignments", "load_toml", "expand", "argv", "poi
 RESERVED = frozenset(("json", "out", "waves"))
 #: Options that name input files: made absolute (points run in a temporary directory), and
 #: their contents go into the cache key (:mod:`sw.sweep.cache`).
-FILES = ("weights", "inputs")
+FILES = ("weights", "inputs", "bias")
 
 #: The largest sweep file read (a file of options; a bigger one is not a sweep file).
 MAX_TOML_BYTES = 2**20

@@ -14,10 +14,10 @@ __all__ = ["OPS", "ARITY", "reference", "softfloat_reference", "edge_values",
            "random_operands"]
 
 #: Operation names accepted here and by ``fdpu fpu-check``, mapped to ``hw.pe.fpu.FpOp`` names.
-OPS = {"fma": "FMADD", "mul": "FMUL", "add": "FADD", "sub": "FSUB", "mov": "MOV"}
+OPS = {"fma": "FMADD", "mul": "FMUL", "add": "FADD", "sub": "FSUB", "mov": "MOV", "max": "MAX"}
 
 #: Number of source operands of each operation (TestFloat files list this many).
-ARITY = {"fma": 3, "mul": 2, "add": 2, "sub": 2, "mov": 1}
+ARITY = {"fma": 3, "mul": 2, "add": 2, "sub": 2, "mov": 1, "max": 2}
 
 _EDGE = np.array([
     0x0000, 0x0001, 0x0002, 0x0003, 0x01FF, 0x0200, 0x03FE, 0x03FF,   # zero, subnormals
@@ -58,6 +58,8 @@ def reference(op, a, b=None, c=None):
         return np.asarray(fp16.sub(a, b), dtype=np.uint16)
     if op == "mov":
         return np.asarray(a, dtype=np.uint16).copy()
+    if op == "max":
+        return np.asarray(fp16.maximum(a, b), dtype=np.uint16)
     raise ValueError(f"op must be one of {', '.join(OPS)}, not {op!r}")
 
 
@@ -68,6 +70,8 @@ def softfloat_reference(op, a, b=None, c=None):
     TestFloat-format vectors; one Python call per lane, so for thousands of cases, not
     millions.  Parameters and result as for :func:`reference`.
     """
+    if op not in ("fma", "mul", "add", "sub", "mov"):
+        raise ValueError(f"SoftFloat has no {op!r}; op must be fma, mul, add, sub or mov")
     import softfloatpy as sf
 
     def f16(x):
@@ -116,7 +120,8 @@ def random_operands(op, n, rng):
 
     For ``fma``, ``add`` and ``sub`` a third of the cases make the addend cancel the product
     (or the other summand) exactly or to within a few ulps, where the fused rounding and the
-    sign of zero are hardest.
+    sign of zero are hardest.  For ``max`` a third of the cases make ``b`` equal to ``a``, its
+    negation or one ulp away (equal values, ``+-0`` pairs, the comparison's last bit).
 
     Parameters
     ----------
@@ -144,4 +149,10 @@ def random_operands(op, n, rng):
             target = operands[0]
         last = operands[-1]
         operands[-1] = np.where(near, (target + jitter).astype(np.uint16), last)
+    if op == "max" and n:
+        near = rng.random(n) < 0.33
+        a = operands[0]
+        twin = np.where(rng.random(n) < 0.5, a ^ np.uint16(0x8000), a)
+        twin = (twin + rng.choice(np.array([0, 0, 1, 0xFFFF], dtype=np.uint16), n))
+        operands[1] = np.where(near, twin.astype(np.uint16), operands[1])
     return tuple(operands)

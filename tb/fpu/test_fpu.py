@@ -9,6 +9,8 @@ caught as well as a wrong one.
   with idle and backpressure patterns changed each phase.
 * ``edge_classes``: every pair of edge-class values as ``a`` and ``b`` (``c`` sweeps them as
   well), fma, random idle and backpressure, driven by :func:`tb.fpu.bulk.drive_bulk`.
+* ``edge_classes_max``: the same pairs through MAX (IEEE 754-2019 ``maximum``: ``+-0``,
+  subnormals, infinities, NaNs, equal operands).
 * ``vectors``: the lanes in the ``.npz`` named by ``FDPU_FPU_VECTORS`` (keys ``op``, ``a``,
   ``b``, ``c``; lane count a multiple of 4), or 4000 random fma lanes without it; idle and
   backpressure probabilities from ``FDPU_FPU_IDLE`` / ``FDPU_FPU_STALL`` (default 0.1).  With
@@ -138,6 +140,21 @@ async def edge_classes(dut):
     results, cycles = await drive_bulk(dut, payloads, rng=tb.rng, idle=0.2, stall=0.2)
     tb.check("fma", lanes, results, tags)
     dut._log.info("%d edge-class fma lanes checked in %d cycles", n, cycles)
+
+
+@cocotb.test()
+async def edge_classes_max(dut):
+    """Every pair of edge-class values as a and b, max."""
+    tb = TB(dut)
+    await tb.start()
+    edge = model.edge_values()
+    a, b = (x.ravel() for x in np.meshgrid(edge, edge))
+    n = len(a) // 4 * 4
+    lanes = (a[:n], b[:n], _zeros_like(a[:n]))
+    payloads, tags = tb.payloads("max", *lanes)
+    results, cycles = await drive_bulk(dut, payloads, rng=tb.rng, idle=0.2, stall=0.2)
+    tb.check("max", lanes[:2], results, tags)
+    dut._log.info("%d edge-class max lanes checked in %d cycles", n, cycles)
 
 
 @cocotb.test()

@@ -100,7 +100,7 @@ TOPS = {top.name: top for top in (
         Param("depth", int, 4, "capacity in words, >= 1"),
     )),
     Top("fpu", 
-        "hw.pe.fpu:SimdFpu", "Pipelined SIMD-4 binary16 FMA unit (FMADD/FMUL/FADD/FSUB/MOV).", (
+        "hw.pe.fpu:SimdFpu", "Pipelined SIMD-4 binary16 FMA unit (FMADD FMUL FADD FSUB MOV MAX).", (
         Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
     )),
     Top("pe", 

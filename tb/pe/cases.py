@@ -23,6 +23,7 @@ from sw.compiler.dfg import Graph
 from sw.compiler.image import load
 from sw.compiler.place import place
 from sw.models.golden import run_image
+from sw.spec import fp16
 from sw.spec.arch import ArrayParams
 from sw.spec.isa import Op, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, store_stream
@@ -30,7 +31,7 @@ from tb.pe.graph_parts import chain, ctx_address, store_stream
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
            "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
            "bscan_image", "bscan_tables", "bscan_reference", "ldhbz_image", "ldhbz_tables",
-           "ldhbz_reference"]
+           "ldhbz_reference", "fmax_image", "fmax_tables", "fmax_reference"]
 
 #: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
 PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
@@ -355,6 +356,89 @@ def ldhbz_image(params, contexts, seed, pe=(0, 0)):
         at = g.add(Op.ITER, imm=loop_imm(count, 8), pe=pe, group=pe)
         g.connect(block, at, 0)
         store_stream(g, at, src, Op.STD, offset, count, pe)
+    g.validate(params)
+    return assemble(g, place(g, params), segments, contexts)
+
+
+#: Lanes every :func:`fmax_tables` draw starts with: signed zeros both ways round, equal
+#: values, subnormals, infinities, NaNs (quiet, signalling, negative), -1 against -2.
+FMAX_LANES = [(0x8000, 0x0000), (0x0000, 0x8000), (0x8000, 0x8000), (0x3C00, 0x3C00),
+              (0x0001, 0x8001), (0x8001, 0x8002), (0x7C00, 0xFC00), (0xFC00, 0x7BFF),
+              (0x7E00, 0x3C00), (0xBC00, 0x7C01), (0xFE00, 0xFC00), (0xBC00, 0xC000),
+              (0x03FF, 0x0400), (0x83FF, 0x8400), (0x7BFF, 0x7C00), (0xC000, 0x0000)]
+#: The FP immediate of :func:`fmax_image`'s ``FMAX b, #imm``: -1.0.
+FMAX_IMM = 0xBC00
+_FMAX_TAB_A, _FMAX_TAB_B = 0, 128                                # Dbuf 0
+
+
+def fmax_tables(seed):
+    """Return ``(a, b)``: two lists of 16 words of four binary16 lanes (:func:`fmax_image`).
+
+    The first 16 lane pairs are :data:`FMAX_LANES`; the rest mix random patterns with ``b``
+    equal to ``a``, its negation or one ulp away.
+    """
+    rng = random.Random(seed)
+    pairs = list(FMAX_LANES)
+    while len(pairs) < 64:
+        a = rng.getrandbits(16)
+        b = rng.choice([rng.getrandbits(16), a, a ^ 0x8000, (a + 1) & 0xFFFF])
+        pairs.append((a, b))
+    words = [[sum(pairs[4 * i + k][j] << 16 * k for k in range(4)) for i in range(16)]
+             for j in (0, 1)]
+    return words[0], words[1]
+
+
+def fmax_reference(params, seed, contexts):
+    """Return ``{address: bytes}`` that :func:`fmax_image` stores, by the ISA's definition.
+
+    Context ``c`` writes 32 bytes at Dbuf 1 + 32 c: ``FMAX a, b``, ``FMAX a, #0`` (ReLU),
+    ``FMAX (FADD a, b), #0`` and ``FMAX b, #-1.0`` of the words ``a``, ``b`` of entry
+    ``c % 16``, each word lane by lane (``sw.spec.fp16.maximum``, ``add``).
+    """
+    ta, tb = fmax_tables(seed)
+    out = {}
+    for c in range(contexts):
+        a, b = (np.array([w >> 16 * k & 0xFFFF for k in range(4)], dtype=np.uint16)
+                for w in (ta[c % 16], tb[c % 16]))
+        words = [fp16.maximum(a, b), fp16.maximum(a, 0), fp16.maximum(fp16.add(a, b), 0),
+                 fp16.maximum(b, FMAX_IMM)]
+        out[params.dbuf_bytes + 32 * c] = b"".join(int(fp16.pack4(w)).to_bytes(8, "little")
+                                                   for w in words)
+    return out
+
+
+def fmax_image(params, contexts, seed, pe=(0, 0)):
+    """Return a graph of FMAX with two tokens, with the FP immediate (ReLU), after an FADD
+    (the bias + ReLU epilogue) and with a negative immediate; :func:`fmax_reference` gives the
+    stored words.  Per context ``c`` the two words of entry ``c % 16`` are loaded (LDD) and the
+    four results stored (STD, each ENDs) at Dbuf 1 + 32 c.
+    """
+    if contexts * 32 > params.dbuf_bytes:
+        raise ValueError(f"{contexts} contexts of 32 bytes do not fit Dbuf 1")
+    g = Graph(f"fmax-{seed}")
+    ta, tb = fmax_tables(seed)
+    segments = {_FMAX_TAB_A: b"".join(w.to_bytes(8, "little") for w in ta),
+                _FMAX_TAB_B: b"".join(w.to_bytes(8, "little") for w in tb)}
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    a = chain(g, c, [(Op.AND, 15), (Op.SHL, 3), (Op.LDD, _FMAX_TAB_A)], pe)
+    b = chain(g, c, [(Op.AND, 15), (Op.SHL, 3), (Op.LDD, _FMAX_TAB_B)], pe)
+    both = g.add(Op.FMAX, 2, pe=pe, group=pe)
+    g.connect(a, both, 0)
+    g.connect(b, both, 1)
+    relu = g.add(Op.FMAX, 1, imm=0, pe=pe, group=pe)
+    g.connect(a, relu, 0)
+    total = g.add(Op.FADD, 2, pe=pe, group=pe)
+    g.connect(a, total, 0)
+    g.connect(b, total, 1)
+    relu_sum = g.add(Op.FMAX, 1, imm=0, pe=pe, group=pe)
+    g.connect(total, relu_sum, 0)
+    floor = g.add(Op.FMAX, 1, imm=FMAX_IMM, pe=pe, group=pe)
+    g.connect(b, floor, 0)
+    base = ctx_address(g, c, params.dbuf_bytes, 5, pe)
+    for offset, value in enumerate((both, relu, relu_sum, floor)):
+        st = g.add(Op.STD, imm=8 * offset, end=True, pe=pe, group=pe)
+        g.connect(base, st, 0)
+        g.connect(value, st, 1)
     g.validate(params)
     return assemble(g, place(g, params), segments, contexts)
 
