@@ -15,8 +15,9 @@ def test_encode_decode_round_trip(tmp_path, capsys):
     x = np.zeros((3, 21), dtype=np.float16)
     x[0, 0], x[1, 17], x[2, 20] = 1.5, -0.0, np.inf
     np.save(tmp_path / "w.npy", x)
-    status, out, _ = run(capsys, "fdcsr", "encode", tmp_path / "w.npy")
+    status, out, err = run(capsys, "fdcsr", "encode", tmp_path / "w.npy")
     assert status == 0 and "w.npz" in out and "shape 3 x 21, nnz 2" in out   # -0.0 is a zero
+    assert err.startswith("fdpu: warning: ") and "1 NaN or infinite value(s) stored" in err
     enc = fdcsr.load(tmp_path / "w.npz")
     assert enc.nnz == 2
     status, out, _ = run(capsys, "fdcsr", "decode", tmp_path / "w.npz", "-o", tmp_path / "d.npy")

@@ -268,3 +268,15 @@ def test_skip_with_backdoor_writes_between_passes(monkeypatch):
     assert on.final == off.final
     counts = _skip_counts(run.log)
     assert len(counts) == 2 and all(evals < ticks for ticks, evals, _ in counts.values()), counts
+
+
+def test_concurrent_runs_of_one_build_take_separate_folders(tmp_path):
+    """A run folder another process holds is skipped, not waited for (flock locks are per open
+    file, so two claims in one process contend like two processes)."""
+    from tb.host.runner import _run_dir
+    with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as first:
+        with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as second:
+            assert first.name == "tb.top.test_run-main" and second.name.endswith("-main-2")
+            assert first.is_dir() and second.is_dir()
+    with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as again:
+        assert again == first                                   # released: reused

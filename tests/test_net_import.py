@@ -99,6 +99,15 @@ def test_bad_models(tmp_path, case, match):
         onnx_load(p)
 
 
+def test_add_after_a_gemm_without_bias_is_its_bias(tmp_path):
+    w = RNG.standard_normal((4, 6)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["g"], transB=1),
+             helper.make_node("Add", ["g", "b"], ["y"])]
+    n = onnx_load(_model(nodes, [_init("w", w), _init("b", [1, 2, 3, 4])], 6, 4,
+                         tmp_path / "m.onnx"))
+    np.testing.assert_array_equal(n.layers[0].bias, np.array([1, 2, 3, 4], np.float16))
+
+
 def test_not_onnx(tmp_path):
     p = tmp_path / "junk.onnx"
     p.write_bytes(b"\x00\x01 not a protobuf" * 10)
@@ -114,7 +123,9 @@ def test_npz_layout(tmp_path):
     np.savez(tmp_path / "a.npz", W0=w0, W1=w1, act=np.array(["none", "relu"]))
     assert [l.activation for l in net.from_npz(tmp_path / "a.npz").layers] == [None, "relu"]
     for kwargs, match in ((dict(W0=w0, W2=w1), "without gaps"),
-                          (dict(W0=w0, W1=np.ones((2, 5))), "takes C = 5 inputs"),
+                          (dict(W0=w0, W1=np.ones((2, 5))),
+                           r"bad.npz: W1 takes C = 5 inputs but W0 gives K = 4 outputs$"),
+                          (dict(W0=np.ones((1, 70000))), "in_features C = 70,000 exceeds"),
                           (dict(W0=w0, x=w0), "unexpected key"),
                           (dict(W0=w0, b0=np.ones(3)), "bias has 3 values"),
                           (dict(W0=w0 * np.inf), "NaN or infinity"),

@@ -91,7 +91,7 @@ def test_asm_writes_the_name_given(capsys, tmp_path):
     (("--points", 3), "--points sets the points of a --sweep"),
     (("--rate", 0), "--rate must be in (0, 1]"),
     (("--depth", 0), "--depth must be in 1..64"),
-    (("--rows", 0), "rows must be an integer"),
+    (("--rows", 0), "--rows must be an integer"),
     (("--json", "/dev/full"), "not a regular file"),
 ])
 def test_noc_bench_bad_input(capsys, tmp_path, monkeypatch, argv, match):

@@ -77,10 +77,16 @@ def test_fig7_from_the_cli(capsys):
     ((), "give exactly one of --layer"),
     (("--layer", "alexnet-fc8", "--in-features", 3), "give exactly one of --layer"),
     (("--in-features", 10, "--out-features", 3, "--sim", "icarus", "--engine", "exact"),
-     "--engine apply to --sim golden only"),
+     "--engine applies to --sim golden only"),
     (("--in-features", 10, "--out-features", 3, "--sim", "verilator", "--slots", 3),
      "slots must be a power of two"),
-    (("--in-features", 10, "--out-features", 3, "--rows", 0), "rows must be an integer"),
+    (("--in-features", 10, "--out-features", 3, "--rows", 0), "--rows must be an integer"),
+    (("--in-features", 10, "--out-features", 3, "--dbuf-bytes", 2**28),
+     "--rows/--cols/--dbuf-bytes: 32 Dbufs of 268435456 bytes exceed the 32-bit address"),
+    (("--in-features", 10, "--out-features", 3, "--order-seed", -5),
+     "--order-seed must be a non-negative integer, got -5"),
+    (("--in-features", 10, "--out-features", 3, "--json", "/proc/r.json"),
+     "--json /proc/r.json: cannot create a file in /proc"),
     (("--in-features", 70000, "--out-features", 2, "--density", 0.01),
      "in_features C = 70,000 exceeds 65,535 (one ITER/FACC count per row)"),
     (("--in-features", 60000, "--out-features", 100000),
@@ -99,9 +105,9 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 10, "--out-features", 3, "--no-feedback"),
      "needs --sparse-graph switch (the gather graph, the default, has no SWITCH)"),
     (("--in-features", 10, "--out-features", 3, "--kb", 0),
-     "kb must be an integer in 1..3 (out_features 3), got 0"),
+     "--kb must be an integer in 1..3 (out_features 3), got 0"),
     (("--in-features", 32, "--out-features", 16, "--gb", 100000),
-     "gb must be an integer in 1..1 (the 1 lane groups of batch 1), got 100000"),
+     "--gb must be an integer in 1..1 (the 1 lane groups of batch 1), got 100000"),
     (("--in-features", 10, "--out-features", 3, "--golden", "fast"),
      "--golden chooses the reference of an RTL run"),
     (("--in-features", 10, "--out-features", 3, "--engine", "fast", "--order-seed", 3),
@@ -249,3 +255,28 @@ def test_run_names_the_graph_and_its_balance(tmp_path, capsys):
         if graph is None:
             assert rec["plan"]["rows_balanced"]
             assert rec["counters"]["ops"]["FACC"] >= rec["nnz"] * 4      # 4 lane groups
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_golden_reports_progress_up_to_its_total(exact):
+    from sw.models import golden_fc
+    params = ArrayParams(rows=2, cols=2)
+    w = layers.make_weights((6, 200), 0.5, 0)
+    x = layers.make_inputs(200, 3, 0)
+    plan = planner.plan_fc(6, 200, 3, mode="sparse", params=params)
+    seen = []
+    golden_fc.run_fc(plan, w, x, exact=exact, progress=lambda done, total: seen.append(
+        (done, total)))
+    total = plan.passes if exact else plan.Cw
+    assert seen and seen[-1] == (total, total)
+    assert [d for d, _ in seen] == sorted({d for d, _ in seen}) and {t for _, t in seen} == {total}
+
+
+def test_file_shapes_meet_the_size_limits(tmp_path, capsys):
+    """A --weights or --inputs file is held to the limits of the options that give sizes."""
+    np.save(tmp_path / "x.npy", np.ones((70000, 16), np.float16))
+    np.save(tmp_path / "w.npy", np.ones((4, 70000), np.float16))
+    assert_user_error(capsys, "run", "--in-features", 16, "--out-features", 8, "--inputs",
+                      tmp_path / "x.npy", match="x.npy: inputs: batch N = 70,000 exceeds 65,536")
+    assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy",
+                      match="w.npy: weights: in_features C = 70,000 exceeds 65,535")

@@ -16,6 +16,7 @@ line and exit status 2 (see :mod:`sw.cli`).
 """
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from sw.cli.output import (check_outputs, console, megabytes, replacing, save_np
                            write_json)
 from sw.compiler import fdcsr, layers, npyfile
 from sw.compiler.prune import check_density
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
 
 
 def register(subparsers):
@@ -113,6 +114,8 @@ def run_stats(args):
         spec = layers.get_layer(args.layer)
         density = spec.density if args.density is None else check_density(args.density,
                                                                          "--density")
+        if args.seed < 0:
+            raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
         enc = fdcsr.encode(layers.make_weights(spec, density, args.seed))
         source = {"layer": spec.name, "seed": args.seed, "density_target": density}
         title = f"FD-CSR of {spec.name} (seed {args.seed}, pruned to {density:g})"
@@ -158,7 +161,13 @@ def _load_any(path):
 
 def _no_overflow(dense, path):
     """Refuse finite values that binary16 cannot hold (they would become infinity): FD-CSR
-    stores any binary16 value, infinities and NaN included, but never changes one."""
+    stores any binary16 value, infinities and NaN included, but never changes one.  Stored
+    NaNs and infinities get a warning: ``fdpu run`` refuses them as weights."""
+    if np.issubdtype(dense.dtype, np.floating):
+        odd = int(np.count_nonzero(~np.isfinite(dense)))
+        if odd:
+            warnings.warn(f"{path}: {odd:,} NaN or infinite value(s) stored as they are; "
+                          f"fdpu run refuses weights that are not finite", FdpuWarning)
     if dense.dtype != np.float16 and np.issubdtype(dense.dtype, np.floating):
         with np.errstate(over="ignore", invalid="ignore"):
             bad = np.isfinite(dense) & ~np.isfinite(dense.astype(np.float16))

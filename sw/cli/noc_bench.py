@@ -13,6 +13,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from sw.cli.options import as_options
 from sw.cli.output import check_outputs, replacing, write_json
 from sw.models.noc import PATTERNS
 from sw.spec.arch import ArrayParams
@@ -161,7 +162,8 @@ def _line(r):
 
 def check_args(args):
     """Refuse bad options before any simulation (the same rules :func:`measure` applies)."""
-    ArrayParams(rows=args.rows, cols=args.cols)
+    with as_options("rows", "cols"):
+        ArrayParams(rows=args.rows, cols=args.cols)
     if args.pattern == "transpose" and args.rows != args.cols:
         raise FdpuError(f"pattern transpose needs a square array, not {args.rows}x{args.cols}")
     if not 0 < args.rate <= 1:

@@ -4,6 +4,7 @@ RTL simulation's hardware options (:func:`add_hw_args`)."""
 
 import argparse
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -14,8 +15,8 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError, FdpuWarning
 
 __all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
-           "plan_layer", "system_of", "check_system", "graph_name", "resolve", "add_array_args",
-           "add_hw_args", "array_params"]
+           "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
+           "add_array_args", "add_hw_args", "array_params"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),
@@ -123,8 +124,9 @@ def system_of(args, params):
 def plan_layer(args, w, x, params, **extra):
     """Return the plan of the layer: :func:`plan_options`, and without ``--[no-]double-buffer``
     the choice the performance model predicts faster (:func:`sw.models.choose.best_plan`)."""
-    plan, _ = choose.best_plan(w.shape[0], w.shape[1], x.shape[0], args.mode, params, w,
-                               system_of(args, params), **plan_options(args, w), **extra)
+    with as_options("kb", "gb"):
+        plan, _ = choose.best_plan(w.shape[0], w.shape[1], x.shape[0], args.mode, params, w,
+                                   system_of(args, params), **plan_options(args, w), **extra)
     return plan
 
 
@@ -138,7 +140,25 @@ def array_params(args):
     of :func:`add_hw_args` the command has)."""
     given = {name: getattr(args, name) for name in ("slots", "operand_depth", "int_issue",
                                                     "dbuf_bytes") if hasattr(args, name)}
-    return ArrayParams(rows=args.rows, cols=args.cols, **given)
+    with as_options("rows", "cols", *given):
+        return ArrayParams(rows=args.rows, cols=args.cols, **given)
+
+
+@contextmanager
+def as_options(*names):
+    """Name the command-line option in an :class:`FdpuError` of the block whose message begins
+    with one of the parameter ``names`` (``rows must be ...`` becomes ``--rows must be ...``);
+    a message about several (the Dbufs' address space) gets the options as a prefix."""
+    try:
+        yield
+    except FdpuError as exc:
+        msg = str(exc)
+        first = msg.split(" ", 1)[0]
+        if first in names:
+            raise FdpuError("--" + first.replace("_", "-") + msg[len(first):]) from None
+        if "Dbufs" in msg and "dbuf_bytes" in names:
+            raise FdpuError(f"--rows/--cols/--dbuf-bytes: {msg}") from None
+        raise
 
 
 def check_layer_options(args):

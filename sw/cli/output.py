@@ -17,11 +17,12 @@ from contextlib import contextmanager
 
 import numpy as np
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["MB", "console", "megabytes", "check_outputs", "replacing", "write_json",
-           "save_npy"]
+__all__ = ["MB", "console", "megabytes", "progress_bar", "check_outputs", "replacing",
+           "write_json", "save_npy"]
 
 MB = 1e6
 
@@ -32,6 +33,22 @@ def console():
     if not con.is_terminal:
         con = Console(file=sys.stdout, width=160)
     return con
+
+
+@contextmanager
+def progress_bar(description, unit):
+    """Show a transient progress bar on a terminal; yield its ``update(done, total)`` callback.
+
+    The bar reads ``description`` and ``done/total unit``; it disappears when the block ends
+    and prints nothing when stdout is not a terminal (logs and ``--json`` runs stay clean).
+    """
+    with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done, total):
+            bar.update(task, completed=done, total=total)
+        yield update
 
 
 def megabytes(n):
@@ -50,8 +67,9 @@ def check_outputs(outputs, inputs=()):
     """Refuse, before any work, output files that cannot be written or would destroy data.
 
     ``outputs`` and ``inputs`` are ``(option, path)`` pairs (a ``None`` path is skipped).  An
-    output must be a non-empty path in an existing, writable directory, not an existing
-    directory or special file (``/dev/...``), not an input, and not another output.
+    output must be a non-empty path in an existing directory where a file can be created (one
+    is created and removed to know), not an existing directory or special file (``/dev/...``),
+    not an input, and not another output.
     """
     given = [(flag, os.fspath(p)) for flag, p in outputs if p is not None]
     ins = [(flag, os.fspath(p)) for flag, p in inputs if p]
@@ -71,6 +89,12 @@ def check_outputs(outputs, inputs=()):
             raise FdpuError(f"{flag} {path}: the directory {parent} does not exist")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise FdpuError(f"{flag} {path}: the directory {parent} is not writable")
+        try:                            # what the write will do: a temporary file beside it
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".fdpu-check-"):
+                pass
+        except OSError as exc:
+            raise FdpuError(f"{flag} {path}: cannot create a file in {parent}: "
+                            f"{exc.strerror or exc}") from None
         for in_flag, in_path in ins:
             if os.path.exists(in_path) and _same(path, in_path):
                 raise FdpuError(f"{flag} {path}: is also the input {in_flag}; write the "
@@ -89,7 +113,10 @@ def replacing(path):
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     suffix = os.path.splitext(base)[1]
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=f".tmp{suffix}")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=f".tmp{suffix}")
+    except OSError as exc:
+        raise FdpuError(f"{path}: cannot write: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         yield tmp

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
                             graph_name, plan_layer, resolve)
-from sw.cli.output import check_outputs, console, save_npy, write_json
+from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.compiler import balance
 from sw.models import golden_fc, perf
 from sw.spec.errors import FdpuError
@@ -79,7 +79,8 @@ def run_rtl_command(args):
     plan = plan_layer(args, w, x, params)
     t0 = time.perf_counter()
     exact = golden_exact(args.golden, plan)
-    ref = golden_fc.run_fc(plan, w, x, exact=exact)
+    with progress_bar("golden model", "passes" if exact else "input columns") as show:
+        ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
     golden_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_layer_options,
                             graph_name, plan_layer, plan_options, resolve, system_of)
-from sw.cli.output import check_outputs, console, save_npy, write_json
+from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
 from sw.models import golden_fc, reference
@@ -81,8 +81,9 @@ def check_options(args):
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
             ("--no-feedback", args.no_feedback)) if given]
         if golden_only:
-            raise FdpuError(f"{', '.join(golden_only)} apply to --sim golden only, not "
-                            f"--sim {args.sim}")
+            raise FdpuError(f"{', '.join(golden_only)} "
+                            f"{'applies' if len(golden_only) == 1 else 'apply'} to --sim golden "
+                            f"only, not --sim {args.sim}")
     else:
         if args.golden != "auto":
             raise FdpuError("--golden chooses the reference of an RTL run (--sim "
@@ -93,6 +94,8 @@ def check_options(args):
             raise FdpuError(f"{', '.join(rtl_only)} {'applies' if len(rtl_only) == 1 else 'apply'}"
                             f" to an RTL simulation (--sim icarus|verilator), not to --sim "
                             f"golden")
+    if args.order_seed is not None and args.order_seed < 0:
+        raise FdpuError(f"--order-seed must be a non-negative integer, got {args.order_seed}")
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
     if args.no_feedback and args.sparse_graph != "switch":
@@ -127,8 +130,9 @@ def run_command(args):
         raise FdpuError(f"--order-seed seeds the exact engine's delivery order; it has no effect "
                         f"with {how}: give --engine exact")
     start = time.perf_counter()
-    res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
-                        validate=not args.no_feedback)
+    with progress_bar("golden model", "passes" if exact else "input columns") as show:
+        res = golden_fc.run_fc(plan, w, x, exact=exact, seed=args.order_seed,
+                               validate=not args.no_feedback, progress=show)
     seconds = time.perf_counter() - start
     chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw, bias=plan.bias,
                           relu=plan.relu)

@@ -236,7 +236,7 @@ def build_graph(plan):
     return g
 
 
-def fc_result(plan, weights, inputs, running=False):
+def fc_result(plan, weights, inputs, running=False, progress=None):
     """Return the ``N x K`` float16 result the graph computes, vectorized over ``k`` and ``n``.
 
     Mirrors the accumulation order of the module doc exactly (binary16 FMA via
@@ -245,7 +245,9 @@ def fc_result(plan, weights, inputs, running=False):
     and applies ReLU (``sw.spec.fp16.maximum`` with ``+0.0``), as the graph does.  With
     ``running=True`` return ``(result, mu)`` where ``mu`` (``N x K`` float64) is the sum of the
     magnitudes of every rounded partial sum (before the epilogue), for the running error bound
-    of :func:`sw.models.reference.check`.
+    of :func:`sw.models.reference.check`.  ``progress``, if given, is called as
+    ``progress(done, total)`` with the input columns accumulated so far (every 64 columns and
+    at the end).
     """
     w = np.zeros((plan.K, plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)
@@ -261,6 +263,8 @@ def fc_result(plan, weights, inputs, running=False):
         acc = step if keep is None else np.where(keep[c][:, None], step, acc)
         if running:
             mu += np.abs(acc.view(np.float16).astype(np.float64))
+        if progress and (c % 64 == 63 or c == plan.Cw - 1):
+            progress(c + 1, plan.Cw)
     if plan.bias is not None:
         acc = fp16.add(acc, np.asarray(plan.bias, dtype=np.uint16)[:, None])
     if plan.relu:

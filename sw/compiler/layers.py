@@ -276,6 +276,7 @@ def load_weights(path):
     if arr.ndim != 2:
         raise FdpuError(f"{os.fspath(path)}: weights must be 2-D (K x C), got {arr.ndim}-D "
                         f"of shape {arr.shape}")
+    check_sizes(K=arr.shape[0], C=arr.shape[1], where=f"{os.fspath(path)}: weights")
     _check_float(arr, os.fspath(path), "weights")
     half, flushed = to_weights(arr, os.fspath(path))
     if flushed:
@@ -308,6 +309,7 @@ def load_inputs(path, c):
     if arr.shape[-1] != c:
         raise FdpuError(f"{p}: inputs have {arr.shape[-1]} columns but the weights have "
                         f"C = {c}; inputs must be N x {c}")
+    check_sizes(C=c, N=arr.size // max(c, 1), where=f"{p}: inputs")
     return _check_float(arr.reshape(-1, c), p, "inputs")
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sw.compiler.layers import check_sizes
 from sw.compiler.npyfile import Archive
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.fp16 import to_weights
@@ -68,6 +69,7 @@ class Dense:
         if w.ndim != 2 or 0 in w.shape:
             raise FdpuError(f"{self.name}: weights must be a non-empty K x C matrix, got shape "
                             f"{w.shape}")
+        check_sizes(K=w.shape[0], C=w.shape[1], where=f"{self.name}: weights")
         object.__setattr__(self, "weights", w)
         if self.bias is not None:
             b = _half(self.bias, f"{self.name}: bias").reshape(-1)
@@ -88,6 +90,12 @@ class Dense:
         return self.weights.shape[1]
 
 
+def _local(name, source):
+    """Return a layer's ``name`` without its ``source`` prefix (``"PATH: W1"`` -> ``"W1"``)."""
+    prefix = f"{source}: "
+    return name[len(prefix):] if source and name.startswith(prefix) else name
+
+
 @dataclass(frozen=True)
 class Net:
     """A chain of :class:`Dense` layers, each consuming the previous one's outputs."""
@@ -101,8 +109,9 @@ class Net:
             raise FdpuError(f"{self.source}: the network has no FC layer")
         for prev, layer in zip(layers, layers[1:]):
             if layer.C != prev.K:
-                raise FdpuError(f"{self.source}: {layer.name} takes C = {layer.C} inputs but "
-                                f"{prev.name} gives K = {prev.K} outputs")
+                here, there = (_local(x.name, self.source) for x in (layer, prev))
+                raise FdpuError(f"{self.source}: {here} takes C = {layer.C} inputs but "
+                                f"{there} gives K = {prev.K} outputs")
         object.__setattr__(self, "layers", layers)
 
     @property

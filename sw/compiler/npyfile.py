@@ -166,7 +166,8 @@ def _read_header(prefix, name, allowed_hint):
             exc = exc.args[0]
         if len(prefix) == _HEADER_PREFIX and "EOF" in str(exc):
             exc = f"longer than {_HEADER_PREFIX - npformat.MAGIC_LEN - 4} bytes"
-        raise FdpuError(f"{name}: .npy header unreadable ({_reason(exc)})") from None
+        raise FdpuError(f"{name}: .npy header is not the dictionary numpy.save writes "
+                        f"({_reason(exc)})") from None
     return shape, fortran, dtype, head.tell()
 
 

@@ -11,8 +11,9 @@ Contract
   must be 0; ``transB = 1`` takes ``B`` as ``K x C`` (PyTorch's ``Linear``), ``transB = 0``
   as ``C x K``; ``alpha`` scales the weights and ``beta`` the bias (both folded in, in
   float32, before the conversion to binary16); ``C`` is a scalar, ``K`` or ``1 x K``;
-* ``MatMul(X, W)`` with ``W`` a ``C x K`` initializer, and an ``Add`` of a ``K`` (or ``1 x K``)
-  initializer right after it as the bias;
+* ``MatMul(X, W)`` with ``W`` a ``C x K`` initializer;
+* an ``Add`` of a ``K`` (or ``1 x K``) initializer right after a ``MatMul`` or a ``Gemm``
+  without bias, as that layer's bias;
 * ``Relu`` right after a layer: that layer's activation.
 
 Anything else (another operator, a weight that is not an initializer, a branch, a second
@@ -25,6 +26,7 @@ import os
 import numpy as np
 
 from sw.compiler.net import Dense, Net
+from sw.compiler.npyfile import MAX_ARRAY_BYTES
 from sw.spec.errors import FdpuError
 
 __all__ = ["load"]
@@ -60,6 +62,9 @@ def load(path):
         if not os.path.exists(path):
             raise FileNotFoundError(2, "No such file or directory", path)
         raise FdpuError(f"{path}: not a regular file")
+    if os.path.getsize(path) > MAX_ARRAY_BYTES:
+        raise FdpuError(f"{path}: {os.path.getsize(path):,} bytes; an ONNX model is read whole "
+                        f"and may have at most {MAX_ARRAY_BYTES:,} (2 GiB)")
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # noqa: BLE001: protobuf raises DecodeError and friends
@@ -131,7 +136,7 @@ def load(path):
         elif node.op_type == "Add":
             if not layers or layers[-1][1] is not None or layers[-1][2] is not None:
                 raise FdpuError(f"{path}: {_label(node)}: an Add is taken only as the bias "
-                                f"right after a MatMul")
+                                f"right after a MatMul or a Gemm without bias")
             other = node.input[1] if node.input[0] == value else node.input[0]
             c = const(node, other, "bias")
             k = layers[-1][0].shape[0]

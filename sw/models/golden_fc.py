@@ -41,12 +41,14 @@ class FcRun:
 
 
 def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=50_000_000,
-           validate=True):
+           validate=True, progress=None):
     """Run an FC layer on the golden model and return an :class:`FcRun`.
 
     ``exact`` runs every pass's image through :func:`run_image`; otherwise the vectorized
     path computes the same bits and counts (see the module doc).  ``validate=False`` skips
     the graph validation (to run a deliberately broken graph, e.g. without feedback edges).
+    ``progress``, if given, is called as ``progress(done, total)``: passes run (exact) or input
+    columns accumulated (vectorized).
     """
     w16 = np.asarray(weights, dtype=np.float16)
     x16 = np.asarray(inputs, dtype=np.float16)
@@ -67,9 +69,11 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
             events += res.events
             cycles += res.time
             gather_pass(plan, y, outputs, res.memory.read)
+            if progress:
+                progress(p + 1, plan.passes)
         _, mu = graphs.fc_result(plan, w16, x16, running=True)
         return FcRun(y, total, plan, True, events, cycles, mu)
-    y, mu = graphs.fc_result(plan, w16, x16, running=True)
+    y, mu = graphs.fc_result(plan, w16, x16, running=True, progress=progress)
     contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
     image = assemble(graph, placement, {}, contexts)
     return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,

@@ -11,10 +11,12 @@ raises :class:`sw.spec.errors.FdpuError` naming the file, the line number and wh
 hold.
 """
 
+import io
 import re
 
 import numpy as np
 
+from sw.compiler.npyfile import open_regular
 from sw.spec.errors import FdpuError
 
 __all__ = ["read_vectors", "write_vectors"]
@@ -48,7 +50,8 @@ def read_vectors(path, arity):
     what = (f"{arity} hexadecimal binary16 operands, the hexadecimal binary16 result and "
             f"hexadecimal flags")
     rows = []
-    with open(path, encoding="ascii", errors="replace") as f:
+    raw = open_regular(path, "TestFloat vectors are a text file of testfloat_gen lines")
+    with io.TextIOWrapper(raw, encoding="ascii", errors="replace") as f:
         for number, line in enumerate(f, 1):
             tokens = line.split()
             if not tokens:

@@ -21,7 +21,6 @@ run), running (on a worker) and left, and the mean wall time of a point run.
 
 import ctypes
 import json
-import math
 import os
 import signal
 import subprocess
@@ -45,17 +44,6 @@ WALL = ("golden_s", "rtl_s", "build_s", "sim_s", "cycles_per_s", "model_seconds"
 DROP = ("dma_descriptors", "golden_counters")
 #: Seconds to wait for a Dask scheduler and its first worker.
 CONNECT_TIMEOUT = 20
-
-
-def _finite(value):
-    """Return ``value`` with every non-finite float replaced by ``None`` (strict JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _die_with_parent():
@@ -90,7 +78,7 @@ def run_point(args, sim):
     wall["point_s"] = seconds
     for k in DROP:
         result.pop(k, None)
-    record = dict(sim=sim, status=proc.returncode, result=_finite(result), wall=_finite(wall),
+    record = dict(sim=sim, status=proc.returncode, result=result, wall=wall,
                   command="fdpu run " + " ".join(args),
                   finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   host=os.uname().nodename)

@@ -35,6 +35,7 @@ import contextlib
 import io
 import itertools
 import os
+import stat
 import tomllib
 
 from sw.spec.errors import FdpuError
@@ -48,6 +49,9 @@ RESERVED = frozenset(("json", "out", "waves"))
 #: Options that name input files: made absolute (points run in a temporary directory), and
 #: their contents go into the cache key (:mod:`sw.sweep.cache`).
 FILES = ("weights", "inputs", "bias")
+
+#: The largest sweep file read (a file of options; a bigger one is not a sweep file).
+MAX_TOML_BYTES = 2**20
 
 
 def normalize(name):
@@ -103,11 +107,17 @@ def _table_grid(table, where):
 
 def load_toml(path):
     """Return ``(grid, fixed, points)`` of a sweep TOML file (see the module docstring)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise FdpuError(f"{path}: not a regular file; a sweep file is a TOML text file")
     try:
         with open(path, "rb") as f:
+            if f.read(MAX_TOML_BYTES + 1)[MAX_TOML_BYTES:]:
+                raise FdpuError(f"{path}: larger than {MAX_TOML_BYTES // 2**20} MiB; a sweep "
+                                f"file lists options, not data")
+            f.seek(0)
             doc = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise FdpuError(f"{path}: not valid TOML: {exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise FdpuError(f"{path}: not valid TOML (UTF-8 text): {exc}") from None
     unknown = sorted(set(doc) - {"grid", "fixed", "point"})
     if unknown:
         raise FdpuError(f"{path}: unknown top-level key(s) {', '.join(unknown)} (allowed: grid, "

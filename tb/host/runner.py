@@ -24,6 +24,7 @@ See ``docs/harness.md`` for the layout, waveforms, seeds and the problems this a
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -117,6 +118,29 @@ def _patched_environ(updates):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def _run_dir(runs, stem):
+    """Claim a run folder ``runs/stem``, or ``stem-2``, ``stem-3``... if another process holds
+    it, and hold its lock until the block ends: concurrent runs of one build (pytest-xdist
+    workers, the processes of a sweep) run side by side and never mix their files."""
+    runs.mkdir(parents=True, exist_ok=True)
+    for i in itertools.count(1):
+        folder = runs / (stem if i == 1 else f"{stem}-{i}")
+        handle = open(runs / f"{folder.name}.lock", "a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        try:
+            folder.mkdir(exist_ok=True)
+            yield folder
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+        return
 
 
 @contextmanager
@@ -318,24 +342,21 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             stamp.write_text(f"{build_s:.1f} s\n")
             built = True
 
-    # One run folder per test module and pytest-xdist worker, locked while it runs and its
-    # results are read: concurrent runs (other workers, other processes) never mix.
+    # One run folder per test module and pytest-xdist worker, claimed while it runs and its
+    # results are read: concurrent runs (other workers, other processes) never mix or wait.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    test_dir = build_dir / "runs" / f"{_slug(test_module)}-{worker}"
-    test_dir.mkdir(parents=True, exist_ok=True)
-    results_xml = test_dir / "results.xml"
-    log = test_dir / "sim.log"
-    wave_file = test_dir / f"{name}.{'fst' if fst else 'vcd'}" if waves else None
-    if sim == "icarus":
-        plusargs = [f"+dumpfile_path={wave_file}"] if waves else []
-        test_args = []
-    else:
-        plusargs = []
-        test_args = ["--trace-file", str(wave_file)] if waves else []
     env = {"FDPU_TOP": name, "FDPU_PARAMS": json.dumps(full_params, sort_keys=True),
            **(extra_env or {})}
-
-    with _locked(test_dir.with_suffix(".lock")):
+    with _run_dir(build_dir / "runs", f"{_slug(test_module)}-{worker}") as test_dir:
+        results_xml = test_dir / "results.xml"
+        log = test_dir / "sim.log"
+        wave_file = test_dir / f"{name}.{'fst' if fst else 'vcd'}" if waves else None
+        if sim == "icarus":
+            plusargs = [f"+dumpfile_path={wave_file}"] if waves else []
+            test_args = []
+        else:
+            plusargs = []
+            test_args = ["--trace-file", str(wave_file)] if waves else []
         runner = _bounded_runner(sim, timeout_s)
         started = time.monotonic()
         crash = None
