@@ -163,3 +163,20 @@ def test_rtl_two_layers_bit_exact_icarus(tmp_path, capsys):
                           np.load(tmp_path / "g.npy").view(np.uint16))
     assert "bit for bit" in text
     assert net.from_npz(path).K == 3
+
+
+def test_onnx_without_the_onnx_package_is_one_line(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"not read")
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)      # import onnx fails
+    assert_user_error(capsys, "net", path, match="pip install -e .[nets]")
+
+
+def test_overflow_between_layers_is_warned(tmp_path, capsys):
+    np.savez(tmp_path / "big.npz", W0=np.full((2, 4), 60000.0), W1=np.ones((1, 2)))
+    np.save(tmp_path / "x.npy", np.ones((1, 4)))
+    status, _, err = run(capsys, "net", tmp_path / "big.npz", "--inputs", tmp_path / "x.npy",
+                         "--rows", "1", "--cols", "1")
+    assert "layer 0 (W0): 2 output(s) beyond the binary16 range" in err
+    # The first layer's sum (240,000) overflows binary16: it does not match the float64 sum.
+    assert status == 1 and "layer(s) 0, 1 do not match" in err and "Warning" not in err

@@ -28,6 +28,7 @@ input.
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 from rich.table import Table
@@ -40,7 +41,7 @@ from sw.cli.run import AUTO_EXACT_LIMIT
 from sw.compiler import fc_plan, layers, net, onnx_import
 from sw.compiler.prune import check_density, prune
 from sw.models import golden_fc, perf, reference
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, FdpuWarning
 from tb.host.job_plan import MemModel
 
 __all__ = ["register", "check_options", "load_model", "load_labels", "net_command"]
@@ -209,8 +210,10 @@ def run_layer(args, i, layer, w, x, params, system, mem):
         with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
                 as show:
             res = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
-        chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw, bias=plan.bias,
-                              relu=plan.relu)
+        with warnings.catch_warnings():         # infinite inputs from an overflowed layer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw,
+                                  bias=plan.bias, relu=plan.relu)
         rec.update(engine="exact" if exact else "fast", match=chk.holds, check=chk.as_dict(),
                    instructions=res.counters.instructions)
         y = res.result
@@ -261,6 +264,12 @@ def net_command(args):
     for i, (layer, w) in enumerate(zip(run_net.layers, ws)):
         x, rec = run_layer(args, i, layer, w, x, params, system, mem)
         recs.append(rec)
+        rec["non_finite"] = int((~np.isfinite(x)).sum())
+        if rec["non_finite"]:
+            warnings.warn(FdpuWarning(
+                f"layer {i} ({rec['name']}): {rec['non_finite']:,} output(s) beyond the "
+                f"binary16 range (infinite or NaN)"
+                + (", given to the next layer as they are" if i + 1 < len(ws) else "")))
     seconds = time.perf_counter() - start
     record = dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
                   labels=args.labels, mode=args.mode, density=args.density, rows=params.rows,
