@@ -67,6 +67,15 @@ def test_model_figures_per_layer_and_total(tmp_path, capsys):
     assert 0 < rec["total"]["utilization"] <= 1 and "total" in text
 
 
+def test_density_prunes_every_layer(tmp_path, capsys):
+    path, xs, _ = _tiny_net(tmp_path)
+    status, _, err = run(capsys, "net", path, "--inputs", xs, "--density", "0.25",
+                         "--json", tmp_path / "d.json", *SMALL)
+    assert status == 0, err
+    rec = json.loads((tmp_path / "d.json").read_text())
+    assert [r["nnz"] for r in rec["layers"]] == [round(0.25 * 12 * 24), round(0.25 * 5 * 12)]
+
+
 def test_onnx_model_built_with_helper_runs(tmp_path, capsys):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
