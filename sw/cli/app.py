@@ -14,8 +14,8 @@ import warnings
 from sw.spec.errors import FdpuError, FdpuWarning
 
 #: Subcommand modules in the order ``fdpu --help`` lists them.
-COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "asm", "noc_bench",
-            "rtl", "model", "sweep", "paper")
+COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "net", "asm",
+            "noc_bench", "rtl", "model", "sweep", "paper")
 
 
 class Parser(argparse.ArgumentParser):

@@ -83,20 +83,7 @@ def run_rtl_command(args):
         ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
     golden_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console(), transient=True) as bar:
-        task = bar.add_task(f"RTL on {args.sim}: building", total=plan.passes, info="")
-
-        def show(note):
-            now = min(note["pass_index"] + 1, plan.passes)
-            bar.update(task, completed=note["pass_index"],
-                       description=f"RTL on {args.sim}: pass {now}/{plan.passes}",
-                       info=f"{note['phase']}, {note['cycles']:,} cycles")
-        y, job = runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
-                                    waves=args.waves, mem=mem, progress=show,
-                                    dma_channels=args.dma_channels,
-                                    config_ports=args.config_ports, overlap=args.overlap,
-                                    double_buffer=plan.double_buffer)
+    y, job = simulate(plan, w, x, args, mem)
     rtl_s = time.perf_counter() - t0
     rec = figures(plan, w, x, ref, y, job)
     rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
@@ -168,6 +155,26 @@ def run_rtl_command(args):
               f"{rec['mismatches']} outputs", file=sys.stderr)
         return 1
     return 0
+
+
+def simulate(plan, w, x, args, mem, what=""):
+    """Run ``plan`` on the RTL simulator ``args.sim`` with the system options of ``args``
+    under a progress bar (``what`` names the layer in it); return ``(result, job)``."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        head = f"RTL on {args.sim}{': ' + what if what else ''}"
+        task = bar.add_task(f"{head}: building", total=plan.passes, info="")
+
+        def show(note):
+            now = min(note["pass_index"] + 1, plan.passes)
+            bar.update(task, completed=note["pass_index"],
+                       description=f"{head}: pass {now}/{plan.passes}",
+                       info=f"{note['phase']}, {note['cycles']:,} cycles")
+        return runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
+                                  waves=args.waves, mem=mem, progress=show,
+                                  dma_channels=args.dma_channels,
+                                  config_ports=args.config_ports, overlap=args.overlap,
+                                  double_buffer=plan.double_buffer)
 
 
 def useful_flops(plan, nnz):

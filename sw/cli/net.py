@@ -1,0 +1,355 @@
+"""``fdpu net``: run a whole MLP, layer by layer, on a simulator and check every layer.
+
+``fdpu net MODEL [--inputs X.npy [--labels y.npy] [--limit N] | --batch N [--seed S]]
+[--sim golden|model|icarus|verilator] [--mode dense|sparse] [--sparse-graph G] [--density D]
+[--rows R --cols C ...] [--out Y.npy] [--json PATH]``
+
+``MODEL`` is an ONNX file (``.onnx``, :func:`sw.compiler.onnx_import.load`) or a network
+``.npz`` (:func:`sw.compiler.net.from_npz`).  Each layer is planned with its own bias and
+ReLU, computed on the array (``y = relu(x W^T + b)``), and run on the chosen simulator; its
+binary16 outputs are the next layer's inputs (the host streams them from one layer to the
+next: the array does not chain layers itself).
+
+* ``golden``: :func:`sw.models.golden_fc.run_fc` (exact for small layers, as ``fdpu run``);
+  a layer matches when its result is within the float64 bound of
+  :func:`sw.models.reference.check` on its own inputs.
+* ``model``: the same golden values and check, and the performance model's cycles,
+  utilization and external bytes per layer (:func:`sw.models.perf.predict`).
+* ``icarus``/``verilator``: :func:`tb.host.runtime.run_fc_rtl` per layer; a layer matches when
+  the RTL's result equals the golden model's run of the same plan and inputs bit for bit; the
+  RTL's result feeds the next layer.
+
+With ``--labels`` the report gives the top-1 accuracy of FDPU's outputs and of the float32
+evaluation of the same network (:func:`sw.compiler.net.reference`, the weights as run) on the
+same binary16 inputs.  Exit status 0 when every layer matches, 1 when one does not, 2 for bad
+input.
+"""
+
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+from rich.table import Table
+
+from sw.cli import rtl
+from sw.cli.options import (DEFAULTS, add_hw_args, array_params, graph_name, plan_layer,
+                            plan_options, system_of)
+from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
+from sw.cli.run import AUTO_EXACT_LIMIT
+from sw.compiler import fc_plan, layers, net, onnx_import
+from sw.compiler.prune import check_density, prune
+from sw.models import golden_fc, perf, reference
+from sw.spec.errors import FdpuError, FdpuWarning
+from tb.host.job_plan import MemModel
+
+__all__ = ["register", "check_options", "load_model", "load_labels", "net_command"]
+
+#: The model file types ``fdpu net`` reads, by suffix.
+MODEL_TYPES = {".onnx": "an ONNX model", ".npz": "a network .npz (W0, b0, W1, ...)"}
+
+
+def register(subparsers):
+    """Add the ``net`` command."""
+    parser = subparsers.add_parser(
+        "net", help="run an MLP (ONNX or .npz) layer by layer and check every layer",
+        description="Plan every FC layer of a network with its bias and ReLU on the array, run "
+                    "the layers one after the other on a simulator (each layer's binary16 "
+                    "outputs are the next one's inputs), check each layer and report per "
+                    "layer and in total; with --labels, the top-1 accuracy against the float32 "
+                    "evaluation of the same network (docs/net.md).")
+    parser.add_argument("model", metavar="MODEL",
+                        help="the network: an ONNX model (.onnx) or a network .npz")
+    parser.add_argument("--sim", choices=("golden", "model", "icarus", "verilator"),
+                        default="golden",
+                        help="golden: the golden model, each layer checked against float64 "
+                             "(default); model: the same, with the performance model's cycles "
+                             "per layer; icarus, verilator: the RTL, each layer bit for bit "
+                             "against the golden model")
+    data = parser.add_argument_group("inputs and labels")
+    data.add_argument("--inputs", metavar="X.npy", help="the N x C inputs of the network (.npy)")
+    data.add_argument("--labels", metavar="y.npy",
+                      help="the N classes of the inputs (integers in 0..K-1): top-1 accuracy")
+    data.add_argument("--limit", type=int, metavar="N",
+                      help="run the first N rows of --inputs (and --labels) only")
+    data.add_argument("--batch", type=int, metavar="N",
+                      help="rows of seeded synthetic inputs without --inputs (default 1)")
+    data.add_argument("--seed", type=int, default=0, metavar="S",
+                      help="seed of the synthetic inputs (default 0)")
+    arr = parser.add_argument_group("graph and array")
+    arr.add_argument("--mode", choices=fc_plan.MODES, default="sparse",
+                     help="dense graph, or the paper's sparse FD-CSR graph (default sparse)")
+    arr.add_argument("--sparse-graph", choices=fc_plan.SPARSE_GRAPHS,
+                     help="sparse: skip, gather or switch (default: per layer, as fdpu run "
+                          "chooses at the layer's density)")
+    arr.add_argument("--density", type=float, metavar="D",
+                     help="prune every layer's weights to this fraction in [0, 1] (default: "
+                          "the model's weights as they are)")
+    arr.add_argument("--rows", type=int, default=DEFAULTS["rows"], metavar="R",
+                     help=f"PE rows (default {DEFAULTS['rows']})")
+    arr.add_argument("--cols", type=int, default=DEFAULTS["cols"], metavar="C",
+                     help=f"PE columns (default {DEFAULTS['cols']})")
+    add_hw_args(parser)
+    gold = parser.add_argument_group("golden model")
+    gold.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
+                      help="--sim golden|model: exact (token by token), fast (vectorized, the "
+                           "same bits) or auto (exact for small layers; default)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", metavar="Y.npy", help="write the network's N x K binary16 outputs")
+    out.add_argument("--json", metavar="PATH", help="write every layer's figures as JSON")
+    # The per-layer options of fdpu run that plan_options reads: each layer brings its own.
+    parser.set_defaults(func=net_command, kb=None, gb=None, wfan=None, bias=None, relu=False)
+
+
+def check_options(args):
+    """Refuse, before any work, a model that is neither ``.onnx`` nor ``.npz``, options that
+    do not go together and values out of range."""
+    suffix = os.path.splitext(args.model)[1].lower()
+    if suffix not in MODEL_TYPES:
+        raise FdpuError(f"{args.model}: not a network file; MODEL is "
+                        f"{' or '.join(f'{v} ({k})' for k, v in MODEL_TYPES.items())}")
+    for flag, path in (("--inputs", args.inputs), ("--labels", args.labels)):
+        if path is not None and not path.strip():
+            raise FdpuError(f"{flag}: the path is empty (give a .npy file, or leave {flag} out)")
+    if args.seed < 0:
+        raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
+    for flag, value in (("--batch", args.batch), ("--limit", args.limit)):
+        if value is not None and value < 1:
+            raise FdpuError(f"{flag} must be at least 1, got {value}")
+    if args.batch is not None:
+        layers.check_sizes(N=args.batch, where="--batch")
+    if args.inputs is None:
+        given = [flag for flag, v in (("--labels", args.labels), ("--limit", args.limit)) if v]
+        if given:
+            raise FdpuError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
+                            f"--inputs X.npy (synthetic inputs have no classes)")
+    elif args.batch is not None:
+        raise FdpuError("--batch makes synthetic inputs; with --inputs use --limit N to run "
+                        "the first N rows")
+    if args.density is not None:
+        check_density(args.density, "--density")
+    rtl_sim = args.sim in ("icarus", "verilator")
+    wrong = [flag for flag, given, ok in (
+        ("--max-cycles", args.max_cycles is not None, rtl_sim),
+        ("--waves", args.waves, rtl_sim),
+        ("--golden", args.golden != "auto", rtl_sim),
+        ("--engine", args.engine != "auto", not rtl_sim)) if given and not ok]
+    if wrong:
+        where = ("an RTL simulation (--sim icarus|verilator)" if args.sim in ("golden", "model")
+                 else "--sim golden|model")
+        raise FdpuError(f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} to "
+                        f"{where}, not to --sim {args.sim}")
+    if args.max_cycles is not None and args.max_cycles < 1:
+        raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
+                        f"{args.max_cycles}")
+    params = array_params(args)
+    system_of(args, params)
+    plan_options(args)
+    if rtl_sim:
+        MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth).registers()
+    return params
+
+
+def load_model(path):
+    """Return the :class:`~sw.compiler.net.Net` of ``path`` (``.onnx`` or ``.npz``)."""
+    if os.path.splitext(path)[1].lower() == ".onnx":
+        return onnx_import.load(path)
+    return net.from_npz(path)
+
+
+def load_labels(path, n, k):
+    """Read ``n`` class labels (a 1-D integer ``.npy``, each in ``0 .. k-1``) from ``path``."""
+    arr = layers.load_npy(path, "labels")
+    if arr.dtype.kind not in "iu":
+        raise FdpuError(f"{path}: labels have dtype {arr.dtype}; they must be integers (the "
+                        f"class of each input row, 0..{k - 1})")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise FdpuError(f"{path}: labels have shape {arr.shape}; they must be 1-D with one "
+                        f"class per input row ({n})")
+    bad = (arr < 0) | (arr >= k)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FdpuError(f"{path}: label {int(arr[i])} at row {i} is outside 0..{k - 1} (the "
+                        f"network has K = {k} outputs); {int(bad.sum())} label(s) out of range")
+    return arr.astype(np.int64)
+
+
+def _inputs(args, model):
+    """Return the network's inputs (binary16, ``N x C``) and labels (or ``None``)."""
+    if args.inputs is None:
+        return layers.make_inputs(model.C, args.batch or 1, args.seed), None
+    x = layers.load_inputs(args.inputs, model.C)
+    y = load_labels(args.labels, x.shape[0], model.K) if args.labels else None
+    if args.limit is not None:
+        if args.limit > x.shape[0]:
+            raise FdpuError(f"--limit {args.limit} exceeds the {x.shape[0]} rows of "
+                            f"{args.inputs}")
+        x = x[:args.limit]
+        y = None if y is None else y[:args.limit]
+    return x, y
+
+
+def _nnz(w):
+    return int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16)))
+
+
+def run_layer(args, i, layer, w, x, params, system, mem):
+    """Plan and run one layer on ``args.sim``; return ``(outputs, record)``."""
+    relu = layer.activation == "relu"
+    plan = plan_layer(args, w, x, params, bias=layer.bias, relu=relu)
+    nnz = _nnz(w)
+    rec = dict(index=i, name=_short(layer.name), K=plan.K, C=plan.C, N=plan.N, nnz=nnz,
+               density=nnz / (plan.K * plan.C), graph=graph_name(plan), plan=plan.describe(),
+               bias=layer.bias is not None, relu=relu, passes=plan.passes,
+               double_buffer=plan.double_buffer)
+    t0 = time.perf_counter()
+    if args.sim in ("golden", "model"):
+        size = plan.K * plan.Cw * plan.groups
+        exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
+        with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
+                as show:
+            res = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+        with warnings.catch_warnings():         # infinite inputs from an overflowed layer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw,
+                                  bias=plan.bias, relu=plan.relu)
+        rec.update(engine="exact" if exact else "fast", match=chk.holds, check=chk.as_dict(),
+                   instructions=res.counters.instructions)
+        y = res.result
+        if args.sim == "model":
+            pred = perf.predict(plan, w, system).as_dict()
+            rec.update({k: pred[k] for k in FIGURES})
+    else:
+        exact = rtl.golden_exact(args.golden, plan)
+        with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
+                as show:
+            ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+        y, job = rtl.simulate(plan, w, x, args, mem, what=f"layer {i}")
+        fig = rtl.figures(plan, w, x, ref, y, job)
+        rec.update({k: fig[k] for k in FIGURES}, golden="exact" if exact else "fast",
+                   match=fig["match"], mismatches=fig["mismatches"],
+                   rtl_instructions=fig["rtl_instructions"],
+                   golden_instructions=fig["golden_instructions"])
+    rec["seconds"] = time.perf_counter() - t0
+    return y, rec
+
+
+#: The figures of a layer's model or RTL run that the report keeps.
+FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilization",
+           "utilization_end_to_end", "ext_read_bytes", "ext_write_bytes", "external_bytes",
+           "min_external_bytes", "peak_bandwidth")
+
+
+def _short(name):
+    """Return a layer's name without its file (``"PATH: node Gemm 'fc0'"`` -> the node)."""
+    return name.split(": ", 1)[1] if ": " in name else name
+
+
+def net_command(args):
+    """Run the network; return 0 if every layer matches, 1 if not."""
+    params = check_options(args)
+    check_outputs([("--out", args.out), ("--json", args.json)],
+                  [("MODEL", args.model), ("--inputs", args.inputs), ("--labels", args.labels)])
+    system = system_of(args, params)
+    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
+    model = load_model(args.model)
+    x0, labels = _inputs(args, model)
+    ws = [layer.weights if args.density is None else prune(layer.weights, args.density)
+          for layer in model.layers]
+    run_net = net.Net(tuple(net.Dense(w, layer.bias, layer.activation, layer.name)
+                            for w, layer in zip(ws, model.layers)), source=model.source)
+    start = time.perf_counter()
+    x, recs = x0, []
+    for i, (layer, w) in enumerate(zip(run_net.layers, ws)):
+        x, rec = run_layer(args, i, layer, w, x, params, system, mem)
+        recs.append(rec)
+        rec["non_finite"] = int((~np.isfinite(x)).sum())
+        if rec["non_finite"]:
+            warnings.warn(FdpuWarning(
+                f"layer {i} ({rec['name']}): {rec['non_finite']:,} output(s) beyond the "
+                f"binary16 range (infinite or NaN)"
+                + (", given to the next layer as they are" if i + 1 < len(ws) else "")))
+    seconds = time.perf_counter() - start
+    record = dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
+                  labels=args.labels, mode=args.mode, density=args.density, rows=params.rows,
+                  cols=params.cols, slots=params.slots, int_issue=params.int_issue,
+                  operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
+                  match=all(r["match"] for r in recs), layers=recs, seconds=seconds)
+    if args.sim != "golden":
+        peak = params.num_pes * params.LANES * 2
+        tot = {k: sum(r[k] for r in recs) for k in ("cycles", "compute_cycles", "dma_cycles",
+                                                    "useful_flops", "ext_read_bytes",
+                                                    "ext_write_bytes", "external_bytes",
+                                                    "min_external_bytes")}
+        tot["utilization"] = tot["useful_flops"] / max(1, peak * tot["compute_cycles"])
+        tot["utilization_end_to_end"] = tot["useful_flops"] / max(1, peak * tot["cycles"])
+        record["total"] = tot
+        record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
+                      mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
+                      overlap=system.overlap)
+    ours = x.astype(np.float32).argmax(axis=1)
+    ref = net.reference(run_net, x0).argmax(axis=1)
+    record["predictions_differ"] = int((ours != ref).sum())
+    if labels is not None:
+        record["accuracy"] = float((ours == labels).mean())
+        record["accuracy_float32"] = float((ref == labels).mean())
+    _print(record, args, params)
+    if args.out:
+        save_npy(args.out, x)
+    if args.json:
+        write_json(args.json, record)
+    if not record["match"]:
+        bad = [str(r["index"]) for r in recs if not r["match"]]
+        print(f"fdpu net: layer(s) {', '.join(bad)} do not match ("
+              + ("the float64 error bound" if args.sim in ("golden", "model")
+                 else "bit for bit with the golden model") + ")", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(record, args, params):
+    """Print the per-layer table, the totals and the accuracy."""
+    recs = record["layers"]
+    figures = args.sim != "golden"
+    how = ("within the float64 bound" if args.sim in ("golden", "model")
+           else "bit for bit with golden")
+    t = Table(title=f"fdpu net --sim {args.sim}: {args.model} ({args.mode}, batch "
+                    f"{record['N']}, {params.rows}x{params.cols} PEs)", title_justify="left")
+    for col in ("layer", "K x C", "non-zero (density)", "graph", "bias / relu",
+                f"match ({how})"):
+        t.add_column(col, justify="right" if col in ("K x C", "non-zero (density)") else "left")
+    if figures:
+        for col in ("cycles (compute)", "utilization", "external bytes (min)"):
+            t.add_column(col, justify="right")
+    for r in recs:
+        row = [f"{r['index']} {r['name']}", f"{r['K']} x {r['C']}",
+               f"{r['nnz']:,} ({r['density']:.1%})", r["graph"],
+               f"{'yes' if r['bias'] else 'no'} / {'yes' if r['relu'] else 'no'}",
+               "yes" if r["match"] else
+               f"NO ({r['check']['failures'] if 'check' in r else r['mismatches']} outputs)"]
+        if figures:
+            row += [f"{r['cycles']:,} ({r['compute_cycles']:,})", f"{r['utilization']:.2%}",
+                    f"{r['external_bytes']:,} ({r['min_external_bytes']:,})"]
+        t.add_row(*row)
+    if figures:
+        tot = record["total"]
+        t.add_section()
+        t.add_row("total", "", f"{sum(r['nnz'] for r in recs):,}", "", "",
+                  "yes" if record["match"] else "NO",
+                  f"{tot['cycles']:,} ({tot['compute_cycles']:,})", f"{tot['utilization']:.2%}",
+                  f"{tot['external_bytes']:,} ({tot['min_external_bytes']:,})")
+    console().print(t)
+    if "accuracy" in record:
+        n = record["N"]
+        console().print(f"top-1 accuracy on {n} rows: FDPU {record['accuracy']:.2%}, float32 "
+                        f"reference {record['accuracy_float32']:.2%}; predictions differ on "
+                        f"{record['predictions_differ']} of {n}")
+    else:
+        console().print(f"predictions (top-1) differing from the float32 reference: "
+                        f"{record['predictions_differ']} of {record['N']}")
+    if args.sim == "model":
+        console().print("cycles and bytes from the performance model (docs/perf.md); the "
+                        "host streams each layer's outputs to the next, not counted")
+    elif figures:
+        console().print("the host streams each layer's outputs to the next (not counted)")
