@@ -124,3 +124,31 @@ def _fuzz_small_commands(which, value, extra, tmp_path, capsys):
                                                      "x.json", "0", "serial"]), max_size=2))
 def test_other_commands(which, value, extra, tmp_path_factory, capsys):
     _fuzz_small_commands(which, value, extra, tmp_path_factory.mktemp("fuzz"), capsys)
+
+
+#: ``fdpu net`` options drawn (on a tiny two-layer network, golden or model).
+NET_OPTS = ["--batch", "--seed", "--density", "--limit", "--mode", "--sparse-graph", "--rows",
+            "--cols", "--slots", "--engine", "--golden", "--max-cycles", "--mem-latency",
+            "--dma-channels", "--sim"]
+
+
+@pytest.fixture(scope="module")
+def tiny_net(tmp_path_factory):
+    import numpy as np
+    path = tmp_path_factory.mktemp("net") / "net.npz"
+    rng = np.random.default_rng(7)
+    np.savez(path, W0=rng.standard_normal((6, 12)), b0=rng.standard_normal(6),
+             W1=rng.standard_normal((3, 6)))
+    return path
+
+
+@FAST
+@given(opts=st.lists(st.tuples(st.sampled_from(NET_OPTS), VALUES), max_size=4))
+def test_net_options(opts, tiny_net, capsys):
+    argv = ["net", tiny_net, "--rows", 1, "--cols", 1, "--slots", 32]
+    for opt, value in opts:
+        if opt == "--sim" and value not in ("golden", "model"):
+            continue                           # the RTL simulators are not fuzzed (minutes)
+        argv += [opt, value]
+    status, err = _call(argv, capsys)
+    _check(status, err, argv)
