@@ -225,7 +225,7 @@ def test_run_sim_model_takes_the_system_options(tmp_path, capsys):
     (("--dma-channels", 0), "--dma-channels must be in 1..8"),
     (("--config-ports", 3), "--config-ports must be 1, 2 or 4"),
     (("--mem-bandwidth", 0.1), "--mem-bandwidth must be a multiple of 1/8"),
-    (("--operand-depth", 3), "operand_depth must be a power of two"),
+    (("--operand-depth", 3), "--operand-depth must be a power of two"),
 ])
 def test_run_sim_model_refuses(capsys, extra, match):
     assert_user_error(capsys, "run", "--sim", "model", "--in-features", 64, "--out-features",
