@@ -195,6 +195,8 @@ def test_fc_layers(sim, rows, cols, K, C, N, mode, density, graph):
     (1, 5, 24, 6, "dense", 1.0, None),
     (2, 7, 40, 5, "dense", 1.0, None),
     (2, 6, 33, 8, "sparse", 0.3, "gather"),
+    (1, 4, 40, 5, "sparse", 0.3, "switch"),
+    (2, 6, 70, 8, "sparse", 0.2, "skip"),
 ])
 def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
     # y = relu(acc + b) on the array (LDHB of the bias, FADD, FMAX #0 after each FACC): the
@@ -207,8 +209,11 @@ def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
     plan_kw = dict(bias=b, relu=True, sparse_graph=graph)
     _fc(rows, rows, K, C, N, mode, density, sim, seed=2, slots=32, w=w, plan_kw=plan_kw)
     p = ArrayParams(rows=rows, cols=rows, **{**SMALL, "slots": 32})
+    if graph == "skip":
+        plan_kw["row_nnz"] = np.count_nonzero(w.view(np.uint16), axis=1)
     plan = planner.plan_fc(K, C, N, mode, p, **plan_kw)
-    plain = planner.plan_fc(K, C, N, mode, p, sparse_graph=graph)
+    plain = planner.plan_fc(K, C, N, mode, p, sparse_graph=graph,
+                            row_nnz=plan_kw.get("row_nnz"))
     got = golden_fc.run_fc(plan, w, x).result.view(np.uint16)
     acc = golden_fc.run_fc(plain, w, x).result.view(np.uint16)
     want = fp16.maximum(fp16.add(acc, b.view(np.uint16)[None, :]), fp16.POS_ZERO)
