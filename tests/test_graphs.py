@@ -106,11 +106,11 @@ def test_gather_outputs_inverts_the_output_layout():
     mem = Memory(params, segments)
     for i, addr in outputs:
         kbi, gbi = plan.item(i)
-        vals = np.zeros((2, 2, 4), dtype=np.uint16)    # [k][g][lane]
+        vals = np.zeros((2, 2, 4), dtype=np.uint16)    # [g][k][lane]: group-major
         for kk in range(2):
             for g in range(2):
                 for lane in range(4):
-                    vals[kk, g, lane] = 1000 * (2 * kbi + kk) + 4 * (2 * gbi + g) + lane
+                    vals[g, kk, lane] = 1000 * (2 * kbi + kk) + 4 * (2 * gbi + g) + lane
         mem.write(addr, vals.tobytes())
     y = gather_outputs(plan, outputs, mem.read).view(np.uint16)
     want = np.add.outer(np.arange(6), 1000 * np.arange(5)).astype(np.uint16)

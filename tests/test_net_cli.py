@@ -67,6 +67,41 @@ def test_model_figures_per_layer_and_total(tmp_path, capsys):
     assert 0 < rec["total"]["utilization"] <= 1 and "total" in text
 
 
+def test_model_chaining_saves_the_activations_external_bytes(tmp_path, capsys):
+    path, xs, _ = _tiny_net(tmp_path, n=32)
+    figures = {}
+    for flag in ("--chain", "--no-chain"):
+        status, text, err = run(capsys, "net", path, "--inputs", xs, "--sim", "model", flag,
+                                "--json", tmp_path / "m.json", *SMALL)
+        assert status == 0, err
+        figures[flag] = json.loads((tmp_path / "m.json").read_text())
+    on, off = figures["--chain"], figures["--no-chain"]
+    assert [r["match"] for r in on["layers"]] == [True, True]
+    # The first layer's outputs and the second one's inputs no longer cross the port; the
+    # first layer's weights and the second one's outputs still do.
+    saved = off["total"]["external_bytes"] - on["total"]["external_bytes"]
+    assert saved >= 2 * 32 * 12 * 2
+    assert on["layers"][0]["ext_write_bytes"] == 0 < off["layers"][0]["ext_write_bytes"]
+    assert on["layers"][1]["ext_write_bytes"] == off["layers"][1]["ext_write_bytes"]
+
+
+def test_chain_options_are_checked(tmp_path, capsys):
+    path, xs, _ = _tiny_net(tmp_path)
+    assert_user_error(capsys, "net", path, "--chain", match="--chain applies to --sim "
+                      "model|icarus|verilator, not to --sim golden")
+    assert_user_error(capsys, "net", path, "--no-chain", match="--no-chain applies to")
+    # Dbufs too small for the first layer in one pass: --chain is refused, not replaced; the
+    # default streams that link.
+    assert_user_error(capsys, "net", path, "--inputs", xs, "--sim", "model", "--chain",
+                      "--rows", "1", "--cols", "1", "--dbuf-bytes", "1024",
+                      match="--chain: layers 0 and 1 cannot be chained on chip: this layer "
+                            "runs in")
+    status, text, err = run(capsys, "net", path, "--inputs", xs, "--sim", "model", "--rows",
+                            "1", "--cols", "1", "--dbuf-bytes", "1024")
+    assert status == 0, err
+    assert "streamed through the host, not counted (this layer runs in" in text
+
+
 def test_density_prunes_every_layer(tmp_path, capsys):
     path, xs, _ = _tiny_net(tmp_path)
     status, _, err = run(capsys, "net", path, "--inputs", xs, "--density", "0.25",
@@ -155,15 +190,30 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
 
 
 def test_rtl_two_layers_bit_exact_icarus(tmp_path, capsys):
+    # Chained on chip (the default: one simulation, the first layer's outputs moved Dbuf to
+    # Dbuf) and streamed through the host (--no-chain: one simulation per layer): the same
+    # bits, the golden model's, and fewer external bytes chained.
     path, xs, _ = _tiny_net(tmp_path, shapes=((6, 16), (3, 6)), n=4)
-    status, text, err = run(capsys, "net", path, "--inputs", xs, "--sim", "icarus", "--rows",
-                            "1", "--cols", "1", "--slots", "32", "--dbuf-bytes", "4096",
+    small = ("--rows", "1", "--cols", "1", "--slots", "32", "--dbuf-bytes", "4096")
+    status, text, err = run(capsys, "net", path, "--inputs", xs, "--sim", "icarus", *small,
                             "--out", tmp_path / "y.npy", "--json", tmp_path / "r.json")
     assert status == 0, err
     rec = json.loads((tmp_path / "r.json").read_text())
     assert [r["match"] for r in rec["layers"]] == [True, True]
+    assert [(r["chained_in"], r["chained_out"]) for r in rec["layers"]] == [(False, True),
+                                                                            (True, False)]
+    assert rec["links"][0]["on_chip"] and "kept on chip" in text
     assert all(r["rtl_instructions"] == r["golden_instructions"] for r in rec["layers"])
     assert rec["total"]["cycles"] == sum(r["cycles"] for r in rec["layers"]) > 0
+    status, text2, err = run(capsys, "net", path, "--inputs", xs, "--sim", "icarus", *small,
+                             "--no-chain", "--out", tmp_path / "s.npy", "--json",
+                             tmp_path / "s.json")
+    assert status == 0, err
+    streamed = json.loads((tmp_path / "s.json").read_text())
+    assert np.array_equal(np.load(tmp_path / "y.npy").view(np.uint16),
+                          np.load(tmp_path / "s.npy").view(np.uint16))
+    assert rec["total"]["external_bytes"] < streamed["total"]["external_bytes"]
+    assert "streamed through the host" in text2
     # The same net on the golden model gives the same bits (the RTL fed its own outputs on).
     status, _, err = run(capsys, "net", path, "--inputs", xs, "--rows", "1", "--cols", "1",
                          "--slots", "32", "--dbuf-bytes", "4096", "--out", tmp_path / "g.npy")

@@ -25,6 +25,8 @@ same binary16 inputs.  Exit status 0 when every layer matches, 1 when one does n
 input.
 """
 
+import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -38,10 +40,11 @@ from sw.cli.options import (DEFAULTS, add_hw_args, array_params, graph_name, pla
                             plan_options, system_of)
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli.run import AUTO_EXACT_LIMIT
-from sw.compiler import fc_plan, layers, net, onnx_import
+from sw.compiler import chain, fc_plan, layers, net, onnx_import
 from sw.compiler.prune import check_density, prune
 from sw.models import golden_fc, perf, reference
 from sw.spec.errors import FdpuError, FdpuWarning
+from tb.host import runtime
 from tb.host.job_plan import MemModel
 
 __all__ = ["register", "check_options", "load_model", "load_labels", "net_command"]
@@ -91,6 +94,12 @@ def register(subparsers):
     arr.add_argument("--cols", type=int, default=DEFAULTS["cols"], metavar="C",
                      help=f"PE columns (default {DEFAULTS['cols']})")
     add_hw_args(parser)
+    parser.add_argument("--chain", action=argparse.BooleanOptionalAction, default=None,
+                        help="--sim model|icarus|verilator: keep each layer's outputs in the "
+                             "Dbufs as the next layer's inputs (MOVE descriptors, no external "
+                             "traffic); --chain needs every link to chain, --no-chain streams "
+                             "every layer's outputs through the host (default: chain where "
+                             "both layers fit the Dbufs in one pass)")
     gold = parser.add_argument_group("golden model")
     gold.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
                       help="--sim golden|model: exact (token by token), fast (vectorized, the "
@@ -135,6 +144,10 @@ def check_options(args):
         ("--waves", args.waves, rtl_sim),
         ("--golden", args.golden != "auto", rtl_sim),
         ("--engine", args.engine != "auto", not rtl_sim)) if given and not ok]
+    if args.chain is not None and args.sim == "golden":
+        raise FdpuError(f"--{'' if args.chain else 'no-'}chain applies to --sim "
+                        f"model|icarus|verilator, not to --sim golden (the golden model's "
+                        f"numbers are the same either way)")
     if wrong:
         where = ("an RTL simulation (--sim icarus|verilator)" if args.sim in ("golden", "model")
                  else "--sim golden|model")
@@ -194,22 +207,61 @@ def _nnz(w):
     return int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16)))
 
 
-def run_layer(args, i, layer, w, x, params, system, mem):
-    """Plan and run one layer on ``args.sim``; return ``(outputs, record)``."""
-    relu = layer.activation == "relu"
-    plan = plan_layer(args, w, x, params, bias=layer.bias, relu=relu)
+def plan_layers(args, layers_, ws, n, params):
+    """Return every layer's plan (``plan_layer``: the chooser's blocking, its own bias and
+    ReLU) for a batch of ``n``; every layer but the last keeps its rows in order (the skip
+    graph's row balancing would scatter an item's outputs over the next layer's inputs, which
+    chaining on chip needs in runs; the numbers do not depend on it)."""
+    plans = []
+    for i, (layer, w) in enumerate(zip(layers_, ws)):
+        x = np.broadcast_to(np.float16(0), (n, w.shape[1]))     # the planner reads N only
+        plan = plan_layer(args, w, x, params, bias=layer.bias,
+                          relu=layer.activation == "relu")
+        plans.append(plan if i + 1 == len(ws) else dataclasses.replace(plan, row_order=()))
+    return plans
+
+
+def link_notes(args, plans, ws):
+    """Return per link (layer ``i`` to ``i + 1``) ``None`` when its activations stay on chip,
+    else why the host streams them; ``--chain`` with a link that cannot chain is an error."""
+    notes = []
+    for i, (a, b) in enumerate(zip(plans, plans[1:])):
+        if args.sim == "golden":
+            why = "the golden model runs layer by layer"
+        elif args.chain is False:
+            why = "--no-chain"
+        else:
+            why = chain.link_error(a, b, ws[i])
+        if why and args.chain:
+            raise FdpuError(f"--chain: layers {i} and {i + 1} cannot be chained on chip: {why}")
+        notes.append(why)
+    return notes
+
+
+def _record(i, layer, w, plan):
     nnz = _nnz(w)
-    rec = dict(index=i, name=_short(layer.name), K=plan.K, C=plan.C, N=plan.N, nnz=nnz,
-               density=nnz / (plan.K * plan.C), graph=graph_name(plan), plan=plan.describe(),
-               bias=layer.bias is not None, relu=relu, passes=plan.passes,
-               double_buffer=plan.double_buffer)
+    return dict(index=i, name=_short(layer.name), K=plan.K, C=plan.C, N=plan.N, nnz=nnz,
+                density=nnz / (plan.K * plan.C), graph=graph_name(plan), plan=plan.describe(),
+                bias=layer.bias is not None, relu=layer.activation == "relu",
+                passes=plan.passes, double_buffer=plan.double_buffer, chained_in=False,
+                chained_out=False)
+
+
+def _golden(args, i, plan, w, x, exact):
+    with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
+            as show:
+        return golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+
+
+def run_layer(args, i, layer, w, x, plan, system, mem, chained_in=False, chained_to=None):
+    """Run one planned layer on ``args.sim``; return ``(outputs, record)``.  ``chained_in``
+    and ``chained_to`` (the next plan) are the model's chaining (``perf.predict``)."""
+    rec = _record(i, layer, w, plan)
     t0 = time.perf_counter()
     if args.sim in ("golden", "model"):
         size = plan.K * plan.Cw * plan.groups
         exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
-        with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
-                as show:
-            res = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+        res = _golden(args, i, plan, w, x, exact)
         with warnings.catch_warnings():         # infinite inputs from an overflowed layer
             warnings.simplefilter("ignore", RuntimeWarning)
             chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw,
@@ -218,13 +270,13 @@ def run_layer(args, i, layer, w, x, params, system, mem):
                    instructions=res.counters.instructions)
         y = res.result
         if args.sim == "model":
-            pred = perf.predict(plan, w, system).as_dict()
-            rec.update({k: pred[k] for k in FIGURES})
+            pred = perf.predict(plan, w, system, chained_in=chained_in,
+                                chained_to=chained_to).as_dict()
+            rec.update({k: pred[k] for k in FIGURES}, chained_in=chained_in,
+                       chained_out=chained_to is not None)
     else:
         exact = rtl.golden_exact(args.golden, plan)
-        with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
-                as show:
-            ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+        ref = _golden(args, i, plan, w, x, exact)
         y, job = rtl.simulate(plan, w, x, args, mem, what=f"layer {i}")
         fig = rtl.figures(plan, w, x, ref, y, job)
         rec.update({k: fig[k] for k in FIGURES}, golden="exact" if exact else "fast",
@@ -233,6 +285,43 @@ def run_layer(args, i, layer, w, x, params, system, mem):
                    golden_instructions=fig["golden_instructions"])
     rec["seconds"] = time.perf_counter() - t0
     return y, rec
+
+
+def run_chain(args, first, layers_, ws, x, plans, mem):
+    """Run layers ``first ..`` (``plans``, every link chainable) chained on chip in one RTL
+    simulation; return ``(last layer's outputs, records)``.
+
+    Only the last layer's outputs leave the chip: it is compared bit for bit with the golden
+    model's run of the chain (each layer on the previous one's golden outputs); the layers
+    before it are checked through it (``checked_at``), their figures are their passes' of the
+    job.
+    """
+    t0 = time.perf_counter()
+    refs, xs = [], [x]
+    for n, (plan, w) in enumerate(zip(plans, ws)):
+        ref = _golden(args, first + n, plan, w, xs[-1], rtl.golden_exact(args.golden, plan))
+        refs.append(ref)
+        xs.append(ref.result)
+    last = first + len(plans) - 1
+    y, job = rtl.simulate_chain(plans, ws, x, args, mem, what=f"layers {first}-{last}")
+    recs = []
+    for n, (plan, w) in enumerate(zip(plans, ws)):
+        end = n + 1 == len(plans)
+        fig = rtl.figures(plan, w, xs[n], refs[n], y if end else refs[n].result,
+                          runtime.layer_job(job, n))
+        rec = _record(first + n, layers_[n], w, plan)
+        rec.update({k: fig[k] for k in FIGURES},
+                   golden="exact" if rtl.golden_exact(args.golden, plan) else "fast",
+                   rtl_instructions=fig["rtl_instructions"],
+                   golden_instructions=fig["golden_instructions"], chained_in=n > 0,
+                   chained_out=not end, checked_at=last)
+        recs.append(rec)
+    match = not (y.view(np.uint16) != refs[-1].result.view(np.uint16)).any()
+    mism = int((y.view(np.uint16) != refs[-1].result.view(np.uint16)).sum())
+    for rec in recs:
+        rec.update(match=match, mismatches=mism if rec["index"] == last else None,
+                   seconds=time.perf_counter() - t0)
+    return y, recs
 
 
 #: The figures of a layer's model or RTL run that the report keeps.
@@ -244,6 +333,16 @@ FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilizatio
 def _short(name):
     """Return a layer's name without its file (``"PATH: node Gemm 'fc0'"`` -> the node)."""
     return name.split(": ", 1)[1] if ": " in name else name
+
+
+def _non_finite(rec, y, layers_):
+    """Count (and warn of) the layer's outputs beyond the binary16 range."""
+    rec["non_finite"] = int((~np.isfinite(y)).sum())
+    if rec["non_finite"]:
+        warnings.warn(FdpuWarning(
+            f"layer {rec['index']} ({rec['name']}): {rec['non_finite']:,} output(s) beyond "
+            f"the binary16 range (infinite or NaN)"
+            + (", given to the next layer as they are" if rec["index"] + 1 < layers_ else "")))
 
 
 def net_command(args):
@@ -259,23 +358,34 @@ def net_command(args):
           for layer in model.layers]
     run_net = net.Net(tuple(net.Dense(w, layer.bias, layer.activation, layer.name)
                             for w, layer in zip(ws, model.layers)), source=model.source)
+    plans = plan_layers(args, run_net.layers, ws, x0.shape[0], params)
+    notes = link_notes(args, plans, ws)
     start = time.perf_counter()
-    x, recs = x0, []
-    for i, (layer, w) in enumerate(zip(run_net.layers, ws)):
-        x, rec = run_layer(args, i, layer, w, x, params, system, mem)
-        recs.append(rec)
-        rec["non_finite"] = int((~np.isfinite(x)).sum())
-        if rec["non_finite"]:
-            warnings.warn(FdpuWarning(
-                f"layer {i} ({rec['name']}): {rec['non_finite']:,} output(s) beyond the "
-                f"binary16 range (infinite or NaN)"
-                + (", given to the next layer as they are" if i + 1 < len(ws) else "")))
+    x, recs, i = x0, [], 0
+    while i < len(plans):
+        j = i          # layers i .. j are chained
+        while j + 1 < len(plans) and notes[j] is None:
+            j += 1
+        if args.sim in ("icarus", "verilator") and j > i:
+            x, got = run_chain(args, i, run_net.layers[i:j + 1], ws[i:j + 1], x,
+                               plans[i:j + 1], mem)
+            recs += got
+            _non_finite(got[-1], x, len(ws))
+        else:
+            for k in range(i, j + 1):
+                x, rec = run_layer(args, k, run_net.layers[k], ws[k], x, plans[k], system, mem,
+                                   chained_in=k > i, chained_to=plans[k + 1] if k < j else None)
+                recs.append(rec)
+                _non_finite(rec, x, len(ws))
+        i = j + 1
     seconds = time.perf_counter() - start
     record = dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
                   labels=args.labels, mode=args.mode, density=args.density, rows=params.rows,
                   cols=params.cols, slots=params.slots, int_issue=params.int_issue,
                   operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
-                  match=all(r["match"] for r in recs), layers=recs, seconds=seconds)
+                  match=all(r["match"] for r in recs), layers=recs, seconds=seconds,
+                  links=[dict(layers=[i, i + 1], on_chip=why is None, streamed_because=why)
+                         for i, why in enumerate(notes)])
     if args.sim != "golden":
         peak = params.num_pes * params.LANES * 2
         tot = {k: sum(r[k] for r in recs) for k in ("cycles", "compute_cycles", "dma_cycles",
@@ -308,6 +418,15 @@ def net_command(args):
     return 0
 
 
+def _match_cell(r):
+    """Return the report's match cell of a layer record."""
+    if not r["match"]:
+        return f"NO ({r['check']['failures'] if 'check' in r else r['mismatches']} outputs)"
+    if r.get("checked_at", r["index"]) != r["index"]:
+        return f"yes (through layer {r['checked_at']})"
+    return "yes"
+
+
 def _print(record, args, params):
     """Print the per-layer table, the totals and the accuracy."""
     recs = record["layers"]
@@ -320,23 +439,25 @@ def _print(record, args, params):
                 f"match ({how})"):
         t.add_column(col, justify="right" if col in ("K x C", "non-zero (density)") else "left")
     if figures:
+        t.add_column("inputs / outputs")
         for col in ("cycles (compute)", "utilization", "external bytes (min)"):
             t.add_column(col, justify="right")
     for r in recs:
         row = [f"{r['index']} {r['name']}", f"{r['K']} x {r['C']}",
                f"{r['nnz']:,} ({r['density']:.1%})", r["graph"],
                f"{'yes' if r['bias'] else 'no'} / {'yes' if r['relu'] else 'no'}",
-               "yes" if r["match"] else
-               f"NO ({r['check']['failures'] if 'check' in r else r['mismatches']} outputs)"]
+               _match_cell(r)]
         if figures:
-            row += [f"{r['cycles']:,} ({r['compute_cycles']:,})", f"{r['utilization']:.2%}",
+            row += [f"{'chip' if r['chained_in'] else 'host'} / "
+                    f"{'chip' if r['chained_out'] else 'host'}",
+                    f"{r['cycles']:,} ({r['compute_cycles']:,})", f"{r['utilization']:.2%}",
                     f"{r['external_bytes']:,} ({r['min_external_bytes']:,})"]
         t.add_row(*row)
     if figures:
         tot = record["total"]
         t.add_section()
         t.add_row("total", "", f"{sum(r['nnz'] for r in recs):,}", "", "",
-                  "yes" if record["match"] else "NO",
+                  "yes" if record["match"] else "NO", "",
                   f"{tot['cycles']:,} ({tot['compute_cycles']:,})", f"{tot['utilization']:.2%}",
                   f"{tot['external_bytes']:,} ({tot['min_external_bytes']:,})")
     console().print(t)
@@ -349,7 +470,10 @@ def _print(record, args, params):
         console().print(f"predictions (top-1) differing from the float32 reference: "
                         f"{record['predictions_differ']} of {record['N']}")
     if args.sim == "model":
-        console().print("cycles and bytes from the performance model (docs/perf.md); the "
-                        "host streams each layer's outputs to the next, not counted")
-    elif figures:
-        console().print("the host streams each layer's outputs to the next (not counted)")
+        console().print("cycles and bytes from the performance model (docs/perf.md)")
+    if figures:
+        for link in record["links"]:
+            a, b = link["layers"]
+            console().print(f"layer {a} -> {b}: " + (
+                "kept on chip (MOVE descriptors, Dbuf to Dbuf)" if link["on_chip"] else
+                f"streamed through the host, not counted ({link['streamed_because']})"))

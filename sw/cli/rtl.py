@@ -177,6 +177,25 @@ def simulate(plan, w, x, args, mem, what=""):
                                   double_buffer=plan.double_buffer)
 
 
+def simulate_chain(plans, ws, x, args, mem, what=""):
+    """Run ``plans`` chained on chip (:func:`tb.host.runtime.run_chain_rtl`) on ``args.sim``
+    under a progress bar; return ``(last layer's result, job)``."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console(), transient=True) as bar:
+        head = f"RTL on {args.sim}{': ' + what if what else ''}, chained on chip"
+        task = bar.add_task(f"{head}: building", total=len(plans), info="")
+
+        def show(note):
+            bar.update(task, completed=note["pass_index"],
+                       description=f"{head}: layer {min(note['pass_index'] + 1, len(plans))}"
+                                   f"/{len(plans)}",
+                       info=f"{note['phase']}, {note['cycles']:,} cycles")
+        return runtime.run_chain_rtl(plans, ws, x, args.sim, max_cycles=args.max_cycles,
+                                     waves=args.waves, mem=mem, progress=show,
+                                     dma_channels=args.dma_channels,
+                                     config_ports=args.config_ports, overlap=args.overlap)
+
+
 def useful_flops(plan, nnz):
     """Return the floating-point operations that count as useful work: 2 per multiply-add of a
     weight (every weight dense, each stored one sparse) with a real batch element (no lane,

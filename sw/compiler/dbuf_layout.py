@@ -12,7 +12,9 @@ Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
 ``values``), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
-padding rows and dummy items), and the output blocks (``kb x gb`` tokens).  A layer whose data
+padding rows and dummy items), and the output blocks (``kb x gb`` tokens, group-major: the
+token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
+one run, the form a chained next layer's input block takes them in).  A layer whose data
 do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
 ``p`` fills ``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
 ``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
@@ -142,11 +144,16 @@ def _input_block(plan, x16, gbi):
     return np.ascontiguousarray(t).view(np.uint8).tobytes()
 
 
-def pass_memory(plan, weights, inputs, p):
+def pass_memory(plan, weights, inputs, p, stage=None):
     """Return ``(segments, outputs)`` of pass ``p``.
 
     ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
-    ``(item index, global output address)``.
+    ``(item index, global output address)``.  ``stage`` (a layer chained on chip,
+    :mod:`sw.compiler.chain`): ``(bases, reserved)``, where ``bases`` maps each item's
+    ``(kbi, gbi)`` to the address its outputs go to (in the next layer's input layout, at the
+    top of some Dbuf) and ``reserved`` each Dbuf to the bytes at the top of its region those
+    stages take; the dummy items' outputs then go below the reserved bytes, downwards, so
+    that nothing of the pass is where the next layer's input blocks go.
     """
     params = plan.params
     w16 = np.asarray(weights, dtype=np.float16)
@@ -172,10 +179,17 @@ def pass_memory(plan, weights, inputs, p):
                             + (", half for each pass" if plan.double_buffer else "") + ")")
     desc = {e: bytearray(ctxs * DESC_BYTES) for e in range(plan.engines)}
 
-    def alloc(d, nbytes):
-        addr = align(cursor[d], 8)
-        cursor[d] = addr + nbytes
-        if cursor[d] > regions[d][1]:
+    bases, reserved = stage or ({}, {})
+    top = {d: hi - reserved.get(d, 0) for d, (_, hi) in regions.items()}
+
+    def alloc(d, nbytes, high=False):
+        if high:
+            top[d] = (top[d] - nbytes) // 8 * 8
+            addr = top[d]
+        else:
+            addr = align(cursor[d], 8)
+            cursor[d] = addr + nbytes
+        if cursor[d] > top[d]:
             raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
                             + (", half for each pass" if plan.double_buffer else "") + ")")
         return addr
@@ -202,7 +216,12 @@ def pass_memory(plan, weights, inputs, p):
         if plan.bias is not None:
             caddr = alloc(d, plan.bias_bytes)
             segments[caddr] = _bias_bytes(plan, None if i is None else plan.item(i)[0])
-        oaddr = alloc(d, plan.output_bytes)
+        if stage is None:
+            oaddr = alloc(d, plan.output_bytes)
+        elif i is None:
+            oaddr = alloc(d, plan.output_span, high=True)
+        else:
+            oaddr = bases[plan.item(i)]
         if i is not None:
             outputs.append((i, oaddr))
         entry = np.array([baddr, xaddr, oaddr, caddr], dtype="<u4").tobytes()
@@ -229,7 +248,7 @@ def gather_outputs(plan, outputs, read):
     for i, addr in outputs:
         kbi, gbi = plan.item(i)
         blk = np.frombuffer(read(addr, plan.output_bytes), dtype="<u2")
-        blk = blk.reshape(plan.kb, plan.gb, LANES)       # [k][g][lane]
-        blk = blk.transpose(1, 2, 0).reshape(plan.gb * LANES, plan.kb)
+        blk = blk.reshape(plan.gb, plan.kb, LANES)       # [g][k][lane]
+        blk = blk.transpose(0, 2, 1).reshape(plan.gb * LANES, plan.kb)
         y[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES, list(plan.item_rows(kbi))] = blk
     return y[:plan.N, :plan.K].view(np.float16)

@@ -18,9 +18,10 @@ half's tables with the same program.  The DMA can then load pass ``p + 1`` and s
 
 :class:`FcPlan` records one such cut: the shapes, the blocking (``kb``, ``gb``, sparse
 ``wfan``), the graph options (the sparse graph; the optional epilogue of each output, ``y =
-relu(acc + bias)``: a per-output ``bias`` and ``relu``), each engine's PE and home Dbuf and
-descriptor table, the contexts per pass, and what follows from them (items, passes, the byte
-sizes of an item's blocks).
+relu(acc + bias)``: a per-output ``bias`` and ``relu``; ``out_stride``, the distance of the
+lane groups' outputs when a chained layer writes them in the next layer's input layout), each
+engine's PE and home Dbuf and descriptor table, the contexts per pass, and what follows from
+them (items, passes, the byte sizes of an item's blocks).
 :func:`sw.compiler.planner.plan_fc` chooses a plan; :mod:`sw.compiler.graphs` builds its
 engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
 """
@@ -93,6 +94,7 @@ class FcPlan:
     double_buffer: bool = False                    # passes in alternate halves of the Dbufs
     bias: tuple = None                             # K binary16 bit patterns: y = acc + b
     relu: bool = False                             # y = max(y, +0.0) before the store
+    out_stride: int = 0                            # tokens between an output's group rows
 
     @property
     def epilogue(self):
@@ -273,6 +275,18 @@ class FcPlan:
     def output_bytes(self):
         """Return the bytes of one item's output block."""
         return self.kb * self.gb * 8
+
+    @property
+    def output_stride(self):
+        """Return the tokens from one lane group's outputs to the next one's in an output
+        block: ``kb`` (the block's own, group-major), or ``out_stride`` when the outputs go
+        straight into a layout of the next layer's inputs (:mod:`sw.compiler.chain`)."""
+        return self.out_stride or self.kb
+
+    @property
+    def output_span(self):
+        """Return the bytes from an output block's first token to past its last one."""
+        return ((self.gb - 1) * self.output_stride + self.kb) * 8
 
     def describe(self):
         """Return a JSON-friendly summary."""

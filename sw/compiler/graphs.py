@@ -68,7 +68,7 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
     # The skip graph's FACCs take their count (the row's stored weights) as operand 2.
     facc = [[add("facc", Op.FACC, imm=0 if plan.skip else Cw, row=k, lane=j)
              for j in range(gb)] for k in range(kb)]
-    st = [[add("st", Op.STD, imm=(k * gb + j) * 8, end=True, row=k, lane=j)
+    st = [[add("st", Op.STD, imm=(j * plan.output_stride + k) * 8, end=True, row=k, lane=j)
            for j in range(gb)] for k in range(kb)]
     result = _epilogue(g, plan, add, ld_c, facc)
     for k in range(kb):

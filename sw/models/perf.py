@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from sw.compiler import balance, blocking, dma_plan, home_dbufs
+from sw.compiler import balance, blocking, chain, dma_plan, home_dbufs
 from sw.compiler.asm import assemble
 from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.compiler.program import program
@@ -223,15 +223,21 @@ class Prediction:
             peak_bandwidth=self.peak_bandwidth, model_seconds=self.seconds, **self.notes)
 
 
-def predict(plan, weights, system=System(), constants=None, image=None):
+def predict(plan, weights, system=System(), constants=None, image=None, chained_in=False,
+            chained_to=None):
     """Return the :class:`Prediction` of running ``plan`` on ``weights`` (``K x C``).
 
     ``constants`` default to the calibrated ones (:func:`calibrated`);
     ``image`` is the plan's assembled image if the caller has it (its Cbuf words set the
-    configuration cycles and bytes), else it is assembled without data.
+    configuration cycles and bytes), else it is assembled without data.  Layers chained on
+    chip (:mod:`sw.compiler.chain`): ``chained_in``, the previous layer wrote this one's
+    inputs into the Dbufs (its DMA-in loads no input block); ``chained_to``, the next layer's
+    plan, whose input blocks this one's DMA-out phase fills by MOVE descriptors instead of
+    storing the outputs (each word one LOAD and a STORE per copy, no external byte but the
+    descriptors).
     """
     t0 = time.perf_counter()
-    pred = Workload(plan, weights, system, image).evaluate(constants)
+    pred = Workload(plan, weights, system, image, chained_in, chained_to).evaluate(constants)
     pred.seconds = time.perf_counter() - t0
     return pred
 
@@ -242,7 +248,8 @@ class Workload:
     configuration's Cbuf words.  :meth:`evaluate` turns it into cycles with the constants
     (the fitting script evaluates one workload with many constants)."""
 
-    def __init__(self, plan, weights, system=System(), image=None):
+    def __init__(self, plan, weights, system=System(), image=None, chained_in=False,
+                 chained_to=None):
         self.plan, self.system = plan, system
         p = plan.params
         w16 = np.asarray(weights, dtype=np.float16)
@@ -254,10 +261,14 @@ class Workload:
         self.passes = []
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, chain)
-            segs, groups = _pass_segments(plan, q, nnz_rows)
+            segs, groups = _pass_segments(plan, q, nnz_rows, chained_in)
             din = _dma_load(segs, p, system.dma_channels, cbuf_words if q == 0 else [],
                             groups=groups)
-            dout = _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
+            if chained_to is None:
+                dout = _dma_load(_output_segments(plan, q), p, system.dma_channels, [],
+                                 out=True)
+            else:
+                dout = _move_load(plan, chained_to, system.dma_channels)
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         n = plan.N
@@ -449,11 +460,13 @@ def _config_words(plan, image, ports):
     return max(len(c) for c in cfgs), [n for n in loads if n]
 
 
-def _pass_segments(plan, q, nnz_rows):
+def _pass_segments(plan, q, nnz_rows, chained_in=False):
     """Return ``(segments, groups)`` of pass ``q``'s Dbuf data, laid out as
     :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only): ``segments``
     ``[(global address, bytes)]`` loaded one Dbuf at a time, ``groups`` ``([[address]],
-    bytes)``: the input blocks several Dbufs hold (multicast, ``dbuf_layout.shared_inputs``)."""
+    bytes)``: the input blocks several Dbufs hold (multicast, ``dbuf_layout.shared_inputs``).
+    ``chained_in``: no input block (a chained previous layer writes them; their few padding
+    words are left out)."""
     items = list(plan.pass_items(q))
     ctxs = plan.pass_contexts(q)
     base = plan.pass_ctx_base(q) * DESC_BYTES
@@ -462,7 +475,9 @@ def _pass_segments(plan, q, nnz_rows):
     groups, top = [], {}
     for slot, ds in blocks.values():
         addrs = [plan.pass_base(d, q) + plan.input_offset(slot) for d in ds]
-        if len(ds) > 1:
+        if chained_in:
+            pass
+        elif len(ds) > 1:
             groups.append(addrs)
         else:
             segs.append((addrs[0], plan.input_bytes))
@@ -506,6 +521,27 @@ def _output_segments(plan, q):
     """Return ``[(dbuf, bytes)]`` of the output blocks pass ``q`` stores out."""
     items = list(plan.pass_items(q))
     return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
+
+
+def _move_load(plan, nxt, channels):
+    """Return per DMA channel ``(external bytes, descriptors, words sent)`` of the MOVE
+    descriptors that put ``plan``'s outputs into ``nxt``'s input blocks (``tb.host.job_plan``'s
+    rules: each destination Dbuf on one channel, one descriptor per channel window; a word
+    sent per LOAD and per STORE)."""
+    p = plan.params
+    moves = chain.moves(plan, nxt)
+    words = {}
+    for m in moves:
+        for a in m.dsts:
+            d = p.dbuf_of(a)[0]
+            words[d] = words.get(d, 0) + m.nbytes // 8
+    chan = dma_plan.assign_channels(words, channels, p)
+    desc, sent = [0] * channels, [0] * channels
+    for m in moves:
+        for c, _, copies, _ in dma_plan.multicast_windows([list(m.dsts)], p, chan):
+            desc[c] += 1
+            sent[c] += m.nbytes // 8 * (2 + bin(copies).count("1"))
+    return [(0, r, w) for r, w in zip(desc, sent)]
 
 
 def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0)):

@@ -15,6 +15,12 @@ Contract
   ``meta["shared"]`` (the same bytes at the same offset of several Dbufs: the input blocks of
   ``sw.compiler.dbuf_layout``) are loaded by *multicast*: one descriptor per channel and window
   of ``1 + COPIES_BITS`` Dbufs (``sw.spec.dma``), its bytes read from external memory once.
+* A pass may name *moves* (``sw.compiler.chain.Move``: layers chained on chip): its DMA-out
+  phase then also copies those Dbuf ranges to other Dbufs with MOVE descriptors (one per
+  channel and window of ``1 + COPIES_BITS`` destination Dbufs, each destination Dbuf's moves
+  on one channel, as the DMA-in spreads its runs), and no external byte moves but the
+  descriptors.  The ranges an image lists in ``meta["filled"]`` (written on chip by the
+  previous pass's moves) are left out of every DMA-in run.
 * Double buffering (``double_buffer``): consecutive passes must touch disjoint Dbuf bytes
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
@@ -209,7 +215,8 @@ class JobPlan:
     def default_dma_max_cycles(self, regs_mem):
         """Return the default cycle bound of a DMA phase, from the words moved, the bandwidth
         and the latency of ``regs_mem`` (:meth:`MemModel.registers`)."""
-        most = max(pl["moved"] + pl["out_bytes"] for pl in self.passes) // 8
+        most = max(pl["moved"] + pl["out_bytes"] + 2 * pl["on_chip"]
+                   for pl in self.passes) // 8
         ndesc = max(pl["ndesc"] + pl["nouts"] for pl in self.passes)
         return 20_000 + 16 * most * -(-64 // regs_mem["bw"]) \
             + 4 * (regs_mem["latency"] + 64) * (ndesc + 1)
@@ -225,7 +232,7 @@ class JobPlan:
         return arrays
 
 
-def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
+def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=()):
     """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
 
     The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``.
@@ -261,7 +268,8 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
     touched = []
     groups = [list(g) for g in image.meta.get("shared", ())]
     shared = {a for g in groups for a in g}
-    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)])
+    filled = [tuple(f) for f in image.meta.get("filled", ())]
+    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + filled)
     # Each Dbuf on one channel, its multicast copies counted in its load as if unicast (the
     # channel sends one STORE per copy).
     chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for lo, w in runs]
@@ -291,11 +299,29 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports):
         touched.append((lo, hi))
         where += [(addr, n, c, at + addr - lo) for addr, n in group]
         out_bytes += hi - lo
-    plan = dict(descs=descs, cbuf_words=cbuf_words, ndesc=sum(len(d) for d in descs), outs=outs,
+    on_chip = _plan_moves(p, moves, outs, touched)
+    plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words,
+                ndesc=sum(len(d) for d in descs), outs=outs,
                 nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
                 templates=len(templates), image=image, moved=moved, out_bytes=out_bytes,
                 touched=sorted(touched))
     return plan, where, prev_cbuf
+
+
+def _plan_moves(p, moves, outs, touched):
+    """Append the MOVE descriptors of ``moves`` to the out lists ``outs`` (per channel) and
+    their source and destination ranges to ``touched``; return the bytes they store."""
+    if not moves:
+        return 0
+    nch = len(outs)
+    chan = assign_channels(_words_per_dbuf(p, [(a, m.nbytes) for m in moves for a in m.dsts]),
+                           nch, p, [0] * nch)
+    for m in moves:
+        for c, lo, copies, _ in multicast_windows([list(m.dsts)], p, chan):
+            outs[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
+        touched.append((m.src, m.src + m.nbytes))
+        touched += [(a, a + m.nbytes) for a in m.dsts]
+    return sum(m.nbytes * len(m.dsts) for m in moves)
 
 
 def _union(ranges):
@@ -348,7 +374,9 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
-    out; ``configs``: per pass, Cbuf words (records, CTX templates) instead of the image's.
+    out, and optionally third its moves (``sw.compiler.chain.Move``: Dbuf to Dbuf copies in
+    its DMA-out phase); ``configs``: per pass, Cbuf words (records, CTX templates) instead of
+    the image's.
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -359,9 +387,10 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     config_port_coords(p, config_ports)    # raises FdpuError for a bad count
     exts = [_ExtImage() for _ in range(nch)]
     plan, prev_cbuf, results = [], None, []
-    for j, (image, reads) in enumerate(passes):
+    for j, (image, reads, *moves) in enumerate(passes):
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
-                                          exts, prev_cbuf, config_ports)
+                                          exts, prev_cbuf, config_ports,
+                                          moves[0] if moves else ())
         plan.append(pl)
         results.append(where)
     # The results: per channel one range of its external memory, read back at the end.

@@ -12,6 +12,8 @@ Contract
 * :func:`run_rtl` is a one-pass job; :func:`run_fc_rtl` runs every pass of an FC plan in one
   simulation and gathers the result like :func:`sw.models.golden_fc.run_fc` (exact) does, so the
   two can be compared bit for bit; :func:`fc_cycle_bound` is its default compute cycle bound.
+* :func:`run_chain_rtl` runs consecutive layers chained on chip (``sw.compiler.chain``), one
+  pass each, in one simulation; :func:`layer_job` is one layer's part of that job.
 
 Errors: an image whose configuration does not fit the Cbufs raises :class:`FdpuError` before
 any simulation (the MicC also flags it in hardware); a run that does not finish within its
@@ -20,6 +22,7 @@ message names the pass and phase, and the MicC state, contexts issued/retired/en
 PE's error flags (or the DMA's state, descriptor and error bits).
 """
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -27,6 +30,7 @@ import threading
 
 import numpy as np
 
+from sw.compiler import chain
 from sw.compiler.blocking import engine_costs
 from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec.errors import FdpuError
@@ -35,7 +39,8 @@ from tb.host.extmem import FdpuSystem
 from tb.host.job_plan import DESC_CBUF, MemModel, plan_job
 from tb.host.run_results import JobRun, RtlError, RtlRun, describe_dma, describe_status
 
-__all__ = ["run_job", "run_rtl", "run_fc_rtl", "fc_cycle_bound"]
+__all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
+           "fc_cycle_bound"]
 
 
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
@@ -280,3 +285,35 @@ def run_fc_rtl(plan, weights, inputs, sim, first_passes=None, **kwargs):
     for run, outputs in zip(job.passes, outs):
         gather_pass(plan, y, outputs, run.read)
     return y, job
+
+
+def run_chain_rtl(plans, weights, inputs, sim, **kwargs):
+    """Run consecutive layers chained on chip in one simulation; return ``(result, job)``.
+
+    ``plans``: the layers' plans (one pass each, every link chainable:
+    :func:`sw.compiler.chain.link_error`); ``weights``: their ``K x C`` float16 arrays;
+    ``inputs``: the first layer's ``N x C``.  Pass ``i`` of the job is layer ``i``: its
+    outputs stay in the Dbufs, copied by MOVE descriptors into the next layer's input blocks
+    (:func:`sw.compiler.chain.chained_passes`); only the last layer's are stored to external
+    memory and returned (``N x K`` float16, comparable bit for bit with the golden model's
+    run of the last plan on the previous layers' outputs).  :func:`layer_job` gives one
+    layer's part of the job.  ``kwargs`` as :func:`run_job` (no double buffering: each layer
+    is one pass); ``max_cycles`` defaults to the largest :func:`fc_cycle_bound`.
+    """
+    passes = chain.chained_passes(plans, weights, inputs)
+    if kwargs.get("max_cycles") is None:
+        kwargs["max_cycles"] = max(fc_cycle_bound(plan) for plan in plans)
+    job = run_job(plans[0].params, [(image, reads, moves) for image, reads, moves, _ in passes],
+                  sim, **kwargs)
+    y = empty_result(plans[-1])
+    gather_pass(plans[-1], y, passes[-1][3], job.passes[-1].read)
+    return y, job
+
+
+def layer_job(job, i):
+    """Return pass ``i`` of a chained job (:func:`run_chain_rtl`) as a job of its own: its
+    run, its external bytes in and out (the job's counters are for all passes together)."""
+    final = dict(job.final, o_ext_rd_bytes=job.ext_in[i], o_ext_wr_bytes=job.ext_out[i])
+    return dataclasses.replace(job, passes=[job.passes[i]], final=final,
+                               ext_in=[job.ext_in[i]], ext_out=[job.ext_out[i]],
+                               descriptors=[job.descriptors[i]] if job.descriptors else None)
