@@ -14,7 +14,7 @@ from hw.ctrl.dma import Dma, build_dma
 from hw.noc.flit import FlitKind, body_view
 from hw.tooling.verilog import lint, to_verilog
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import copy_targets
+from sw.spec.dma import copy_targets, pack_descriptor
 from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
 from tb.host.extmem import ExtMem
@@ -118,7 +118,8 @@ def test_multicast_stores_each_word_to_each_target_in_order(first, copies):
     off, n = 8 * rng.randrange(24), 5
     data = [rng.getrandbits(64) for _ in range(n)]
     words = {0x100: 0x1000 | (p.dbuf_base(first) + off) << 32,
-             0x108: 8 * n | copies << 34, **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
+             0x108: pack_descriptor(0, 0, 8 * n, copies=copies)[1],
+             **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
     targets = copy_targets(first, copies)
     want = [(p.dbuf_coord(k)[0] + 1, p.dbuf_coord(k)[1] + 1, p.dbuf_base(k) + off + 8 * i, w)
             for i, w in enumerate(data) for k in targets]
