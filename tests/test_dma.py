@@ -13,8 +13,10 @@ from amaranth.sim import Simulator
 from hw.ctrl.dma import Dma, build_dma
 from hw.noc.flit import FlitKind, body_view
 from hw.tooling.verilog import lint, to_verilog
+from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import copy_targets
+from sw.spec.dma import DescFlag, copy_targets, pack_descriptor
+from sw.spec.packet import Kind, flit_fields
 from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
 from tb.host.extmem import ExtMem
@@ -118,7 +120,8 @@ def test_multicast_stores_each_word_to_each_target_in_order(first, copies):
     off, n = 8 * rng.randrange(24), 5
     data = [rng.getrandbits(64) for _ in range(n)]
     words = {0x100: 0x1000 | (p.dbuf_base(first) + off) << 32,
-             0x108: 8 * n | copies << 34, **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
+             0x108: pack_descriptor(0, 0, 8 * n, copies=copies)[1],
+             **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
     targets = copy_targets(first, copies)
     want = [(p.dbuf_coord(k)[0] + 1, p.dbuf_coord(k)[1] + 1, p.dbuf_base(k) + off + 8 * i, w)
             for i, w in enumerate(data) for k in targets]
@@ -130,3 +133,73 @@ def test_multicast_stores_each_word_to_each_target_in_order(first, copies):
         if name == "always ready":
             at = got["sent_at"]
             assert got["reqs"] == len(want) and at == list(range(at[0], at[0] + len(at))), got
+
+
+def test_move_loads_its_source_and_stores_each_word_to_each_target():
+    # A MOVE (amaranth.sim, Dbuf models answering after a few cycles): LOADs with tag 1 to the
+    # source Dbuf in address order, each reply's word stored to copy_targets in order at its
+    # offset, a STORE sent before the remaining LOADs, no external byte but the descriptor's,
+    # and the external read port not ready in a cycle where a MOVE reply arrives.
+    seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"seed {seed} (set FDPU_SEED to repeat)")
+    rng = random.Random(seed)
+    p = ArrayParams(rows=1, cols=1, dbuf_bytes=256)
+    src, first, copies, n = 3, 0, 0b11, 8
+    soff, doff = 8 * rng.randrange(24), 8 * rng.randrange(24)
+    data = [rng.getrandbits(64) for _ in range(n)]
+    models = [DbufModel(p, k) for k in range(p.num_dbufs)]
+    models[src].load({p.dbuf_base(src) + soff: b"".join(w.to_bytes(8, "little") for w in data)})
+    ext, loc = p.dbuf_base(src) + soff, p.dbuf_base(first) + doff
+    words = dict(zip((0x100, 0x108), pack_descriptor(ext, loc, 8 * n, DescFlag.MOVE, copies)))
+    dma = Dma(p)
+    got = dict(sent=[], collisions=0)
+
+    async def bench(ctx):
+        ctx.set(dma.i_list, 0x100)
+        ctx.set(dma.i_count, 1)
+        ctx.set(dma.i_start, 1)
+        ctx.set(dma.o_ext_rd.ready, 1)
+        ctx.set(dma.o_ext_wr.ready, 1)
+        ctx.set(dma.o_req.ready, 1)
+        await ctx.tick()
+        ctx.set(dma.i_start, 0)
+        pending, replies = [], []                    # external words; (cycle, REPLY flit)
+        for cycle in range(200):
+            if ctx.get(dma.o_ext_rd.valid):
+                pending.append(words[ctx.get(dma.o_ext_rd.payload)])
+            reply = replies.pop(0)[1] if replies and replies[0][0] <= cycle else None
+            ctx.set(dma.i_rep.valid, reply is not None)
+            ctx.set(dma.i_rep.payload.as_value(), reply or 0)
+            move_reply = reply is not None and flit_fields(p, reply)[2]["tag"] == 1
+            # External read data in a MOVE reply's cycle: the reply wins (garbage not taken).
+            ctx.set(dma.i_ext_rdata.valid, bool(pending) or move_reply)
+            ctx.set(dma.i_ext_rdata.payload, pending[0] if pending else 0xBAD)
+            if move_reply:
+                assert not ctx.get(dma.i_ext_rdata.ready), f"cycle {cycle}: ready with a reply"
+                got["collisions"] += 1
+            elif pending and ctx.get(dma.i_ext_rdata.ready):
+                pending.pop(0)
+            if ctx.get(dma.o_req.valid):
+                flit = ctx.get(dma.o_req.payload.as_value())
+                kind, dst, f = flit_fields(p, flit)
+                got["sent"].append((kind, dst, f["addr"], f["tag"], f.get("data")))
+                replies.append((cycle + 3, models[p.dbuf_at(*dst)].reply(flit)))
+            await ctx.tick()
+        got.update(done=ctx.get(dma.o_done), error=ctx.get(dma.o_error),
+                   rd=ctx.get(dma.o_rd_bytes), wr=ctx.get(dma.o_wr_bytes))
+
+    sim = Simulator(dma)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got["done"] and not got["error"] and (got["rd"], got["wr"]) == (16, 0), got
+    loads = [s for s in got["sent"] if s[0] == Kind.LOAD]
+    stores = [s for s in got["sent"] if s[0] == Kind.STORE]
+    assert loads == [(Kind.LOAD, p.dbuf_coord(src), ext + 8 * i, 1, None) for i in range(n)]
+    targets = copy_targets(first, copies)
+    assert stores == [(Kind.STORE, p.dbuf_coord(k), p.dbuf_base(k) + doff + 8 * i, 0, w)
+                      for i, w in enumerate(data) for k in targets]
+    assert got["sent"].index(stores[0]) < got["sent"].index(loads[-1]), got["sent"]
+    assert got["collisions"] == n
+    for k in targets:
+        assert models[k].contents()[doff:doff + 8 * n] == models[src].contents()[soff:soff + 8 * n]

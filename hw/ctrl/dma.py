@@ -1,14 +1,17 @@
-"""The DMA: moves descriptors' worth of 64-bit words between external memory and the Dbufs/Cbufs.
+"""The DMA: moves descriptors' worth of 64-bit words between external memory and the Dbufs/Cbufs,
+and from Dbuf to Dbuf.
 
 ::
 
     host: i_start, i_list, i_count        external memory port (64-bit words, valid/ready)
               |                                o_ext_rd ---> (byte address)
         [descriptor fetch] <-- rdq [FIFO] <--- i_ext_rdata  (in request order)
-              |                 |              o_ext_wr ---> (address, data)
+              |                 |  ^           o_ext_wr ---> (address, data)
+              |                 |  +---------- MOVE: replies (tag 1) <- i_rep
          IN: STORE flits -> o_req (request mesh, edge port (-1, 0))  ... acks <- i_rep
              Cbuf words  -> cbuf_wr_*                          (REPLY flits, always ready)
         OUT: LOAD flits  -> o_req ... replies <- i_rep -> repq [FIFO] -> o_ext_wr
+       MOVE: LOAD flits (tag 1) -> o_req, then the words as IN (STOREs -> o_req)
 
 Contract
 --------
@@ -18,14 +21,20 @@ Descriptors
     words laid out as :func:`sw.spec.dma.descriptor_layout`: ``ext`` (external byte address),
     ``local`` (a global Dbuf address of :mod:`sw.spec.arch`, or with ``cbuf`` a byte offset
     into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``,
-    ``copies`` (multicast, see Dbufs).  They run in order, one at a time.
+    ``move`` (Dbuf to Dbuf: ``ext`` is the global Dbuf address of the source), ``copies``
+    (multicast, see Dbufs).  They run in order, one at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`sw.spec.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
     the Cbufs; ``out`` with ``cbuf`` does not exist, nor ``cbuf`` on a DMA built with
-    ``cbuf=False``; ``copies`` is 0 with ``out`` or ``cbuf`` and names no Dbuf past the last
-    one (also when ``length = 0``).  ``length = 0`` is a no-op.  A descriptor list runs with
-    the next descriptor's fetch overlapping the current one's move, and without waiting for the
-    STORE acks of an IN descriptor (they are awaited before an OUT descriptor and at the end).
+    ``cbuf=False``, nor ``move`` with ``out`` or ``cbuf``; a MOVE's source range lies inside
+    one Dbuf (like the destination, checked also when ``length = 0`` for the Dbuf of its
+    first byte); ``copies`` is 0 with ``out`` or ``cbuf`` and names no Dbuf past the last
+    one (also when ``length = 0``).  ``length = 0`` is a no-op.  A MOVE whose source range
+    overlaps a destination range (its copies included) is not checked: its result is
+    undefined, and the host must not write one.  A descriptor list runs with the next
+    descriptor's fetch overlapping the current one's move, and without waiting for the STORE
+    acks of an IN or MOVE descriptor (they are awaited before an OUT or MOVE descriptor and at
+    the end).
 Errors (``o_error``, bits of :class:`sw.spec.status.DmaError`, sticky until the next start)
     A descriptor breaking a rule above stops the job before it moves a byte of that
     descriptor (``BAD_DESC``); a Dbuf reply with ``err`` (``DBUF_ERROR``) stops it after the
@@ -34,7 +43,8 @@ Host
     ``i_start`` (one-cycle pulse, taken in IDLE or DONE) samples ``i_list`` and ``i_count``;
     ``o_busy`` until DONE; ``o_done`` (no error) / ``o_halt`` (done or error) stay until the
     next start.  ``o_rd_bytes`` / ``o_wr_bytes`` count the external bytes read (descriptors
-    included) and written since reset; ``o_cycles`` the cycles of the last job.
+    included) and written since reset (a MOVE adds only its descriptor's 16 bytes read);
+    ``o_cycles`` the cycles of the last job.
 External port
     ``o_ext_rd`` carries 8-aligned byte addresses; ``i_ext_rdata`` returns one word per
     request, in request order, any latency later.  At most ``outstanding`` reads are in
@@ -55,6 +65,17 @@ Dbufs
     they arrive in order.  ``i_rep`` (REPLY flits addressed to the DMA) is always ready: the
     DMA never makes the reply network wait, so it adds no protocol-deadlock cycle
     (``docs/system.md``).
+    MOVE: one LOAD flit per word (``tag`` 1; OUT's have ``tag`` 0) to the source Dbuf, at
+    ``ext``, ``ext + 8``, ...; the replies (tag 1, in order: one Dbuf, one XY path) go into
+    the read FIFO, and from there to the destination Dbuf and its copies exactly as an IN
+    descriptor's words (same STOREs, same acks).  A LOAD is issued only while the read FIFO
+    has room counting the words in flight to it, so ``i_rep`` stays always ready (a MOVE's
+    reply and external read data in one cycle: the reply is taken, ``i_ext_rdata.ready`` is
+    low).  STOREs and LOADs share ``o_req``: a STORE goes first when both are ready (it frees
+    the FIFO), so a word costs ``2 + popcount(copies)`` request cycles at best.  A MOVE starts
+    only with no STORE ack outstanding (its LOADs see every earlier STORE), and issues the
+    reads of the next descriptor only after its last STORE (so they never queue among its
+    words).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -166,24 +187,31 @@ class Dma(wiring.Component):
         with m.If(self.o_busy):
             m.d.sync += cycles.eq(increment(cycles))
 
-        # Read side: words requested from external memory land in rdq, in order.  A read is
-        # issued only while rdq has room for it counting the reads in flight.
+        # Read side: words requested from external memory, and a MOVE's words loaded from its
+        # source Dbuf, land in rdq, in order.  A read or a MOVE's LOAD is issued only while rdq
+        # has room for it counting the words in flight to it (``rd_flight``: reads and MOVE
+        # loads).  The two never overlap (a MOVE issues no external read before its last
+        # STORE, so not before its last LOAD), but a MOVE's reply would win a cycle where both
+        # arrive.
         m.submodules.rdq = rdq = fifo.SyncFIFO(width=64, depth=depth)
-        rd_addr, rd_left, rd_flight = Signal(32), Signal(32), Signal(lbits)
+        rd_addr, rd_left = Signal(32), Signal(32)
+        rd_flight = Signal(lbits, name="rd_flight")
         room = Signal()
         m.d.comb += room.eq(Bits(_wide(m, rd_flight + rdq.w_level, lbits + 1, "rd_used")) < depth)
+        rep = self.i_rep.payload
+        rbody = body_view(rep, FlitKind.REPLY, p)
+        mv_back = self.i_rep.valid & equals(rbody.tag, 1)
         m.d.comb += [
             self.o_ext_rd.valid.eq(rd_left.any() & room),
             self.o_ext_rd.payload.eq(rd_addr),
-            rdq.w_en.eq(self.i_ext_rdata.valid),
-            rdq.w_data.eq(self.i_ext_rdata.payload),
-            self.i_ext_rdata.ready.eq(rdq.w_rdy),
+            rdq.w_en.eq(self.i_ext_rdata.valid | mv_back),
+            rdq.w_data.eq(Mux(mv_back, rbody.data, self.i_ext_rdata.payload)),
+            self.i_ext_rdata.ready.eq(rdq.w_rdy & ~mv_back),
         ]
         rd_go = self.o_ext_rd.valid & self.o_ext_rd.ready
         rd_back = self.i_ext_rdata.valid & self.i_ext_rdata.ready
         with m.If(rd_go):
             m.d.sync += [rd_addr.eq(_add8(rd_addr)), rd_left.eq(rd_left - 1)]
-        m.d.sync += rd_flight.eq(rd_flight + rd_go - rd_back)
         with m.If(rd_back):
             m.d.sync += rd_bytes.eq(_add8(rd_bytes))
 
@@ -196,7 +224,7 @@ class Dma(wiring.Component):
         desc_layout = data.StructLayout(descriptor_layout().struct_fields())
         desc = data.View(desc_layout, Cat(desc0, desc1))
         ext, loc, length = desc.ext, desc.local, desc.length
-        is_out, is_cbuf, copies = desc.out, desc.cbuf, desc.copies
+        is_out, is_cbuf, is_move, copies = desc.out, desc.cbuf, desc.move, desc.copies
 
         # Dbuf target of the descriptor: its number and edge coordinate (biased).
         shift = (p.dbuf_bytes - 1).bit_length()
@@ -224,9 +252,22 @@ class Dma(wiring.Component):
             if nd - 1 - k < len(copies):
                 past = Mux(hit, copies[nd - 1 - k:].any(), past)
         m.d.comb += [xs.eq(tx), ys.eq(ty), targets.eq(tm)]
-        # The current STORE target (edge coordinate and Dbuf number; LOADs use the first), the
-        # descriptor's copy targets and those the current word still goes to after this one.
+        # A MOVE's source Dbuf (from ``ext``): its edge coordinate (sx, sy), a Mux chain too.
+        src_end, src_last = Signal(32), Signal(32)
+        m.d.comb += [src_end.eq((ext + length)[:32]), src_last.eq((src_end - 1)[:32])]
+        src_first_idx = ext[shift:]
+        sx, sy = Signal(p.x_bits), Signal(p.y_bits)
+        tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)
+        for k in reversed(range(nd)):
+            hit = equals(src_first_idx, k)
+            tx = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), tx)
+            ty = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ty)
+        m.d.comb += [sx.eq(tx), sy.eq(ty)]
+        # The current STORE target (edge coordinate and Dbuf number), the LOAD target (OUT: the
+        # Dbuf of ``local``, MOVE: the source Dbuf), the descriptor's copy targets and those the
+        # current word still goes to after this one.
         dst_x, dst_y, dst_k = Signal(p.x_bits), Signal(p.y_bits), Signal(kbits)
+        ld_x, ld_y = Signal(p.x_bits), Signal(p.y_bits)
         copy_mask, rest = Signal(nd), Signal(nd)
         # The next target: the lowest Dbuf of ``rest`` (a priority Mux chain, lowest wins).
         nx, ny, nk = Const(0, p.x_bits), Const(0, p.y_bits), Const(0, kbits)
@@ -242,13 +283,17 @@ class Dma(wiring.Component):
         # An empty descriptor spans no Dbuf: its ``last`` (loc - 1) may be in the one before.
         dbuf_bad = (wraps | (length.any() & (first_idx != last_idx))
                     | ~(Bits(first_idx) < p.num_dbufs))
-        # Multicast is for IN descriptors into the Dbufs, to Dbufs that exist.
+        # Multicast is for IN and MOVE descriptors into the Dbufs, to Dbufs that exist.
         copies_bad = copies.any() & (is_out | is_cbuf | past)
+        # A MOVE: neither OUT nor CBUF, its source (aligned with ``ext``) inside one Dbuf.
+        src_bad = ((src_end < ext) | (length.any() & (src_first_idx != src_last[shift:]))
+                   | ~(Bits(src_first_idx) < p.num_dbufs))
+        move_bad = is_move & (is_out | is_cbuf | src_bad)
         cbuf_bad = (is_out | loc[:wshift].any() | length[:wshift].any() | wraps
                     | (Bits(end) > self.cbuf_words * wb))
         if not self.cbuf:
             cbuf_bad = Const(1, 1)
-        bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad) | copies_bad
+        bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad) | copies_bad | move_bad
 
         # Move counters.
         st_addr, st_left, acks = Signal(32), Signal(32), Signal(32)
@@ -258,7 +303,9 @@ class Dma(wiring.Component):
         beats = wb // 8
         cb_word = Signal(wb * 8)
 
-        # Requests into the request mesh: STORE (IN, Dbuf) or LOAD (OUT).
+        # Requests into the request mesh: STOREs (IN and MOVE into the Dbufs) of the words in
+        # rdq, LOADs (OUT into repq, MOVE into rdq, ``tag`` 1 marking the MOVE's).  A MOVE has
+        # both; a STORE goes first (it frees rdq), a LOAD takes the cycles without one.
         req = self.o_req.payload
         body = body_view(req, FlitKind.STORE, p)
         cx, cy = self.coord
@@ -268,23 +315,25 @@ class Dma(wiring.Component):
         ld_room = Signal()
         ld_used = _wide(m, ld_flight + repq.w_level, lbits + 1, "ld_used")
         m.d.comb += ld_room.eq(Bits(ld_used) < depth)
-        load_v = moving & is_out & ld_left.any() & ld_room
+        load_v = moving & ld_left.any() & Mux(is_move, room, is_out & ld_room)
         # A STORE's address: the word's offset in the current target Dbuf.
         st_at = zero_extend(Cat(st_addr[:shift], dst_k), 32)
         m.d.comb += [
-            req.kind.eq(Mux(is_out, FlitKind.LOAD, FlitKind.STORE)),
-            req.dst_x.eq(dst_x), req.dst_y.eq(dst_y),
-            body.addr.eq(Mux(is_out, ld_addr, st_at)), body.size.eq(3), body.bcast.eq(0),
-            body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0), body.tag.eq(0),
+            req.kind.eq(Mux(store_v, FlitKind.STORE, FlitKind.LOAD)),
+            req.dst_x.eq(Mux(store_v, dst_x, ld_x)), req.dst_y.eq(Mux(store_v, dst_y, ld_y)),
+            body.addr.eq(Mux(store_v, st_at, ld_addr)), body.size.eq(3), body.bcast.eq(0),
+            body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0),
+            body.tag.eq(~store_v & is_move),
             body.data.eq(rdq.r_data),
             self.o_req.valid.eq(store_v | load_v),
         ]
         sent = self.o_req.valid & self.o_req.ready
+        st_sent, ld_sent = sent & store_v, sent & ~store_v
         # A word is done with its last target's STORE: then rdq pops, the next word starts at
         # the first Dbuf (the descriptor's words stay put while it moves: the next one is
         # popped in FETCH); else the next target of the same word follows in the next cycle.
         word_done = ~rest.any()
-        with m.If(sent & ~is_out):
+        with m.If(st_sent):
             with m.If(word_done):
                 m.d.sync += [st_addr.eq(_add8(st_addr)), st_left.eq(st_left - 1),
                              dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
@@ -292,7 +341,7 @@ class Dma(wiring.Component):
             with m.Else():
                 m.d.sync += [dst_x.eq(nx), dst_y.eq(ny), dst_k.eq(nk),
                              rest.eq(rest & ~lowest_one(rest))]
-        with m.If(sent & is_out):
+        with m.If(ld_sent):
             m.d.sync += [ld_addr.eq(_add8(ld_addr)), ld_left.eq(ld_left - 1)]
 
         # Cbuf words: beats of one word collect in cb_word, then one write.
@@ -318,12 +367,11 @@ class Dma(wiring.Component):
         with m.If(fetch_pop):
             m.d.sync += [desc1.eq(rdq.r_data), desc0.eq(desc1), got.eq(increment(got))]
 
-        # Replies: store acks are counted, load data goes to repq, then to external memory.
-        rep = self.i_rep.payload
-        rbody = body_view(rep, FlitKind.REPLY, p)
+        # Replies: store acks are counted, OUT load data goes to repq, then to external memory,
+        # MOVE load data (``tag`` 1) to rdq (above).
         m.d.comb += self.i_rep.ready.eq(1)
-        rep_ok = self.i_rep.valid
-        with m.If(rep_ok & rbody.err):
+        rep_ok = self.i_rep.valid & ~equals(rbody.tag, 1)
+        with m.If(self.i_rep.valid & rbody.err):
             m.d.sync += err[DmaError.DBUF_ERROR].eq(1)
         # ``mode_out`` (the flags of the descriptor that last started moving) tells acks from
         # load data: an OUT descriptor starts only when no ack is outstanding, and the next one
@@ -331,9 +379,13 @@ class Dma(wiring.Component):
         # counts the STOREs sent and not yet acknowledged (one ack each, so a descriptor
         # expects words * (1 + popcount(copies))); a descriptor leaves MOVE only with every
         # STORE sent, so ``acks = 0`` then means every STORE so far is acknowledged.
-        m.d.sync += acks.eq(acks + (sent & ~is_out) - (rep_ok & ~mode_out))
+        # A MOVE descriptor runs with ``mode_out`` 0: the acks of its STOREs (tag 0) are
+        # counted, the replies of its LOADs (tag 1) go to rdq.
+        m.d.sync += acks.eq(acks + st_sent - (rep_ok & ~mode_out))
         m.d.comb += [repq.w_en.eq(rep_ok & mode_out), repq.w_data.eq(rbody.data)]
-        m.d.sync += ld_flight.eq(ld_flight + (sent & is_out) - (rep_ok & mode_out))
+        m.d.sync += ld_flight.eq(ld_flight + (ld_sent & is_out) - (rep_ok & mode_out))
+        # Words in flight to rdq: an external read or a MOVE's LOAD goes out, one comes back.
+        m.d.sync += rd_flight.eq(rd_flight + (rd_go | (ld_sent & is_move)) - (rd_back | mv_back))
         wpay = self.o_ext_wr.payload
         m.d.comb += [self.o_ext_wr.valid.eq(repq.r_rdy), wpay.addr.eq(wr_addr),
                      wpay.data.eq(repq.r_data), repq.r_en.eq(self.o_ext_wr.ready)]
@@ -346,6 +398,9 @@ class Dma(wiring.Component):
         # for its STORE acks: ``acks`` counts the acks of every descriptor in flight, awaited
         # before an OUT descriptor starts (its LOADs then see every earlier STORE) and at the
         # end of the list.  So a run of IN descriptors streams with a few cycles between them.
+        # A MOVE starts with no ack outstanding too (its LOADs see every earlier STORE), and
+        # fetches the next descriptor only after its last STORE, so that the fetched words never
+        # land in rdq among its words.
         words = length[3:]
         dshift = (DESC_BYTES - 1).bit_length()          # descriptors are DESC_BYTES-aligned
         last = Signal()
@@ -375,19 +430,21 @@ class Dma(wiring.Component):
                 m.d.sync += [err[DmaError.BAD_DESC].eq(1), state.eq(DmaState.FINISH)]
             with m.Elif(~length.any()):
                 m.d.sync += state.eq(DmaState.FINISH)
-            with m.Elif(~is_out | ~acks.any()):
+            with m.Elif(~(is_out | is_move) | ~acks.any()):
                 m.d.sync += [
                     state.eq(DmaState.MOVE), mode_out.eq(is_out),
                     dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
+                    ld_x.eq(Mux(is_move, sx, xs)), ld_y.eq(Mux(is_move, sy, ys)),
                     copy_mask.eq(targets), rest.eq(targets),
                     st_addr.eq(loc), st_left.eq(Mux(is_out, 0, zero_extend(words, 32))),
-                    ld_addr.eq(loc), ld_left.eq(Mux(is_out, zero_extend(words, 32), 0)),
+                    ld_addr.eq(Mux(is_move, ext, loc)),
+                    ld_left.eq(Mux(is_out | is_move, zero_extend(words, 32), 0)),
                     wr_addr.eq(ext), wr_left.eq(Mux(is_out, zero_extend(words, 32), 0)),
-                    rd_addr.eq(ext), rd_left.eq(Mux(is_out, 0, zero_extend(words, 32))),
+                    rd_addr.eq(ext), rd_left.eq(Mux(is_out | is_move, 0, zero_extend(words, 32))),
                     cb_addr.eq(loc[wshift:wshift + len(cb_addr)]), beat.eq(0),
                 ]
         with m.Elif(is_state(DmaState.MOVE)):
-            with m.If(~rd_left.any() & ~pre & ~last):
+            with m.If(~rd_left.any() & ~pre & ~last & ~(is_move & st_left.any())):
                 m.d.sync += fetch_next()
             with m.If(~st_left.any() & ~ld_left.any() & (pre | last)):
                 with m.If(mode_out | last | err.any()):

@@ -7,20 +7,25 @@ read by :mod:`hw.ctrl.dma` (one ``data.View`` of :func:`descriptor_layout`) and 
 ========  =======  ==========================================================================
 field     bits     meaning
 ========  =======  ==========================================================================
-ext       0..31    external byte address (word 0)
+ext       0..31    external byte address; with ``move`` the global Dbuf address of the source
+                   (word 0)
 local     32..63   global Dbuf address (:mod:`sw.spec.arch`) or, with ``cbuf``, byte offset
                    into the Cbufs (word 0)
 length    64..95   bytes to move (word 1)
 out       96       direction: chip to external memory (else external memory to chip)
 cbuf      97       ``local`` is in the Cbufs (IN only)
-copies    98..127  multicast (IN into the Dbufs only): bit ``i`` set writes every word also to
-                   Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
-                   0 writes Dbuf ``k`` only.  One external read, ``1 + popcount`` STOREs
+move      98       Dbuf to Dbuf on chip: the words at Dbuf address ``ext`` go to ``local`` (and
+                   its ``copies``) with no external-memory traffic; not with ``out`` or ``cbuf``
+copies    99..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
+                   to Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
+                   0 writes Dbuf ``k`` only.  One read, ``1 + popcount`` STOREs
 ========  =======  ==========================================================================
 
-:class:`DescFlag` names the two flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
-``CBUF`` = 2), the form the simulation host's job files carry.  :data:`COPIES_BITS` is the
-width of ``copies``: one descriptor reaches ``1 + COPIES_BITS`` consecutive Dbufs at most.
+:class:`DescFlag` names the three flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
+``CBUF`` = 2, ``MOVE`` = 4), the form the simulation host's job files carry.
+:data:`COPIES_BITS` is the width of ``copies``: one descriptor reaches ``1 + COPIES_BITS``
+consecutive Dbufs at most.  A MOVE whose source range overlaps one of its destination ranges
+is undefined (the hardware does not check it): the host must not write one.
 """
 
 import enum
@@ -37,11 +42,11 @@ WORD_BITS = 64
 DESC_BYTES = 16
 
 #: Bits of the ``copies`` field (the multicast mask).
-COPIES_BITS = 30
+COPIES_BITS = 29
 
 _LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", 32),
                                     Field("out", 1), Field("cbuf", 1),
-                                    Field("copies", COPIES_BITS)],
+                                    Field("move", 1), Field("copies", COPIES_BITS)],
                  width=DESC_BYTES * 8)
 
 
@@ -54,6 +59,7 @@ class DescFlag(enum.IntFlag):
     """The flag bits of a descriptor, counted from the first bit above ``length``."""
     OUT = 1 << (_LAYOUT.offsets["out"] - _LAYOUT.offsets["length"] - 32)
     CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - 32)
+    MOVE = 1 << (_LAYOUT.offsets["move"] - _LAYOUT.offsets["length"] - 32)
 
 
 def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
@@ -63,7 +69,8 @@ def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
     """
     flags = DescFlag(flags)
     word = _LAYOUT.pack(ext=ext, local=local, length=length, out=DescFlag.OUT in flags,
-                        cbuf=DescFlag.CBUF in flags, copies=copies)
+                        cbuf=DescFlag.CBUF in flags, move=DescFlag.MOVE in flags,
+                        copies=copies)
     mask = (1 << WORD_BITS) - 1
     return [word & mask, word >> WORD_BITS]
 
@@ -72,12 +79,14 @@ def unpack_descriptor(words):
     """Return ``(ext, local, length, flags, copies)`` of the two words of a descriptor."""
     w0, w1 = (int(w) for w in words)
     f = _LAYOUT.unpack(w0 | w1 << WORD_BITS)
-    flags = (DescFlag.OUT if f["out"] else DescFlag(0)) | (DescFlag.CBUF if f["cbuf"]
-                                                           else DescFlag(0))
+    flags = DescFlag(0)
+    for name, flag in (("out", DescFlag.OUT), ("cbuf", DescFlag.CBUF), ("move", DescFlag.MOVE)):
+        if f[name]:
+            flags |= flag
     return f["ext"], f["local"], f["length"], flags, f["copies"]
 
 
 def copy_targets(first, copies):
-    """Return the Dbufs an IN descriptor whose ``local`` is in Dbuf ``first`` writes, in the
-    order the DMA writes each word to them."""
+    """Return the Dbufs an IN or MOVE descriptor whose ``local`` is in Dbuf ``first`` writes,
+    in the order the DMA writes each word to them."""
     return [first] + [first + 1 + i for i in range(COPIES_BITS) if copies >> i & 1]

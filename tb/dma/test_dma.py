@@ -1,7 +1,8 @@
 """cocotb test of the DMA on its rig (:mod:`tb.dma.rig`): random descriptor lists (multicast
-ones among them) against a Python model of the external memory, the Dbufs and the Cbufs, under
-random memory latency, bandwidth and stalls and random mesh backpressure; bad descriptors end
-in ``BAD_DESC``; long descriptors stream at one STORE a cycle.
+and Dbuf to Dbuf MOVE ones among them) against a Python model of the external memory, the Dbufs
+and the Cbufs, under random memory latency, bandwidth and stalls and random mesh backpressure;
+bad descriptors end in ``BAD_DESC``; long descriptors stream at one STORE a cycle, long MOVEs
+at ``2 + popcount(copies)`` cycles a word.
 
 A descriptor here is ``(ext, local, length, flags)`` or ``(ext, local, length, flags, copies)``
 (the fields of :func:`sw.spec.dma.pack_descriptor`; ``copies`` 0 when left out).
@@ -24,7 +25,7 @@ from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, pack_descriptor
 from sw.spec.status import DmaError
 from tb.common.clock import reset, start_clock
 
-OUT, CBUF = DescFlag.OUT, DescFlag.CBUF
+OUT, CBUF, MOVE = DescFlag.OUT, DescFlag.CBUF, DescFlag.MOVE
 SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)
 
 
@@ -34,7 +35,7 @@ def _fields(desc):
 
 
 def _stores(p, desc):
-    """Return the STOREs a good descriptor sends: one per word and target Dbuf."""
+    """Return the STOREs a good descriptor sends: one per word and target Dbuf (IN, MOVE)."""
     ext, loc, n, flags, copies = _fields(desc)
     if flags & (OUT | CBUF):
         return 0
@@ -90,6 +91,15 @@ class TB:
         for i in range(DST // 8, LISTS // 8):
             self.ext[i] = _int(st[i])
 
+    def poke_dbufs(self, rng):
+        """Fill every Dbuf (and the model) with random words."""
+        for k in range(self.p.num_dbufs):
+            st = getattr(self.dut, f"dbuf{k}").sram.bank.storage
+            for i in range(self.dwords):
+                w = rng.getrandbits(64)
+                self.dbuf[k * self.dwords + i] = w
+                st[i].value = w
+
     def poke_ext(self, first, words):
         st = self.dut.extmem.sram.bank.storage
         for i, w in enumerate(words):
@@ -105,10 +115,12 @@ class TB:
         elif flags & OUT:
             self.ext[ext // 8:ext // 8 + w] = self.dbuf[loc // 8:loc // 8 + w]
         elif w:
+            # IN: from external memory; MOVE: from the Dbufs (source and targets disjoint).
+            src = (self.dbuf if flags & MOVE else self.ext)[ext // 8:ext // 8 + w].copy()
             first, off = self.p.dbuf_of(loc)
             for k in copy_targets(first, copies):
                 at = (k * self.p.dbuf_bytes + off) // 8
-                self.dbuf[at:at + w] = self.ext[ext // 8:ext // 8 + w]
+                self.dbuf[at:at + w] = src
 
     async def run(self, descs, mem, bound=200_000):
         """Write the list, start the DMA, await halt; return (done, error, desc, bytes)."""
@@ -168,9 +180,26 @@ def _random_copies(rng, p, k):
     return rng.randrange(1, 1 << n) if n else 0
 
 
-def _random_desc(rng, tb):
-    kind = rng.choice(["in", "in", "multicast", "multicast", "cbuf", "out", "out", "zero"])
+def _random_move(rng, tb):
+    """Return a random MOVE: source and destination in different Dbufs, the copies (half the
+    time) skipping the source Dbuf, so that no range overlaps another; now and then empty."""
     p = tb.p
+    src = rng.randrange(p.num_dbufs)
+    k = rng.choice([d for d in range(p.num_dbufs) if d != src])
+    copies = _random_copies(rng, p, k) if rng.random() < 0.5 else 0
+    if src > k:
+        copies &= ~(1 << (src - k - 1))
+    soff, doff = rng.randrange(tb.dwords), rng.randrange(tb.dwords)
+    count = 0 if rng.random() < 0.05 else rng.randint(1, min(40, tb.dwords - max(soff, doff)))
+    return (p.dbuf_base(src) + soff * 8, p.dbuf_base(k) + doff * 8, count * 8, MOVE, copies)
+
+
+def _random_desc(rng, tb):
+    kind = rng.choice(["in", "in", "multicast", "multicast", "cbuf", "out", "out", "zero",
+                       "move", "move", "move"])
+    p = tb.p
+    if kind == "move":
+        return _random_move(rng, tb)
     if kind == "cbuf":
         wb = tb.beats * 8
         total = tb.cdepth * p.cbufs
@@ -196,6 +225,7 @@ async def random_jobs(dut):
     tb = TB(dut, rig)
     await tb.start()
     tb.poke_ext(0, [rng.getrandbits(64) for _ in range(DST // 8)])
+    tb.poke_dbufs(rng)
     for job in range(int(os.environ.get("FDPU_DMA_JOBS", "6"))):
         mem = dict(latency=rng.choice([0, 2, 5, 17, 40]), bw=rng.choice([64, 64, 32, 8, 3]),
                    stall=rng.choice([0, 0, 64, 160]), req_stall=rng.choice([0, 0, 100, 200]))
@@ -205,18 +235,21 @@ async def random_jobs(dut):
             f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
         for d in descs:
             tb.apply(d)
-        # A multicast word is read once, however many Dbufs it goes to.
-        want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & OUT)
+        # A multicast word is read once, however many Dbufs it goes to; a MOVE reads and
+        # writes no external byte (but its descriptor).
+        want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & (OUT | MOVE))
         want_wr = sum(d[2] for d in descs if d[3] & OUT)
         assert (rd, wr) == (want_rd, want_wr), \
             f"job {job}: external bytes read/written {rd}/{wr}, expected {want_rd}/{want_wr}"
         moved = sum(d[2] for d in descs) // 8
         stores = sum(_stores(tb.p, d) for d in descs)
-        cocotb.log.info(f"job {job}: {len(descs)} descriptors, {moved} words, {stores} STOREs, "
-                        f"{cycles} cycles, memory {mem}")
-        # At most one STORE a cycle; the external reads of one word per cycle at most.
-        assert cycles >= max(stores, want_rd // 8), \
-            f"job {job}: {stores} STOREs and {want_rd // 8} reads in {cycles} cycles"
+        loads = sum(d[2] // 8 for d in descs if d[3] & (OUT | MOVE))
+        moves = sum(1 for d in descs if d[3] & MOVE)
+        cocotb.log.info(f"job {job}: {len(descs)} descriptors ({moves} MOVE), {moved} words, "
+                        f"{stores} STOREs, {loads} LOADs, {cycles} cycles, memory {mem}")
+        # At most one request (STORE or LOAD) a cycle; one external read a cycle at most.
+        assert cycles >= max(stores + loads, want_rd // 8), \
+            f"job {job}: {stores + loads} requests and {want_rd // 8} reads in {cycles} cycles"
         tb.check(f"job {job} ({mem})")
 
 
@@ -253,6 +286,15 @@ async def bad_descriptors(dut):
         "copy from the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 1), 16, 0, 1),
         "empty descriptor with a copy past the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 1), 0,
                                                              0, 1),
+        "MOVE with OUT": (p.dbuf_base(0), p.dbuf_base(1), 16, MOVE | OUT),
+        "MOVE with CBUF": (p.dbuf_base(0), 0, wb, MOVE | CBUF),
+        "MOVE source crossing two Dbufs": (p.dbuf_base(1) - 8, p.dbuf_base(2), 16, MOVE),
+        "MOVE source past the last Dbuf": (p.memory_bytes, p.dbuf_base(0), 8, MOVE),
+        "MOVE source misaligned": (p.dbuf_base(0) + 4, p.dbuf_base(1), 16, MOVE),
+        "MOVE source wrapping the address space": ((1 << 32) - 8, p.dbuf_base(0), 16, MOVE),
+        "MOVE destination crossing two Dbufs": (p.dbuf_base(0), p.dbuf_base(2) - 8, 16, MOVE),
+        "MOVE copy past the last Dbuf": (p.dbuf_base(0), p.dbuf_base(p.num_dbufs - 1), 16,
+                                         MOVE, 1),
     }
     if p.num_dbufs <= COPIES_BITS:
         bad["top copy bit"] = (0, p.dbuf_base(0), 16, 0, 1 << COPIES_BITS - 1)
@@ -269,10 +311,13 @@ async def bad_descriptors(dut):
     # of a Dbuf (whose last byte, loc - 1, is in the Dbuf before) and of the address space.
     for k in (0, 1, p.num_dbufs - 1):
         empty = (0, p.dbuf_base(k), 0, 0, _random_copies(rng, p, k))
-        done, err, idx, rd, wr, cycles = await tb.run([empty, (DST, p.dbuf_base(k), 0, OUT)],
+        to = (k + 1) % p.num_dbufs
+        move = (p.dbuf_base(k), p.dbuf_base(to), 0, MOVE, _random_copies(rng, p, to))
+        done, err, idx, rd, wr, cycles = await tb.run([empty, (DST, p.dbuf_base(k), 0, OUT),
+                                                       move],
                                                      dict(latency=3, bw=64, stall=0,
                                                           req_stall=0), bound=20_000)
-        assert done and not err and idx == 2 and wr == 0, \
+        assert done and not err and idx == 3 and wr == 0, \
             f"empty descriptors at Dbuf {k}: done {done}, error bits {err}, descriptor {idx}"
     # A list that is not 16-aligned is refused before anything moves.
     dut.i_list.value, dut.i_count.value = LISTS + 8, 1
@@ -338,3 +383,39 @@ async def multicast_streaming(dut):
         assert cycles <= bound, (f"multicast {copies:#b}: {words} words to {targets} Dbufs in "
                                  f"{cycles} cycles, more than {bound}")
         tb.check(f"multicast {copies:#b}")
+
+
+@cocotb.test()
+async def move_streaming(dut):
+    """A long MOVE (a whole Dbuf, to 1 + popcount(copies) Dbufs) sends a LOAD and its STOREs a
+    word on the one request port: about ``2 + popcount(copies)`` cycles a word, no external
+    byte but its descriptor's; then an IN descriptor reading the moved words back out."""
+    tb, rng = await _quiet_rig(dut, salt=4)
+    p = tb.p
+    tb.poke_dbufs(rng)
+    mem = dict(latency=5, bw=64, stall=0, req_stall=0)
+    src = p.num_dbufs - 1
+    for copies in (0, 0b1, (1 << p.num_dbufs - 2) - 1):
+        copies &= (1 << p.num_dbufs - 2) - 1             # targets 0 .. src - 1
+        desc = (p.dbuf_base(src), p.dbuf_base(0), p.dbuf_bytes, MOVE, copies)
+        done, err, idx, rd, wr, cycles = await tb.run([desc], mem)
+        assert done and not err, f"MOVE {copies:#b}: done {done}, error bits {err}"
+        tb.apply(desc)
+        words, targets = p.dbuf_bytes // 8, len(copy_targets(0, copies))
+        assert (rd, wr) == (16, 0), f"MOVE {copies:#b}: {rd} bytes read, {wr} written"
+        bound = words * (1 + targets) + 60
+        cocotb.log.info(f"MOVE of {words} words from Dbuf {src} to {targets} Dbufs: {cycles} "
+                        f"cycles ({cycles / words:.3f} a word, bound {bound})")
+        assert cycles <= bound, (f"MOVE {copies:#b}: {words} words to {targets} Dbufs in "
+                                 f"{cycles} cycles, more than {bound}")
+        tb.check(f"MOVE {copies:#b}")
+    # Under backpressure and slow memory, a MOVE between IN and OUT descriptors of its Dbufs.
+    mem = dict(latency=17, bw=8, stall=64, req_stall=200)
+    descs = [(0, p.dbuf_base(1) + 64, 256, 0), (p.dbuf_base(1) + 64, p.dbuf_base(2) + 8, 256,
+                                                  MOVE, 0b1),
+             (DST, p.dbuf_base(3) + 8, 256, OUT), (DST + 256, p.dbuf_base(2) + 8, 256, OUT)]
+    done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
+    assert done and not err and idx == len(descs), f"IN, MOVE, OUT: done {done}, error {err}"
+    for d in descs:
+        tb.apply(d)
+    tb.check("IN, MOVE, OUT under backpressure")

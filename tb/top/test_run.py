@@ -45,7 +45,7 @@ import numpy as np
 from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
-from sw.spec.dma import copy_targets
+from sw.spec.dma import DescFlag, copy_targets
 from sw.spec.status import MiccState
 from tb.host.backdoor import Backdoor
 
@@ -193,7 +193,8 @@ def _words(image, first, count):
 
 
 def _backdoor_in(dut, spec, images, descs, first, backdoor):
-    """Do what the DMA-in descriptors ``descs`` would do, by backdoor (no cycle simulated).
+    """Do what the DMA-in descriptors ``descs`` (IN, CBUF; a MOVE is refused) would do, by
+    backdoor (no cycle simulated).
 
     ``images``: per channel the external memory's words; ``first``: the memories are still
     all zero (only non-zero words need writing), else every word is written.  Return the
@@ -202,6 +203,10 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
     t0 = time.monotonic()
     bd = spec["backdoor_in"]
     for c, ext, loc, length, flags, copies in descs:
+        if flags & DescFlag.MOVE:
+            # Its source is a Dbuf, not the image (and the backdoor is for DMA-in lists only).
+            raise AssertionError(f"backdoor DMA-in: a MOVE descriptor ({ext:#x} -> {loc:#x}, "
+                                 f"{length} bytes) is not emulated; run without backdoor_in")
         words = _words(images[c], ext // 8, length // 8)
         if flags & bd["cbuf_flag"]:
             depth = bd["cbuf_depth"]
