@@ -327,7 +327,7 @@ def run_chain(args, first, layers_, ws, x, plans, mem):
 #: The figures of a layer's model or RTL run that the report keeps.
 FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilization",
            "utilization_end_to_end", "ext_read_bytes", "ext_write_bytes", "external_bytes",
-           "min_external_bytes", "peak_bandwidth")
+           "min_external_bytes", "peak_bandwidth", "pass_cycles")
 
 
 def _short(name):
