@@ -231,7 +231,7 @@ def link_notes(args, plans, ws):
         elif args.chain is False:
             why = "--no-chain"
         else:
-            why = chain.link_error(a, b, ws[i])
+            why = chain.link_error(a, b, ws[i], ws[i + 1])
         if why and args.chain:
             raise FdpuError(f"--chain: layers {i} and {i + 1} cannot be chained on chip: {why}")
         notes.append(why)
@@ -253,9 +253,10 @@ def _golden(args, i, plan, w, x, exact):
         return golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
 
 
-def run_layer(args, i, layer, w, x, plan, system, mem, chained_in=False, chained_to=None):
-    """Run one planned layer on ``args.sim``; return ``(outputs, record)``.  ``chained_in``
-    and ``chained_to`` (the next plan) are the model's chaining (``perf.predict``)."""
+def run_layer(args, i, layer, w, x, plan, system, mem, chained_from=None, chained_to=None):
+    """Run one planned layer on ``args.sim``; return ``(outputs, record)``.  ``chained_from``
+    and ``chained_to`` (the previous and next plans) are the model's chaining
+    (``perf.predict``)."""
     rec = _record(i, layer, w, plan)
     t0 = time.perf_counter()
     if args.sim in ("golden", "model"):
@@ -270,9 +271,9 @@ def run_layer(args, i, layer, w, x, plan, system, mem, chained_in=False, chained
                    instructions=res.counters.instructions)
         y = res.result
         if args.sim == "model":
-            pred = perf.predict(plan, w, system, chained_in=chained_in,
+            pred = perf.predict(plan, w, system, chained_from=chained_from,
                                 chained_to=chained_to).as_dict()
-            rec.update({k: pred[k] for k in FIGURES}, chained_in=chained_in,
+            rec.update({k: pred[k] for k in FIGURES}, chained_in=chained_from is not None,
                        chained_out=chained_to is not None)
     else:
         exact = rtl.golden_exact(args.golden, plan)
@@ -374,7 +375,8 @@ def net_command(args):
         else:
             for k in range(i, j + 1):
                 x, rec = run_layer(args, k, run_net.layers[k], ws[k], x, plans[k], system, mem,
-                                   chained_in=k > i, chained_to=plans[k + 1] if k < j else None)
+                                   chained_from=plans[k - 1] if k > i else None,
+                                   chained_to=plans[k + 1] if k < j else None)
                 recs.append(rec)
                 _non_finite(rec, x, len(ws))
         i = j + 1

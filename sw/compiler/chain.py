@@ -13,13 +13,16 @@ the top:
    into chunks at the top of ``prev``'s Dbufs, away from everything else of the pass
    (:func:`stages`; ``dbuf_layout.pass_memory`` with ``stage``).  The stores cross the mesh
    to the chunk's Dbuf; their number is the same;
-2. instead of storing outputs to external memory, ``prev``'s DMA-out phase runs *MOVE*
+2. ``prev`` stores nothing to external memory; ``nxt``'s DMA-in phase begins with *MOVE*
    descriptors (``sw.spec.dma``, Dbuf to Dbuf, multicast): per input block of ``nxt`` and
    lane-group row (one per block when the rows are contiguous in ``nxt``'s layout too) the
-   columns ``0 .. K-1`` into every copy of the block in ``nxt``'s slots (:func:`moves`);
-3. ``nxt``'s DMA-in loads everything of its image except what step 2 wrote
-   (:func:`consumer_image`: the padding columns ``K .. Cw-1`` and padding lane groups are
-   still loaded as zeros; ``meta["filled"]`` keeps every DMA-in run off the rest).
+   columns ``0 .. K-1`` into every copy of the block in ``nxt``'s slots (:func:`moves`), on
+   every channel beside the loads of ``nxt``'s configuration, weights and biases;
+3. those loads (:func:`consumer_image`) cover everything of ``nxt``'s image but the input
+   values (the padding columns ``K .. Cw-1`` and padding lane groups are still loaded as
+   zeros) and never touch a stage: ``meta["on_chip"]`` keeps every DMA-in run off the bytes
+   the moves read and write, and :func:`link_error` refuses a link where ``nxt``'s data
+   would lie on a stage.
 
 No activation crosses the external port between chained layers: only the 16-byte MOVE
 descriptors are read.  The numbers are those of the unchained run bit for bit: the same graphs
@@ -38,8 +41,8 @@ from sw.compiler.asm import assemble
 from sw.compiler.program import program
 from sw.spec.errors import FdpuError
 
-__all__ = ["Move", "producer_plan", "stages", "link_error", "moves", "filled_ranges",
-           "consumer_image", "chained_passes"]
+__all__ = ["Move", "producer_plan", "stages", "stage_ranges", "link_error", "moves",
+           "filled_ranges", "consumer_image", "chained_passes"]
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,11 @@ def stages(prev, nxt):
     return bases, reserved, {b: row(b * nxt.gb) for b in range(nxt.gblocks)}
 
 
-def link_error(prev, nxt, weights=None):
+def link_error(prev, nxt, weights=None, next_weights=None):
     """Return why ``prev``'s outputs cannot stay on chip as ``nxt``'s inputs, or ``None``.
 
-    ``weights`` (``prev``'s): check that its pass fits with the stages (else assumed to).
+    ``weights`` (``prev``'s): check that its pass fits with the stages; ``next_weights``
+    (``nxt``'s): check that ``nxt``'s data lie clear of the stages (else both assumed).
     """
     if prev.params != nxt.params:
         return "the two layers are planned for different arrays"
@@ -118,6 +122,28 @@ def link_error(prev, nxt, weights=None):
             _producer_memory(prev, nxt, weights, _zeros(prev.N, prev.C))
         except FdpuError as exc:
             return f"this layer and its stages do not fit the Dbufs ({exc})"
+    if next_weights is not None:
+        segs, _ = dbuf_layout.pass_memory(nxt, next_weights, _zeros(nxt.N, nxt.C), 0)
+        at = _first_shared(_consumer_segments(nxt, segs)[0], stage_ranges(prev, nxt))
+        if at is not None:
+            return (f"the next layer's data would lie on this layer's stages (Dbuf byte "
+                    f"{at:#x})")
+    return None
+
+
+def stage_ranges(prev, nxt):
+    """Return ``[(global address, bytes)]`` of the stage chunks (what the moves read)."""
+    _, reserved, _ = stages(prev, nxt)
+    return sorted((prev.data_region(d, 0)[1] - n, n) for d, n in reserved.items())
+
+
+def _first_shared(segments, ranges):
+    """Return the first byte address both ``segments`` (address -> bytes) and ``ranges``
+    (``(address, bytes)``) cover, or ``None``."""
+    for a, blob in segments.items():
+        for lo, n in ranges:
+            if a < lo + n and lo < a + len(blob):
+                return max(a, lo)
     return None
 
 
@@ -162,15 +188,23 @@ def filled_ranges(nxt):
     return sorted(out)
 
 
-def consumer_image(nxt, segments, graph, placement):
+def consumer_image(nxt, segments, graph, placement, keep=()):
     """Return ``nxt``'s pass-0 image without the input bytes a chained layer writes.
 
     ``segments``: :func:`~sw.compiler.dbuf_layout.pass_memory`'s of pass 0.  Each input
     block's copy is cut to what the DMA-in still loads (zeros: the padding columns ``C ..
     Cw-1`` and the padding lane groups); ``meta["shared"]`` lists those cuts that several
-    Dbufs hold (multicast), ``meta["filled"]`` the ranges written on chip (no DMA-in run may
-    cover them).
+    Dbufs hold (multicast), ``meta["on_chip"]`` the ranges the moves write and ``keep`` (the
+    ranges they read): no DMA-in run may cover them.
     """
+    segs, shared = _consumer_segments(nxt, segments)
+    return assemble(graph, placement, segs, nxt.pass_contexts(0),
+                    meta=dict(shared=shared, on_chip=filled_ranges(nxt) + list(keep)),
+                    ctx_base=nxt.pass_ctx_base(0))
+
+
+def _consumer_segments(nxt, segments):
+    """Return ``(segments, shared)`` of :func:`consumer_image`."""
     segs = dict(segments)
     shared = []
     for block, (slot, ds) in nxt.pass_inputs(0).items():
@@ -186,9 +220,7 @@ def consumer_image(nxt, segments, graph, placement):
                     segs[a] = bytes(hi - lo)
                 if len(cut) > 1:
                     shared.append(cut)
-    return assemble(graph, placement, segs, nxt.pass_contexts(0),
-                    meta=dict(shared=shared, filled=filled_ranges(nxt)),
-                    ctx_base=nxt.pass_ctx_base(0))
+    return segs, shared
 
 
 def chained_passes(plans, weights, inputs):
@@ -197,11 +229,12 @@ def chained_passes(plans, weights, inputs):
 
     ``weights``: each layer's ``K x C`` float16; ``inputs``: the first layer's ``N x C``.
     ``reads`` (the output ranges stored to external memory) is empty but for the last layer,
-    ``moves`` (:func:`moves`) empty for the last layer; ``outputs`` is the pass's
-    ``[(item, global address)]``.  Raises :class:`FdpuError` for a link that cannot chain.
+    ``moves`` (:func:`moves`, at the start of the pass's DMA-in) empty for the first layer;
+    ``outputs`` is the pass's ``[(item, global address)]``.  Raises :class:`FdpuError` for a
+    link that cannot chain.
     """
     for li, (a, b) in enumerate(zip(plans, plans[1:])):
-        why = link_error(a, b)
+        why = link_error(a, b, weights[li], weights[li + 1])
         if why:
             raise FdpuError(f"layers {li} and {li + 1} cannot be chained on chip: {why}")
     out = []
@@ -221,7 +254,8 @@ def chained_passes(plans, weights, inputs):
                              meta=dict(shared=dbuf_layout.shared_inputs(plan, 0)),
                              ctx_base=plan.pass_ctx_base(0))
         else:
-            image = consumer_image(plan, segments, graph, placement)
+            image = consumer_image(plan, segments, graph, placement,
+                                   stage_ranges(plans[li - 1], plan))
         reads = [(addr, plan.output_bytes) for _, addr in outputs] if last else []
-        out.append((image, reads, [] if last else moves(plan, plans[li + 1]), outputs))
+        out.append((image, reads, moves(plans[li - 1], plan) if li else [], outputs))
     return out

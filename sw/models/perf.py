@@ -223,21 +223,20 @@ class Prediction:
             peak_bandwidth=self.peak_bandwidth, model_seconds=self.seconds, **self.notes)
 
 
-def predict(plan, weights, system=System(), constants=None, image=None, chained_in=False,
+def predict(plan, weights, system=System(), constants=None, image=None, chained_from=None,
             chained_to=None):
     """Return the :class:`Prediction` of running ``plan`` on ``weights`` (``K x C``).
 
     ``constants`` default to the calibrated ones (:func:`calibrated`);
     ``image`` is the plan's assembled image if the caller has it (its Cbuf words set the
     configuration cycles and bytes), else it is assembled without data.  Layers chained on
-    chip (:mod:`sw.compiler.chain`): ``chained_in``, the previous layer wrote this one's
-    inputs into the Dbufs (its DMA-in loads no input block); ``chained_to``, the next layer's
-    plan, whose input blocks this one's DMA-out phase fills by MOVE descriptors instead of
-    storing the outputs (each word one LOAD and a STORE per copy, no external byte but the
-    descriptors).
+    chip (:mod:`sw.compiler.chain`): ``chained_from``, the previous layer's plan, whose stages
+    this layer's DMA-in copies into its input blocks by MOVE descriptors (each word one LOAD
+    and a STORE per copy, no external byte but the descriptors) instead of loading them;
+    ``chained_to``, the next layer's plan: the outputs stay on chip (no DMA-out).
     """
     t0 = time.perf_counter()
-    pred = Workload(plan, weights, system, image, chained_in, chained_to).evaluate(constants)
+    pred = Workload(plan, weights, system, image, chained_from, chained_to).evaluate(constants)
     pred.seconds = time.perf_counter() - t0
     return pred
 
@@ -248,7 +247,7 @@ class Workload:
     configuration's Cbuf words.  :meth:`evaluate` turns it into cycles with the constants
     (the fitting script evaluates one workload with many constants)."""
 
-    def __init__(self, plan, weights, system=System(), image=None, chained_in=False,
+    def __init__(self, plan, weights, system=System(), image=None, chained_from=None,
                  chained_to=None):
         self.plan, self.system = plan, system
         p = plan.params
@@ -261,14 +260,13 @@ class Workload:
         self.passes = []
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, chain)
-            segs, groups = _pass_segments(plan, q, nnz_rows, chained_in)
-            din = _dma_load(segs, p, system.dma_channels, cbuf_words if q == 0 else [],
-                            groups=groups)
-            if chained_to is None:
-                dout = _dma_load(_output_segments(plan, q), p, system.dma_channels, [],
-                                 out=True)
-            else:
-                dout = _move_load(plan, chained_to, system.dma_channels)
+            segs, groups = _pass_segments(plan, q, nnz_rows, chained_from is not None)
+            cbuf = cbuf_words if q == 0 else []
+            moves = None if chained_from is None else \
+                _move_load(chained_from, plan, system.dma_channels, sum(cbuf))
+            din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves)
+            dout = [] if chained_to is not None else \
+                _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         n = plan.N
@@ -523,11 +521,11 @@ def _output_segments(plan, q):
     return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
 
 
-def _move_load(plan, nxt, channels):
+def _move_load(plan, nxt, channels, cbuf_words=0):
     """Return per DMA channel ``(external bytes, descriptors, words sent)`` of the MOVE
     descriptors that put ``plan``'s outputs into ``nxt``'s input blocks (``tb.host.job_plan``'s
     rules: each destination Dbuf on one channel, one descriptor per channel window; a word
-    sent per LOAD and per STORE)."""
+    sent per LOAD and per STORE; channel 0 starts with the pass's ``cbuf_words``)."""
     p = plan.params
     moves = chain.moves(plan, nxt)
     words = {}
@@ -535,7 +533,8 @@ def _move_load(plan, nxt, channels):
         for a in m.dsts:
             d = p.dbuf_of(a)[0]
             words[d] = words.get(d, 0) + m.nbytes // 8
-    chan = dma_plan.assign_channels(words, channels, p)
+    chan = dma_plan.assign_channels(words, channels, p,
+                                    [cbuf_words if c == 0 else 0 for c in range(channels)])
     desc, sent = [0] * channels, [0] * channels
     for m in moves:
         for c, _, copies, _ in dma_plan.multicast_windows([list(m.dsts)], p, chan):
@@ -544,14 +543,15 @@ def _move_load(plan, nxt, channels):
     return [(0, r, w) for r, w in zip(desc, sent)]
 
 
-def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0)):
+def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None):
     """Return per DMA channel ``(external bytes, descriptors, words sent)`` of one DMA phase.
 
     DMA-in: ``segs`` are ``(global address, bytes)`` and ``groups`` the multicast blocks
     (``([[address of each copy]], bytes)``), cut into runs, channels and multicast windows by
     the runtime's rules (:mod:`sw.compiler.dma_plan`); the Cbuf words (``cbuf_words``: per
-    configuration port, a descriptor each) go over channel 0.  DMA-out: ``(dbuf, bytes)``, a
-    descriptor each, the Dbufs spread by the same rules.
+    configuration port, a descriptor each) go over channel 0, then ``pre`` (per channel
+    ``(bytes, descriptors, words)`` already placed: a chained layer's moves).  DMA-out:
+    ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.
     """
     bytes_, desc, sent = [0] * channels, [0] * channels, [0] * channels
     if out:
@@ -572,6 +572,9 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0)):
         words[d] = words.get(d, 0) + n // 8
     load = [sum(cbuf_words) if c == 0 else 0 for c in range(channels)]
     bytes_[0], desc[0], sent[0] = 8 * sum(cbuf_words), len(cbuf_words), sum(cbuf_words)
+    for c, (b, r, w) in enumerate(pre or ()):
+        bytes_[c], desc[c], sent[c], load[c] = bytes_[c] + b, desc[c] + r, sent[c] + w, \
+            load[c] + w
     chan = dma_plan.assign_channels(words, channels, p, load)
     for lo, hi, _ in runs:
         c = chan[p.dbuf_of(lo)[0]]

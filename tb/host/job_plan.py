@@ -15,12 +15,13 @@ Contract
   ``meta["shared"]`` (the same bytes at the same offset of several Dbufs: the input blocks of
   ``sw.compiler.dbuf_layout``) are loaded by *multicast*: one descriptor per channel and window
   of ``1 + COPIES_BITS`` Dbufs (``sw.spec.dma``), its bytes read from external memory once.
-* A pass may name *moves* (``sw.compiler.chain.Move``: layers chained on chip): its DMA-out
-  phase then also copies those Dbuf ranges to other Dbufs with MOVE descriptors (one per
-  channel and window of ``1 + COPIES_BITS`` destination Dbufs, each destination Dbuf's moves
-  on one channel, as the DMA-in spreads its runs), and no external byte moves but the
-  descriptors.  The ranges an image lists in ``meta["filled"]`` (written on chip by the
-  previous pass's moves) are left out of every DMA-in run.
+* A pass may name *moves* (``sw.compiler.chain.Move``: layers chained on chip): its DMA-in
+  phase then begins with MOVE descriptors that copy those Dbuf ranges to other Dbufs (right
+  after the Cbuf descriptors on channel 0, first on the others; one per channel and window of
+  ``1 + COPIES_BITS`` destination Dbufs, each destination Dbuf's moves on one channel), and no
+  external byte moves for them but the descriptors.  The ranges an image lists in
+  ``meta["on_chip"]`` (what the moves read and write) are left out of every DMA-in run, so the
+  channels' runs and moves never touch the same byte.
 * Double buffering (``double_buffer``): consecutive passes must touch disjoint Dbuf bytes
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
@@ -261,15 +262,16 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
                 load[0] += len(words)
                 cbuf_words += len(words)
         prev_cbuf = cwords
+    touched = []
+    on_chip = _plan_moves(p, moves, descs, touched, load)
     # Each channel loads the Dbuf at its own edge port last: that Dbuf's store acks enter
     # the reply mesh through the merge a configuration port's CONFIG flits take there,
     # which would halve the configuration's rate while the two overlap.
     own = _channel_ports(p, nch)
-    touched = []
     groups = [list(g) for g in image.meta.get("shared", ())]
     shared = {a for g in groups for a in g}
-    filled = [tuple(f) for f in image.meta.get("filled", ())]
-    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + filled)
+    keep = [tuple(f) for f in image.meta.get("on_chip", ())]
+    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + keep)
     # Each Dbuf on one channel, its multicast copies counted in its load as if unicast (the
     # channel sends one STORE per copy).
     chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for lo, w in runs]
@@ -299,7 +301,6 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
         touched.append((lo, hi))
         where += [(addr, n, c, at + addr - lo) for addr, n in group]
         out_bytes += hi - lo
-    on_chip = _plan_moves(p, moves, outs, touched)
     plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words,
                 ndesc=sum(len(d) for d in descs), outs=outs,
                 nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
@@ -308,17 +309,19 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
     return plan, where, prev_cbuf
 
 
-def _plan_moves(p, moves, outs, touched):
-    """Append the MOVE descriptors of ``moves`` to the out lists ``outs`` (per channel) and
-    their source and destination ranges to ``touched``; return the bytes they store."""
+def _plan_moves(p, moves, lists, touched, load):
+    """Append the MOVE descriptors of ``moves`` to the descriptor lists ``lists`` (per
+    channel; ``load``, the words each channel sends, updated), and their source and destination
+    ranges to ``touched``; return the bytes they store."""
     if not moves:
         return 0
-    nch = len(outs)
+    nch = len(lists)
     chan = assign_channels(_words_per_dbuf(p, [(a, m.nbytes) for m in moves for a in m.dsts]),
-                           nch, p, [0] * nch)
+                           nch, p, load)
     for m in moves:
         for c, lo, copies, _ in multicast_windows([list(m.dsts)], p, chan):
-            outs[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
+            lists[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
+            load[c] += m.nbytes // 8
         touched.append((m.src, m.src + m.nbytes))
         touched += [(a, a + m.nbytes) for a in m.dsts]
     return sum(m.nbytes * len(m.dsts) for m in moves)
@@ -374,8 +377,8 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
-    out, and optionally third its moves (``sw.compiler.chain.Move``: Dbuf to Dbuf copies in
-    its DMA-out phase); ``configs``: per pass, Cbuf words (records, CTX templates) instead of
+    out, and optionally third its moves (``sw.compiler.chain.Move``: Dbuf to Dbuf copies at
+    the start of its DMA-in phase); ``configs``: per pass, Cbuf words (records, CTX templates) instead of
     the image's.
     """
     p = params
