@@ -99,7 +99,7 @@ def _sim_one_descriptor(dma, words, cycles=60, ready=lambda cycle: True):
 def test_cbuf_descriptor_on_a_channel_without_cbufs_is_bad():
     # The extra DMA channels of a multi-channel top have no Cbuf port: BAD_DESC, no hang.
     p = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
-    cbuf = {0x100: 0, 0x108: 16 | 1 << 33}                  # 16 bytes into Cbuf offset 0
+    cbuf = {0x100: 0, 0x108: pack_descriptor(0, 0, 16, DescFlag.CBUF)[1]}   # into Cbuf 0
     got = _sim_one_descriptor(Dma(p, coord=(1, 0), cbuf=False), cbuf)
     assert got["halt"] and not got["done"] and got["error"] == 1 << DmaError.BAD_DESC, got
     assert _sim_one_descriptor(Dma(p, coord=(1, 0)), cbuf)["done"]

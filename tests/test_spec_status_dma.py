@@ -31,11 +31,11 @@ def test_descriptor_words_are_the_documented_ones():
     # word 0 = ext | local << 32; word 1 = length | OUT << 32 | CBUF << 33 | MOVE << 34 |
     # copies << 35 (docs, runtime).
     assert pack_descriptor(0x1000, 0x2008, 0x40) == [0x1000 | 0x2008 << 32, 0x40]
-    assert pack_descriptor(8, 16, 24, DescFlag.OUT) == [8 | 16 << 32, 24 | 1 << 32]
-    assert pack_descriptor(8, 16, 24, DescFlag.CBUF) == [8 | 16 << 32, 24 | 1 << 33]
-    assert pack_descriptor(8, 16, 24, DescFlag.MOVE) == [8 | 16 << 32, 24 | 1 << 34]
+    assert pack_descriptor(8, 16, 24, DescFlag.OUT) == [8 | 16 << 32, 24 | 1 << 31]
+    assert pack_descriptor(8, 16, 24, DescFlag.CBUF) == [8 | 16 << 32, 24 | 1 << 32]
+    assert pack_descriptor(8, 16, 24, DescFlag.MOVE) == [8 | 16 << 32, 24 | 1 << 33]
     assert (int(DescFlag.OUT), int(DescFlag.CBUF), int(DescFlag.MOVE)) == (1, 2, 4)
-    assert COPIES_BITS == 29
+    assert COPIES_BITS == 30
     assert descriptor_layout().width == 2 * WORD_BITS == 8 * DESC_BYTES
 
 
@@ -44,7 +44,7 @@ def test_descriptor_round_trips_through_the_hardware_view():
     print(f"seed {SEED}")
     view_layout = data.StructLayout(descriptor_layout().struct_fields())
     for _ in range(200):
-        ext, loc, n = (rng.getrandbits(32) for _ in range(3))
+        ext, loc, n = rng.getrandbits(32), rng.getrandbits(32), rng.getrandbits(31)
         flags = DescFlag(rng.randrange(8))
         copies = rng.getrandbits(COPIES_BITS)
         words = pack_descriptor(ext, loc, n, flags, copies)
@@ -60,26 +60,26 @@ def test_descriptor_round_trips_through_the_hardware_view():
 def test_multicast_targets():
     assert copy_targets(5, 0) == [5]
     assert copy_targets(5, 0b101) == [5, 6, 8]
-    assert pack_descriptor(0, 0, 8, copies=1)[1] == 8 | 1 << 35
+    assert pack_descriptor(0, 0, 8, copies=1)[1] == 8 | 1 << 34
     assert copy_targets(0, 1 << COPIES_BITS - 1) == [0, COPIES_BITS]
 
 
 def test_move_descriptor_round_trips_with_its_copies():
-    # A MOVE: ext is the source Dbuf address; copies sit above the move bit, all 29 of them.
+    # A MOVE: ext is the source Dbuf address; copies sit above the move bit, all 30 of them.
     copies = (1 << COPIES_BITS) - 1
     words = pack_descriptor(0x408, 0x1010, 0x80, DescFlag.MOVE, copies)
-    assert words == [0x408 | 0x1010 << 32, 0x80 | 1 << 34 | copies << 35]
+    assert words == [0x408 | 0x1010 << 32, 0x80 | 1 << 33 | copies << 34]
     assert words[1] >> 63 == 1
     assert unpack_descriptor(words) == (0x408, 0x1010, 0x80, DescFlag.MOVE, copies)
     for flags in (DescFlag.MOVE | DescFlag.OUT, DescFlag.MOVE | DescFlag.CBUF):
         assert unpack_descriptor(pack_descriptor(0, 8, 16, flags)) == (0, 8, 16, flags, 0)
-    with pytest.raises(FdpuError, match="copies = 536870912 does not fit its 29-bit field"):
+    with pytest.raises(FdpuError, match="copies = 1073741824 does not fit its 30-bit field"):
         pack_descriptor(0, 0, 8, DescFlag.MOVE, 1 << COPIES_BITS)
 
 
 def test_descriptor_field_too_wide_is_an_error():
-    with pytest.raises(FdpuError, match="length = 4294967296 does not fit its 32-bit field"):
-        pack_descriptor(0, 0, 1 << 32)
+    with pytest.raises(FdpuError, match="length = 2147483648 does not fit its 31-bit field"):
+        pack_descriptor(0, 0, 1 << 31)
 
 
 @pytest.mark.parametrize("spec, hw", [(status.MiccState, HwMiccState),

@@ -104,6 +104,13 @@ def _add8(x):
     return Cat(x[:3], increment(x[3:]))
 
 
+def _add_length(addr, length):
+    """Return ``addr + length`` modulo ``2 ** 32`` for a 32-bit address and a 31-bit length,
+    with adders of equal widths (lint-clean): the low 31 bits, then bit 31 with the carry."""
+    low = addr[:31] + length
+    return Cat(low[:31], addr[31] ^ low[31])
+
+
 def _wide(m, x, width, name):
     """Return a ``width``-bit signal holding ``x`` zero-extended."""
     sig = Signal(width, name=name)
@@ -223,14 +230,15 @@ class Dma(wiring.Component):
         pre, mode_out = Signal(), Signal()
         desc_layout = data.StructLayout(descriptor_layout().struct_fields())
         desc = data.View(desc_layout, Cat(desc0, desc1))
-        ext, loc, length = desc.ext, desc.local, desc.length
+        ext, loc = desc.ext, desc.local
+        length = desc.length                            # 31 bits
         is_out, is_cbuf, is_move, copies = desc.out, desc.cbuf, desc.move, desc.copies
 
         # Dbuf target of the descriptor: its number and edge coordinate (biased).
         shift = (p.dbuf_bytes - 1).bit_length()
         # end = loc + length without a wider adder: the wrap shows as end < loc.
         end, last = Signal(32), Signal(32)
-        m.d.comb += [end.eq((loc + length)[:32]), last.eq((end - 1)[:32])]
+        m.d.comb += [end.eq(_add_length(loc, length)), last.eq((end - 1)[:32])]
         wraps = end < loc
         first_idx, last_idx = loc[shift:], last[shift:]
         # The descriptor's first Dbuf: its edge coordinate (xs, ys), its copy targets as a mask
@@ -254,7 +262,7 @@ class Dma(wiring.Component):
         m.d.comb += [xs.eq(tx), ys.eq(ty), targets.eq(tm)]
         # A MOVE's source Dbuf (from ``ext``): its edge coordinate (sx, sy), a Mux chain too.
         src_end, src_last = Signal(32), Signal(32)
-        m.d.comb += [src_end.eq((ext + length)[:32]), src_last.eq((src_end - 1)[:32])]
+        m.d.comb += [src_end.eq(_add_length(ext, length)), src_last.eq((src_end - 1)[:32])]
         src_first_idx = ext[shift:]
         sx, sy = Signal(p.x_bits), Signal(p.y_bits)
         tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)

@@ -209,29 +209,38 @@ def _nnz(w):
 
 def plan_layers(args, layers_, ws, n, params):
     """Return every layer's plan (``plan_layer``: the chooser's blocking, its own bias and
-    ReLU) for a batch of ``n``; every layer but the last keeps its rows in order (the skip
-    graph's row balancing would scatter an item's outputs over the next layer's inputs, which
-    chaining on chip needs in runs; the numbers do not depend on it)."""
+    ReLU) for a batch of ``n``."""
     plans = []
-    for i, (layer, w) in enumerate(zip(layers_, ws)):
+    for layer, w in zip(layers_, ws):
         x = np.broadcast_to(np.float16(0), (n, w.shape[1]))     # the planner reads N only
-        plan = plan_layer(args, w, x, params, bias=layer.bias,
-                          relu=layer.activation == "relu")
-        plans.append(plan if i + 1 == len(ws) else dataclasses.replace(plan, row_order=()))
+        plans.append(plan_layer(args, w, x, params, bias=layer.bias,
+                                relu=layer.activation == "relu"))
     return plans
 
 
 def link_notes(args, plans, ws):
     """Return per link (layer ``i`` to ``i + 1``) ``None`` when its activations stay on chip,
-    else why the host streams them; ``--chain`` with a link that cannot chain is an error."""
+    else why the host streams them; ``--chain`` with a link that cannot chain is an error.
+
+    A layer whose outputs stay on chip keeps its rows in order (``plans`` is updated): the
+    skip graph's row balancing would scatter an item's outputs over the next layer's inputs,
+    which the stage needs in runs (the numbers do not depend on the order; the cycles do, and
+    the report's plan says which ran)."""
     notes = []
-    for i, (a, b) in enumerate(zip(plans, plans[1:])):
+    for i in range(len(plans) - 1):
         if args.sim == "golden":
             why = "the golden model runs layer by layer"
         elif args.chain is False:
             why = "--no-chain"
         else:
-            why = chain.link_error(a, b, ws[i], ws[i + 1])
+            ordered = dataclasses.replace(plans[i], row_order=())
+            why = chain.link_error(ordered, plans[i + 1], ws[i], ws[i + 1])
+            if why is None and i and notes[-1] is None and plans[i].row_order:
+                # the previous link was checked against this layer's balanced layout
+                why = chain.link_error(plans[i - 1], ordered, ws[i - 1], ws[i]) and \
+                    "this layer's rows in order do not fit behind the previous layer's stages"
+            if why is None:
+                plans[i] = ordered
         if why and args.chain:
             raise FdpuError(f"--chain: layers {i} and {i + 1} cannot be chained on chip: {why}")
         notes.append(why)

@@ -11,12 +11,12 @@ ext       0..31    external byte address; with ``move`` the global Dbuf address 
                    (word 0)
 local     32..63   global Dbuf address (:mod:`sw.spec.arch`) or, with ``cbuf``, byte offset
                    into the Cbufs (word 0)
-length    64..95   bytes to move (word 1)
-out       96       direction: chip to external memory (else external memory to chip)
-cbuf      97       ``local`` is in the Cbufs (IN only)
-move      98       Dbuf to Dbuf on chip: the words at Dbuf address ``ext`` go to ``local`` (and
+length    64..94   bytes to move (word 1; 31 bits: no range of the chip is 2 GiB)
+out       95       direction: chip to external memory (else external memory to chip)
+cbuf      96       ``local`` is in the Cbufs (IN only)
+move      97       Dbuf to Dbuf on chip: the words at Dbuf address ``ext`` go to ``local`` (and
                    its ``copies``) with no external-memory traffic; not with ``out`` or ``cbuf``
-copies    99..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
+copies    98..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
                    to Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
                    0 writes Dbuf ``k`` only.  One read, ``1 + popcount`` STOREs
 ========  =======  ==========================================================================
@@ -42,9 +42,12 @@ WORD_BITS = 64
 DESC_BYTES = 16
 
 #: Bits of the ``copies`` field (the multicast mask).
-COPIES_BITS = 29
+COPIES_BITS = 30
 
-_LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", 32),
+#: Bits of ``length``.
+_LENGTH_BITS = 31
+
+_LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", _LENGTH_BITS),
                                     Field("out", 1), Field("cbuf", 1),
                                     Field("move", 1), Field("copies", COPIES_BITS)],
                  width=DESC_BYTES * 8)
@@ -57,9 +60,9 @@ def descriptor_layout():
 
 class DescFlag(enum.IntFlag):
     """The flag bits of a descriptor, counted from the first bit above ``length``."""
-    OUT = 1 << (_LAYOUT.offsets["out"] - _LAYOUT.offsets["length"] - 32)
-    CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - 32)
-    MOVE = 1 << (_LAYOUT.offsets["move"] - _LAYOUT.offsets["length"] - 32)
+    OUT = 1 << (_LAYOUT.offsets["out"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
+    CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
+    MOVE = 1 << (_LAYOUT.offsets["move"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
 
 
 def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
