@@ -54,6 +54,18 @@ def test_dma_random_jobs_and_bad_descriptors(sim):
                           "FDPU_DMA_JOBS": "6" if sim == "icarus" else "12"})
 
 
+async def _start_one(ctx, dma):
+    """Start ``dma`` on a one-descriptor list at external address 0x100, both external ports
+    ready; return after the start cycle."""
+    ctx.set(dma.i_list, 0x100)
+    ctx.set(dma.i_count, 1)
+    ctx.set(dma.i_start, 1)
+    ctx.set(dma.o_ext_rd.ready, 1)
+    ctx.set(dma.o_ext_wr.ready, 1)
+    await ctx.tick()
+    ctx.set(dma.i_start, 0)
+
+
 def _sim_one_descriptor(dma, words, cycles=60, ready=lambda cycle: True):
     """Run ``dma`` (amaranth.sim) on a one-descriptor list at external address 0x100 (``words``:
     external address -> word; the mesh takes a request in the cycles where ``ready``); return
@@ -63,13 +75,7 @@ def _sim_one_descriptor(dma, words, cycles=60, ready=lambda cycle: True):
     body = body_view(dma.o_req.payload, FlitKind.STORE, dma.params)
 
     async def bench(ctx):
-        ctx.set(dma.i_list, 0x100)
-        ctx.set(dma.i_count, 1)
-        ctx.set(dma.i_start, 1)
-        ctx.set(dma.o_ext_rd.ready, 1)
-        ctx.set(dma.o_ext_wr.ready, 1)
-        await ctx.tick()
-        ctx.set(dma.i_start, 0)
+        await _start_one(ctx, dma)
         pending, reqs, rd, sent, sent_at = [], 0, 0, [], []
         for cycle in range(cycles):
             ctx.set(dma.o_req.ready, ready(cycle))
@@ -155,14 +161,8 @@ def test_move_loads_its_source_and_stores_each_word_to_each_target():
     got = dict(sent=[], collisions=0)
 
     async def bench(ctx):
-        ctx.set(dma.i_list, 0x100)
-        ctx.set(dma.i_count, 1)
-        ctx.set(dma.i_start, 1)
-        ctx.set(dma.o_ext_rd.ready, 1)
-        ctx.set(dma.o_ext_wr.ready, 1)
         ctx.set(dma.o_req.ready, 1)
-        await ctx.tick()
-        ctx.set(dma.i_start, 0)
+        await _start_one(ctx, dma)
         pending, replies = [], []                    # external words; (cycle, REPLY flit)
         for cycle in range(200):
             if ctx.get(dma.o_ext_rd.valid):
