@@ -40,7 +40,7 @@ from sw.cli.options import (DEFAULTS, add_hw_args, array_params, graph_name, pla
                             plan_options, system_of)
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli.run import AUTO_EXACT_LIMIT
-from sw.compiler import chain, fc_plan, layers, net, onnx_import
+from sw.compiler import chain, fc_plan, layers, net, onnx_import, split
 from sw.compiler.prune import check_density, prune
 from sw.models import golden_fc, perf, reference
 from sw.spec.errors import FdpuError, FdpuWarning
@@ -100,6 +100,12 @@ def register(subparsers):
                              "traffic); --chain needs every link to chain, --no-chain streams "
                              "every layer's outputs through the host (default: chain where "
                              "both layers fit the Dbufs in one pass)")
+    parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=None,
+                        help="split the reduction of a layer whose work items fill at most "
+                             "half of the PEs over column slices on more engines, then add the "
+                             "partial sums on the array (a second, skip-graph stage); --split "
+                             "splits every such layer, --no-split none (default: where the "
+                             "performance model predicts the two stages faster)")
     gold = parser.add_argument_group("golden model")
     gold.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
                       help="--sim golden|model: exact (token by token), fast (vectorized, the "
@@ -218,6 +224,55 @@ def plan_layers(args, layers_, ws, n, params):
     return plans
 
 
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One run of the array in a network: a layer, or one of a split layer's two stages."""
+    layer: int          # the network's layer
+    name: str
+    weights: np.ndarray
+    plan: fc_plan.FcPlan
+    bias: object = None
+    activation: str = None
+    role: str = None    # None, "partial sums" or "sum" (sw.compiler.split)
+
+
+def _split_wins(args, plan, w, parts, system):
+    """Return whether ``parts`` (:class:`~sw.compiler.split.Split`) is predicted faster than
+    ``plan`` (the performance model, the two stages chained when they can be)."""
+    if args.split:
+        return True
+    whole = perf.predict(plan, w, system).cycles
+    on_chip = chain.link_error(parts.partial, parts.total, parts.partial_weights,
+                               parts.total_weights) is None
+    first = perf.predict(parts.partial, parts.partial_weights, system,
+                         chained_to=parts.total if on_chip else None).cycles
+    second = perf.predict(parts.total, parts.total_weights, system,
+                          chained_from=parts.partial if on_chip else None).cycles
+    return first + second < whole
+
+
+def stages_of(args, layers_, ws, plans, system):
+    """Return the network's :class:`Stage` list: each layer as planned, or (``--split``, or by
+    default where the performance model predicts it faster) a layer with few work items as
+    its two split-reduction stages (:func:`sw.compiler.split.split_layer`)."""
+    out = []
+    for i, (layer, w, plan) in enumerate(zip(layers_, ws, plans)):
+        name = _short(layer.name)
+        parts = None
+        if args.split is not False and split.ways(plan) > 1:
+            parts = split.split_layer(plan, w)
+            if not _split_wins(args, plan, w, parts, system):
+                parts = None
+        if parts is None:
+            out.append(Stage(i, name, w, plan, layer.bias, layer.activation))
+            continue
+        out.append(Stage(i, f"{name}: partial sums ({parts.ways} slices)",
+                         parts.partial_weights, parts.partial, role="partial sums"))
+        out.append(Stage(i, f"{name}: sum of {parts.ways}", parts.total_weights, parts.total,
+                         layer.bias, layer.activation, role="sum"))
+    return out
+
+
 def link_notes(args, plans, ws):
     """Return per link (layer ``i`` to ``i + 1``) ``None`` when its activations stay on chip,
     else why the host streams them; ``--chain`` with a link that cannot chain is an error.
@@ -247,11 +302,12 @@ def link_notes(args, plans, ws):
     return notes
 
 
-def _record(i, layer, w, plan):
+def _record(i, stage, w, plan):
     nnz = _nnz(w)
-    return dict(index=i, name=_short(layer.name), K=plan.K, C=plan.C, N=plan.N, nnz=nnz,
+    return dict(index=i, name=stage.name, layer=stage.layer, stage=stage.role, K=plan.K,
+                C=plan.C, N=plan.N, nnz=nnz,
                 density=nnz / (plan.K * plan.C), graph=graph_name(plan), plan=plan.describe(),
-                bias=layer.bias is not None, relu=layer.activation == "relu",
+                bias=stage.bias is not None, relu=stage.activation == "relu",
                 passes=plan.passes, double_buffer=plan.double_buffer, chained_in=False,
                 chained_out=False)
 
@@ -368,7 +424,10 @@ def net_command(args):
           for layer in model.layers]
     run_net = net.Net(tuple(net.Dense(w, layer.bias, layer.activation, layer.name)
                             for w, layer in zip(ws, model.layers)), source=model.source)
-    plans = plan_layers(args, run_net.layers, ws, x0.shape[0], params)
+    stages = stages_of(args, run_net.layers, ws,
+                       plan_layers(args, run_net.layers, ws, x0.shape[0], params), system)
+    plans = [st.plan for st in stages]
+    ws = [st.weights for st in stages]
     notes = link_notes(args, plans, ws)
     start = time.perf_counter()
     x, recs, i = x0, [], 0
@@ -377,13 +436,13 @@ def net_command(args):
         while j + 1 < len(plans) and notes[j] is None:
             j += 1
         if args.sim in ("icarus", "verilator") and j > i:
-            x, got = run_chain(args, i, run_net.layers[i:j + 1], ws[i:j + 1], x,
-                               plans[i:j + 1], mem)
+            x, got = run_chain(args, i, stages[i:j + 1], ws[i:j + 1], x, plans[i:j + 1],
+                               mem)
             recs += got
             _non_finite(got[-1], x, len(ws))
         else:
             for k in range(i, j + 1):
-                x, rec = run_layer(args, k, run_net.layers[k], ws[k], x, plans[k], system, mem,
+                x, rec = run_layer(args, k, stages[k], ws[k], x, plans[k], system, mem,
                                    chained_from=plans[k - 1] if k > i else None,
                                    chained_to=plans[k + 1] if k < j else None)
                 recs.append(rec)

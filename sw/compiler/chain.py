@@ -19,7 +19,7 @@ the top:
    columns ``0 .. K-1`` into every copy of the block in ``nxt``'s slots (:func:`moves`), on
    every channel beside the loads of ``nxt``'s configuration, weights and biases;
 3. those loads (:func:`consumer_image`) cover everything of ``nxt``'s image but the input
-   values (the padding columns ``K .. Cw-1`` and padding lane groups are still loaded as
+   values (the padding columns ``K .. Cin-1`` and padding lane groups are still loaded as
    zeros) and never touch a stage: ``meta["on_chip"]`` keeps every DMA-in run off the bytes
    the moves read and write, and :func:`link_error` refuses a link where ``nxt``'s data
    would lie on a stage.
@@ -161,14 +161,14 @@ def moves(prev, nxt):
     blocks of pass 0 (real lane groups, columns ``0 .. K-1``)."""
     _, _, blocks = stages(prev, nxt)
     s = _stride(prev)
-    whole = s == nxt.Cw == nxt.C          # a stage's rows are contiguous in nxt's layout too
+    whole = s == nxt.Cin == nxt.C          # a stage's rows are contiguous in nxt's layout too
     out = []
     for b, (slot, ds) in nxt.pass_inputs(0).items():
         rows = min(nxt.gb, nxt.groups - b * nxt.gb)
         spans = [(0, rows * nxt.C * 8)] if whole else \
-            [(j * nxt.Cw * 8, nxt.C * 8) for j in range(rows)]
+            [(j * nxt.Cin * 8, nxt.C * 8) for j in range(rows)]
         for off, nbytes in spans:
-            src = blocks[b] + (off // (nxt.Cw * 8)) * s * 8
+            src = blocks[b] + (off // (nxt.Cin * 8)) * s * 8
             dst = nxt.input_offset(slot) + off
             out.append(Move(src, nbytes, tuple(nxt.pass_base(d, 0) + dst for d in ds)))
     return out
@@ -183,7 +183,7 @@ def filled_ranges(nxt):
         for j in range(nxt.gb):
             if block * nxt.gb + j >= nxt.groups:
                 break
-            off = nxt.input_offset(slot) + j * nxt.Cw * 8
+            off = nxt.input_offset(slot) + j * nxt.Cin * 8
             out += [(nxt.pass_base(d, 0) + off, 8 * nxt.C) for d in ds]
     return sorted(out)
 
@@ -212,8 +212,8 @@ def _consumer_segments(nxt, segments):
         for a in addrs:
             del segs[a]
         for j in range(nxt.gb):
-            lo = j * nxt.Cw * 8 + (nxt.C * 8 if block * nxt.gb + j < nxt.groups else 0)
-            hi = (j + 1) * nxt.Cw * 8
+            lo = j * nxt.Cin * 8 + (nxt.C * 8 if block * nxt.gb + j < nxt.groups else 0)
+            hi = (j + 1) * nxt.Cin * 8
             if hi > lo:
                 cut = [a + lo for a in addrs]
                 for a in cut:

@@ -6,12 +6,13 @@ Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed th
 per context: item base, input base, output base, and the item's bias block address with an
 epilogue bias, else a zero pad word; sparse engines feed
 ``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
-the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
+the input blocks (``gb`` groups of ``Cin`` 8-byte tokens, lane ``l`` of group ``g`` = batch
 element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same offset of every
 Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
-``values``), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
+``values``; a split plan's item holds its slice's columns and its descriptor's input base
+points at the slice's first column of the block), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
 padding rows and dummy items), and the output blocks (``kb x gb`` tokens, group-major: the
 token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
 one run, the form a chained next layer's input block takes them in).  A layer whose data
@@ -34,12 +35,20 @@ from sw.spec.isa import count_token
 __all__ = ["pass_memory", "shared_inputs", "gather_outputs", "skip_stored"]
 
 
+def _item_width(plan):
+    """Return the columns of an item's weight block: ``C``, or a split plan's slice ``Cw``."""
+    return plan.C if plan.split == 1 else plan.Cw
+
+
 def _item_weights(plan, w16, kbi):
-    """Return the ``kb x C`` float16 block of row block ``kbi`` (zero rows past K)."""
-    blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+    """Return the float16 weight block of row block ``kbi``: ``kb`` rows (zero past K) of the
+    ``C`` columns, or of a split plan, of its slice's ``Cw`` (zero past C)."""
+    blk = np.zeros((plan.kb, _item_width(plan)), dtype=np.float16)
+    c0 = plan.item_columns(kbi)
+    c1 = min(plan.C, c0 + blk.shape[1])
     for i, r in enumerate(plan.item_rows(kbi)):
         if r < plan.K:
-            blk[i] = w16[r]
+            blk[i, :c1 - c0] = w16[r, c0:c1]
     return blk
 
 
@@ -88,7 +97,7 @@ def _skip_bytes(plan, blk, stored, nbytes, base):
     words = np.packbits(stored.reshape(kb, plan.R32, SKIP_WORD), axis=2, bitorder="little")
     out[off_m:off_m + 4 * kb * plan.R32] = words.tobytes()
     u = np.zeros((kb, plan.Cw), dtype=np.uint16)
-    u[:, :plan.C] = blk.view(np.uint16)
+    u[:, :blk.shape[1]] = blk.view(np.uint16)
     values = u[stored]                         # row-major: each row's stored values in order
     counts = stored.sum(axis=1)
     first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -135,12 +144,12 @@ def _bias_bytes(plan, kbi):
 
 
 def _input_block(plan, x16, gbi):
-    """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cw`` tokens of 4 lanes."""
-    blk = np.zeros((plan.gb * LANES, plan.Cw), dtype=np.float16)
+    """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cin`` tokens of 4 lanes."""
+    blk = np.zeros((plan.gb * LANES, plan.Cin), dtype=np.float16)
     rows = x16[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES]
     blk[:rows.shape[0], :plan.C] = rows
     # token (g, c) lane l = batch element 4 g + l
-    t = blk.reshape(plan.gb, LANES, plan.Cw).transpose(0, 2, 1)
+    t = blk.reshape(plan.gb, LANES, plan.Cin).transpose(0, 2, 1)
     return np.ascontiguousarray(t).view(np.uint8).tobytes()
 
 
@@ -200,14 +209,14 @@ def pass_memory(plan, weights, inputs, p, stage=None):
         if slot < len(items):
             i = items[slot]
             kbi, gbi = plan.item(i)
-            xaddr = holds[d][gbi]
+            xaddr = holds[d][gbi] + 8 * plan.item_columns(kbi)
             blk = _item_weights(plan, w16, kbi)
         else:
             # A dummy item reads any input block of its Dbuf (its weights are zero).
             i = None
             xaddr = min(holds[d].values()) if d in holds else \
                 plan.pass_base(d, p) + plan.input_offset(0)
-            blk = np.zeros((plan.kb, plan.C), dtype=np.float16)
+            blk = np.zeros((plan.kb, _item_width(plan)), dtype=np.float16)
         enc, nbytes = _item_encoding(plan, blk)
         baddr = alloc(d, nbytes)
         if nbytes:

@@ -5,7 +5,12 @@ Contract (``docs/dataflow.md`` and ``docs/mapping.md`` have the reasoning)
 A layer ``O[n][k] = sum_c W[k][c] * I[n][c]`` (``W`` is ``K x C``, ``I`` is ``N x C``,
 binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *lane groups*
 (4 batch elements per SIMD-4 token, the batch padded to a multiple of 4).  An item covers all
-``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  One *engine* per PE (a
+``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  A *split* plan
+(``split = S``, :mod:`sw.compiler.split`) computes partial sums instead: its ``K`` rows are
+``S`` copies of the layer's ``K / S`` (padded) rows, row block ``kbi`` reducing over column
+slice ``kbi // slice_blocks`` only (``Cw = ceil(C / S)`` rounded up, the input blocks ``Cin = S
+Cw`` tokens wide), so that a layer with few outputs gives ``S`` times as many engines work.
+One *engine* per PE (a
 self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
 runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
 compute a *dummy* item (zero weights, discarded output).  A layer whose data do not fit the
@@ -95,6 +100,7 @@ class FcPlan:
     bias: tuple = None                             # K binary16 bit patterns: y = acc + b
     relu: bool = False                             # y = max(y, +0.0) before the store
     out_stride: int = 0                            # tokens between an output's group rows
+    split: int = 1                                 # column slices of the reduction
 
     @property
     def epilogue(self):
@@ -118,12 +124,34 @@ class FcPlan:
         return self.mode == "sparse" and self.sparse_graph == "skip"
 
     @property
-    def Cw(self):
-        """Return the columns of an item's input blocks: ``C`` dense, ``C`` rounded to 16
-        sparse (to 32 for the ``skip`` graph, whose mask words cover 32 columns)."""
+    def column_unit(self):
+        """Return the columns an item's width is a multiple of: 1 dense, 16 sparse (32 for the
+        ``skip`` graph, whose mask words cover 32 columns)."""
         if self.mode == "dense":
-            return self.C
-        return align(self.C, SKIP_WORD if self.skip else ROW)
+            return 1
+        return SKIP_WORD if self.skip else ROW
+
+    @property
+    def Cw(self):
+        """Return the columns one item reduces over: ``C`` rounded up to
+        :attr:`column_unit`, or with a ``split`` plan one slice, ``ceil(C / split)`` rounded
+        up to it."""
+        return align(-(-self.C // self.split), self.column_unit)
+
+    @property
+    def Cin(self):
+        """Return the tokens of a lane group's row in an input block: ``Cw``, or with a
+        ``split`` plan every slice, ``split x Cw``."""
+        return self.split * self.Cw
+
+    @property
+    def slice_blocks(self):
+        """Return the row blocks of one column slice (all of them without a split)."""
+        return self.kblocks // self.split
+
+    def item_columns(self, kbi):
+        """Return the first input column row block ``kbi`` reduces over (its slice's)."""
+        return kbi // self.slice_blocks * self.Cw
 
     @property
     def R16(self):
@@ -268,8 +296,8 @@ class FcPlan:
 
     @property
     def input_bytes(self):
-        """Return the bytes of one input block (``gb`` groups of ``Cw`` tokens)."""
-        return self.gb * self.Cw * 8
+        """Return the bytes of one input block (``gb`` groups of ``Cin`` tokens)."""
+        return self.gb * self.Cin * 8
 
     @property
     def output_bytes(self):
@@ -296,4 +324,4 @@ class FcPlan:
                     wfan=self.wfan, fan_pipe0=self.fan_pipe0, double_buffer=self.double_buffer,
                     sparse_graph=self.sparse_graph if self.mode == "sparse" else None,
                     rows_balanced=bool(self.row_order), bias=self.bias is not None,
-                    relu=self.relu)
+                    relu=self.relu, split=self.split)

@@ -27,7 +27,7 @@ __all__ = ["plan_fc"]
 
 def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
             contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
-            double_buffer=None, bias=None, relu=False):
+            double_buffer=None, bias=None, relu=False, split=1):
     """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
@@ -50,7 +50,10 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     (the default) turns it on when the layer takes more than one pass with whole Dbufs and
     one item fits half a Dbuf.  ``bias`` (``K`` finite values, rounded to binary16) and
     ``relu`` add the epilogue ``y = relu(acc + bias)`` after each output's FACC
-    (:attr:`~sw.compiler.fc_plan.FcPlan.bias`, docs/dataflow.md).
+    (:attr:`~sw.compiler.fc_plan.FcPlan.bias`, docs/dataflow.md).  ``split`` (``S > 1``)
+    plans the partial sums of a split reduction (:mod:`sw.compiler.split`): ``K`` is ``S``
+    times the layer's padded rows, ``kb`` and ``gb`` must be given, ``kb`` dividing ``K /
+    S``, and every one of the ``S`` column slices must hold at least one of the ``C`` columns.
 
     Raises
     ------
@@ -90,6 +93,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 or (row_nnz > C).any():
             raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
                             f"got shape {row_nnz.shape} of {row_nnz.dtype}")
+    _check_split(split, K, C, kb, gb, row_nnz, FcPlan(
+        mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph or DEFAULT_SPARSE_GRAPH,
+        split=split if isinstance(split, int) and split >= 1 else 1))
     if not isinstance(relu, bool):
         raise FdpuError(f"relu must be True or False, got {relu!r}")
     bias = _bias_bits(bias, K)
@@ -102,7 +108,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         row_nnz = None
     density = (SKIP_DENSITY if row_nnz is None
                else float(np.maximum(1, row_nnz).sum()) / (K * C))
-    cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph).Cw
+    cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph, split=split).Cw
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the {sparse_graph} graph's limit of "
                         f"{0xFFFF // SKIP_WORD * SKIP_WORD} (its mask words cover 32 columns)")
@@ -131,7 +137,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                             + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
-                  sparse_graph=sparse_graph, bias=bias, relu=relu)
+                  sparse_graph=sparse_graph, bias=bias, relu=relu, split=split)
     slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
                          sparse_graph=sparse_graph, bias=bias is not None, relu=relu)[0]
     if slots > params.slots:
@@ -171,10 +177,33 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                            row_nnz=row_nnz, double_buffer=True, relu=relu,
                            bias=None if bias is None
                            else np.array(bias, dtype=np.uint16).view(np.float16),
-                           sparse_graph=sparse_graph if mode == "sparse" else None, **asked)
+                           sparse_graph=sparse_graph if mode == "sparse" else None,
+                           split=split, **asked)
         except FdpuError:
             pass
     return plan
+
+
+def _check_split(split, K, C, kb, gb, row_nnz, probe):
+    """Refuse a ``split`` that is not a positive integer or does not fit the layer (see
+    :func:`plan_fc`); ``probe`` is the plan's shape with ``split`` (or 1 if it is bad)."""
+    if isinstance(split, bool) or not isinstance(split, (int, np.integer)) or split < 1:
+        raise FdpuError(f"split must be a positive integer (column slices), got {split!r}")
+    if split == 1:
+        return
+    if kb is None or gb is None:
+        raise FdpuError("a split plan needs kb and gb (its row blocks must not straddle "
+                        "slices)")
+    if K % split or (K // split) % kb:
+        raise FdpuError(f"split {split}: out_features {K} must be split x a multiple of kb "
+                        f"({kb}): each slice's rows padded to whole row blocks")
+    if row_nnz is not None:
+        raise FdpuError("a split plan keeps its rows in order (row_nnz would balance them "
+                        "across slices)")
+    if (split - 1) * probe.Cw >= C:
+        raise FdpuError(f"split {split}: slices of {probe.Cw} columns leave the last one "
+                        f"without any of the {C} in_features; use at most "
+                        f"{-(-C // probe.Cw) if probe.Cw < C else 1} slices")
 
 
 def _bias_bits(bias, K):

@@ -508,7 +508,7 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False):
 def _item_bytes(plan, nnz):
     """Return the bytes of an item's data with ``nnz`` stored weights (``dbuf_layout``)."""
     if plan.mode == "dense":
-        return plan.kb * plan.C * 2
+        return plan.kb * plan.Cw * 2
     if plan.skip:
         return plan.skip_offsets[2] + align(2 * nnz, 8)
     r = plan.kb * plan.R16
