@@ -200,7 +200,7 @@ def useful_flops(plan, nnz):
     """Return the floating-point operations that count as useful work: 2 per multiply-add of a
     weight (every weight dense, each stored one sparse) with a real batch element (no lane,
     row or column padding, no dummy item)."""
-    return 2 * (plan.K * plan.C if plan.mode == "dense" else nnz) * plan.N
+    return 2 * (plan.dense_weights if plan.mode == "dense" else nnz) * plan.N
 
 
 def figures(plan, w, x, ref, y, job):
@@ -243,7 +243,7 @@ def figures(plan, w, x, ref, y, job):
         flops=flops, useful_flops=useful, utilization=useful / max(1, peak * compute),
         issue_utilization=flops / max(1, peak * compute),
         utilization_contexts=useful / max(1, peak * ctx_cycles),
-        dense_utilization=2 * plan.K * plan.C * plan.N / max(1, peak * compute),
+        dense_utilization=2 * plan.dense_weights * plan.N / max(1, peak * compute),
         nnz=nnz, graph=graph_name(plan), load_balance=balance.load_balance(plan, w),
         plan=plan.describe(),
         utilization_end_to_end=useful / max(1, peak * cycles),

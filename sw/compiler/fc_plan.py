@@ -124,6 +124,12 @@ class FcPlan:
         return self.mode == "sparse" and self.sparse_graph == "skip"
 
     @property
+    def dense_weights(self):
+        """Return the weights of the dense layer: ``K x C``, or a split plan's ``K / split x
+        C`` (its rows are the slices of those)."""
+        return self.K // self.split * self.C
+
+    @property
     def column_unit(self):
         """Return the columns an item's width is a multiple of: 1 dense, 16 sparse (32 for the
         ``skip`` graph, whose mask words cover 32 columns)."""

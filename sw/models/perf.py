@@ -270,8 +270,8 @@ class Workload:
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         n = plan.N
-        self.useful_flops = 2 * (plan.K * plan.C if plan.mode == "dense" else nnz) * n
-        self.dense_flops = 2 * plan.K * plan.C * n
+        self.useful_flops = 2 * (plan.dense_weights if plan.mode == "dense" else nnz) * n
+        self.dense_flops = 2 * plan.dense_weights * n
         self.min_bytes = min_external_bytes(plan, nnz)
 
     def evaluate(self, constants=None, rounded=True):
@@ -344,7 +344,8 @@ def min_external_bytes(plan, nnz):
     """Return the layer's minimal external traffic: its weights once (dense: 2 B each; sparse:
     2 B per stored weight and a 1-bit mask per weight, the skip graph's format without its
     8-byte row words), its inputs once and its outputs once (2 B each)."""
-    weights = 2 * plan.K * plan.C if plan.mode == "dense" else 2 * nnz + -(-plan.K * plan.C // 8)
+    weights = 2 * plan.dense_weights if plan.mode == "dense" else \
+        2 * nnz + -(-plan.dense_weights // 8)
     return weights + 2 * plan.N * (plan.C + plan.K)
 
 
