@@ -102,6 +102,33 @@ def test_chain_options_are_checked(tmp_path, capsys):
     assert "streamed through the host, not counted (this layer runs in" in text
 
 
+def test_split_runs_a_small_layer_on_more_engines(tmp_path, capsys):
+    # The digits MLP's last layer (10 outputs, 20 work items on 64 PEs) as two stages: its
+    # partial sums on twice the engines, then their sum with the bias on the skip graph; the
+    # same predictions.  --no-split keeps three layers.
+    onnx = os.path.join(DIGITS, "digits.onnx")
+    data = ("--inputs", os.path.join(DIGITS, "test_x.npy"), "--labels",
+            os.path.join(DIGITS, "test_y.npy"), "--limit", "8")
+    runs = {}
+    for flag in ("--split", "--no-split"):
+        status, text, err = run(capsys, "net", onnx, *data, "--sim", "model", flag, "--json",
+                                tmp_path / "s.json")
+        assert status == 0, err
+        runs[flag] = json.loads((tmp_path / "s.json").read_text())
+    on, off = runs["--split"]["layers"], runs["--no-split"]["layers"]
+    assert len(off) == 3 and [r["stage"] for r in off] == [None] * 3
+    assert [r["stage"] for r in on] == [None, None, "partial sums", "sum"]
+    assert [r["layer"] for r in on] == [0, 1, 2, 2] and all(r["match"] for r in on)
+    assert on[2]["plan"]["split"] == 2 and on[2]["plan"]["engines"] == 2 * off[2]["plan"][
+        "engines"]
+    assert on[3]["bias"] and not on[2]["bias"] and on[3]["graph"] == "sparse/skip"
+    assert runs["--split"]["accuracy"] == runs["--no-split"]["accuracy"]
+    assert runs["--split"]["links"][2]["on_chip"]          # partial sums stay on chip
+    # Nothing to split on one PE: --split is refused, not ignored.
+    assert_user_error(capsys, "net", onnx, *data, "--split", "--rows", "1", "--cols", "1",
+                      match="can split its reduction on 1 PEs")
+
+
 def test_density_prunes_every_layer(tmp_path, capsys):
     path, xs, _ = _tiny_net(tmp_path)
     status, _, err = run(capsys, "net", path, "--inputs", xs, "--density", "0.25",

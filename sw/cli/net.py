@@ -270,6 +270,11 @@ def stages_of(args, layers_, ws, plans, system):
                          parts.partial_weights, parts.partial, role="partial sums"))
         out.append(Stage(i, f"{name}: sum of {parts.ways}", parts.total_weights, parts.total,
                          layer.bias, layer.activation, role="sum"))
+    if args.split and len(out) == len(plans):
+        raise FdpuError(f"--split: no layer of {args.model} can split its reduction on "
+                        f"{plans[0].params.num_pes} PEs (a layer splits when it runs in one "
+                        f"pass and its work items fill at most half of the PEs, and its "
+                        f"inputs hold two column units or more); leave --split out")
     return out
 
 
