@@ -4,6 +4,7 @@ image, the refusals, and chained RTL runs bit for bit against the golden model."
 import numpy as np
 import pytest
 
+from chainutil import run_chain_checked
 from sw.compiler import chain, dbuf_layout, layers, planner
 from sw.compiler.fc_plan import LANES
 from sw.models import golden_fc
@@ -122,19 +123,9 @@ def test_chained_layers_on_the_rtl_equal_the_golden_model(sim, rows, mode, graph
     # Three layers (bias, ReLU) in one simulation, activations kept in the Dbufs: the last
     # layer's outputs equal the golden model's layer-by-layer run bit for bit, every PE
     # instruction the golden model counts fired, and no activation crossed the external port.
-    from tb.host import runtime
-    from tb.host.job_plan import MemModel, plan_job
+    from tb.host.job_plan import plan_job
     plans, ws, x = _mlp(rows, mode, graph, n)
-    refs, xi = [], x
-    for plan, w in zip(plans, ws):
-        refs.append(golden_fc.run_fc(plan, w, xi, exact=True))
-        xi = refs[-1].result
-    y, job = runtime.run_chain_rtl(plans, ws, x, sim, mem=MemModel(latency=20, stall=0.1),
-                                   dma_channels=2, overlap=True)
-    assert np.array_equal(y.view(np.uint16), xi.view(np.uint16))
-    for run, ref in zip(job.passes, refs):
-        assert sum(run.status["int_fires"]) + sum(run.status["fp_fires"]) == \
-            ref.counters.instructions
+    refs, job = run_chain_checked(plans, ws, x, sim)
     assert job.final["o_ext_rd_bytes"] == sum(job.ext_in)
     assert job.final["o_ext_wr_bytes"] == sum(job.ext_out) == plans[-1].output_bytes * len(
         list(plans[-1].pass_items(0)))

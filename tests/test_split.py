@@ -5,6 +5,7 @@ model."""
 import numpy as np
 import pytest
 
+from chainutil import run_chain_checked
 from sw.compiler import layers, planner, split
 from sw.models import golden_fc, reference
 from sw.spec.arch import ArrayParams
@@ -101,8 +102,6 @@ def test_split_layer_on_the_rtl_equals_the_golden_model(sim, mode, graph):
     # A layer, then a split one (partial sums, then their sum with bias and ReLU), chained on
     # chip in one simulation under memory stalls: bit for bit with the golden model, every
     # instruction it counts fired on the RTL.
-    from tb.host import runtime
-    from tb.host.job_plan import MemModel
     p = ArrayParams(rows=2, cols=4, slots=32, dbuf_bytes=8192)
     kw = dict(sparse_graph=graph) if graph else {}
     density = 1.0 if mode == "dense" else 0.4
@@ -116,13 +115,4 @@ def test_split_layer_on_the_rtl_equals_the_golden_model(sim, mode, graph):
     parts = split.split_layer(small, w1)
     plans = [first, parts.partial, parts.total]
     ws = [w0, parts.partial_weights, parts.total_weights]
-    refs, xi = [], x
-    for plan, w in zip(plans, ws):
-        refs.append(golden_fc.run_fc(plan, w, xi, exact=True))
-        xi = refs[-1].result
-    y, job = runtime.run_chain_rtl(plans, ws, x, sim, mem=MemModel(latency=20, stall=0.1),
-                                   dma_channels=2, overlap=True)
-    assert np.array_equal(y.view(np.uint16), xi.view(np.uint16))
-    for run, ref in zip(job.passes, refs):
-        assert sum(run.status["int_fires"]) + sum(run.status["fp_fires"]) == \
-            ref.counters.instructions
+    run_chain_checked(plans, ws, x, sim)
