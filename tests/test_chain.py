@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from chainutil import run_chain_checked
-from sw.compiler import chain, dbuf_layout, layers, planner
+from sw.compiler import chain, dbuf_layout, layers, planner, split
 from sw.compiler.fc_plan import LANES
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
@@ -13,7 +13,7 @@ from sw.spec.errors import FdpuError
 
 
 def _pair(rows, mode, graph, n, k0=24, c0=20, k1=7, kb=None, gb=None, gb1=None,
-          dbuf_bytes=8192):
+          dbuf_bytes=8192, ways=1):
     p = ArrayParams(rows=rows, cols=rows, slots=32, dbuf_bytes=dbuf_bytes)
     density = 1.0 if mode == "dense" else 0.3
     w0 = layers.make_weights((k0, c0), density, 1)
@@ -22,6 +22,9 @@ def _pair(rows, mode, graph, n, k0=24, c0=20, k1=7, kb=None, gb=None, gb1=None,
     kw = dict(sparse_graph=graph) if graph else {}
     p0 = planner.plan_fc(k0, c0, n, mode, p, kb=kb, gb=gb, **kw)
     p1 = planner.plan_fc(k1, k0, n, mode, p, gb=gb1, **kw)
+    if ways > 1:                   # the next layer's partial sums (sw.compiler.split)
+        parts = split.split_layer(p1, w1, ways)
+        p1, w1 = parts.partial, parts.partial_weights
     return p0, p1, w0, w1, x
 
 
@@ -33,6 +36,8 @@ def _pair(rows, mode, graph, n, k0=24, c0=20, k1=7, kb=None, gb=None, gb1=None,
     (2, "dense", None, 20, {}),                                # gb 2 and 3: chunks of 6
     (1, "dense", None, 9, dict(k0=10, kb=3, gb=1, gb1=2)),     # padding rows in the stage
     (2, "sparse", "switch", 6, dict(k0=21)),                   # padding columns (Cw > C)
+    (2, "dense", None, 8, dict(k1=2, ways=3)),                 # slices of the next layer
+    (2, "sparse", "gather", 6, dict(k0=40, k1=2, ways=2)),     # slices with padding
 ])
 def test_moves_put_the_outputs_where_the_next_layer_reads_its_inputs(rows, mode, graph, n, kw):
     # The engines' stores (item base + 8 (j out_stride + k)) followed by the MOVE list give

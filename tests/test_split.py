@@ -36,7 +36,7 @@ def test_split_stages_compute_the_layer(rows, cols, mode, graph, K, C, N, ways):
     plan, w, x, b = _layer(rows, cols, mode, graph, K, C, N)
     parts = split.split_layer(plan, w, ways)
     assert parts is not None and parts.ways >= 2
-    assert parts.partial.split == parts.ways and parts.partial.Cin >= C
+    assert parts.partial.split == parts.ways and parts.partial.split * parts.partial.Cw >= C
     assert parts.partial.engines > plan.engines or plan.engines == plan.params.num_pes
     xi = x
     for stage, sw in ((parts.partial, parts.partial_weights), (parts.total, parts.total_weights)):

@@ -16,10 +16,11 @@ the top:
 2. ``prev`` stores nothing to external memory; ``nxt``'s DMA-in phase begins with *MOVE*
    descriptors (``sw.spec.dma``, Dbuf to Dbuf, multicast): per input block of ``nxt`` and
    lane-group row (one per block when the rows are contiguous in ``nxt``'s layout too) the
-   columns ``0 .. K-1`` into every copy of the block in ``nxt``'s slots (:func:`moves`), on
+   columns ``0 .. K-1`` (a split ``nxt``: the block's column slice) into every copy of the
+   block in ``nxt``'s slots (:func:`moves`), on
    every channel beside the loads of ``nxt``'s configuration, weights and biases;
 3. those loads (:func:`consumer_image`) cover everything of ``nxt``'s image but the input
-   values (the padding columns ``K .. Cin-1`` and padding lane groups are still loaded as
+   values (the padding columns ``K .. Cw-1`` and padding lane groups are still loaded as
    zeros) and never touch a stage: ``meta["on_chip"]`` keeps every DMA-in run off the bytes
    the moves read and write, and :func:`link_error` refuses a link where ``nxt``'s data
    would lie on a stage.
@@ -161,14 +162,16 @@ def moves(prev, nxt):
     blocks of pass 0 (real lane groups, columns ``0 .. K-1``)."""
     _, _, blocks = stages(prev, nxt)
     s = _stride(prev)
-    whole = s == nxt.Cin == nxt.C          # a stage's rows are contiguous in nxt's layout too
+    whole = s == nxt.Cw == nxt.C          # a stage's rows are contiguous in nxt's layout too
     out = []
-    for b, (slot, ds) in nxt.pass_inputs(0).items():
+    for key, (slot, ds) in nxt.pass_inputs(0).items():
+        b = key[0]
+        c0, c1 = nxt.input_columns(key)
         rows = min(nxt.gb, nxt.groups - b * nxt.gb)
         spans = [(0, rows * nxt.C * 8)] if whole else \
-            [(j * nxt.Cin * 8, nxt.C * 8) for j in range(rows)]
+            [(j * nxt.Cw * 8, (c1 - c0) * 8) for j in range(rows)]
         for off, nbytes in spans:
-            src = blocks[b] + (off // (nxt.Cin * 8)) * s * 8
+            src = blocks[b] + ((off // (nxt.Cw * 8)) * s + c0) * 8
             dst = nxt.input_offset(slot) + off
             out.append(Move(src, nbytes, tuple(nxt.pass_base(d, 0) + dst for d in ds)))
     return out
@@ -176,15 +179,16 @@ def moves(prev, nxt):
 
 def filled_ranges(nxt):
     """Return ``[(global address, bytes)]``: the parts of ``nxt``'s pass-0 input blocks a
-    chained previous layer writes (columns ``0 .. C-1`` of every real lane group, in every
-    Dbuf holding the block)."""
+    chained previous layer writes (the block's real columns, ``0 .. C-1`` without a split, of
+    every real lane group, in every Dbuf holding the block)."""
     out = []
-    for block, (slot, ds) in nxt.pass_inputs(0).items():
+    for key, (slot, ds) in nxt.pass_inputs(0).items():
+        c0, c1 = nxt.input_columns(key)
         for j in range(nxt.gb):
-            if block * nxt.gb + j >= nxt.groups:
+            if key[0] * nxt.gb + j >= nxt.groups:
                 break
-            off = nxt.input_offset(slot) + j * nxt.Cin * 8
-            out += [(nxt.pass_base(d, 0) + off, 8 * nxt.C) for d in ds]
+            off = nxt.input_offset(slot) + j * nxt.Cw * 8
+            out += [(nxt.pass_base(d, 0) + off, 8 * (c1 - c0)) for d in ds]
     return sorted(out)
 
 
@@ -207,13 +211,15 @@ def _consumer_segments(nxt, segments):
     """Return ``(segments, shared)`` of :func:`consumer_image`."""
     segs = dict(segments)
     shared = []
-    for block, (slot, ds) in nxt.pass_inputs(0).items():
+    for key, (slot, ds) in nxt.pass_inputs(0).items():
+        c0, c1 = nxt.input_columns(key)
         addrs = [nxt.pass_base(d, 0) + nxt.input_offset(slot) for d in ds]
         for a in addrs:
             del segs[a]
         for j in range(nxt.gb):
-            lo = j * nxt.Cin * 8 + (nxt.C * 8 if block * nxt.gb + j < nxt.groups else 0)
-            hi = (j + 1) * nxt.Cin * 8
+            real = key[0] * nxt.gb + j < nxt.groups
+            lo = j * nxt.Cw * 8 + ((c1 - c0) * 8 if real else 0)
+            hi = (j + 1) * nxt.Cw * 8
             if hi > lo:
                 cut = [a + lo for a in addrs]
                 for a in cut:

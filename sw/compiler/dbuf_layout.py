@@ -6,13 +6,12 @@ Memory layout of a pass, per Dbuf: the descriptor tables of the engines homed th
 per context: item base, input base, output base, and the item's bias block address with an
 epilogue bias, else a zero pad word; sparse engines feed
 ``+0.0`` for the weights FD-CSR does not store by ``LDHBZ`` of address 0, no access), then
-the input blocks (``gb`` groups of ``Cin`` 8-byte tokens, lane ``l`` of group ``g`` = batch
+the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
 element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same offset of every
 Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
-``values``; a split plan's item holds its slice's columns and its descriptor's input base
-points at the slice's first column of the block), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
+``values``; a split plan's items and input blocks hold their column slice's), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
 padding rows and dummy items), and the output blocks (``kb x gb`` tokens, group-major: the
 token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
 one run, the form a chained next layer's input block takes them in).  A layer whose data
@@ -143,13 +142,16 @@ def _bias_bytes(plan, kbi):
     return out.tobytes()
 
 
-def _input_block(plan, x16, gbi):
-    """Return the bytes of input block ``gbi``: ``gb`` groups x ``Cin`` tokens of 4 lanes."""
-    blk = np.zeros((plan.gb * LANES, plan.Cin), dtype=np.float16)
-    rows = x16[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES]
-    blk[:rows.shape[0], :plan.C] = rows
+def _input_block(plan, x16, key):
+    """Return the bytes of input block ``key`` (``(gbi, slice)``): ``gb`` groups x ``Cw``
+    tokens of 4 lanes, the slice's columns (all of them without a split)."""
+    gbi = key[0]
+    c0, c1 = plan.input_columns(key)
+    blk = np.zeros((plan.gb * LANES, plan.Cw), dtype=np.float16)
+    rows = x16[gbi * plan.gb * LANES:(gbi + 1) * plan.gb * LANES, c0:c1]
+    blk[:rows.shape[0], :c1 - c0] = rows
     # token (g, c) lane l = batch element 4 g + l
-    t = blk.reshape(plan.gb, LANES, plan.Cin).transpose(0, 2, 1)
+    t = blk.reshape(plan.gb, LANES, plan.Cw).transpose(0, 2, 1)
     return np.ascontiguousarray(t).view(np.uint8).tobytes()
 
 
@@ -172,12 +174,12 @@ def pass_memory(plan, weights, inputs, p, stage=None):
     regions = {d: plan.data_region(d, p) for _, d in plan.homes}
     segments, outputs = {}, []
     blocks = plan.pass_inputs(p)
-    holds = {}                       # Dbuf -> {gbi: global address of its copy}
-    for gbi, (slot, ds) in blocks.items():
-        blob = _input_block(plan, x16, gbi)
+    holds = {}                       # Dbuf -> {(gbi, slice): global address of its copy}
+    for key, (slot, ds) in blocks.items():
+        blob = _input_block(plan, x16, key)
         for d in ds:
             addr = plan.pass_base(d, p) + plan.input_offset(slot)
-            holds.setdefault(d, {})[gbi] = addr
+            holds.setdefault(d, {})[key] = addr
             segments[addr] = blob
     cursor = {}
     for d in regions:
@@ -209,7 +211,7 @@ def pass_memory(plan, weights, inputs, p, stage=None):
         if slot < len(items):
             i = items[slot]
             kbi, gbi = plan.item(i)
-            xaddr = holds[d][gbi] + 8 * plan.item_columns(kbi)
+            xaddr = holds[d][plan.item_input(i)]
             blk = _item_weights(plan, w16, kbi)
         else:
             # A dummy item reads any input block of its Dbuf (its weights are zero).

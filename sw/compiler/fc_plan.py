@@ -8,8 +8,9 @@ binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *
 ``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  A *split* plan
 (``split = S``, :mod:`sw.compiler.split`) computes partial sums instead: its ``K`` rows are
 ``S`` copies of the layer's ``K / S`` (padded) rows, row block ``kbi`` reducing over column
-slice ``kbi // slice_blocks`` only (``Cw = ceil(C / S)`` rounded up, the input blocks ``Cin = S
-Cw`` tokens wide), so that a layer with few outputs gives ``S`` times as many engines work.
+slice ``kbi // slice_blocks`` only (``Cw = ceil(C / S)`` rounded up; an input block holds one
+slice of its lane groups' inputs), so that a layer with few outputs gives ``S`` times as many
+engines work.
 One *engine* per PE (a
 self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
 runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
@@ -145,12 +146,6 @@ class FcPlan:
         return align(-(-self.C // self.split), self.column_unit)
 
     @property
-    def Cin(self):
-        """Return the tokens of a lane group's row in an input block: ``Cw``, or with a
-        ``split`` plan every slice, ``split x Cw``."""
-        return self.split * self.Cw
-
-    @property
     def slice_blocks(self):
         """Return the row blocks of one column slice (all of them without a split)."""
         return self.kblocks // self.split
@@ -158,6 +153,17 @@ class FcPlan:
     def item_columns(self, kbi):
         """Return the first input column row block ``kbi`` reduces over (its slice's)."""
         return kbi // self.slice_blocks * self.Cw
+
+    def item_input(self, i):
+        """Return the key of the input block item ``i`` reads: ``(gbi, slice)``."""
+        kbi, gbi = self.item(i)
+        return gbi, kbi // self.slice_blocks
+
+    def input_columns(self, key):
+        """Return ``(c0, c1)``: the layer's input columns input block ``key`` holds (its
+        slice's, the rest of its ``Cw`` being zero padding)."""
+        c0 = key[1] * self.Cw
+        return c0, min(self.C, c0 + self.Cw)
 
     @property
     def R16(self):
@@ -235,7 +241,8 @@ class FcPlan:
         return (p % 2) * (self.region_bytes // DESC_BYTES) if self.double_buffer else 0
 
     def pass_inputs(self, p):
-        """Return ``{gbi: (slot, [dbufs])}``: the input blocks pass ``p``'s items read, in
+        """Return ``{(gbi, slice): (slot, [dbufs])}``: the input blocks pass ``p``'s items read
+        (:meth:`item_input`: lane-group block and column slice), in
         order of first use, each with the Dbufs that hold it (those homing an engine with such
         an item) and its *slot*.  Slot ``s`` is at the same offset of every Dbuf
         (:meth:`input_offset`), so a block several Dbufs hold is one multicast DMA descriptor;
@@ -243,7 +250,7 @@ class FcPlan:
         need = {}
         for slot, i in enumerate(self.pass_items(p)):
             d = self.homes[slot % self.engines][1]
-            ds = need.setdefault(self.item(i)[1], [])
+            ds = need.setdefault(self.item_input(i), [])
             if d not in ds:
                 ds.append(d)
         held, blocks = {}, {}
@@ -302,8 +309,8 @@ class FcPlan:
 
     @property
     def input_bytes(self):
-        """Return the bytes of one input block (``gb`` groups of ``Cin`` tokens)."""
-        return self.gb * self.Cin * 8
+        """Return the bytes of one input block (``gb`` groups of ``Cw`` tokens)."""
+        return self.gb * self.Cw * 8
 
     @property
     def output_bytes(self):

@@ -145,7 +145,7 @@ def build_engine(g, plan, e, pe=None, dbuf=None):
             g.fanout(jn, [(v, 0) for v in lds])
         g.fanout(it_c, [(x, 0) for x in ci])
         g.fanout(it_r, [(x, 0) for x in ro])
-    x = [add("x", Op.LDD, imm=j * 8 * plan.Cin, lane=j) for j in range(gb)]
+    x = [add("x", Op.LDD, imm=j * 8 * Cw, lane=j) for j in range(gb)]
     if plan.mode == "dense":
         g.fanout(it_x, [(v, 0) for v in x])
         for k in range(kb):
@@ -203,7 +203,7 @@ def _skip_streams(g, plan, add, ld_b, ld_x, facc):
     into the FACCs' operand 1.  Both streams hold ``n`` tokens per row and context, in column
     order (docs/dataflow.md, "The skip graph").
     """
-    kb, gb, r32 = plan.kb, plan.gb, plan.R32
+    kb, gb, Cw, r32 = plan.kb, plan.gb, plan.Cw, plan.R32
     off_m, off_t, _ = plan.skip_offsets
     it_m = add("itM", Op.ITER, imm=loop_imm(r32, 4))
     it_x = add("itX", Op.ITER, imm=loop_imm(r32, 8 * SKIP_WORD))
@@ -216,7 +216,7 @@ def _skip_streams(g, plan, add, ld_b, ld_x, facc):
     g.fanout(it_x, [(v, 1) for v in bp])
     for k in range(kb):
         g.connect(masks[k], bp[k], 0)
-        x = [add("x", Op.LDD, imm=j * 8 * plan.Cin, row=k, lane=j) for j in range(gb)]
+        x = [add("x", Op.LDD, imm=j * 8 * Cw, row=k, lane=j) for j in range(gb)]
         g.fanout(bp[k], [(v, 0) for v in x])
         for j in range(gb):
             g.connect(x[j], facc[k][j], 1)
@@ -249,9 +249,9 @@ def fc_result(plan, weights, inputs, running=False, progress=None):
     ``progress(done, total)`` with the input columns accumulated so far (every 64 columns and
     at the end).
     """
-    w = np.zeros((plan.K, plan.Cin), dtype=np.uint16)
+    w = np.zeros((plan.K, plan.split * plan.Cw), dtype=np.uint16)
     w[:, :plan.C] = np.asarray(weights, dtype=np.float16).view(np.uint16)
-    x = np.zeros((plan.N, plan.Cin), dtype=np.uint16)
+    x = np.zeros((plan.N, plan.split * plan.Cw), dtype=np.uint16)
     x[:, :plan.C] = np.asarray(inputs, dtype=np.float16).view(np.uint16)
     acc = np.full((plan.K, plan.N), fp16.NEG_ZERO, dtype=np.uint16)
     # Each row's own columns: its slice's (a split plan), all of them otherwise.
