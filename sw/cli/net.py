@@ -2,13 +2,15 @@
 
 ``fdpu net MODEL [--inputs X.npy [--labels y.npy] [--limit N] | --batch N [--seed S]]
 [--sim golden|model|icarus|verilator] [--mode dense|sparse] [--sparse-graph G] [--density D]
-[--rows R --cols C ...] [--out Y.npy] [--json PATH]``
+[--rows R --cols C ...] [--[no-]chain] [--[no-]split] [--out Y.npy] [--json PATH]``
 
 ``MODEL`` is an ONNX file (``.onnx``, :func:`sw.compiler.onnx_import.load`) or a network
 ``.npz`` (:func:`sw.compiler.net.from_npz`).  Each layer is planned with its own bias and
 ReLU, computed on the array (``y = relu(x W^T + b)``), and run on the chosen simulator; its
-binary16 outputs are the next layer's inputs (the host streams them from one layer to the
-next: the array does not chain layers itself).
+binary16 outputs are the next layer's inputs: kept in the Dbufs where the two layers chain on
+chip (:mod:`sw.compiler.chain`, ``--[no-]chain``), else streamed by the host.  A layer with
+few work items may run as the two stages of a split reduction (:mod:`sw.compiler.split`,
+``--[no-]split``), each a row of the report.
 
 * ``golden``: :func:`sw.models.golden_fc.run_fc` (exact for small layers, as ``fdpu run``);
   a layer matches when its result is within the float64 bound of

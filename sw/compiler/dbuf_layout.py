@@ -11,8 +11,9 @@ element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same off
 Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
 column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
-``values``; a split plan's items and input blocks hold their column slice's), with a bias the item's bias block (``kb`` binary16, the biases of its rows, 0 for
-padding rows and dummy items), and the output blocks (``kb x gb`` tokens, group-major: the
+``values``; a split plan's items and input blocks hold their column slice's), with a bias
+the item's bias block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy
+items), and the output blocks (``kb x gb`` tokens, group-major: the
 token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
 one run, the form a chained next layer's input block takes them in).  A layer whose data
 do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
