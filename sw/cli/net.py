@@ -262,8 +262,13 @@ def stages_of(args, layers_, ws, plans, system):
         name = _short(layer.name)
         parts = None
         if args.split is not False and split.ways(plan) > 1:
-            parts = split.split_layer(plan, w)
-            if not _split_wins(args, plan, w, parts, system):
+            try:
+                parts = split.split_layer(plan, w)
+            except FdpuError as exc:
+                if args.split:
+                    raise FdpuError(f"--split: layer {i} ({name}): {exc}") from None
+                parts = None         # the partial sums do not fit one pass: the layer stays
+            if parts is not None and not _split_wins(args, plan, w, parts, system):
                 parts = None
         if parts is None:
             out.append(Stage(i, name, w, plan, layer.bias, layer.activation))
