@@ -330,11 +330,11 @@ def _golden(args, i, plan, w, x, exact):
         return golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
 
 
-def run_layer(args, i, layer, w, x, plan, system, mem, chained_from=None, chained_to=None):
-    """Run one planned layer on ``args.sim``; return ``(outputs, record)``.  ``chained_from``
-    and ``chained_to`` (the previous and next plans) are the model's chaining
+def run_layer(args, i, stage, w, x, plan, system, mem, chained_from=None, chained_to=None):
+    """Run one planned :class:`Stage` on ``args.sim``; return ``(outputs, record)``.
+    ``chained_from`` and ``chained_to`` (the previous and next plans) are the model's chaining
     (``perf.predict``)."""
-    rec = _record(i, layer, w, plan)
+    rec = _record(i, stage, w, plan)
     t0 = time.perf_counter()
     if args.sim in ("golden", "model"):
         size = plan.K * plan.Cw * plan.groups
@@ -365,7 +365,7 @@ def run_layer(args, i, layer, w, x, plan, system, mem, chained_from=None, chaine
     return y, rec
 
 
-def run_chain(args, first, layers_, ws, x, plans, mem):
+def run_chain(args, first, stages, ws, x, plans, mem):
     """Run layers ``first ..`` (``plans``, every link chainable) chained on chip in one RTL
     simulation; return ``(last layer's outputs, records)``.
 
@@ -387,7 +387,7 @@ def run_chain(args, first, layers_, ws, x, plans, mem):
         end = n + 1 == len(plans)
         fig = rtl.figures(plan, w, xs[n], refs[n], y if end else refs[n].result,
                           runtime.layer_job(job, n))
-        rec = _record(first + n, layers_[n], w, plan)
+        rec = _record(first + n, stages[n], w, plan)
         rec.update({k: fig[k] for k in FIGURES},
                    golden="exact" if rtl.golden_exact(args.golden, plan) else "fast",
                    rtl_instructions=fig["rtl_instructions"],

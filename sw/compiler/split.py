@@ -98,8 +98,6 @@ def split_layer(plan, weights, split=None):
     split = ways(plan) if split is None else split
     if split == 1:
         return None
-    if plan.row_order and tuple(plan.row_order) != tuple(range(len(plan.row_order))):
-        plan = dataclasses.replace(plan, row_order=())
     kp = plan.kblocks * plan.kb
     part = plan_fc(split * kp, plan.C, plan.N, plan.mode, plan.params, kb=plan.kb, gb=plan.gb,
                    feedback=plan.feedback,
