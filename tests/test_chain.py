@@ -119,10 +119,12 @@ def _mlp(rows, mode, graph, n, sizes=(20, 24, 16, 7), dbuf_bytes=8192, slots=32)
     return plans, ws, layers.make_inputs(sizes[0], n, 5)
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
-@pytest.mark.parametrize("rows, mode, graph, n", [
-    (1, "dense", None, 5),
-    (2, "sparse", "skip", 9),
+@pytest.mark.parametrize("sim, rows, mode, graph, n", [
+    # Each array on one simulator in CI, both under -m slow.
+    ("icarus", 1, "dense", None, 5),
+    pytest.param("verilator", 1, "dense", None, 5, marks=pytest.mark.slow),
+    pytest.param("icarus", 2, "sparse", "skip", 9, marks=pytest.mark.slow),
+    ("verilator", 2, "sparse", "skip", 9),
 ])
 def test_chained_layers_on_the_rtl_equal_the_golden_model(sim, rows, mode, graph, n):
     # Three layers (bias, ReLU) in one simulation, activations kept in the Dbufs: the last

@@ -96,8 +96,13 @@ def test_bad_splits_are_refused(kw, words):
                         ArrayParams(rows=2, cols=2), **args)
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
-@pytest.mark.parametrize("mode, graph", [("dense", None), ("sparse", "skip")])
+@pytest.mark.parametrize("sim, mode, graph", [
+    # The dense split runs on Icarus through the CLI, streamed
+    # (tests/test_net_cli.py::test_rtl_split_layer_streamed_icarus).
+    pytest.param("icarus", "dense", None, marks=pytest.mark.slow),
+    pytest.param("verilator", "dense", None, marks=pytest.mark.slow),
+    pytest.param("icarus", "sparse", "skip", marks=pytest.mark.slow),
+    ("verilator", "sparse", "skip")])
 def test_split_layer_on_the_rtl_equals_the_golden_model(sim, mode, graph):
     # A layer, then a split one (partial sums, then their sum with bias and ReLU), chained on
     # chip in one simulation under memory stalls: bit for bit with the golden model, every
