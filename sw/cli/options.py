@@ -10,9 +10,11 @@ import numpy as np
 
 from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
-from sw.models import choose, perf
+from sw.models import choose
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.system import DEFAULT as SYSTEM
+from sw.spec.system import System
 
 __all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
            "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
@@ -20,9 +22,10 @@ __all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),
-#: its two integer units, 2 MiB Dbufs, and 4 DMA channels (one per array edge).
+#: its two integer units, 2 MiB Dbufs, and the system ``System()`` (4 DMA channels, one per
+#: array edge).
 DEFAULTS = dict(rows=8, cols=8, slots=128, operand_depth=2, int_issue=2,
-                dbuf_bytes=1 << 21, dma_channels=4)
+                dbuf_bytes=1 << 21, dma_channels=SYSTEM.dma_channels)
 
 def add_layer_args(parser):
     """Add the options that choose a layer, its data, the mode and the array."""
@@ -111,12 +114,11 @@ def check_system(system, params):
 
 
 def system_of(args, params):
-    """Return the :class:`~sw.models.perf.System` of the system options (defaults for a
+    """Return the :class:`~sw.spec.system.System` of the system options (defaults for a
     command without them), checked (:func:`check_system`)."""
-    d = perf.System()
-    system = perf.System(**{f: getattr(args, f, getattr(d, f)) for f in
-                            ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
-                             "overlap")})
+    system = System(**{f: getattr(args, f, getattr(SYSTEM, f)) for f in
+                       ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
+                        "overlap")})
     check_system(system, params)
     return system
 
@@ -259,10 +261,12 @@ def add_hw_args(parser):
                     help="cycle bound per pass (default 200k + 2k per context + 8 per "
                          "instruction an engine issues in the pass)")
     hw.add_argument("--waves", action="store_true", help="record a waveform (FST)")
-    hw.add_argument("--mem-latency", type=int, default=20, metavar="CYCLES",
-                    help="external memory read latency in cycles (default 20)")
-    hw.add_argument("--mem-bandwidth", type=float, default=8.0, metavar="B",
-                    help="external memory bytes per cycle, 1/8 .. 8 (default 8), per channel")
+    hw.add_argument("--mem-latency", type=int, default=SYSTEM.mem_latency, metavar="CYCLES",
+                    help=f"external memory read latency in cycles (default "
+                         f"{SYSTEM.mem_latency})")
+    hw.add_argument("--mem-bandwidth", type=float, default=SYSTEM.mem_bandwidth, metavar="B",
+                    help=f"external memory bytes per cycle, 1/8 .. 8 (default "
+                         f"{SYSTEM.mem_bandwidth:g}), per channel")
     hw.add_argument("--golden", choices=("auto", "exact", "fast"), default="auto",
                     help="the golden run to compare with: exact (the token-by-token interpreter "
                          "on the same images), fast (the vectorized path: the same bits and "
@@ -271,11 +275,12 @@ def add_hw_args(parser):
     hw.add_argument("--dma-channels", type=int, default=DEFAULTS["dma_channels"], metavar="W",
                     help="DMA channels, each with its own external memory and mesh edge port "
                          f"(default {DEFAULTS['dma_channels']}): W x the bandwidth")
-    hw.add_argument("--config-ports", type=int, default=4, metavar="P",
+    hw.add_argument("--config-ports", type=int, default=SYSTEM.config_ports, metavar="P",
                     help="MicC configuration ports, one per array edge, each sending the CONFIG "
                          "flits of the PEs nearest to it (1..4, dividing the 8 Cbufs; default "
-                         "4)")
-    hw.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
+                         f"{SYSTEM.config_ports})")
+    hw.add_argument("--overlap", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.overlap,
                     help="configure the PEs while the DMA-in fills the Dbufs (default on; "
                          "--no-overlap: DMA-in, then configuration and contexts)")
     hw.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=None,

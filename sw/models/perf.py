@@ -54,6 +54,7 @@ from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.compiler.program import program
 from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
 from sw.spec.errors import FdpuError
+from sw.spec.system import System
 
 __all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "predict",
            "min_external_bytes", "calibrated", "constants_of", "CALIBRATION"]
@@ -62,16 +63,6 @@ __all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "pred
 #: (``sw.models.perf_fit`` writes it).
 CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.json")
 
-
-
-@dataclass(frozen=True)
-class System:
-    """The system around the array: what ``fdpu run --sim verilator`` simulates with it."""
-    dma_channels: int = 4
-    mem_latency: int = 20
-    mem_bandwidth: float = 8.0
-    config_ports: int = 4
-    overlap: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""The system around the array: DMA channels, external memory, configuration ports.
+
+:class:`System` is one frozen value that the performance model (:mod:`sw.models.perf`), the
+RTL runtime (:mod:`tb.host.runtime`), the hardware top's factory (:func:`hw.top.build_fdpu`)
+and every command (:data:`sw.cli.options.DEFAULTS`) take their system defaults from, as
+:class:`sw.spec.arch.ArrayParams` is for the array.  ``System()`` is the configuration the
+README's figures are measured on.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["System", "DEFAULT"]
+
+
+@dataclass(frozen=True)
+class System:
+    """The system around one array (defaults: the README's configuration).
+
+    Parameters
+    ----------
+    dma_channels : int
+        DMA channels, each with its own edge port of the mesh and its own external-memory
+        port (one per array edge by default).
+    mem_latency : int
+        Cycles from an external read request to its data.
+    mem_bandwidth : float
+        Bytes per cycle of each channel's external-memory port (8: one 64-bit beat a cycle).
+    config_ports : int
+        MicC configuration ports (1, 2 or 4, each over its own Cbufs and mesh edge).
+    overlap : bool
+        The DMA of a pass overlaps its configuration (the contexts still wait for the DMA-in).
+    """
+    dma_channels: int = 4
+    mem_latency: int = 20
+    mem_bandwidth: float = 8.0
+    config_ports: int = 4
+    overlap: bool = True
+
+
+#: The README's system: 4 DMA channels at 8 B/cycle with 20 cycles of latency, 4 ports.
+DEFAULT = System()
