@@ -11,6 +11,7 @@ from hw.tooling.verilog import lint, to_verilog
 from tb.alu import model
 from tb.fpu.simdrive import run_pipeline
 from tb.host.runner import run_cocotb
+from sw.spec.system import SIMULATORS
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
 
@@ -83,7 +84,7 @@ def test_verilog_lints_clean(tag_width):
     assert lint(to_verilog(IntAlu(tag_width=tag_width), "alu"), "alu") == []
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_alu(sim):
     result = run_cocotb("alu", {"tag_width": 8}, "tb.alu.test_alu", sim)
     assert result.tests == 2

@@ -17,11 +17,12 @@ from tb.host import runtime
 from tb.host.backdoor import BACKDOOR_ENV, Backdoor
 from tb.host.extmem import ExtMem
 from tb.host.runner import run_cocotb
+from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_backdoor_bench(sim):
     # 64K words: enough for the memory check, a 20-s Verilator build.
     run_cocotb(ExtMem(1 << 19), {}, "tb.top.test_backdoor", sim, name="extmem_backdoor")

@@ -21,6 +21,7 @@ from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
 from tb.host.extmem import ExtMem
 from tb.host.runner import run_cocotb
+from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -45,7 +46,7 @@ def test_dma_lints_clean():
     assert lint(to_verilog(build_dma(rows=2, cols=3, cbufs=2), "dma"), "dma") == []
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_dma_random_jobs_and_bad_descriptors(sim):
     seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"seed {seed} (set FDPU_SEED to repeat)")

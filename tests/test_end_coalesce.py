@@ -18,11 +18,12 @@ from sw.spec.arch import ArrayParams
 from sw.spec.packet import Kind, body_layout, flit_layout, pack_flit
 from tb.host.runner import run_cocotb
 from tb.pe import cases
+from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
-SIMS = ["icarus", "verilator"]
+SIMS = SIMULATORS
 P = ArrayParams(rows=2, cols=2, slots=8, operand_depth=2, regs=4, dbuf_bytes=256)
 MICC = (-1, 0)
 

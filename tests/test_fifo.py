@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 
 from hw.lib.fifo import StreamFIFO
 from tb.host.runner import run_cocotb
+from sw.spec.system import SIMULATORS
 
 # Components whose constructor raised are never elaborated; Amaranth warns when they are
 # garbage-collected, which may happen during a later test of this module.
@@ -120,7 +121,7 @@ def test_sim_full_rate(depth, cycles):
 
 @pytest.mark.parametrize("params", [{"width": 8, "depth": 4}, {"width": 33, "depth": 16}],
                          ids=["w8d4", "w33d16"])
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_fifo(sim, params):
     result = run_cocotb("fifo", params, "tb.fifo.test_fifo", sim)
     assert result.tests == 4

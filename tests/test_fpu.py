@@ -26,6 +26,7 @@ from tb.fpu import model
 from tb.fpu.check import mismatches, run_vectors
 from tb.fpu.simdrive import run_pipeline
 from tb.host.runner import run_cocotb
+from sw.spec.system import SIMULATORS
 
 SEED = int(os.environ.get("FDPU_SEED", "20240604"))
 
@@ -144,7 +145,7 @@ def test_verilog_lints_clean(tag_width):
     assert lint(to_verilog(SimdFpu(tag_width=tag_width), "fpu"), "fpu") == []
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_fpu(sim):
     result = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim)
     assert result.tests == 4

@@ -28,9 +28,10 @@ from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, encode
 from tb.host.runner import run_cocotb
 from tb.pe import cases, counted_cases
+from sw.spec.system import SIMULATORS
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
-SIMS = ["icarus", "verilator"]
+SIMS = SIMULATORS
 
 
 def test_parameters_are_checked():

@@ -26,6 +26,7 @@ from sw.spec.errors import FdpuError
 from tb.host import memories, runtime
 from tb.host.job_plan import MemModel, plan_job
 from tb.host.run_results import RtlError
+from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -170,7 +171,7 @@ def test_fc_cycle_bound_grows_with_the_work():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 @pytest.mark.parametrize("rows, cols, K, C, N, mode, density, graph", [
     (1, 1, 3, 20, 4, "sparse", 0.5, "switch"),
     (1, 1, 1, 16, 3, "dense", 1.0, None),
@@ -203,7 +204,7 @@ EPILOGUE_CASES = [
     # In CI the 1 x 1 cases run on Icarus and the 2 x 2 ones on Verilator (one build); every
     # case on both simulators under -m slow.
     pytest.param(sim, *case, marks=() if (sim == "icarus") == (case[0] == 1) else
-                 pytest.mark.slow) for sim in ("icarus", "verilator") for case in EPILOGUE_CASES])
+                 pytest.mark.slow) for sim in SIMULATORS for case in EPILOGUE_CASES])
 def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
     # y = relu(acc + b) on the array (LDHB of the bias, FADD, FMAX #0 after each FACC): the
     # RTL equals the golden model bit for bit (in _fc), and the golden model equals the
@@ -213,8 +214,10 @@ def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
     b = np.random.default_rng([K, C]).normal(0, 2, K).astype(np.float16)
     b[0] = -0.0
     plan_kw = dict(bias=b, relu=True, sparse_graph=graph)
-    _fc(rows, rows, K, C, N, mode, density, sim, seed=2, slots=32, w=w, plan_kw=plan_kw)
-    p = ArrayParams(rows=rows, cols=rows, **{**SMALL, "slots": 32})
+    # The 2 x 2 top of tests/test_chain.py (one Verilator build for both).
+    _fc(rows, rows, K, C, N, mode, density, sim, seed=2, slots=32, dbuf_bytes=8192, w=w,
+        plan_kw=plan_kw, kwargs=dict(dma_channels=2, overlap=True))
+    p = ArrayParams(rows=rows, cols=rows, slots=32, dbuf_bytes=8192)
     if graph == "skip":
         plan_kw["row_nnz"] = np.count_nonzero(w.view(np.uint16), axis=1)
     plan = planner.plan_fc(K, C, N, mode, p, **plan_kw)
@@ -228,7 +231,7 @@ def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_sparse_multipass_1x1(sim):
     job = _fc(1, 1, 6, 32, 1, "sparse", 0.25, sim, slots=32, dbuf_bytes=512,
               kwargs=dict(mem=MemModel(latency=40, bandwidth=1.0, stall=0.1)))

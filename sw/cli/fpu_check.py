@@ -25,6 +25,7 @@ import numpy as np
 
 from sw.models.testfloat import read_vectors
 from sw.spec.errors import FdpuError
+from sw.spec.system import SIMULATORS
 from tb.fpu import model
 from tb.fpu.check import mismatches, run_vectors
 
@@ -39,7 +40,7 @@ def register(subparsers):
                     "and report mismatches and throughput.  An expected NaN matches the "
                     "canonical NaN 0x7E00 only.",
         epilog="example: fdpu fpu-check --sim verilator --op fma --random 100000 --seed 1")
-    parser.add_argument("--sim", required=True, choices=("icarus", "verilator"),
+    parser.add_argument("--sim", required=True, choices=SIMULATORS,
                         help="simulator")
     parser.add_argument("--op", required=True, choices=_OPS,
                         help="operation: fma (a*b+c, 3 operands), mul, add, sub (2 operands)")

@@ -31,7 +31,8 @@ __all__ = ["register", "check_model_options", "run_model_command", "model_check_
 _SIM_ONLY = (("--out", "out", None), ("--max-cycles", "max_cycles", None),
              ("--waves", "waves", False), ("--golden", "golden", "auto"),
              ("--engine", "engine", "auto"), ("--order-seed", "order_seed", None),
-             ("--no-feedback", "no_feedback", False))
+             ("--no-feedback", "no_feedback", False), ("--checkpoint", "checkpoint", None),
+             ("--segment-passes", "segment_passes", None))
 
 
 def register(subparsers):
@@ -65,7 +66,7 @@ def model_check_command(args):
 
 def check_model_options(args):
     """Refuse the options of ``fdpu run`` that only a simulation has."""
-    given = [flag for flag, attr, default in _SIM_ONLY if getattr(args, attr) != default]
+    given = [flag for flag, attr, default in _SIM_ONLY if getattr(args, attr, default) != default]
     if given:
         raise FdpuError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a "
                         f"simulation, not to --sim model (the performance model computes no "

@@ -46,6 +46,7 @@ from sw.compiler import chain, fc_plan, layers, net, onnx_import, split
 from sw.compiler.prune import check_density, prune
 from sw.models import golden_fc, perf, reference
 from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.system import SIMULATORS
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
@@ -146,7 +147,7 @@ def check_options(args):
                         "the first N rows")
     if args.density is not None:
         check_density(args.density, "--density")
-    rtl_sim = args.sim in ("icarus", "verilator")
+    rtl_sim = args.sim in SIMULATORS
     wrong = [flag for flag, given, ok in (
         ("--max-cycles", args.max_cycles is not None, rtl_sim),
         ("--waves", args.waves, rtl_sim),
@@ -447,7 +448,7 @@ def net_command(args):
         j = i          # layers i .. j are chained
         while j + 1 < len(plans) and notes[j] is None:
             j += 1
-        if args.sim in ("icarus", "verilator") and j > i:
+        if args.sim in SIMULATORS and j > i:
             x, got = run_chain(args, i, stages[i:j + 1], ws[i:j + 1], x, plans[i:j + 1],
                                mem)
             recs += got

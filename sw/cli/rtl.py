@@ -5,7 +5,8 @@ model.
 ``--in-features/--out-features``, ``--weights``, ``--inputs``, ``--density``, ``--batch``,
 ``--mode``, ``--rows``, ``--cols``, ``--seed``) plus ``--slots``, ``--dbuf-bytes``,
 ``--max-cycles``, ``--mem-latency``, ``--mem-bandwidth``, ``--dma-channels``,
-``--config-ports``, ``--[no-]overlap``, ``--waves`` and ``--json``.  It plans
+``--config-ports``, ``--[no-]overlap``, ``--waves``, ``--checkpoint``, ``--segment-passes``
+and ``--json``.  It plans
 and assembles the layer as the golden model does, runs every pass in ONE simulation of the top
 with its external memory (:func:`tb.host.runtime.run_fc_rtl`: per pass DMA in, compute, DMA out;
 a progress bar per pass), runs the same images on the golden model's exact interpreter, and
@@ -19,8 +20,14 @@ DMA read and wrote, the peak bandwidth requirement
 (:attr:`tb.host.run_results.JobRun.peak_bandwidth`) and the DMA's achieved bandwidth; a per-PE
 busy map.  Exit status 0 on a bit-exact match, 1 on a mismatch, 2 for bad input or an RTL
 error/timeout.
+
+``--checkpoint DIR`` makes a long run resumable: the passes run in segments of
+``--segment-passes`` (one simulation each), each finished segment is kept in ``DIR``, and the
+same command run again simulates only the segments ``DIR`` does not hold
+(:mod:`tb.host.checkpoint`, docs/system.md).
 """
 
+import os
 import sys
 import time
 
@@ -34,6 +41,7 @@ from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_
 from sw.compiler import balance
 from sw.models import golden_fc, perf
 from sw.spec.errors import FdpuError
+from sw.spec.system import SIMULATORS
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
@@ -48,14 +56,39 @@ def register(subparsers):
                     "model",
         description="Build, map and assemble an FC layer, run it on the generated Verilog of the "
                     "FDPU top and compare the result bit for bit with the golden model.")
-    parser.add_argument("--sim", choices=("icarus", "verilator"), default="verilator",
+    parser.add_argument("--sim", choices=SIMULATORS, default="verilator",
                         help="HDL simulator (default verilator)")
     add_layer_args(parser)
     add_hw_args(parser)
+    add_checkpoint_args(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--out", metavar="Y.npy", help="write the N x K binary16 result")
     out.add_argument("--json", metavar="PATH", help="write every figure as JSON")
     parser.set_defaults(func=run_rtl_command)
+
+
+def add_checkpoint_args(parser):
+    """Add ``--checkpoint`` and ``--segment-passes`` (``fdpu rtl``, ``fdpu run``)."""
+    grp = parser.add_argument_group("resumable runs (RTL)")
+    grp.add_argument("--checkpoint", metavar="DIR",
+                     help="run the passes in segments, one simulation each, keep each finished "
+                          "segment in DIR and, run again with the same DIR, simulate only the "
+                          "segments it does not hold (a stopped run resumes; docs/system.md)")
+    grp.add_argument("--segment-passes", type=int, metavar="N",
+                     help="passes per segment with --checkpoint (default 1)")
+
+
+def check_checkpoint_args(args):
+    """Refuse a bad ``--checkpoint``/``--segment-passes`` before any work."""
+    checkpoint = getattr(args, "checkpoint", None)
+    segment = getattr(args, "segment_passes", None)
+    if segment is not None and checkpoint is None:
+        raise FdpuError("--segment-passes applies with --checkpoint DIR only")
+    if segment is not None and segment < 1:
+        raise FdpuError(f"--segment-passes must be a positive number of passes, got {segment}")
+    if checkpoint is not None and os.path.exists(checkpoint) and not os.path.isdir(checkpoint):
+        raise FdpuError(f"--checkpoint {checkpoint}: exists and is not a directory (give a "
+                        f"directory, new or kept by an earlier run)")
 
 
 def golden_exact(choice, plan):
@@ -73,6 +106,7 @@ def run_rtl_command(args):
     if args.max_cycles is not None and args.max_cycles < 1:
         raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
                         f"{args.max_cycles}")
+    check_checkpoint_args(args)
     name, w, x, params = resolve(args)
     mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     mem.registers()                                   # bad values fail before anything runs
@@ -92,7 +126,8 @@ def run_rtl_command(args):
                dma_channels=args.dma_channels, config_ports=args.config_ports,
                overlap=args.overlap,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
-               cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]))
+               cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
+               segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))
     table = Table(title=f"fdpu rtl --sim {args.sim}: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -142,6 +177,9 @@ def run_rtl_command(args):
     table.add_row("Dbuf requests / mesh flits", f"{rec['dbuf_requests']:,} / "
                                                 f"{rec['mesh_flits']:,}")
     table.add_row(f"wall: golden ({rec['golden']}) / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
+    if getattr(args, "checkpoint", None) is not None:
+        table.add_row("segments: simulated / loaded from --checkpoint",
+                      f"{rec['segments'] - rec['resumed']} / {rec['resumed']}")
     console().print(table)
     console().print("per-PE busy (instructions fired / cycles), row by row:")
     for row in rec["busy_map"]:
@@ -174,7 +212,9 @@ def simulate(plan, w, x, args, mem, what=""):
                                   waves=args.waves, mem=mem, progress=show,
                                   dma_channels=args.dma_channels,
                                   config_ports=args.config_ports, overlap=args.overlap,
-                                  double_buffer=plan.double_buffer)
+                                  double_buffer=plan.double_buffer,
+                                  checkpoint=getattr(args, "checkpoint", None),
+                                  segment_passes=getattr(args, "segment_passes", None) or 1)
 
 
 def simulate_chain(plans, ws, x, args, mem, what=""):

@@ -52,6 +52,7 @@ def register(subparsers):
                              "about a second (no result; docs/perf.md)")
     add_layer_args(parser)
     add_hw_args(parser)
+    rtl.add_checkpoint_args(parser)
     run = parser.add_argument_group("golden model")
     run.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
                      help="exact: token-by-token interpreter of the image; fast: vectorized, "
@@ -77,6 +78,7 @@ def check_options(args):
         if args.max_cycles is not None and args.max_cycles < 1:
             raise FdpuError(f"--max-cycles must be a positive number of cycles per pass, got "
                             f"{args.max_cycles}")
+        rtl.check_checkpoint_args(args)
         golden_only = [flag for flag, given in (
             ("--engine", args.engine != "auto"), ("--order-seed", args.order_seed is not None),
             ("--no-feedback", args.no_feedback)) if given]
@@ -89,7 +91,10 @@ def check_options(args):
             raise FdpuError("--golden chooses the reference of an RTL run (--sim "
                             "icarus|verilator); with --sim golden use --engine")
         rtl_only = [flag for flag, given in (("--max-cycles", args.max_cycles is not None),
-                                             ("--waves", args.waves)) if given]
+                                             ("--waves", args.waves),
+                                             ("--checkpoint", args.checkpoint is not None),
+                                             ("--segment-passes",
+                                              args.segment_passes is not None)) if given]
         if rtl_only:
             raise FdpuError(f"{', '.join(rtl_only)} {'applies' if len(rtl_only) == 1 else 'apply'}"
                             f" to an RTL simulation (--sim icarus|verilator), not to --sim "

@@ -1,4 +1,5 @@
-"""The system around the array: DMA channels, external memory, configuration ports.
+"""The system around the array: DMA channels, external memory, configuration ports; and the
+simulators that run its Verilog.
 
 :class:`System` is one frozen value that the performance model (:mod:`sw.models.perf`), the
 RTL runtime (:mod:`tb.host.runtime`), the hardware top's factory (:func:`hw.top.build_fdpu`)
@@ -9,7 +10,11 @@ README's figures are measured on.
 
 from dataclasses import dataclass
 
-__all__ = ["System", "DEFAULT"]
+__all__ = ["System", "DEFAULT", "SIMULATORS"]
+
+#: The HDL simulators that run the generated Verilog (``tb.host.runner``), every test of a
+#: block on each: the one list the commands' ``--sim`` choices and the tests take.
+SIMULATORS = ("icarus", "verilator")
 
 
 @dataclass(frozen=True)

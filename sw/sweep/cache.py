@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from sw.spec.errors import FdpuError
+from sw.spec.system import SIMULATORS
 
 __all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "file_digest", "key", "Store"]
 
@@ -48,7 +49,7 @@ SOURCES = {"golden": _COMMON + ("sw/cli/run.py",),
 
 
 def _kind(sim):
-    return "rtl" if sim in ("icarus", "verilator") else sim
+    return "rtl" if sim in SIMULATORS else sim
 
 
 @lru_cache(maxsize=None)
@@ -89,7 +90,7 @@ def _iverilog_version():
 def tool_versions(sim):
     """Return the versions of what runs ``--sim sim`` (``None`` where one is missing)."""
     versions = {"numpy": _version("numpy")}
-    if sim in ("icarus", "verilator"):
+    if sim in SIMULATORS:
         versions.update(amaranth=_version("amaranth"), cocotb=_version("cocotb"))
         versions[sim] = (_version("verilator") if sim == "verilator" else _iverilog_version())
     return versions
@@ -124,7 +125,10 @@ class Store:
     """A directory of cached point records, ``<key>.json`` each.
 
     ``get(key)`` returns the record or ``None`` (a file that does not parse is a miss);
-    ``put(key, record)`` writes it atomically.
+    ``put(key, record)`` writes it atomically.  ``partial(key)`` is the directory where an RTL
+    point keeps its finished segments while it runs (``fdpu run --checkpoint``), so that a
+    stopped sweep resumes a long point where it stopped; it is removed once the point's
+    record is in the store.
     """
 
     def __init__(self, directory):
@@ -134,6 +138,9 @@ class Store:
 
     def path(self, k):
         return self.dir / f"{k}.json"
+
+    def partial(self, k):
+        return self.dir / "partial" / k
 
     def get(self, k):
         try:

@@ -22,6 +22,7 @@ run), running (on a worker) and left, and the mean wall time of a point run.
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ __all__ = ["WALL", "run_point", "run_sweep", "connect"]
 #: Figures of a ``fdpu run`` record that are wall-clock times, not results: a record keeps them
 #: apart (``record["wall"]``) so that two runs of a point have equal ``result``s.
 WALL = ("golden_s", "rtl_s", "build_s", "sim_s", "cycles_per_s", "model_seconds", "seconds",
-        "waves")
+        "waves", "segments", "resumed")
 #: Bulky figures a sweep record does not keep.
 DROP = ("dma_descriptors", "golden_counters")
 #: Seconds to wait for a Dask scheduler and its first worker.
@@ -55,17 +56,21 @@ def _die_with_parent():
         pass
 
 
-def run_point(args, sim):
+def run_point(args, sim, checkpoint=None):
     """Run ``fdpu run ARGS`` in a subprocess and return ``(record, error)``: the record when
     the run ended with a result (exit status 0: match, 1: mismatch), else ``None`` and the end
-    of its output."""
+    of its output.  ``checkpoint``: for an RTL point, the directory where it keeps its
+    finished segments (``fdpu run --checkpoint``): a point stopped before its end resumes from
+    them (:func:`run_sweep` removes it once the point's record is in the store)."""
     start = time.perf_counter()
+    extra = ["--checkpoint", str(checkpoint)] if checkpoint and sim in cache.SIMULATORS else []
     with tempfile.TemporaryDirectory(prefix="fdpu-sweep-") as tmp:
         path = os.path.join(tmp, "point.json")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(cache.ROOT),
                                                           env.get("PYTHONPATH"))))
-        proc = subprocess.run([sys.executable, "-m", "sw.cli", "run", *args, "--json", path],
+        proc = subprocess.run([sys.executable, "-m", "sw.cli", "run", *args, *extra, "--json",
+                               path],
                               capture_output=True, text=True, env=env, cwd=tmp,
                               preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         seconds = time.perf_counter() - start
@@ -158,6 +163,7 @@ def run_sweep(todo, store, *, scheduler=None, workers=None, console=None):
                       tools=cache.tool_versions(record["sim"]),
                       source=cache.source_digest(record["sim"]))
         store.put(k, record)
+        shutil.rmtree(store.partial(k), ignore_errors=True)
         times.append(record["wall"]["point_s"])
 
     def info(running, left):
@@ -169,7 +175,7 @@ def run_sweep(todo, store, *, scheduler=None, workers=None, console=None):
         if scheduler is None:
             for i, (k, name, args, point) in enumerate(todo):
                 progress.update(task, description=name[:60], info=info(1, len(todo) - i - 1))
-                done(k, name, args, point, *run_point(args, _sim_of(args)))
+                done(k, name, args, point, *run_point(args, _sim_of(args), store.partial(k)))
                 progress.advance(task)
             progress.update(task, description="sweep", info=info(0, 0))
             return failed
@@ -179,8 +185,8 @@ def run_sweep(todo, store, *, scheduler=None, workers=None, console=None):
         try:
             futures, names = [], {}
             for k, name, args, point in todo:
-                fut = client.submit(run_point, list(args), _sim_of(args), pure=False,
-                                    key=f"fdpu-point-{k[:20]}")
+                fut = client.submit(run_point, list(args), _sim_of(args), str(store.partial(k)),
+                                    pure=False, key=f"fdpu-point-{k[:20]}")
                 futures.append(fut)
                 names[fut.key] = (k, name, args, point)
             queue = as_completed(futures)

@@ -26,6 +26,13 @@ Contract
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
   computes).
+* A job may start from Cbufs that already hold a configuration (``cbuf_loaded``: a job resumed
+  after the pass that loaded it, ``tb.host.runtime.run_job(checkpoint=...)``): its first pass
+  loads its Cbuf words only when they differ, as a pass after that one would, and
+  :attr:`JobPlan.cbuf_preload` lists the words the bench writes into the Cbufs before the job
+  starts (the state the job resumes from).
+* :func:`cbuf_port_words` is a pass's Cbuf words per configuration port: what the Cbufs hold
+  after it.
 * :class:`MemModel` holds the external memory model's registers (latency, bandwidth, stalls).
 
 Errors: :class:`FdpuError` for a DMA channel or configuration port count the top cannot
@@ -45,8 +52,8 @@ from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
 from tb.host.memories import cbuf_capacity, check_fits, port_configs
 
-__all__ = ["MemModel", "JobPlan", "plan_job", "EXT_MIN_BYTES", "DESC_OUT", "DESC_CBUF",
-           "MERGE_GAP"]
+__all__ = ["MemModel", "JobPlan", "plan_job", "cbuf_port_words", "EXT_MIN_BYTES", "DESC_OUT",
+           "DESC_CBUF", "MERGE_GAP"]
 
 #: Smallest external memory per simulator (bigger jobs take the next power of two).
 EXT_MIN_BYTES = {"icarus": 1 << 20, "verilator": 1 << 25}
@@ -192,6 +199,9 @@ class JobPlan:
     spec_passes: list
     ext_in: list
     ext_out: list
+    #: ``[(Cbuf word address, uint64 words)]`` the Cbufs hold before the first pass
+    #: (``plan_job(cbuf_loaded=...)``); empty for a job that starts from reset.
+    cbuf_preload: list = ()
 
     @property
     def descriptors(self):
@@ -233,6 +243,33 @@ class JobPlan:
         return arrays
 
 
+def _port_configs(p, image, config_ports, config):
+    """Return a pass's ``(records per configuration port, CTX templates)``, checked against
+    the Cbufs; ``config``: records and templates instead of the image's."""
+    if config is None:
+        cfgs, templates = image.cbuf_port_words(config_ports)
+        for q, c in enumerate(cfgs):
+            check_fits(p, len(c), len(templates) if q == 0 else 0, q, config_ports)
+        return cfgs, templates
+    return port_configs(p, config[0], config_ports), config[1]
+
+
+def cbuf_port_words(p, image, config_ports, config=None):
+    """Return a pass's Cbuf words per configuration port (uint64 arrays; port ``q``'s go to
+    Cbuf words ``q * region`` on, the CTX templates after port 0's records): what the Cbufs
+    hold after the pass; ``config``: records and templates instead of the image's."""
+    return _cbuf_words(p, *_port_configs(p, image, config_ports, config), config_ports)
+
+
+def _cbuf_words(p, cfgs, templates, config_ports):
+    """Return the Cbuf words per port of records ``cfgs`` and CTX ``templates``."""
+    region = cbuf_capacity(p) // config_ports
+    mask = (1 << 64) - 1
+    return [np.array([int(w) & mask for w in list(c) + (list(templates) if q == 0
+                                                          else [])][:region],
+                     dtype=np.uint64) for q, c in enumerate(cfgs)]
+
+
 def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=()):
     """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
 
@@ -240,16 +277,8 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
     """
     nch = len(exts)
     region = cbuf_capacity(p) // config_ports
-    mask = (1 << 64) - 1
-    if config is None:
-        cfgs, templates = image.cbuf_port_words(config_ports)
-        for q, c in enumerate(cfgs):
-            check_fits(p, len(c), len(templates) if q == 0 else 0, q, config_ports)
-    else:
-        cfgs, templates = port_configs(p, config[0], config_ports), config[1]
-    cwords = [np.array([int(w) & mask for w in list(c) + (list(templates) if q == 0
-                                                            else [])][:region],
-                       dtype=np.uint64) for q, c in enumerate(cfgs)]
+    cfgs, templates = _port_configs(p, image, config_ports, config)
+    cwords = _cbuf_words(p, cfgs, templates, config_ports)
     descs, moved = [[] for _ in range(nch)], 0
     load = [0] * nch
     cbuf_words = 0
@@ -373,13 +402,14 @@ def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
 
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
-             overlap=False, double_buffer=False):
+             overlap=False, double_buffer=False, cbuf_loaded=None):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
     out, and optionally third its moves (``sw.compiler.chain.Move``: Dbuf to Dbuf copies at
-    the start of its DMA-in phase); ``configs``: per pass, Cbuf words (records, CTX templates) instead of
-    the image's.
+    the start of its DMA-in phase); ``configs``: per pass, Cbuf words (records, CTX templates)
+    instead of the image's; ``cbuf_loaded``: the Cbuf words per configuration port
+    (:func:`cbuf_port_words`) the Cbufs hold when the job starts, or ``None`` (reset).
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -389,7 +419,10 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     nch = dma_channels
     config_port_coords(p, config_ports)    # raises FdpuError for a bad count
     exts = [_ExtImage() for _ in range(nch)]
-    plan, prev_cbuf, results = [], None, []
+    plan, prev_cbuf, results = [], cbuf_loaded, []
+    region = cbuf_capacity(p) // config_ports
+    preload = [] if cbuf_loaded is None else [(q * region, np.asarray(words, dtype=np.uint64))
+                                              for q, words in enumerate(cbuf_loaded) if len(words)]
     for j, (image, reads, *moves) in enumerate(passes):
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
                                           exts, prev_cbuf, config_ports,
@@ -417,4 +450,5 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
                    for j, pl in enumerate(plan)]
     ext_in = [pl["moved"] + 16 * (pl["ndesc"] + pl["nouts"]) for pl in plan]
     ext_out = [pl["out_bytes"] for pl in plan]
-    return JobPlan(p, exts, plan, results, reads_spec, res_base, spec_passes, ext_in, ext_out)
+    return JobPlan(p, exts, plan, results, reads_spec, res_base, spec_passes, ext_in, ext_out,
+                   preload)

@@ -14,7 +14,7 @@ Contract
 * :class:`RtlError` is what a run that ends in an error or does not finish raises.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -131,6 +131,43 @@ class JobRun:
     descriptors: list = None
     #: The passes overlapped (``run_job(double_buffer=True)``): see :meth:`overlaps`.
     double_buffer: bool = False
+
+    #: Counters of :attr:`final` that count from reset: a job run as several simulations adds
+    #: them up (:meth:`concat`).
+    SUMMED = ("o_ext_rd_bytes", "o_ext_wr_bytes", "o_clock")
+
+    @classmethod
+    def concat(cls, jobs):
+        """Return the job that ``jobs`` (the segments of one job, each its own simulation,
+        ``tb.host.checkpoint``) make one after the other: their passes in order, the
+        :data:`SUMMED` final counters added up (the other final registers are the last
+        segment's), a double-buffered segment's clocks moved to start where the segment
+        before it ended, the wall and CPU seconds added up (``segments``: how many)."""
+        if len(jobs) == 1:
+            return jobs[0]
+        passes, offset = [], 0
+        for job in jobs:
+            if job.double_buffer:
+                clocks = [c for r in job.passes for c in r.clocks.values()]
+                shift = offset - min(clocks) if clocks else 0
+                passes += [replace(r, clocks={k: v + shift for k, v in r.clocks.items()})
+                           for r in job.passes]
+            else:
+                passes += job.passes
+            offset += job.cycles
+        last = jobs[-1]
+        final = dict(last.final, **{k: sum(j.final[k] for j in jobs) for k in cls.SUMMED})
+        wall = {k: sum(j.wall_s.get(k) or 0 for j in jobs)
+                for k in ("build_s", "load_s", "run_s", "run_cpu_s", "backdoor_s")}
+        rss = [j.wall_s.get("max_rss_mb") for j in jobs if j.wall_s.get("max_rss_mb")]
+        wall.update(max_rss_mb=max(rss) if rss else None, segments=len(jobs),
+                    timeline=[t for j in jobs for t in j.wall_s.get("timeline", [])])
+        descriptors = None if any(j.descriptors is None for j in jobs) else \
+            [d for j in jobs for d in j.descriptors]
+        return cls(last.params, passes, final, [b for j in jobs for b in j.ext_in],
+                   [b for j in jobs for b in j.ext_out], wall, last.waves,
+                   any(j.backdoor_in for j in jobs), descriptors,
+                   any(j.double_buffer for j in jobs))
 
     @property
     def cycles(self):

@@ -45,12 +45,13 @@ from cocotb_tools import runner as cocotb_runner
 from cocotb_tools.check_results import get_results
 
 from hw.tooling.verilog import VERILATOR_MAKEFLAGS, to_verilog, verilator_env
+from sw.spec.system import SIMULATORS as _SIMULATORS
 from tb.host import hier_wrapper, tops, verilator
 
 __all__ = ["SIMULATORS", "BUILD_ROOT", "TIMESCALE", "CocotbRun", "run_cocotb"]
 
-#: Simulators the harness supports.
-SIMULATORS = ("icarus", "verilator")
+#: Simulators the harness supports (``sw.spec.system.SIMULATORS``).
+SIMULATORS = _SIMULATORS
 
 #: Where builds and runs land (the repository's gitignored ``build/``).
 BUILD_ROOT = Path(__file__).resolve().parents[2] / "build" / "sim"

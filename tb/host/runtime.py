@@ -8,7 +8,9 @@ Contract
   runs ``tb.top.test_run``: per pass DMA in, compute, DMA out, Python awaiting only each
   phase's halt (with a cycle bound).  It returns a :class:`tb.host.run_results.JobRun`:
   per-pass :class:`~tb.host.run_results.RtlRun` (counters, DMA cycles, results), external
-  bytes and the peak bandwidth requirement.
+  bytes and the peak bandwidth requirement.  With ``checkpoint=DIR`` it runs the job as
+  segments of passes, one simulation each, keeps each finished segment in ``DIR`` and, run
+  again, simulates only the segments not kept there (:mod:`tb.host.checkpoint`).
 * :func:`run_rtl` is a one-pass job; :func:`run_fc_rtl` runs every pass of an FC plan in one
   simulation and gathers the result like :func:`sw.models.golden_fc.run_fc` (exact) does, so the
   two can be compared bit for bit; :func:`fc_cycle_bound` is its default compute cycle bound.
@@ -34,9 +36,11 @@ from sw.compiler import chain
 from sw.compiler.blocking import engine_costs
 from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec.errors import FdpuError
+from sw.spec.system import SIMULATORS
 from tb.host import runner
+from tb.host.checkpoint import Checkpoint, segment_key
 from tb.host.extmem import FdpuSystem
-from tb.host.job_plan import DESC_CBUF, MemModel, plan_job
+from tb.host.job_plan import DESC_CBUF, MemModel, cbuf_port_words, plan_job
 from tb.host.run_results import JobRun, RtlError, RtlRun, describe_dma, describe_status
 
 __all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
@@ -46,8 +50,9 @@ __all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
-            double_buffer=False):
-    """Run ``passes`` on the RTL system (top + external memory) in one simulation.
+            double_buffer=False, checkpoint=None, segment_passes=1):
+    """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
+    ``checkpoint`` in resumable segments.
 
     Parameters
     ----------
@@ -96,6 +101,14 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         MicC of pass ``p + 1`` starts when pass ``p`` is done and holds its contexts until
         that DMA is done (``tb.top.test_run``).  :attr:`JobRun.cycles` is then the measured
         clock from the first DMA start to the last DMA end.
+    checkpoint : str or Path, optional
+        A directory: run the job as segments of ``segment_passes`` passes, one simulation
+        each, keep each finished segment there and load, instead of simulating, the segments
+        a previous run with the same directory kept (:mod:`tb.host.checkpoint`: what a
+        segment restores, and the two differences from a run straight through).  The result
+        is :meth:`JobRun.concat` of the segments; ``wall_s["resumed"]`` counts those loaded.
+    segment_passes : int
+        Passes per segment with ``checkpoint`` (default 1).
 
     Returns
     -------
@@ -106,16 +119,57 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     RtlError
         "timeout ... deadlock" when a phase passes its bound, or the error bits a block raised.
     """
-    if sim not in ("icarus", "verilator"):
+    if sim not in SIMULATORS:
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
-    regs_mem = mem.registers()
-    p = params
+    mem.registers()
     if double_buffer and (not overlap or backdoor_in):
         raise FdpuError("double buffering overlaps the DMA with the contexts: it needs overlap "
                         "(not --no-overlap) and a simulated DMA-in (not --backdoor-in)")
+    kwargs = dict(mem=mem, max_cycles=max_cycles, dma_max_cycles=dma_max_cycles, waves=waves,
+                  depth=depth, timeout_s=timeout_s, backdoor_in=backdoor_in,
+                  dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
+                  double_buffer=double_buffer)
+    if checkpoint is None:
+        return _run_segment(params, passes, sim, configs=configs, progress=progress, **kwargs)
+    if configs is not None:
+        raise FdpuError("a checkpointed job runs the images' own configurations (configs "
+                        "is for tests of bad configurations)")
+    if not isinstance(segment_passes, int) or isinstance(segment_passes, bool) \
+            or segment_passes < 1:
+        raise FdpuError(f"segment_passes must be a positive integer, got {segment_passes!r}")
+    store = Checkpoint(checkpoint)
+    jobs, resumed = [], 0
+    for a in range(0, len(passes), segment_passes):
+        loaded = cbuf_port_words(params, passes[a - 1][0], config_ports) if a else None
+        shown = None if progress is None else _offset_progress(progress, a, len(passes))
+        job = _run_segment(params, passes[a:a + segment_passes], sim, cbuf_loaded=loaded,
+                           store=store, progress=shown, **kwargs)
+        resumed += job.wall_s.get("resumed", 0)
+        jobs.append(job)
+    job = JobRun.concat(jobs)
+    job.wall_s = dict(job.wall_s, segments=len(jobs), resumed=resumed)
+    return job
+
+
+def _offset_progress(progress, first, passes):
+    """Return a progress callback of a segment from pass ``first`` of ``passes``, calling
+    ``progress`` with the job's pass index."""
+    def shown(info):
+        progress(dict(info, pass_index=first + info.get("pass_index", 0), passes=passes))
+    return shown
+
+
+def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves, progress,
+                 depth, timeout_s, configs=None, backdoor_in, dma_channels, config_ports,
+                 overlap, double_buffer, cbuf_loaded=None, store=None):
+    """Run ``passes`` in one simulation (:func:`run_job`'s arguments), starting from Cbufs
+    that hold ``cbuf_loaded``; with a :class:`~tb.host.checkpoint.Checkpoint` ``store``, load
+    the result it keeps for this segment instead, or keep the new one there."""
+    regs_mem = mem.registers()
+    p = params
     plan = plan_job(p, passes, configs=configs, dma_channels=dma_channels,
                     config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap,
-                    double_buffer=double_buffer)
+                    double_buffer=double_buffer, cbuf_loaded=cbuf_loaded)
     size = plan.ext_size(sim)
     if max_cycles is None:
         max_cycles = plan.default_max_cycles()
@@ -125,7 +179,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     os.makedirs(root, exist_ok=True)
     work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
     mem_path = os.path.join(work_dir, "memories.npz")
-    np.savez(mem_path, **plan.memory_arrays(size))
+    arrays = plan.memory_arrays(size)
+    np.savez(mem_path, **arrays)
     progress_file = os.path.join(work_dir, "progress.json")
     spec = dict(rows=p.rows, cols=p.cols, memories=mem_path, mem=regs_mem, channels=dma_channels,
                 overlap=bool(overlap), double_buffer=bool(double_buffer),
@@ -136,19 +191,33 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                                  cbuf_depth=p.cbuf_bytes // 8, dbuf_bytes=p.dbuf_bytes)
                 if backdoor_in else None,
                 chunk=int(min(max_cycles, 100_000)),
+                cbuf_depth=p.cbuf_bytes // 8,
+                cbuf_preload=[[int(a), [int(w) for w in words]] for a, words in plan.cbuf_preload],
                 progress_file=progress_file if progress else None)
-    spec_path = os.path.join(work_dir, "spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
-    top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=dma_channels,
-                     config_ports=config_ports)
-    res = _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file)
+    key = kept = None
+    if store is not None:
+        key = segment_key(sim, p, dict(ext_bytes=size, depth=depth, dma_channels=dma_channels,
+                                       config_ports=config_ports, waves=bool(waves)),
+                          dict(spec, progress_file=None), arrays, plan.cbuf_preload)
+        kept = store.get(key, len(passes))
+    if kept is not None:
+        spec["out"] = str(kept)
+        res = None
+    else:
+        spec_path = os.path.join(work_dir, "spec.json")
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=dma_channels,
+                         config_ports=config_ports)
+        res = _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file)
     with np.load(spec["out"]) as z:
         out = json.loads(str(z["result"]))
         blobs = [z[f"r{j}"].astype("<u8").tobytes() if f"r{j}" in z else b""
                  for j in range(len(plan.reads))]
     if out["failure"] is not None:
         raise _failure(out["failure"], plan.spec_passes, sim, p)
+    if store is not None and kept is None:
+        store.put(key, spec["out"])
     runs = []
     for j, rec in enumerate(out["passes"]):
         runs.append(RtlRun(p, rec["status"], rec["in_cycles"], rec["out_cycles"],
@@ -157,12 +226,13 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                            clocks={k: v for k, v in rec.items() if k.endswith(("_start", "_end"))}
                            if double_buffer else None))
     return JobRun(p, runs, out["final"], plan.ext_in, plan.ext_out,
-                  dict(build_s=res.build_s, load_s=out["load_s"], run_s=out["run_s"],
-                       run_cpu_s=out.get("run_cpu_s"), backdoor_s=out.get("backdoor_s", 0.0),
+                  dict(build_s=res.build_s if res else 0.0, load_s=out["load_s"],
+                       run_s=out["run_s"], run_cpu_s=out.get("run_cpu_s"),
+                       backdoor_s=out.get("backdoor_s", 0.0),
                        max_rss_mb=out.get("max_rss_mb"),
-                       timeline=out.get("timeline", [])),
-                  str(res.waves) if res.waves else None, bool(backdoor_in), plan.descriptors,
-                  bool(double_buffer))
+                       timeline=out.get("timeline", []), resumed=int(kept is not None)),
+                  str(res.waves) if res and res.waves else None, bool(backdoor_in),
+                  plan.descriptors, bool(double_buffer))
 
 
 def _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file):

@@ -29,6 +29,10 @@ DMA goes on and holds its first context until the DMA is done; the bench waits f
 contexts to start (``o_state``), then starts the next DMA job.  The DMA-out after the last pass
 ends the job.  Every phase's start and end clock is recorded.
 
+With ``cbuf_preload`` in the spec (a job resumed after its first passes,
+``tb.host.runtime.run_job(checkpoint=...)``) the Cbufs are written by backdoor before the
+first pass with what the pass before the job left in them.
+
 With ``backdoor_in`` in the spec (``tb.host.runtime.run_job(backdoor_in=True)``, a measurement aid
 for layers whose DMA-in would take too long to simulate, never the default) the DMA-in of each
 pass is not simulated: the bench copies what its descriptors would move from the external
@@ -209,19 +213,23 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
                                  f"{length} bytes) is not emulated; run without backdoor_in")
         words = _words(images[c], ext // 8, length // 8)
         if flags & bd["cbuf_flag"]:
-            depth = bd["cbuf_depth"]
-            a = loc // 8
-            while len(words):
-                n = min(len(words), depth - a % depth)
-                bank = getattr(dut.fdpu.cbuf, f"bank{a // depth}").bank.storage
-                backdoor.write(bank, a % depth, words[:n], skip_zero=first)
-                a, words = a + n, words[n:]
+            _write_cbuf(dut, bd["cbuf_depth"], loc // 8, words, backdoor, first)
         else:
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
             for d in copy_targets(k, copies):            # multicast (sw.spec.dma)
                 st = getattr(dut.fdpu, f"dbuf{d}").sram.bank.storage
                 backdoor.write(st, off, words, skip_zero=first)
     return time.monotonic() - t0
+
+
+def _write_cbuf(dut, depth, a, words, backdoor, skip_zero):
+    """Write ``words`` into the Cbufs from Cbuf word ``a`` on (banks of ``depth`` words), by
+    backdoor; ``skip_zero``: the banks still hold zeros (only non-zero words are written)."""
+    while len(words):
+        n = min(len(words), depth - a % depth)
+        bank = getattr(dut.fdpu.cbuf, f"bank{a // depth}").bank.storage
+        backdoor.write(bank, a % depth, words[:n], skip_zero=skip_zero)
+        a, words = a + n, words[n:]
 
 
 async def _double_buffered(dut, spec, tb, set_lists, npes):
@@ -332,6 +340,10 @@ async def run_job(dut):
     t0 = time.monotonic()
     backdoor = Backdoor()
     image = _load(dut, spec, backdoor)
+    for a, words in spec.get("cbuf_preload", ()):
+        # A resumed job: the Cbufs hold what the pass before it loaded.
+        _write_cbuf(dut, spec["cbuf_depth"], a, np.array(words, dtype=np.uint64), backdoor,
+                    True)
     load_s = time.monotonic() - t0
     tb = TB(dut, spec)
     t1 = time.monotonic()
