@@ -141,20 +141,25 @@ class JobRun:
         """Return the job that ``jobs`` (the segments of one job, each its own simulation,
         ``tb.host.checkpoint``) make one after the other: their passes in order, the
         :data:`SUMMED` final counters added up (the other final registers are the last
-        segment's), a double-buffered segment's clocks moved to start where the segment
-        before it ended, the wall and CPU seconds added up (``segments``: how many)."""
+        segment's; in each pass's ``status`` they count on from the segments before), a
+        double-buffered segment's clocks moved to start where the segment before it ended, the
+        wall and CPU seconds added up (``segments``: how many)."""
         if len(jobs) == 1:
             return jobs[0]
         passes, offset = [], 0
+        before = dict.fromkeys(cls.SUMMED, 0)
         for job in jobs:
+            shift = 0
             if job.double_buffer:
                 clocks = [c for r in job.passes for c in r.clocks.values()]
                 shift = offset - min(clocks) if clocks else 0
-                passes += [replace(r, clocks={k: v + shift for k, v in r.clocks.items()})
-                           for r in job.passes]
-            else:
-                passes += job.passes
+            passes += [replace(r, status=dict(r.status, **{k: r.status[k] + before[k]
+                                                           for k in cls.SUMMED}),
+                               clocks={k: v + shift for k, v in r.clocks.items()}
+                               if r.clocks is not None else None)
+                       for r in job.passes]
             offset += job.cycles
+            before = {k: before[k] + job.final[k] for k in cls.SUMMED}
         last = jobs[-1]
         final = dict(last.final, **{k: sum(j.final[k] for j in jobs) for k in cls.SUMMED})
         wall = {k: sum(j.wall_s.get(k) or 0 for j in jobs)

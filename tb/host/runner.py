@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,19 @@ def _bounded_runner(sim, timeout_s, edge=False, skip=False):
     return Bounded()
 
 
+#: The Verilog of components already converted, by component (a job run in segments runs one
+#: top several times: ``tb.host.runtime``).
+_VERILOG = weakref.WeakKeyDictionary()
+
+
+def _verilog(component, name):
+    """Return ``to_verilog(component, name)``, converted once per component and name."""
+    texts = _VERILOG.setdefault(component, {})
+    if name not in texts:
+        texts[name] = to_verilog(component, name)
+    return texts[name]
+
+
 def _resolve_design(top, params):
     """Return ``(component, name, full_params)`` for a registry name or a component."""
     if isinstance(top, str):
@@ -284,7 +298,7 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
         print("run_cocotb: no <lz4.h> (apt-get install liblz4-dev) for Verilator FST traces; "
               "recording VCD instead", flush=True)
 
-    verilog = to_verilog(component, name)
+    verilog = _verilog(component, name)
     config, options = verilator.verilator_config(verilog, name) if sim == "verilator" else ("", [])
     edge = sim == "verilator" and bool(options) and hier_wrapper.hier_edge_enabled()
     skip = edge and hier_wrapper.hier_skip_enabled()

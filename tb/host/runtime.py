@@ -25,6 +25,7 @@ PE's error flags (or the DMA's state, descriptor and error bits).
 """
 
 import dataclasses
+import functools
 import json
 import os
 import tempfile
@@ -151,6 +152,14 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     return job
 
 
+@functools.lru_cache(maxsize=2)
+def _system(params, ext_bytes, depth, dma_channels, config_ports):
+    """Return the system top (:class:`FdpuSystem`) of a job; the segments of one job share
+    it, and with it its Verilog (``tb.host.runner``)."""
+    return FdpuSystem(params, ext_bytes=ext_bytes, depth=depth, dma_channels=dma_channels,
+                      config_ports=config_ports)
+
+
 def _offset_progress(progress, first, passes):
     """Return a progress callback of a segment from pass ``first`` of ``passes``, calling
     ``progress`` with the job's pass index."""
@@ -207,8 +216,7 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
         spec_path = os.path.join(work_dir, "spec.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        top = FdpuSystem(p, ext_bytes=size, depth=depth, dma_channels=dma_channels,
-                         config_ports=config_ports)
+        top = _system(p, size, depth, dma_channels, config_ports)
         res = _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file)
     with np.load(spec["out"]) as z:
         out = json.loads(str(z["result"]))
