@@ -67,7 +67,7 @@ Contract
   ``o_mesh_flits`` (flits injected by PEs into both meshes).
 * ``behavioural=True``: Dbufs and Cbufs are behavioural SRAMs (zero at time 0) whose words a
   testbench writes and reads by backdoor (``dbuf<k>.sram.bank.storage``,
-  ``cbuf.bank<i>.bank.storage``), as ``tb.top.test_run`` does.
+  ``cbuf.bank<i>.bank.storage``), as ``tb.top.bench_run`` does.
 """
 
 from amaranth import Cat, Module, Mux, Signal

@@ -4,11 +4,11 @@ Usage: ``.venv/bin/python scripts/bench_pe.py [--sim icarus|verilator] [--fc-onl
 [--int-issue 1|2] [--slots N] [--layer K,C,N] [--sparse-graph gather|switch] [--seed N] [--diag]
 [--json FILE]``
 
-Runs ``tb.pe.test_bench`` on the generated Verilog of one PE (1 x 1 array parameters, 32
+Runs ``tb.pe.bench_micro`` on the generated Verilog of one PE (1 x 1 array parameters, 32
 slots) and prints the figures that ``docs/pe.md`` quotes: issue rates, FMADD/FACC
 throughput, dependent-pair latencies.  Then runs two FC images of the golden-model
 toolchain (a ``4 x 32`` layer at batch 8, dense and sparse: the default gather graph or the
-paper's SWITCH graph) through ``tb.pe.test_pe`` with
+paper's SWITCH graph) through ``tb.pe.bench_pe`` with
 no idle or backpressure (Dbuf latency 2..30 cycles) and prints the cycles per FACC, where
 one FACC is one SIMD-4 multiply-add (8 flop).  Nothing is asserted.
 """
@@ -31,7 +31,7 @@ FC_LAYER = (4, 32, 8)
 def micro(sim, tmp):
     """Run the microbenchmarks; return their figures."""
     path = Path(tmp) / "bench.json"
-    run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.test_bench", sim,
+    run_cocotb("pe", top_params(PARAMS_1X1), "tb.pe.bench_micro", sim,
                extra_env={"FDPU_PE_BENCH_OUT": str(path)})
     return json.loads(path.read_text())
 
@@ -55,7 +55,7 @@ def fc(sim, tmp, int_issue=1, seed=20261130, slots=None, layer=FC_LAYER, probe=F
                                    f"fc-{mode}"))
                for mode in ("dense", "sparse")]
     out = Path(tmp) / "fc.json"
-    run_cocotb("pe", dict(top_params(p), pool=pool), "tb.pe.test_pe", sim,
+    run_cocotb("pe", dict(top_params(p), pool=pool), "tb.pe.bench_pe", sim,
                testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0,0",
                           "FDPU_PE_RESULTS": str(out), "FDPU_PE_PROBE": "1" if probe else "0"},

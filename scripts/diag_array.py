@@ -227,13 +227,13 @@ def end_join():
 
 
 def _probe_runner(out, period, watch=None):
-    """Make the runtime run ``tb.top.test_probe`` (samples to ``out``) instead of the job."""
+    """Make the runtime run ``tb.top.bench_probe`` (samples to ``out``) instead of the job."""
     import tb.host.runner
     plain = tb.host.runner.run_cocotb
 
     def run_cocotb(top, params, test_module, sim, **kwargs):
-        if test_module == "tb.top.test_run":
-            test_module = "tb.top.test_probe"
+        if test_module == "tb.top.bench_run":
+            test_module = "tb.top.bench_probe"
             env = dict(kwargs.pop("extra_env", None) or {})
             env.update(FDPU_PROBE_OUT=str(out), FDPU_PROBE_PERIOD=str(period))
             if watch:
@@ -329,10 +329,10 @@ def main(argv=None):
     ap.add_argument("--run", choices=("icarus", "verilator"), default=None)
     ap.add_argument("--probe", type=int, default=0, metavar="CYCLES",
                     help="with --run: sample the per-PE FACC counters every CYCLES cycles "
-                         "(tb.top.test_probe) and print the time breakdown")
+                         "(tb.top.bench_probe) and print the time breakdown")
     ap.add_argument("--watch", default=None, metavar="JSON",
                     help="with --probe on icarus: record internal signals of one block per "
-                         "cycle (tb.top.test_probe, FDPU_PROBE_WATCH)")
+                         "cycle (tb.top.bench_probe, FDPU_PROBE_WATCH)")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     args = ap.parse_args(argv)
     import tb.host.runner

@@ -5,7 +5,7 @@ Usage: ``.venv/bin/python scripts/trace_pe.py [--sim icarus|verilator] [--layer 
 [--mem-delay LO,HI] [--json FILE]``
 
 Runs the FC image of ``scripts/bench_pe.py`` (same parameters, seed and Dbuf latency 2..30)
-through ``tb.pe.test_pe``'s ``golden_images`` with a probe that records, every cycle, which
+through ``tb.pe.bench_pe``'s ``golden_images`` with a probe that records, every cycle, which
 slot each issue pipe fired (``go<p>``, ``s1_slot<p>``) or picked without firing
 (``s1_valid<p>`` without ``go<p>``: no room downstream, unit busy); a diagnosis of internals,
 not an interface.  Prints per pipe the firings and the picks without firing, per role of the
@@ -22,13 +22,13 @@ When imported by cocotb (``FDPU_TRACE_OUT`` set) the module is the test module i
 import os
 
 if os.environ.get("FDPU_TRACE_OUT"):
-    # Inside the simulator: wrap the stall probe of tb.pe.test_pe with a firing recorder.
+    # Inside the simulator: wrap the stall probe of tb.pe.bench_pe with a firing recorder.
     import json
 
     import cocotb
     from cocotb.triggers import ReadOnly, RisingEdge
 
-    import tb.pe.test_pe as _pe_test
+    import tb.pe.bench_pe as _pe_test
 
     class _Tracer(_pe_test.StallProbe):
         def __init__(self, dut, fp_slots, mem_slots=()):

@@ -86,5 +86,5 @@ def test_verilog_lints_clean(tag_width):
 
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_alu(sim):
-    result = run_cocotb("alu", {"tag_width": 8}, "tb.alu.test_alu", sim)
+    result = run_cocotb("alu", {"tag_width": 8}, "tb.alu.bench_alu", sim)
     assert result.tests == 2

@@ -1,6 +1,6 @@
 """The VPI backdoor of the system bench (``tb/host/backdoor.py``) and the runs that use it.
 
-* the cocotb bench ``tb.top.test_backdoor`` on an external memory model, both simulators:
+* the cocotb bench ``tb.top.bench_backdoor`` on an external memory model, both simulators:
   ranges written and read in both modes, and (Verilator) no memory kept per word written;
 * ``--backdoor-in`` (``run_job(backdoor_in=True)``) on a 1 x 1 top over 4 passes: the result
   is bit-exact and every pass computes in exactly the cycles of the run whose DMA loaded it;
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_backdoor_bench(sim):
     # 64K words: enough for the memory check, a 20-s Verilator build.
-    run_cocotb(ExtMem(1 << 19), {}, "tb.top.test_backdoor", sim, name="extmem_backdoor")
+    run_cocotb(ExtMem(1 << 19), {}, "tb.top.bench_backdoor", sim, name="extmem_backdoor")
 
 
 def test_backdoor_in_matches_the_dma_cycle_for_cycle():

@@ -113,11 +113,11 @@ _DBUF_TINY = {"rows": 1, "cols": 3, "index": 7, "dbuf_bytes": 64, "reply_depth":
 @pytest.mark.parametrize("sim, params", [("icarus", _DBUF_TINY), ("verilator", _DBUF_BIG)],
                          ids=["icarus-1x3-64B", "verilator-2x2-4k"])
 def test_cocotb_dbuf(sim, params):
-    assert run_cocotb("dbuf", params, "tb.dbuf.test_dbuf", sim).tests == 3
+    assert run_cocotb("dbuf", params, "tb.dbuf.bench_dbuf", sim).tests == 3
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sim, params", [("icarus", _DBUF_BIG), ("verilator", _DBUF_TINY)],
                          ids=["icarus-2x2-4k", "verilator-1x3-64B"])
 def test_cocotb_dbuf_crossed(sim, params):
-    assert run_cocotb("dbuf", params, "tb.dbuf.test_dbuf", sim).tests == 3
+    assert run_cocotb("dbuf", params, "tb.dbuf.bench_dbuf", sim).tests == 3

@@ -50,7 +50,7 @@ def test_dma_lints_clean():
 def test_dma_random_jobs_and_bad_descriptors(sim):
     seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"seed {seed} (set FDPU_SEED to repeat)")
-    run_cocotb(make_dma_rig(**RIG), {}, "tb.dma.test_dma", sim, name="dma_rig", seed=seed,
+    run_cocotb(make_dma_rig(**RIG), {}, "tb.dma.bench_dma", sim, name="dma_rig", seed=seed,
                extra_env={"FDPU_DMA_RIG": json.dumps(RIG),
                           "FDPU_DMA_JOBS": "6" if sim == "icarus" else "12"})
 

@@ -1,6 +1,6 @@
 """Tests of CTX_END coalescing: :class:`hw.pe.dispatch.ReplyPort` in amaranth.sim
 (random CTX_END and OPERAND flits from several dispatchers, random backpressure on ``o_rep``)
-and the whole PE under backpressure on Icarus and Verilator (``tb.pe.test_end_coalesce``:
+and the whole PE under backpressure on Icarus and Verilator (``tb.pe.bench_end_coalesce``:
 fewer CTX_END flits, counts summing to the golden model's END messages).  Random parts print
 their seed; ``FDPU_SEED`` replays one.
 """
@@ -166,5 +166,5 @@ def end_cases(tmp_path_factory):
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_pe_coalesces_ends_under_backpressure(sim, end_cases):
-    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_end_coalesce", sim,
+    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.bench_end_coalesce", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(end_cases)}, seed=SEED)

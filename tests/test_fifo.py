@@ -123,13 +123,13 @@ def test_sim_full_rate(depth, cycles):
                          ids=["w8d4", "w33d16"])
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_fifo(sim, params):
-    result = run_cocotb("fifo", params, "tb.fifo.test_fifo", sim)
+    result = run_cocotb("fifo", params, "tb.fifo.bench_fifo", sim)
     assert result.tests == 4
 
 
 def test_harness_fails_on_cocotb_failure():
     with pytest.raises(AssertionError) as info:
-        run_cocotb("fifo", {}, "tb.fifo.test_must_fail", "icarus", seed=4242)
+        run_cocotb("fifo", {}, "tb.fifo.bench_must_fail", "icarus", seed=4242)
     message = str(info.value)
     assert "1 of 2 cocotb tests failed" in message
     assert "deliberate_failure" in message and "passes:" not in message
@@ -138,16 +138,16 @@ def test_harness_fails_on_cocotb_failure():
 
 def test_harness_reuses_and_separates_builds():
     # Same key: the second run reuses the build; other parameters or waves: another folder.
-    first = run_cocotb("fifo", {"depth": 5}, "tb.fifo.test_must_fail", "icarus",
+    first = run_cocotb("fifo", {"depth": 5}, "tb.fifo.bench_must_fail", "icarus",
                        testcase="passes")
-    again = run_cocotb("fifo", {"depth": 5}, "tb.fifo.test_must_fail", "icarus",
+    again = run_cocotb("fifo", {"depth": 5}, "tb.fifo.bench_must_fail", "icarus",
                        testcase="passes")
-    other = run_cocotb("fifo", {"depth": 6}, "tb.fifo.test_must_fail", "icarus",
+    other = run_cocotb("fifo", {"depth": 6}, "tb.fifo.bench_must_fail", "icarus",
                        testcase="passes")
     assert again.build_dir == first.build_dir and not again.built
     assert other.build_dir != first.build_dir
     assert (other.build_dir / "fifo.v").read_text().count("depth") == 0  # no stray text
-    waves = run_cocotb("fifo", {"depth": 5}, "tb.fifo.test_must_fail", "icarus",
+    waves = run_cocotb("fifo", {"depth": 5}, "tb.fifo.bench_must_fail", "icarus",
                        testcase="passes", waves=True)
     assert waves.build_dir != first.build_dir
     assert waves.waves.suffix == ".fst" and waves.waves.stat().st_size > 0
@@ -155,4 +155,4 @@ def test_harness_reuses_and_separates_builds():
 
 def test_harness_reports_no_tests():
     with pytest.raises(AssertionError, match="no cocotb test ran"):
-        run_cocotb("fifo", {}, "tb.fifo.test_must_fail", "icarus", testcase="no_such_test")
+        run_cocotb("fifo", {}, "tb.fifo.bench_must_fail", "icarus", testcase="no_such_test")

@@ -147,7 +147,7 @@ def test_verilog_lints_clean(tag_width):
 
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_cocotb_fpu(sim):
-    result = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim)
+    result = run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.bench_fpu", sim)
     assert result.tests == 4
 
 

@@ -274,9 +274,9 @@ def test_concurrent_runs_of_one_build_take_separate_folders(tmp_path):
     """A run folder another process holds is skipped, not waited for (flock locks are per open
     file, so two claims in one process contend like two processes)."""
     from tb.host.runner import _run_dir
-    with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as first:
-        with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as second:
-            assert first.name == "tb.top.test_run-main" and second.name.endswith("-main-2")
+    with _run_dir(tmp_path / "runs", "tb.top.bench_run-main") as first:
+        with _run_dir(tmp_path / "runs", "tb.top.bench_run-main") as second:
+            assert first.name == "tb.top.bench_run-main" and second.name.endswith("-main-2")
             assert first.is_dir() and second.is_dir()
-    with _run_dir(tmp_path / "runs", "tb.top.test_run-main") as again:
+    with _run_dir(tmp_path / "runs", "tb.top.bench_run-main") as again:
         assert again == first                                   # released: reused

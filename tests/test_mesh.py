@@ -132,7 +132,7 @@ def _mesh_id(case):
 @pytest.mark.parametrize("case", CI_MESHES, ids=_mesh_id)
 def test_cocotb_mesh(case):
     sim, params = case
-    result = run_cocotb("mesh", params, "tb.noc.test_mesh", sim)
+    result = run_cocotb("mesh", params, "tb.noc.bench_mesh", sim)
     assert result.tests == 5
 
 
@@ -140,23 +140,23 @@ def test_cocotb_mesh(case):
 @pytest.mark.parametrize("case", SLOW_MESHES, ids=_mesh_id)
 def test_cocotb_mesh_more(case):
     sim, params = case
-    assert run_cocotb("mesh", params, "tb.noc.test_mesh", sim).tests == 5
+    assert run_cocotb("mesh", params, "tb.noc.bench_mesh", sim).tests == 5
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sim", ["verilator"])
 def test_cocotb_mesh_4x4(sim):
-    run_cocotb("mesh", {"rows": 4, "cols": 4, "width": 64, "depth": 4}, "tb.noc.test_mesh", sim)
+    run_cocotb("mesh", {"rows": 4, "cols": 4, "width": 64, "depth": 4}, "tb.noc.bench_mesh", sim)
 
 
 @pytest.mark.parametrize("sim, rows, cols, dbuf_bytes", [
     ("icarus", 2, 2, 128), ("verilator", 2, 3, 256),
 ], ids=["icarus-2x2", "verilator-2x3"])
 def test_cocotb_noc_memory(sim, rows, cols, dbuf_bytes):
-    """Loads, stores and operands through the whole Noc and its Dbufs (tb.noc.test_memory)."""
+    """Loads, stores and operands through the whole Noc and its Dbufs (tb.noc.bench_memory)."""
     top = NocMemory(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes))
     cfg = json.dumps({"rows": rows, "cols": cols, "dbuf_bytes": dbuf_bytes})
-    result = run_cocotb(top, {}, "tb.noc.test_memory", sim,
+    result = run_cocotb(top, {}, "tb.noc.bench_memory", sim,
                         name=f"noc_memory_{rows}x{cols}", extra_env={"FDPU_MEM": cfg})
     assert result.tests == 2
 

@@ -134,7 +134,7 @@ def test_fmax_on_one_pe(sim, tmp_path):
     p = cases.PARAMS_1X1
     folder = cases.save_case(tmp_path / "fmax", cases.fmax_image(p, 16, SEED), "fmax",
                              seed=SEED)
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,
                testcase=["golden_images"], extra_env={"FDPU_PE_CASES": json.dumps([str(folder)]),
                                                       "FDPU_PE_STRESS": "0.3,0.5"})
 
@@ -230,7 +230,7 @@ def golden_cases(tmp_path_factory):
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_golden_images_on_one_pe(sim, golden_cases):
-    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_pe", sim,
+    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.bench_pe", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(golden_cases)}, seed=SEED)
 
 
@@ -249,7 +249,7 @@ def test_counted_instructions_under_stress(sim, tmp_path):
                    counted_cases.counted_facc_image(p, 12, SEED + i, late_hops=hops))]
     folders = [str(cases.save_case(tmp_path / name, img, name, seed=SEED))
                for name, img in built]
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,
                testcase=["golden_images", "facc_count_zero_is_an_error"],
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0.3,0.5",
                           "FDPU_PE_MEM_DELAY": "2,60"})
@@ -257,7 +257,7 @@ def test_counted_instructions_under_stress(sim, tmp_path):
 
 def _two_int_issues(sim, root):
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,
                extra_env={"FDPU_PE_CASES": json.dumps(_golden_cases(root, p)),
                           "FDPU_PE_EXPECT_INT0": "1"})
 
@@ -280,7 +280,7 @@ def test_int_heavy_two_pipes_tiny_pool_under_backpressure_icarus(tmp_path, banks
                                           sparse_graph="switch"))] + [
         (f"random-{SEED + 10 + i}", cases.random_image(p, 24, SEED + 10 + i)) for i in range(2)]
     folders = [str(cases.save_case(tmp_path / name, img, name)) for name, img in built]
-    run_cocotb("pe", dict(cases.top_params(p), pool=4, banks=banks), "tb.pe.test_pe", "icarus",
+    run_cocotb("pe", dict(cases.top_params(p), pool=4, banks=banks), "tb.pe.bench_pe", "icarus",
                seed=SEED,
                testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_STRESS": "0.3,0.5",
@@ -305,7 +305,7 @@ def test_tiny_pool_overflow_under_backpressure_icarus(golden_cases, which):
     # deadlock), and some loads must have taken the overflow path.
     chosen = [c for c in golden_cases if which == "all" or Path(c).name in LOAD_HEAVY]
     assert which == "all" or len(chosen) == len(LOAD_HEAVY)
-    run_cocotb("pe", dict(cases.top_params(cases.PARAMS_1X1), pool=4), "tb.pe.test_pe",
+    run_cocotb("pe", dict(cases.top_params(cases.PARAMS_1X1), pool=4), "tb.pe.bench_pe",
                "icarus",
                extra_env={"FDPU_PE_CASES": json.dumps(chosen), "FDPU_PE_EXPECT_OVF": "1"},
                seed=SEED, testcase="golden_images")
@@ -329,7 +329,7 @@ def test_fig7_hazard_is_real_without_the_feedback_edge(tmp_path):
     good = cases.fig7_image(p, 16, feedback=True)
     folder = cases.save_case(tmp_path / "fig7-hazard", good, "fig7-hazard")
     cases.swap_image(folder, bad, hazard=True)
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", "icarus",
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", "icarus",
                extra_env={"FDPU_PE_CASES": json.dumps([str(folder)])}, seed=SEED,
                testcase="golden_images")
 
@@ -341,7 +341,7 @@ def test_random_graphs_many_contexts(sim, tmp_path):
     p = cases.PARAMS_1X1
     folders = [str(cases.save_case(tmp_path / f"r{i}", cases.random_image(p, 90, SEED + i),
                                    f"random-{SEED + i}")) for i in range(20)]
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim,
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim,
                extra_env={"FDPU_PE_CASES": json.dumps(folders)}, seed=SEED,
                testcase="golden_images", timeout_s=3600)
 
@@ -351,7 +351,7 @@ def test_microbenchmarks_run(tmp_path):
     # The figures are printed by scripts/bench_pe.py and quoted in docs/pe.md; here only
     # that the bench runs and measures something sane.
     out = tmp_path / "bench.json"
-    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.test_bench", "icarus",
+    run_cocotb("pe", cases.top_params(cases.PARAMS_1X1), "tb.pe.bench_micro", "icarus",
                extra_env={"FDPU_PE_BENCH_OUT": str(out)})
     res = json.loads(out.read_text())
     print(json.dumps(res, indent=1))
@@ -367,7 +367,7 @@ def _array_cases(root):
 
 def _run_array(sim, root):
     cfg = cases.array_params(cases.PARAMS_2X2)
-    run_cocotb(make_pe_array(**cfg), {}, "tb.array.test_array", sim, name="pe_array", seed=SEED,
+    run_cocotb(make_pe_array(**cfg), {}, "tb.array.bench_array", sim, name="pe_array", seed=SEED,
                extra_env={"FDPU_PE_CASES": json.dumps(_array_cases(root)),
                           "FDPU_PE_ARRAY": json.dumps(cfg)}, timeout_s=1800)
 
@@ -436,7 +436,7 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     folders = [str(cases.save_case(tmp_path / name, img, name))
                for name, img in (("kernels", plain), ("kernels-pipe0", hinted))]
     out = tmp_path / "results.json"
-    run_cocotb("pe", cases.top_params(p), "tb.pe.test_pe", sim, seed=SEED,
+    run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,
                testcase="golden_images",
                extra_env={"FDPU_PE_CASES": json.dumps(folders), "FDPU_PE_RESULTS": str(out)})
     res = {r["name"]: r for r in json.loads(out.read_text())}

@@ -529,7 +529,7 @@ class Pe(wiring.Component):
                      pool.i_slot.eq(pipe.slot), pool.i_issue.valid.eq(issue),
                      pool.i_issue.ectx.eq(ectx), pool.i_issue.lane.eq(lane),
                      pool.i_issue.resv.eq(issue_resv), pool.i_issue.zero.eq(skip),
-                     Signal(name="pool_ovf_issue").eq(issue & ~issue_resv)]  # (tb/pe/test_pe)
+                     Signal(name="pool_ovf_issue").eq(issue & ~issue_resv)]  # (tb/pe/bench_pe)
         return [(go & pipe.is_mem & ~in_range & ~skip, PeError.BAD_ADDRESS, pipe.slot)]
 
     def _retire_lane(self, m, j, entry, retire_go, disp, insn_mem, group, room, coord):

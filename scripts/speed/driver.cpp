@@ -3,7 +3,7 @@
 // the replay script written by scripts/speed/make_job.py gives the memory model registers and
 // the phases.  Per phase the driver sets the registers, pulses the start input for one rising
 // edge and clocks until the halt output rises (or the phase's bound: then it reports
-// "timeout ... deadlock" and exits 3), then one more edge, exactly as tb/top/test_run.py does.
+// "timeout ... deadlock" and exits 3), then one more edge, exactly as tb/top/bench_run.py does.
 //
 //   Vfdpu_system JOB.txt [--idle N]      (--idle: after reset, N idle cycles and no job)
 //

@@ -1,7 +1,7 @@
 """Run binary16 vectors through the generated Verilog of the SIMD-4 unit and compare in bulk.
 
 Used by ``fdpu fpu-check`` and by the long test: the lanes are written to an ``.npz``, the
-cocotb test ``tb.fpu.test_fpu.vectors`` drives them (four lanes per operation, as fast as
+cocotb test ``tb.fpu.bench_fpu.vectors`` drives them (four lanes per operation, as fast as
 cocotb allows) and writes the result lanes back; :func:`mismatches` compares with numpy.
 """
 
@@ -76,7 +76,7 @@ def run_vectors(op, lanes, sim, *, idle=0.0, stall=0.0, seed=None, timeout_s=360
         vectors = Path(tmp) / "vectors.npz"
         results = Path(tmp) / "results.npz"
         np.savez(vectors, op=np.array(op), **arrays)
-        run = runner.run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.test_fpu", sim, testcase="vectors",
+        run = runner.run_cocotb("fpu", {"tag_width": 8}, "tb.fpu.bench_fpu", sim, testcase="vectors",
                          seed=seed, timeout_s=timeout_s,
                          extra_env={"FDPU_FPU_VECTORS": str(vectors),
                                     "FDPU_FPU_RESULTS": str(results),

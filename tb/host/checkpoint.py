@@ -8,7 +8,7 @@ that finished and simulates only the rest.
 
 Contract
 --------
-* A segment's result is the bench's result file (``tb.top.test_run``: the passes' records,
+* A segment's result is the bench's result file (``tb.top.bench_run``: the passes' records,
   the final registers, the result words read back), stored as ``DIR/<key>.npz``, written to a
   temporary file in ``DIR`` and renamed, so a stop leaves either the whole file or none (the
   rename replaces a symlink of that name, it never writes through one).
@@ -23,11 +23,12 @@ Contract
   Cbuf words the pass before it left (``tb.host.job_plan.plan_job(cbuf_loaded=...)``, written
   by backdoor); the Dbufs need nothing (each pass's DMA-in writes every word its runs cover,
   zeros included).  A segment's first pass therefore moves the same bytes as in a run straight
-  through.  What a fresh simulation does not restore: the external memory's stall generator
-  (``MemModel.stall``) starts again at each segment, and in a double-buffered job a segment's
-  first pass does not prefetch behind the pass before it (the segments run one after the
-  other).  With ``stall = 0`` and no double buffering, segments give the cycles of a run
-  straight through (``tests/test_checkpoint.py``).
+  through.  What a fresh simulation does not restore is the external memory model's own
+  state (its bandwidth limiter below 8 B/cycle, ``MemModel.bandwidth``, and its stall
+  generator, ``MemModel.stall``) and, in a double-buffered job, the overlap across a segment
+  boundary (a segment's first pass does not load behind the pass before it): these change
+  cycles, never bits.  At full bandwidth, without stalls or double buffering, the segments
+  give the cycles and counters of a run straight through (``tests/test_checkpoint.py``).
 """
 
 import hashlib

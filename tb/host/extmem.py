@@ -21,7 +21,7 @@ Contract of :class:`ExtMem`
   testbench loads and reads them by backdoor, without a cycle of simulation.
 
 :class:`FdpuSystem` is :class:`hw.top.FDPU` with an :class:`ExtMem` on its external port: the
-DUT of ``tb.top.test_run``.  Its ports are the top's host registers plus ``i_mem_latency``,
+DUT of ``tb.top.bench_run``.  Its ports are the top's host registers plus ``i_mem_latency``,
 ``i_mem_bw`` and ``i_mem_stall``; the top is submodule ``fdpu``, the memory ``extmem``.
 """
 

@@ -6,7 +6,7 @@ Contract
   image, unless it equals the previous pass's; the Dbuf segments as whole-word runs; room for
   the results; the DMA descriptor lists, ``hw.ctrl.dma``), one external memory per DMA
   channel, and returns a :class:`JobPlan`: the memory images, the per-pass descriptor lists
-  and registers of the run spec of ``tb.top.test_run``, where each pass's results land, the
+  and registers of the run spec of ``tb.top.bench_run``, where each pass's results land, the
   external bytes each pass moves, the memory size and the default cycle bounds.
 * The Dbufs of a pass are spread over the channels by words, each Dbuf's runs on one channel,
   most to the channel on the Dbuf's own edge (``sw.spec.ports.dma_ports``); the Cbuf image

@@ -5,7 +5,7 @@
     from tb.host.runner import run_cocotb
 
     def test_fifo(sim):
-        run_cocotb("fifo", {"width": 8, "depth": 4}, "tb.fifo.test_fifo", sim)
+        run_cocotb("fifo", {"width": 8, "depth": 4}, "tb.fifo.bench_fifo", sim)
 
 Contract
 --------
@@ -250,7 +250,7 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
     params : Mapping[str, object] or None
         Parameters over the top's defaults (must be empty for a component).
     test_module : str
-        Dotted name of the cocotb test module, e.g. ``"tb.fifo.test_fifo"``.
+        Dotted name of the cocotb test module, e.g. ``"tb.fifo.bench_fifo"``.
     sim : {"icarus", "verilator"}
         Simulator.
     waves : bool

@@ -5,7 +5,7 @@ Contract
 * :func:`run_job` runs a list of passes on Icarus or Verilator in one simulation: it plans
   the external memory and the DMA descriptor lists (:func:`tb.host.job_plan.plan_job`),
   builds the system (:class:`tb.host.extmem.FdpuSystem`: top + external memory model) and
-  runs ``tb.top.test_run``: per pass DMA in, compute, DMA out, Python awaiting only each
+  runs ``tb.top.bench_run``: per pass DMA in, compute, DMA out, Python awaiting only each
   phase's halt (with a cycle bound).  It returns a :class:`tb.host.run_results.JobRun`:
   per-pass :class:`~tb.host.run_results.RtlRun` (counters, DMA cycles, results), external
   bytes and the peak bandwidth requirement.  With ``checkpoint=DIR`` it runs the job as
@@ -79,7 +79,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         region are not loaded, the MicC is told the full count).
     backdoor_in : bool
         Do not simulate the DMA-in of the passes: the bench writes what its descriptors would
-        move into the Dbufs and Cbufs by backdoor (``tb.top.test_run``); their ``in_cycles``
+        move into the Dbufs and Cbufs by backdoor (``tb.top.bench_run``); their ``in_cycles``
         are 0 and :attr:`JobRun.backdoor_in` says so.  A measurement aid for the compute of
         layers whose DMA-in is too long to simulate; the DMA figures must come from elsewhere.
     dma_channels : int
@@ -100,7 +100,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         double-buffered plan lays them out, else :class:`FdpuError`): while pass ``p``'s
         contexts run the DMA stores pass ``p - 1``'s results and loads pass ``p + 1``; the
         MicC of pass ``p + 1`` starts when pass ``p`` is done and holds its contexts until
-        that DMA is done (``tb.top.test_run``).  :attr:`JobRun.cycles` is then the measured
+        that DMA is done (``tb.top.bench_run``).  :attr:`JobRun.cycles` is then the measured
         clock from the first DMA start to the last DMA end.
     checkpoint : str or Path, optional
         A directory: run the job as segments of ``segment_passes`` passes, one simulation
@@ -244,7 +244,7 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
 
 
 def _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file):
-    """Run ``tb.top.test_run`` on ``top`` with the run spec at ``spec_path``; return the run.
+    """Run ``tb.top.bench_run`` on ``top`` with the run spec at ``spec_path``; return the run.
 
     With ``progress``, the simulation runs in a thread and this one calls ``progress`` with
     the contents of ``progress_file`` about twice a second.
@@ -253,7 +253,7 @@ def _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file):
 
     def simulate():
         try:
-            box["res"] = runner.run_cocotb(top, {}, "tb.top.test_run", sim, name="fdpu_system",
+            box["res"] = runner.run_cocotb(top, {}, "tb.top.bench_run", sim, name="fdpu_system",
                                            waves=waves, extra_env={"FDPU_RUN_SPEC": spec_path},
                                            timeout_s=timeout_s, seed=1)
         except BaseException as exc:        # noqa: BLE001 (re-raised below)

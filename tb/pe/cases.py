@@ -4,7 +4,7 @@ Each case is a graph (:mod:`sw.compiler.dfg`), placed (:func:`sw.compiler.place.
 into a binary image (:func:`sw.compiler.asm.assemble`) and run on the golden interpreter
 (:func:`sw.models.golden.run_image`). :func:`save_case` writes ``image.npz`` plus ``expected.json``
 (memory after the run, firings per opcode, context ends, LOAD/STORE requests) into a folder; the
-cocotb bench (``tb.pe.test_pe``) runs the image on the generated Verilog and compares everything bit
+cocotb bench (``tb.pe.bench_pe``) runs the image on the generated Verilog and compares everything bit
 for bit.
 
 Plain Python: the pytest layer builds the cases, the bench only reads them.  The cases of the

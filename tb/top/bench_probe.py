@@ -1,6 +1,6 @@
-"""Run a system job (``tb.top.test_run``) and sample the per-PE FACC counters over time.
+"""Run a system job (``tb.top.bench_run``) and sample the per-PE FACC counters over time.
 
-A measurement aid for ``scripts/diag_array.py``: the job is exactly ``tb.top.test_run``'s (same
+A measurement aid for ``scripts/diag_array.py``: the job is exactly ``tb.top.bench_run``'s (same
 spec, same checks); beside it a coroutine reads the top's public counters every
 ``FDPU_PROBE_PERIOD`` cycles (default 32): ``o_clock``, ``o_fp_fires[n]`` for every PE and
 ``o_dbuf_reqs``, and the MicC's ``o_ends``, ``o_cycles``, ``o_config_cycles``, ``o_state``.
@@ -20,7 +20,7 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS
-from tb.top import test_run
+from tb.top import bench_run
 
 
 def _value(handle):
@@ -89,7 +89,7 @@ async def probe_job(dut):
         out["watch"] = []
         wtask = cocotb.start_soon(_watch(dut, watch, out))
     try:
-        await test_run.run_job.func(dut)
+        await bench_run.run_job.func(dut)
     finally:
         task.cancel()
         if watch:

@@ -15,7 +15,7 @@ from cocotb.triggers import RisingEdge
 
 from tb.common.clock import start_clock
 from tb.host.backdoor import Backdoor
-from tb.top.test_run import peak_rss_mb
+from tb.top.bench_run import peak_rss_mb
 
 
 def _random_words(n):
