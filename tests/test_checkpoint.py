@@ -90,7 +90,9 @@ def test_double_buffered_segments_keep_the_bits_and_lose_only_the_overlap(tmp_pa
     x = layers.make_inputs(64, 4, 1)
     assert plan.double_buffer and plan.passes > 1
     y0, whole = _run(plan, w, x)
-    y1, seg = _run(plan, w, x, checkpoint=tmp_path / "c")
+    _, one = _run(plan, w, x, checkpoint=tmp_path / "one")     # default: one segment
+    assert one.wall_s["segments"] == 1 and one.cycles == whole.cycles
+    y1, seg = _run(plan, w, x, checkpoint=tmp_path / "c", segment_passes=1)
     assert np.array_equal(y0.view(np.uint16), y1.view(np.uint16))
     # The segments run one after the other: each first pass's DMA-in is no longer behind the
     # pass before it, so the job takes longer; every pass's instructions are the same.
@@ -99,6 +101,13 @@ def test_double_buffered_segments_keep_the_bits_and_lose_only_the_overlap(tmp_pa
         [r.status["int_fires"] + r.status["fp_fires"] for r in whole.passes]
     print(f"double-buffered, {plan.passes} passes: straight through {whole.cycles:,} cycles, "
           f"one segment a pass {seg.cycles:,} (+{seg.cycles / whole.cycles - 1:.1%})")
+
+
+def test_jobs_are_segmented_by_default_only_where_the_cycles_stay_exact():
+    assert checkpoint.default_segment_passes(4, MemModel(), False) == 1
+    assert checkpoint.default_segment_passes(4, MemModel(), True) == 4
+    assert checkpoint.default_segment_passes(4, MemModel(bandwidth=2.0), False) == 4
+    assert checkpoint.default_segment_passes(4, MemModel(stall=0.25), False) == 4
 
 
 def test_segment_key_changes_with_what_determines_the_result():

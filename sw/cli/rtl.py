@@ -75,7 +75,10 @@ def add_checkpoint_args(parser):
                           "segment in DIR and, run again with the same DIR, simulate only the "
                           "segments it does not hold (a stopped run resumes; docs/system.md)")
     grp.add_argument("--segment-passes", type=int, metavar="N",
-                     help="passes per segment with --checkpoint (default 1)")
+                     help="passes per segment with --checkpoint (default: 1 where segments "
+                          "give the cycles of a run straight through, else the whole layer as "
+                          "one segment: a double-buffered layer, a memory below 8 B/cycle; N "
+                          "splits anyway, its cycles then differ)")
 
 
 def check_checkpoint_args(args):
@@ -178,7 +181,10 @@ def run_rtl_command(args):
                                                 f"{rec['mesh_flits']:,}")
     table.add_row(f"wall: golden ({rec['golden']}) / RTL", f"{golden_s:.1f} s / {rtl_s:.1f} s")
     if getattr(args, "checkpoint", None) is not None:
-        table.add_row("segments: simulated / loaded from --checkpoint",
+        whole = rec["segments"] == 1 and plan.passes > 1
+        table.add_row("segments: simulated / loaded from --checkpoint"
+                      + (" (the whole layer: its passes overlap or the memory is below 8 "
+                         "B/cycle; --segment-passes splits anyway)" if whole else ""),
                       f"{rec['segments'] - rec['resumed']} / {rec['resumed']}")
     console().print(table)
     console().print("per-PE busy (instructions fired / cycles), row by row:")
@@ -214,7 +220,7 @@ def simulate(plan, w, x, args, mem, what=""):
                                   config_ports=args.config_ports, overlap=args.overlap,
                                   double_buffer=plan.double_buffer,
                                   checkpoint=getattr(args, "checkpoint", None),
-                                  segment_passes=getattr(args, "segment_passes", None) or 1)
+                                  segment_passes=getattr(args, "segment_passes", None))
 
 
 def simulate_chain(plans, ws, x, args, mem, what=""):

@@ -28,7 +28,9 @@ Contract
   generator, ``MemModel.stall``) and, in a double-buffered job, the overlap across a segment
   boundary (a segment's first pass does not load behind the pass before it): these change
   cycles, never bits.  At full bandwidth, without stalls or double buffering, the segments
-  give the cycles and counters of a run straight through (``tests/test_checkpoint.py``).
+  give the cycles and counters of a run straight through (``tests/test_checkpoint.py``);
+  :func:`default_segment_passes` segments a job only then (one segment a pass), and keeps any
+  other job whole (one segment, kept when it ends) unless a segment size is asked for.
 """
 
 import hashlib
@@ -46,7 +48,7 @@ import numpy as np
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["SOURCES", "source_digest", "segment_key", "Checkpoint"]
+__all__ = ["SOURCES", "source_digest", "segment_key", "default_segment_passes", "Checkpoint"]
 
 #: The checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
 _ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +85,14 @@ def _iverilog():
         return None
     lines = (out.stdout or out.stderr).splitlines()
     return lines[0].strip() if lines else None
+
+
+def default_segment_passes(passes, mem, double_buffer):
+    """Return the passes per segment of a job of ``passes`` passes when none is asked for: 1
+    where segments give the cycles of a run straight through (no double buffering, the memory
+    ``mem`` at full bandwidth without stalls), else all of them (one segment)."""
+    exact = not double_buffer and mem.bandwidth >= 8 and mem.stall == 0
+    return 1 if exact else max(1, passes)
 
 
 def segment_key(sim, params, top, spec, memories, preload):

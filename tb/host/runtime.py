@@ -39,7 +39,7 @@ from sw.compiler.program import empty_result, gather_pass, pass_images
 from sw.spec.errors import FdpuError
 from sw.spec.system import SIMULATORS
 from tb.host import runner
-from tb.host.checkpoint import Checkpoint, segment_key
+from tb.host.checkpoint import Checkpoint, default_segment_passes, segment_key
 from tb.host.extmem import FdpuSystem
 from tb.host.job_plan import DESC_CBUF, MemModel, cbuf_port_words, plan_job
 from tb.host.run_results import JobRun, RtlError, RtlRun, describe_dma, describe_status
@@ -51,7 +51,7 @@ __all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
-            double_buffer=False, checkpoint=None, segment_passes=1):
+            double_buffer=False, checkpoint=None, segment_passes=None):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
     ``checkpoint`` in resumable segments.
 
@@ -108,8 +108,11 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         a previous run with the same directory kept (:mod:`tb.host.checkpoint`: what a
         segment restores, and the two differences from a run straight through).  The result
         is :meth:`JobRun.concat` of the segments; ``wall_s["resumed"]`` counts those loaded.
-    segment_passes : int
-        Passes per segment with ``checkpoint`` (default 1).
+    segment_passes : int, optional
+        Passes per segment with ``checkpoint``.  Default: 1 where segments give the cycles of
+        a run straight through (no double buffering, the memory at full bandwidth without
+        stalls), else the whole job as one segment (kept when it ends); a number splits
+        anyway, and the cycles then differ (:mod:`tb.host.checkpoint`).
 
     Returns
     -------
@@ -135,6 +138,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     if configs is not None:
         raise FdpuError("a checkpointed job runs the images' own configurations (configs "
                         "is for tests of bad configurations)")
+    if segment_passes is None:
+        segment_passes = default_segment_passes(len(passes), mem, double_buffer)
     if not isinstance(segment_passes, int) or isinstance(segment_passes, bool) \
             or segment_passes < 1:
         raise FdpuError(f"segment_passes must be a positive integer, got {segment_passes!r}")
