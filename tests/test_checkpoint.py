@@ -146,6 +146,9 @@ def test_bad_checkpoints_are_refused(tmp_path):
     with pytest.raises(FdpuError, match="a checkpointed job runs the images' own"):
         runtime.run_job(P, [(image, [])], "icarus", configs=[([], [])],
                         checkpoint=tmp_path / "c")
+    with pytest.raises(FdpuError, match="the passes of a chained job .* one segment"):
+        runtime.run_job(P, [(image, []), (image, [], ["a move"])], "icarus",
+                        checkpoint=tmp_path / "c", segment_passes=1)
     assert afile.read_text() == "x"
 
 

@@ -112,7 +112,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         Passes per segment with ``checkpoint``.  Default: 1 where segments give the cycles of
         a run straight through (no double buffering, the memory at full bandwidth without
         stalls), else the whole job as one segment (kept when it ends); a number splits
-        anyway, and the cycles then differ (:mod:`tb.host.checkpoint`).
+        anyway, and the cycles then differ (:mod:`tb.host.checkpoint`).  A chained job (passes
+        with moves) is one segment: its Dbufs carry the activations.
 
     Returns
     -------
@@ -138,11 +139,16 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     if configs is not None:
         raise FdpuError("a checkpointed job runs the images' own configurations (configs "
                         "is for tests of bad configurations)")
+    chained = any(len(ps) > 2 and ps[2] for ps in passes)
     if segment_passes is None:
-        segment_passes = default_segment_passes(len(passes), mem, double_buffer)
+        segment_passes = len(passes) if chained else \
+            default_segment_passes(len(passes), mem, double_buffer)
     if not isinstance(segment_passes, int) or isinstance(segment_passes, bool) \
             or segment_passes < 1:
         raise FdpuError(f"segment_passes must be a positive integer, got {segment_passes!r}")
+    if chained and segment_passes < len(passes):
+        raise FdpuError("the passes of a chained job keep their outputs in the Dbufs for the "
+                        "next one: they run as one segment (give no segment_passes)")
     store = Checkpoint(checkpoint)
     jobs, resumed = [], 0
     for a in range(0, len(passes), segment_passes):
