@@ -84,7 +84,7 @@ def test_segments_resumed_after_a_stop_equal_a_run_straight_through(tmp_path):
 
 @pytest.mark.slow          # three Icarus runs of a double-buffered layer, ~2 min
 def test_double_buffered_segments_keep_the_bits_and_lose_only_the_overlap(tmp_path):
-    p2 = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=1024)
+    p2 = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=2048)
     plan = planner.plan_fc(8, 64, 4, "dense", p2, double_buffer=True)
     w = layers.make_weights((8, 64), 1.0, 1)
     x = layers.make_inputs(64, 4, 1)
