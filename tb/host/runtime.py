@@ -218,7 +218,7 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
     if store is not None:
         key = segment_key(sim, p, dict(ext_bytes=size, depth=depth, dma_channels=dma_channels,
                                        config_ports=config_ports, waves=bool(waves)),
-                          dict(spec, progress_file=None), arrays, plan.cbuf_preload)
+                          spec, arrays, plan.cbuf_preload)
         kept = store.get(key, len(passes))
     if kept is not None:
         spec["out"] = str(kept)
