@@ -114,9 +114,14 @@ class PeArray(wiring.Component):
         return m
 
 
-def make_pe_array(rows=2, cols=2, slots=32, operand_depth=4, regs=16, dbuf_bytes=1024,
-                  micc_x=-1, micc_y=0, depth=4):
-    """Return a :class:`PeArray` built from plain integers (for the benches)."""
+_PE = ArrayParams()
+
+
+def make_pe_array(rows=2, cols=2, slots=_PE.slots, operand_depth=_PE.operand_depth,
+                  regs=_PE.regs, dbuf_bytes=1024, micc_x=-1, micc_y=0, depth=4,
+                  int_issue=_PE.int_issue):
+    """Return a :class:`PeArray` built from plain integers (for the benches): by default the
+    default PE (``ArrayParams()``) in a 2 x 2 array with 1 KiB Dbufs."""
     params = ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
-                         regs=regs, dbuf_bytes=dbuf_bytes)
+                         regs=regs, dbuf_bytes=dbuf_bytes, int_issue=int_issue)
     return PeArray(params, (micc_x, micc_y), depth)

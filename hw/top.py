@@ -88,6 +88,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.ports import config_ports as _config_ports
 from sw.spec.ports import dma_ports
 from sw.spec.status import DmaError, MiccError, PeError
+from sw.spec.system import System
 
 __all__ = ["FDPU", "ERROR_BITS", "build_fdpu", "dma_ports"]
 
@@ -128,8 +129,8 @@ class FDPU(wiring.Component):
         small banks as Amaranth memories.
     """
 
-    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True, dma_channels=1,
-                 config_ports=1):
+    def __init__(self, params=ArrayParams(), *, depth=4, behavioural=True,
+                 dma_channels=System().dma_channels, config_ports=System().config_ports):
         check_params(params)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
             raise TypeError(f"depth must be an integer >= 2, not {depth!r}")
@@ -367,10 +368,16 @@ class FDPU(wiring.Component):
         return m
 
 
-def build_fdpu(rows=8, cols=8, slots=64, operand_depth=4, dbuf_bytes=1 << 21, cbufs=8,
-               cbuf_bytes=1 << 16, depth=4, int_issue=1, behavioural=True, dma_channels=1,
-               config_ports=1):
-    """Return an :class:`FDPU` for ``fdpu verilog --top fdpu`` (paper defaults)."""
+_ARRAY, _SYSTEM = ArrayParams(), System()
+
+
+def build_fdpu(rows=_ARRAY.rows, cols=_ARRAY.cols, slots=_ARRAY.slots,
+               operand_depth=_ARRAY.operand_depth, dbuf_bytes=_ARRAY.dbuf_bytes,
+               cbufs=_ARRAY.cbufs, cbuf_bytes=_ARRAY.cbuf_bytes, depth=4,
+               int_issue=_ARRAY.int_issue, behavioural=True,
+               dma_channels=_SYSTEM.dma_channels, config_ports=_SYSTEM.config_ports):
+    """Return an :class:`FDPU` for ``fdpu verilog --top fdpu``; the defaults are
+    ``ArrayParams()`` in ``System()``, the README's configuration."""
     return FDPU(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
                             dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
                             int_issue=int_issue),

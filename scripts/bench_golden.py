@@ -73,10 +73,11 @@ def main(argv=None):
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--exact-small", action="store_true")
     ap.add_argument("--chooser", metavar="K,C,N")
-    ap.add_argument("--rows", type=int, default=8)
-    ap.add_argument("--cols", type=int, default=8)
-    ap.add_argument("--slots", type=int, default=64)
-    ap.add_argument("--int-issue", type=int, default=1, choices=(1, 2))
+    default = ArrayParams()                        # the README's configuration
+    ap.add_argument("--rows", type=int, default=default.rows)
+    ap.add_argument("--cols", type=int, default=default.cols)
+    ap.add_argument("--slots", type=int, default=default.slots)
+    ap.add_argument("--int-issue", type=int, default=default.int_issue, choices=(1, 2))
     ap.add_argument("--sparse-graph", default=fc_plan.DEFAULT_SPARSE_GRAPH,
                     choices=fc_plan.SPARSE_GRAPHS)
     args = ap.parse_args(argv)

@@ -14,12 +14,15 @@ Usage::
     python scripts/bench_rtl.py speed                 # 8x8 on Verilator + 1x1 on Icarus
     python scripts/bench_rtl.py fc8 --batch 1 4 64    # alexnet-fc8, dense and sparse, 8x8 Verilator
     python scripts/bench_rtl.py fc8 --batch 64 --mode sparse --sparse-graph switch \\
-        --slots 128 --int-issue 2 --dma-channels 4 --backdoor-in   # the paper's SWITCH graph
+        --operand-depth 4 --backdoor-in                            # the paper's SWITCH graph
     python scripts/bench_rtl.py case --sim icarus --rows 1 --cols 1 --slots 32 \\
         --in-features 64 --out-features 8 --batch 8 --mode sparse --density 0.25
     python scripts/bench_rtl.py first --layer alexnet-fc6 --batch 64 --mode dense \\
-        --slots 128 --int-issue 2 --dma-channels 4 --operand-depth 2 --first-passes 2
+        --first-passes 2
                                  # the first passes of a layer too long to simulate whole
+
+The array and system default to the README's configuration (``ArrayParams()``,
+``System()``); ``speed`` keeps the small PE it was first measured on.
 
 ``first`` runs the first ``--first-passes`` passes of ``--layer`` (double-buffered unless
 ``--no-double-buffer``), checks their outputs against the golden model's and prints per pass
@@ -43,14 +46,17 @@ from sw.cli.rtl import figures
 from sw.compiler import fc_plan, layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
+from sw.spec.system import System
 from tb.host import runtime
 from tb.host.job_plan import MemModel
 
+ARRAY, SYSTEM = ArrayParams(), System()     # the defaults: the README's configuration
+
 
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
-             dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=1, backdoor_in=False,
-             dma_channels=1, config_ports=4, overlap=True,
-             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=4):
+             dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=ARRAY.int_issue,
+             backdoor_in=False, dma_channels=SYSTEM.dma_channels, config_ports=4, overlap=True,
+             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=ARRAY.operand_depth):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
@@ -186,18 +192,18 @@ def main(argv=None):
     ap.add_argument("--layer", default="alexnet-fc6", help="the layer of 'first'")
     ap.add_argument("--first-passes", type=int, default=2, metavar="P")
     ap.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--operand-depth", type=int, default=4)
+    ap.add_argument("--operand-depth", type=int, default=ARRAY.operand_depth)
     ap.add_argument("--sim", choices=("icarus", "verilator"), default="verilator")
-    ap.add_argument("--rows", type=int, default=8)
-    ap.add_argument("--cols", type=int, default=8)
-    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--rows", type=int, default=ARRAY.rows)
+    ap.add_argument("--cols", type=int, default=ARRAY.cols)
+    ap.add_argument("--slots", type=int, default=ARRAY.slots)
     ap.add_argument("--in-features", type=int, default=64)
     ap.add_argument("--out-features", type=int, default=64)
     ap.add_argument("--batch", type=int, nargs="+", default=[4])
     ap.add_argument("--mode", choices=("dense", "sparse", "both"), default="both")
     ap.add_argument("--density", type=float, default=None)
-    ap.add_argument("--int-issue", type=int, choices=(1, 2), default=1)
-    ap.add_argument("--dma-channels", type=int, default=1)
+    ap.add_argument("--int-issue", type=int, choices=(1, 2), default=ARRAY.int_issue)
+    ap.add_argument("--dma-channels", type=int, default=SYSTEM.dma_channels)
     ap.add_argument("--config-ports", type=int, default=4,
                     help="MicC configuration ports (1..4; default 4)")
     ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
@@ -219,9 +225,12 @@ def main(argv=None):
     if args.what == "first":
         records += [first_passes(args, mode) for mode in modes]
     elif args.what == "speed":
-        records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25))
+        # The speed case keeps the PE and system it was first measured on (docs/harness.md):
+        # 64 slots at operand depth 4, one INT issue, one DMA channel.
+        small = dict(int_issue=1, operand_depth=4, dma_channels=1)
+        records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25, **small))
         records.append(run_case("icarus", 1, 1, 32, 8, 64, 8, "sparse", 0.25,
-                                dbuf_bytes=4096))
+                                dbuf_bytes=4096, **small))
     elif args.what == "fc8":
         for n in args.batch:
             for mode in modes:
@@ -233,7 +242,8 @@ def main(argv=None):
                                         dma_channels=args.dma_channels,
                                         config_ports=args.config_ports,
                                         overlap=args.overlap,
-                                        sparse_graph=args.sparse_graph))
+                                        sparse_graph=args.sparse_graph,
+                                        operand_depth=args.operand_depth))
     else:
         for n in args.batch:
             for mode in modes:
@@ -248,7 +258,8 @@ def main(argv=None):
                                         config_ports=args.config_ports,
                                         overlap=args.overlap,
                                         exact=args.golden == "exact",
-                                        sparse_graph=args.sparse_graph))
+                                        sparse_graph=args.sparse_graph,
+                                        operand_depth=args.operand_depth))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:

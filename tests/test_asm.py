@@ -16,7 +16,7 @@ from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
-PARAMS = ArrayParams(rows=1, cols=2)
+PARAMS = ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1)
 
 
 def fc_image(mode="sparse"):
@@ -86,7 +86,8 @@ def test_malformed_images():
     with pytest.raises(FdpuError, match=r"preload 0, \(0,0\).63.0, names no token operand"):
         _copy(img, preloads=[(0, 0, 63, 0, 0)]).check()
     with pytest.raises(FdpuError, match="program has shape"):
-        _copy(img, params=ArrayParams(rows=2, cols=2)).check()
+        _copy(img, params=ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                      int_issue=1)).check()
     bad = _copy(img)
     bad.program[0, 0, 1] = 0       # a slot others send to becomes empty
     with pytest.raises(FdpuError, match="unconfigured slot"):
@@ -96,7 +97,7 @@ def test_malformed_images():
 def test_graph_that_does_not_fit_the_array():
     plan = plan_fc(4, 20, 4, "sparse", PARAMS)
     g = build_graph(plan)
-    tiny = ArrayParams(rows=1, cols=2, slots=16)
+    tiny = ArrayParams(rows=1, cols=2, slots=16, operand_depth=4, int_issue=1)
     with pytest.raises(FdpuError, match="slots"):
         place(g, tiny)
 
@@ -124,7 +125,7 @@ def test_listing_reads_well():
 def test_pipe0_hint_is_assembled():
     # Node.pipe0 goes into the instruction word: the sparse engine with one value
     # load per row (wfan 16) and fan_pipe0 hints the MOVs of the loads' fan-out trees.
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(3, 32, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True)
     g = build_graph(plan)
     g.validate(params)

@@ -29,7 +29,7 @@ def test_backdoor_bench(sim):
 
 
 def test_backdoor_in_matches_the_dma_cycle_for_cycle():
-    p = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=512)
+    p = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=512, operand_depth=4, int_issue=1)
     w = layers.make_weights((8, 32), 1.0, 5)
     x = layers.make_inputs(32, 4, 5)
     plan = planner.plan_fc(8, 32, 4, "dense", p)

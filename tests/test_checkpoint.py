@@ -19,7 +19,7 @@ from cliutil import assert_user_error, run
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 #: A 1 x 1 top with small Dbufs: the 8 x 32 dense layer takes 4 passes.
-P = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=512)
+P = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=512, operand_depth=4, int_issue=1)
 #: A slow memory at full bandwidth without stalls (its bandwidth limiter and its stall
 #: generator start again at each segment: docs/system.md).
 MEM = MemModel(latency=30, bandwidth=8.0)
@@ -84,7 +84,7 @@ def test_segments_resumed_after_a_stop_equal_a_run_straight_through(tmp_path):
 
 @pytest.mark.slow          # three Icarus runs of a double-buffered layer, ~2 min
 def test_double_buffered_segments_keep_the_bits_and_lose_only_the_overlap(tmp_path):
-    p2 = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=2048)
+    p2 = ArrayParams(rows=1, cols=1, slots=16, dbuf_bytes=2048, operand_depth=4, int_issue=1)
     plan = planner.plan_fc(8, 64, 4, "dense", p2, double_buffer=True)
     w = layers.make_weights((8, 64), 1.0, 1)
     x = layers.make_inputs(64, 4, 1)
@@ -121,7 +121,8 @@ def test_segment_key_changes_with_what_determines_the_result():
                                                                 out="/b/r.npz"), mem, [])
     others = [
         checkpoint.segment_key("verilator", P, top, spec, mem, []),
-        checkpoint.segment_key("icarus", ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=512),
+        checkpoint.segment_key("icarus", ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=512,
+                                                     operand_depth=4, int_issue=1),
                                top, spec, mem, []),
         checkpoint.segment_key("icarus", P, dict(top, dma_channels=2), spec, mem, []),
         checkpoint.segment_key("icarus", P, top, dict(spec, mem=dict(spec["mem"], bw=8)), mem,

@@ -14,7 +14,7 @@ from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
-SMALL = ArrayParams(rows=2, cols=2, dbuf_bytes=4096)
+SMALL = ArrayParams(rows=2, cols=2, dbuf_bytes=4096, slots=64, operand_depth=4, int_issue=1)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -35,7 +35,8 @@ def test_sram_bad_parameters():
 
 
 def test_big_bank_is_an_instance_that_lints():
-    p = ArrayParams(rows=2, cols=2)                  # the paper's 2 MiB Dbufs
+    p = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                    int_issue=1)                  # the paper's 2 MiB Dbufs
     text = to_verilog(Dbuf(p, 3), "dbuf")
     assert SRAM_MODULE in text and len(text) < 100_000   # no per-word initialisation
     assert lint(attach_models(text), "dbuf") == []

@@ -129,7 +129,7 @@ def test_too_many_initial_tokens():
     g = switch_graph()
     g.edges[-1] = type(g.edges[-1])(g.edges[-1].src, g.edges[-1].dst, 2, init=5)
     with pytest.raises(DfgError, match="exceed operand_depth"):
-        g.validate(ArrayParams(operand_depth=4))
+        g.validate(ArrayParams(operand_depth=4, slots=64, int_issue=1))
 
 
 def test_rates_and_rate_rule():
@@ -174,7 +174,8 @@ def test_rate_mismatch_and_end_rate():
                                          ("sparse", "gather")])
 @pytest.mark.parametrize("kb, gb", [(1, 1), (2, 3), (3, 2)])
 def test_fc_engines_validate(mode, graph, kb, gb):
-    plan = FcPlan(mode, kb, 40, gb * 4, ArrayParams(), kb, gb,
+    plan = FcPlan(mode, kb, 40, gb * 4, ArrayParams(slots=64, operand_depth=4,
+                                                    int_issue=1), kb, gb,
                   **({"sparse_graph": graph} if graph else {}))
     g = Graph()
     ids = build_engine(g, plan, 0)

@@ -29,9 +29,11 @@ RIG = dict(rows=1, cols=1, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1
 
 
 @pytest.mark.parametrize("build, error, message", [
-    (lambda: Dma(ArrayParams(rows=1, cols=1), coord=(0, 0)), ValueError,
+    (lambda: Dma(ArrayParams(rows=1, cols=1, slots=64, operand_depth=4, int_issue=1), coord=(0,
+                             0)), ValueError,
      r"coord must be an edge port coordinate of the array, not \(0, 0\)"),
-    (lambda: Dma(ArrayParams(rows=1, cols=1), outstanding=3), TypeError,
+    (lambda: Dma(ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                             int_issue=1), outstanding=3), TypeError,
      "outstanding must be a power of two >= 2, not 3"),
     (lambda: Dma("p"), TypeError, "params must be an sw.spec.arch.ArrayParams, not 'p'"),
     (lambda: ExtMem(1000), TypeError, "nbytes must be a power of two >= 16, not 1000"),
@@ -105,7 +107,7 @@ def _sim_one_descriptor(dma, words, cycles=60, ready=lambda cycle: True):
 
 def test_cbuf_descriptor_on_a_channel_without_cbufs_is_bad():
     # The extra DMA channels of a multi-channel top have no Cbuf port: BAD_DESC, no hang.
-    p = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
+    p = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, slots=64, operand_depth=4, int_issue=1)
     cbuf = {0x100: 0, 0x108: pack_descriptor(0, 0, 16, DescFlag.CBUF)[1]}   # into Cbuf 0
     got = _sim_one_descriptor(Dma(p, coord=(1, 0), cbuf=False), cbuf)
     assert got["halt"] and not got["done"] and got["error"] == 1 << DmaError.BAD_DESC, got
@@ -123,7 +125,7 @@ def test_multicast_stores_each_word_to_each_target_in_order(first, copies):
     seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"seed {seed} (set FDPU_SEED to repeat)")
     rng = random.Random(seed)
-    p = ArrayParams(rows=2, cols=3, dbuf_bytes=256)
+    p = ArrayParams(rows=2, cols=3, dbuf_bytes=256, slots=64, operand_depth=4, int_issue=1)
     off, n = 8 * rng.randrange(24), 5
     data = [rng.getrandbits(64) for _ in range(n)]
     words = {0x100: 0x1000 | (p.dbuf_base(first) + off) << 32,
@@ -150,7 +152,7 @@ def test_move_loads_its_source_and_stores_each_word_to_each_target():
     seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"seed {seed} (set FDPU_SEED to repeat)")
     rng = random.Random(seed)
-    p = ArrayParams(rows=1, cols=1, dbuf_bytes=256)
+    p = ArrayParams(rows=1, cols=1, dbuf_bytes=256, slots=64, operand_depth=4, int_issue=1)
     src, first, copies, n = 3, 0, 0b11, 8
     soff, doff = 8 * rng.randrange(24), 8 * rng.randrange(24)
     data = [rng.getrandbits(64) for _ in range(n)]

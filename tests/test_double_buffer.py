@@ -95,7 +95,8 @@ def test_planner_refuses_a_bad_value():
     with pytest.raises(FdpuError, match=r"needs more than the half of the 1024 bytes of a "
                                         r"Dbuf \(double buffering\).*or no double buffering"):
         planner.plan_fc(8, 64, 4, "dense", ArrayParams(rows=1, cols=1, slots=16,
-                                                        dbuf_bytes=1024), double_buffer=True)
+                                                        dbuf_bytes=1024, operand_depth=4,
+                                                        int_issue=1), double_buffer=True)
 
 
 def test_cli_model_reports_the_overlap(tmp_path, capsys):

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 SIMS = SIMULATORS
-P = ArrayParams(rows=2, cols=2, slots=8, operand_depth=2, regs=4, dbuf_bytes=256)
+P = ArrayParams(rows=2, cols=2, slots=8, operand_depth=2, regs=4, dbuf_bytes=256, int_issue=1)
 MICC = (-1, 0)
 
 
@@ -41,7 +41,8 @@ def test_reply_port_parameters_are_checked():
 
 def test_ctx_end_count_field_fits_every_flit():
     # The count rides in bits no CTX_END used (the flit is as wide as a STORE).
-    for p in (P, ArrayParams(rows=1, cols=1, slots=4, regs=4), ArrayParams()):
+    for p in (P, ArrayParams(rows=1, cols=1, slots=4, regs=4, operand_depth=4,
+                             int_issue=1), ArrayParams(slots=64, operand_depth=4, int_issue=1)):
         fields = [f.name for f in flit_layout(Kind.CTX_END, p).fields]
         assert fields[-2:] == ["data", "count"]
         assert body_layout(Kind.CTX_END, p).width <= body_layout(Kind.STORE, p).width

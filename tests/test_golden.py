@@ -28,8 +28,8 @@ from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, loop_imm
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
-P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
-P2 = ArrayParams(rows=1, cols=2, dbuf_bytes=1024)
+P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, slots=64, operand_depth=4, int_issue=1)
+P2 = ArrayParams(rows=1, cols=2, dbuf_bytes=1024, slots=64, operand_depth=4, int_issue=1)
 OUT = 512          # where the hand-built graphs store their result (Dbuf 0)
 M32 = 0xFFFF_FFFF
 
@@ -297,7 +297,7 @@ def test_bscan_tokens_issue_on_the_int_pipe():
     # With int_issue = 2 the estimate issues BSCAN tokens on the INT/CTRL pipe (the RTL's pipe
     # 2) and ITER tokens on the load/store pipe (pipe 0): a FACC fed by a BSCAN and an ITER of
     # 32 tokens each gets both streams at once; fed by two BSCANs, it waits ~32 cycles more.
-    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=2, slots=64, operand_depth=4)
 
     def graph(second):
         g = Graph()
@@ -407,13 +407,18 @@ def test_memory_fault_and_timeout():
 # FC: exact vs fast, order randomization, Fig. 7, numpy ----------------------------------------
 
 FC_CASES = [
-    ("dense", 6, 40, 5, ArrayParams(rows=2, cols=2), None),
-    ("sparse", 6, 40, 5, ArrayParams(rows=2, cols=2), "switch"),
-    ("sparse", 6, 40, 5, ArrayParams(rows=2, cols=2), "gather"),
-    ("sparse", 9, 33, 1, ArrayParams(rows=1, cols=3), "switch"),
-    ("dense", 5, 19, 9, ArrayParams(rows=1, cols=1), None),
-    ("sparse", 4, 48, 12, ArrayParams(rows=1, cols=1, dbuf_bytes=2048), "switch"),  # passes
-    ("sparse", 4, 48, 12, ArrayParams(rows=1, cols=1, dbuf_bytes=2048), "gather"),
+    ("dense", 6, 40, 5, ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), None),
+    ("sparse", 6, 40, 5, ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                     int_issue=1), "switch"),
+    ("sparse", 6, 40, 5, ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                     int_issue=1), "gather"),
+    ("sparse", 9, 33, 1, ArrayParams(rows=1, cols=3, slots=64, operand_depth=4,
+                                     int_issue=1), "switch"),
+    ("dense", 5, 19, 9, ArrayParams(rows=1, cols=1, slots=64, operand_depth=4, int_issue=1), None),
+    ("sparse", 4, 48, 12, ArrayParams(rows=1, cols=1, dbuf_bytes=2048, slots=64, operand_depth=4,
+                                      int_issue=1), "switch"),  # passes
+    ("sparse", 4, 48, 12, ArrayParams(rows=1, cols=1, dbuf_bytes=2048, slots=64, operand_depth=4,
+                                      int_issue=1), "gather"),
 ]
 
 
@@ -455,7 +460,7 @@ def test_epilogue_exact_and_fast_agree(mode, graph, bias, relu):
     # float64 check holds (and the plain reference does not).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     k, c, n = 7, 40, 5
-    params = ArrayParams(rows=1, cols=1)
+    params = ArrayParams(rows=1, cols=1, slots=64, operand_depth=4, int_issue=1)
     w = layers.make_weights((k, c), 0.35 if mode == "sparse" else 1.0, SEED)
     x = layers.make_inputs(c, n, SEED + 1)
     b = np.random.default_rng([SEED, 5]).normal(0, 1, k).astype(np.float16)
@@ -485,7 +490,8 @@ def test_random_shapes_exact_and_fast_agree():
     for _ in range(3):
         mode = rng.choice(["dense", "sparse"])
         k, c, n = rng.randint(1, 9), rng.randint(1, 40), rng.randint(1, 9)
-        params = ArrayParams(rows=rng.randint(1, 2), cols=rng.randint(1, 3))
+        params = ArrayParams(rows=rng.randint(1, 2), cols=rng.randint(1, 3), slots=64,
+                             operand_depth=4, int_issue=1)
         density = rng.choice([0.0, 0.2, 1.0])
         w = layers.make_weights((k, c), density, rng.getrandbits(16))
         x = layers.make_inputs(c, n, rng.getrandbits(16))
@@ -502,7 +508,8 @@ def test_every_order_gives_the_same_bits():
     print(f"seed {SEED} (set FDPU_SEED to change)")
     w = layers.make_weights((6, 48), 0.4, SEED)
     x = layers.make_inputs(48, 8, SEED)
-    plan = plan_fc(6, 48, 8, "sparse", ArrayParams(rows=1, cols=2), kb=2, gb=1)
+    plan = plan_fc(6, 48, 8, "sparse", ArrayParams(rows=1, cols=2, slots=64, operand_depth=4,
+                                                   int_issue=1), kb=2, gb=1)
     base = run_fc(plan, w, x, exact=True)
     for s in range(SEED, SEED + 6):
         res = run_fc(plan, w, x, exact=True, seed=s, jitter=8)
@@ -513,7 +520,8 @@ def test_every_order_gives_the_same_bits():
 def test_fig7_without_feedback_some_order_breaks_context_order():
     w = layers.make_weights((2, 32), 0.5, SEED)
     x = layers.make_inputs(32, 4, SEED)
-    plan = plan_fc(2, 32, 4, "sparse", ArrayParams(rows=1, cols=1), feedback=False,
+    plan = plan_fc(2, 32, 4, "sparse", ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                                   int_issue=1), feedback=False,
                    sparse_graph="switch")
     errors = []
     for s in range(SEED, SEED + 5):
@@ -524,7 +532,8 @@ def test_fig7_without_feedback_some_order_breaks_context_order():
     assert errors, "no seed misordered the graph without feedback edges"
     print(f"seed {errors[0][0]}: {errors[0][1]}")
     assert "context-order error" in errors[0][1] and "feedback edge" in errors[0][1]
-    good = plan_fc(2, 32, 4, "sparse", ArrayParams(rows=1, cols=1), sparse_graph="switch")
+    good = plan_fc(2, 32, 4, "sparse", ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                                   int_issue=1), sparse_graph="switch")
     bits = {run_fc(good, w, x, exact=True, seed=s).result.tobytes()
             for s in range(SEED, SEED + 5)}
     assert len(bits) == 1
@@ -534,7 +543,8 @@ def test_fig7_without_feedback_some_order_breaks_context_order():
 def test_context_window(window):
     w = layers.make_weights((8, 16), 1.0, SEED)
     x = layers.make_inputs(16, 4, SEED)
-    plan = plan_fc(8, 16, 4, "dense", ArrayParams(rows=1, cols=1), kb=1, gb=1)
+    plan = plan_fc(8, 16, 4, "dense", ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                                  int_issue=1), kb=1, gb=1)
     g = graphs.build_graph(plan)
     segments, outputs = dbuf_layout.pass_memory(plan, w, x, 0)
     img = assemble(g, place(g, plan.params), segments, plan.pass_contexts(0), window=window)
@@ -568,7 +578,8 @@ def test_error_bound_holds_where_rounding_is_worst():
     # error is 2048, and the bound must cover it while staying finite.
     w = np.ones((1, 4096), dtype=np.float16)
     x = np.ones((1, 4096), dtype=np.float16)
-    plan = plan_fc(1, 4096, 1, "dense", ArrayParams(rows=1, cols=1))
+    plan = plan_fc(1, 4096, 1, "dense", ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                                    int_issue=1))
     res = run_fc(plan, w, x)
     y = res.result
     assert float(y[0, 0]) == 2048.0
@@ -606,7 +617,7 @@ def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
     x = layers.make_inputs(64, 32, 4)
     runs = {}
     for width in (1, 2):
-        params = ArrayParams(rows=1, cols=1, int_issue=width, slots=128)
+        params = ArrayParams(rows=1, cols=1, int_issue=width, slots=128, operand_depth=4)
         plan = plan_fc(4, 64, 32, "sparse", params, kb=1, gb=8, sparse_graph="switch")
         runs[width] = run_fc(plan, w, x, exact=True)
     assert np.array_equal(runs[1].result.view(np.uint16), runs[2].result.view(np.uint16))
@@ -616,7 +627,7 @@ def test_second_integer_issue_speeds_the_sparse_graph_and_keeps_the_bits():
 @pytest.mark.parametrize("width", [0, 3, 1.5, True])
 def test_int_issue_is_checked(width):
     with pytest.raises(FdpuError, match="int_issue must be 1 or 2"):
-        ArrayParams(int_issue=width)
+        ArrayParams(int_issue=width, slots=64, operand_depth=4)
 
 
 def test_one_value_load_per_row_gives_the_same_bits():
@@ -625,7 +636,7 @@ def test_one_value_load_per_row_gives_the_same_bits():
     print(f"seed {SEED} (set FDPU_SEED to change)")
     w = layers.make_weights((3, 40), 0.3, SEED)
     x = layers.make_inputs(40, 32, SEED + 1)
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     runs = [run_fc(plan_fc(3, 40, 32, "sparse", params, kb=3, gb=8, wfan=wfan), w, x,
                    exact=True, seed=SEED) for wfan in (4, 16)]
     fast = run_fc(runs[1].plan, w, x)
@@ -640,7 +651,8 @@ def test_bscan_engine_is_fp_bound_in_the_estimate():
     # per column the 3 x 8 sparse engine issues ~12.5 INT/CTRL (pipe 2) and ~17
     # load/store/ITER (pipe 0) against 24 FACC, so on one PE the estimate runs the FP pipe
     # above 90 % (before BSCAN: 0.90 FACC/cycle in the estimate, 0.61 on the RTL).
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16,
+                         operand_depth=4)
     w = layers.make_weights((6, 64), 0.25, SEED)
     x = layers.make_inputs(64, 32, SEED + 1)
     plan = plan_fc(6, 64, 32, "sparse", params)
@@ -657,7 +669,8 @@ def test_pipe0_hint_moves_issues_to_pipe_0_in_the_estimate(int_issue):
     # both streams; with the second BSCAN hinted it comes from pipe 0 at the same time (about
     # 32 cycles less) when int_issue = 2; with one INT pipe the hint changes nothing.  The
     # result is the same either way.
-    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=int_issue)
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, int_issue=int_issue, slots=64,
+                         operand_depth=4)
 
     def graph(hint):
         g = Graph()

@@ -19,7 +19,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.isa import Op, count_token, loop_imm
 
 SEED = int(os.environ.get("FDPU_SEED", "20261202"))
-P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=4096)
+P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=4096, slots=64, operand_depth=4, int_issue=1)
 M32 = 0xFFFF_FFFF
 OUT = 2048          # where the graphs store their results
 WORDS = 1024        # where the per-context count tokens are (8 bytes each)
@@ -169,7 +169,7 @@ def test_varying_rates_in_the_graph():
     g.nodes[by_op[Op.LDHB]].group = 1
     with pytest.raises(DfgError, match="rate rule: ITER#.* fires a data-dependent number of "
                                        "times .* to LDHB"):
-        g.validate(ArrayParams(rows=1, cols=2))
+        g.validate(ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1))
 
 
 def test_counted_facc_operands_must_vary_and_count_must_not():

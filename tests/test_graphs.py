@@ -29,7 +29,8 @@ SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 @pytest.mark.parametrize("mode", ["dense", "sparse"])
 @pytest.mark.parametrize("n", [1, 4, 64])
 def test_paper_blocking_fits_and_covers(mode, n):
-    plan = plan_fc(1000, 4096, n, mode)
+    # On the 64-slot PE (one INT issue) every blocking of alexnet-fc8 fills the 64 engines.
+    plan = plan_fc(1000, 4096, n, mode, ArrayParams(slots=64, operand_depth=4, int_issue=1))
     slots, _, _ = engine_costs(mode, plan.kb, plan.gb, 64)
     assert slots <= plan.params.slots
     assert plan.kblocks * plan.kb >= 1000 and plan.gblocks * plan.gb * 4 >= n
@@ -55,7 +56,7 @@ def test_plan_rejects(args, match):
 
 
 def test_item_that_does_not_fit_a_dbuf():
-    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024)
+    params = ArrayParams(rows=1, cols=1, dbuf_bytes=1024, slots=64, operand_depth=4, int_issue=1)
     with pytest.raises(FdpuError, match="needs more than the 1024 bytes of a Dbuf"):
         plan_fc(8, 4000, 4, "dense", params)
 
@@ -63,7 +64,7 @@ def test_item_that_does_not_fit_a_dbuf():
 @pytest.mark.parametrize("mode", ["dense", "sparse"])
 def test_memory_layout_matches_what_the_graph_reads(mode):
     print(f"seed {SEED} (set FDPU_SEED to change)")
-    params = ArrayParams(rows=1, cols=2)
+    params = ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1)
     k, c, n = 5, 37, 6
     w = layers.make_weights((k, c), 0.4, SEED)
     x = layers.make_inputs(c, n, SEED)
@@ -100,7 +101,7 @@ def test_memory_layout_matches_what_the_graph_reads(mode):
 
 
 def test_gather_outputs_inverts_the_output_layout():
-    params = ArrayParams(rows=1, cols=1)
+    params = ArrayParams(rows=1, cols=1, slots=64, operand_depth=4, int_issue=1)
     plan = plan_fc(5, 16, 6, "dense", params, kb=2, gb=2)
     segments, outputs = pass_memory(plan, np.zeros((5, 16)), np.zeros((6, 16)), 0)
     mem = Memory(params, segments)
@@ -125,7 +126,8 @@ def test_fc_result_follows_the_documented_order():
     w[rng.random((k, c)) < 0.5] = 0
     x = (rng.standard_normal((n, c)) * 4).astype(np.float16)
     for mode in ("dense", "sparse"):
-        plan = plan_fc(k, c, n, mode, ArrayParams(rows=1, cols=1))
+        plan = plan_fc(k, c, n, mode, ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                                  int_issue=1))
         y = fc_result(plan, w, x).view(np.uint16)
         for kk in range(k):
             for nn in range(n):
@@ -142,7 +144,7 @@ def test_sparse_switch_chooses_the_address_and_loads_feed_facc_directly():
     # (LDHBZ: +0.0 without a Dbuf access); the join feeds the feedback edge and one
     # value load per 4 lane groups, which name their FACCs directly (no MOV tree); inputs
     # likewise (docs/dataflow.md).
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, sparse_graph="switch")
     g = build_graph(plan)
     g.validate(params)
@@ -170,7 +172,8 @@ def test_sparse_decode_is_one_bscan_per_row():
     # per weight row LDH colidx -> BSCAN.0, LDW of the relocated rowoff -> MOV ->
     # BSCAN.1, BSCAN (count 16) -> SWITCH data and condition; no SHR/AND/SCAN, no shift/add
     # of the base, no repeat ITERs left.
-    plan = plan_fc(3, 64, 32, "sparse", ArrayParams(rows=1, cols=1, slots=128, int_issue=2),
+    plan = plan_fc(3, 64, 32, "sparse", ArrayParams(rows=1, cols=1, slots=128, int_issue=2,
+                                                    operand_depth=4),
                    kb=3, gb=8, wfan=4, sparse_graph="switch")
     g = build_graph(plan)
     out, inn = g.out_edges(), g.in_edges()
@@ -200,7 +203,7 @@ def test_value_loads_per_row_follow_the_mesh_links():
     # and link, and the 3 x 8 engine with one load per 4 lane groups makes 14.8 accesses per
     # column, 29.6 per Dbuf against 24 FACC.  On one PE (one engine per Dbuf) one load per 4
     # lane groups (fewer pipe-2 issues) is cheaper (docs/mapping.md, "Blocking choice").
-    p8 = ArrayParams(slots=128, int_issue=2)
+    p8 = ArrayParams(slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(96, 256, 64, "sparse", p8, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 16)
     assert link_engines(p8, plan.homes) == 2
@@ -209,7 +212,7 @@ def test_value_loads_per_row_follow_the_mesh_links():
     plan = plan_fc(96, 256, 64, "sparse", p8, wfan=4, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
     assert sum(1 for n in build_graph(plan).nodes if n.op is Op.LDHBZ) == 64 * 3 * 2
-    p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16)
+    p1 = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, dbuf_bytes=1 << 16, operand_depth=4)
     plan = plan_fc(6, 64, 32, "sparse", p1, sparse_graph="switch")
     assert (plan.kb, plan.gb, plan.wfan) == (3, 8, 4)
     assert link_engines(p1, plan.homes) == 1
@@ -226,7 +229,7 @@ def test_value_loads_per_row_follow_the_mesh_links():
 def test_homes_are_straight_and_shared_fairly(rows, cols):
     # Every PE's home Dbuf is on its row or column (a straight XY route), no Dbuf has more
     # than ceil(P / D) engines, so no mesh link carries more than one Dbuf's engines.
-    p = ArrayParams(rows=rows, cols=cols)
+    p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     homes = engine_homes(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
     assert sorted(pe for pe, _ in homes) == sorted(p.pe_coords())
@@ -250,7 +253,7 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     # else, so per column of the 3 x 8 engine pipe 2 drops from 18.5 to 12.5 issues and pipe 0
     # rises from 14.05 to 20.05.  Measured slower on the RTL (one PE and 8 x 8,
     # docs/mapping.md), so the default plans hint nothing; the chooser's pick is unchanged.
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=16, fan_pipe0=True,
                    sparse_graph="switch")
     assert plan.describe()["fan_pipe0"] is True
@@ -275,7 +278,8 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
     c = engine_issues("sparse", 3, 8, 64, wfan=16, sparse_graph="switch")
     assert c.hinted == 0 and tuple(round(v / 64, 2) for v in c.pipes(2)) == (18.33, 13.98)
     # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
-    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2),
+    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2,
+                                                             operand_depth=4),
                           sparse_graph="switch")[0]
     assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)
 
@@ -287,7 +291,7 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
     # paper's SWITCH graph, so every output bit is the same; the exact interpreter (random
     # delivery delays) and the vectorized path agree on it and on the instruction counts.
     print(f"seed {SEED} (set FDPU_SEED to change)")
-    params = ArrayParams(rows=rows, cols=rows, slots=128, int_issue=2)
+    params = ArrayParams(rows=rows, cols=rows, slots=128, int_issue=2, operand_depth=4)
     w = layers.make_weights((k, c), density, SEED)
     x = layers.make_inputs(c, n, SEED)
     runs = {}
@@ -313,7 +317,7 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
 
 def test_gather_graph_is_bscan_straight_into_the_value_loads():
     assert SPARSE_GRAPHS == ("switch", "gather", "skip")
-    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2)
+    params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=4, sparse_graph="gather")
     assert plan.describe()["sparse_graph"] == "gather"
     g = build_graph(plan)
@@ -349,7 +353,7 @@ def test_plan_rejects_bad_graph_options(kw, match):
 def test_an_explicit_blocking_is_honoured_or_refused(mode):
     # kb 5 is none of the chooser's own candidates: it is planned as given, not replaced by a
     # neighbour; a wfan or a context count is kept as given too.
-    p = ArrayParams(rows=2, cols=2)
+    p = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1)
     plan = plan_fc(16, 64, 8, mode, p, kb=5)
     assert plan.kb == 5
     if mode == "sparse":
@@ -360,4 +364,5 @@ def test_an_explicit_blocking_is_honoured_or_refused(mode):
         plan_fc(16, 64, 8, mode, p, kb=16, gb=2)
     with pytest.raises(FdpuError, match=rf"no blocking of the {mode} engine with kb=16 fits "
                                         r"64 slots per PE"):
-        plan_fc(16, 64, 8, mode, ArrayParams(rows=2, cols=2, slots=64), kb=16)
+        plan_fc(16, 64, 8, mode, ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                             int_issue=1), kb=16)

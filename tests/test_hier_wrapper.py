@@ -178,7 +178,8 @@ def _job(monkeypatch, wrapper):
     for name, value in {**WRAPPERS[wrapper], "FDPU_HIER_SKIP_STATS": "1"}.items():
         monkeypatch.setenv(name, value)
     runs = _recording(monkeypatch)
-    p = ArrayParams(rows=1, cols=2, slots=16, dbuf_bytes=4096)     # a small PE: fast builds
+    p = ArrayParams(rows=1, cols=2, slots=16, dbuf_bytes=4096, operand_depth=4,
+                    int_issue=1)     # a small PE: fast builds
     w = layers.make_weights((6, 40), 0.5, 5)
     x = layers.make_inputs(40, 3, 5)
     plan = planner.plan_fc(6, 40, 3, "dense", p)
@@ -245,7 +246,7 @@ def test_skip_with_backdoor_writes_between_passes(monkeypatch):
     the Dbufs are written by VPI while the blocks sit quiet between passes.  With and
     without the skip: bit for bit with the golden model, the same cycles per pass."""
     monkeypatch.setenv("FDPU_HIER_SKIP_STATS", "1")
-    p = ArrayParams(rows=4, cols=4, slots=16, dbuf_bytes=1024)
+    p = ArrayParams(rows=4, cols=4, slots=16, dbuf_bytes=1024, operand_depth=4, int_issue=1)
     w = layers.make_weights((128, 64), 1.0, 7)      # 4 passes through 1-kB Dbufs
     x = layers.make_inputs(64, 4, 7)
     plan = planner.plan_fc(128, 64, 4, "dense", p)

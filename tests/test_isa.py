@@ -15,7 +15,7 @@ from sw.spec.errors import FdpuError
 from sw.spec.isa import PIPE0_OPS, Dest, Instruction, Op, Unit, issue_pipe
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
-SMALL = ArrayParams(rows=2, cols=3, slots=16, regs=4)
+SMALL = ArrayParams(rows=2, cols=3, slots=16, regs=4, operand_depth=4, int_issue=1)
 
 
 @st.composite
@@ -42,7 +42,8 @@ def instructions(draw, params):
     return Instruction(op, nsrc, regmask, regs, draw(st.booleans()), ntrue, imm, dests, pipe0)
 
 
-@pytest.mark.parametrize("params", [PAPER, SMALL, ArrayParams(rows=1, cols=1, slots=2)])
+@pytest.mark.parametrize("params", [PAPER, SMALL, ArrayParams(rows=1, cols=1, slots=2,
+                                                              operand_depth=4, int_issue=1)])
 def test_round_trip(params):
     @settings(max_examples=300, deadline=None, derandomize=True)
     @given(instructions(params))
@@ -68,8 +69,9 @@ def test_fields_are_where_the_layout_says():
     assert f["d1_valid"] == 0
 
 
-@pytest.mark.parametrize("params", [PAPER, ArrayParams(slots=128, int_issue=2),
-                                    ArrayParams(rows=16, cols=16, slots=256)])
+@pytest.mark.parametrize("params", [PAPER, ArrayParams(slots=128, int_issue=2, operand_depth=4),
+                                    ArrayParams(rows=16, cols=16, slots=256, operand_depth=4,
+                                                int_issue=1)])
 def test_pipe0_hint_is_one_bit_of_part_0(params):
     # the PE decodes a slot's pipe from part 0 of the word when it is configured.
     lay = isa.insn_layout(params)
@@ -115,7 +117,7 @@ def test_decode_gapped_destinations():
     (Instruction(Op.BSCAN, 2, imm=33), "must be in 1..32"),
     (Instruction(Op.BSCAN, 2, imm=0), "count imm"),
     (Instruction(Op.MOV, 1, dests=(Dest(8, 0, 0, 0),)), "not a PE"),
-    (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 64, 0),)), "slot 64"),
+    (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 128, 0),)), "slot 128"),
     (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 0, 3),)), "operand 3"),
     (Instruction(Op.MOV, 1, dests=(Dest(0, 0, 0, 0),) * 5), "at most 4"),
     (Instruction(Op.MOV, 1, imm=1 << 31), "32 signed bits"),
@@ -236,8 +238,10 @@ def test_layout_errors():
 
 # Array parameters -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("params", [PAPER, SMALL, ArrayParams(rows=1, cols=1),
-                                    ArrayParams(rows=3, cols=5)])
+@pytest.mark.parametrize("params", [PAPER, SMALL, ArrayParams(rows=1, cols=1, slots=64,
+                                                              operand_depth=4, int_issue=1),
+                                    ArrayParams(rows=3, cols=5, slots=64, operand_depth=4,
+                                                int_issue=1)])
 def test_dbuf_coordinates_round_trip(params):
     seen = set()
     for i in range(params.num_dbufs):
@@ -265,9 +269,9 @@ def test_address_map():
     with pytest.raises(FdpuError, match="outside the Dbufs"):
         PAPER.dbuf_of(PAPER.memory_bytes)
     with pytest.raises(FdpuError, match="power of two"):
-        ArrayParams(slots=48)
+        ArrayParams(slots=48, operand_depth=4, int_issue=1)
     with pytest.raises(FdpuError, match="rows must be an integer in 1..16"):
-        ArrayParams(rows=0)
+        ArrayParams(rows=0, slots=64, operand_depth=4, int_issue=1)
 
 
 def test_issue_pipe_is_the_one_rule_of_the_pes_pipes():

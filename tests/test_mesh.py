@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 
 
 def test_mesh_ports():
-    mesh = Mesh(ArrayParams(rows=2, cols=3), depth=2)
+    mesh = Mesh(ArrayParams(rows=2, cols=3, slots=64, operand_depth=4, int_issue=1), depth=2)
     assert len(mesh.i_local) == 6 and len(mesh.o_edge) == 10
 
 
@@ -34,7 +34,7 @@ def test_mesh_ports():
 def test_sim_every_route(rows, cols):
     """One flit from every PE to every PE and edge port, alone in the mesh: it must come out
     at the right port after exactly len(route) cycles (one cycle per router)."""
-    p = ArrayParams(rows=rows, cols=cols)
+    p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     dut = Mesh(p, depth=2)
     targets = p.pe_coords() + [p.dbuf_coord(k) for k in range(p.num_dbufs)]
     results = []
@@ -79,7 +79,7 @@ def test_sim_every_route(rows, cols):
 
 
 def test_noc_steers_requests():
-    p = ArrayParams(rows=1, cols=2)
+    p = ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1)
     dut = Noc(p, depth=2)
     seen = {}
 
@@ -154,7 +154,8 @@ def test_cocotb_mesh_4x4(sim):
 ], ids=["icarus-2x2", "verilator-2x3"])
 def test_cocotb_noc_memory(sim, rows, cols, dbuf_bytes):
     """Loads, stores and operands through the whole Noc and its Dbufs (tb.noc.bench_memory)."""
-    top = NocMemory(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes))
+    top = NocMemory(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes, slots=64,
+                                operand_depth=4, int_issue=1))
     cfg = json.dumps({"rows": rows, "cols": cols, "dbuf_bytes": dbuf_bytes})
     result = run_cocotb(top, {}, "tb.noc.bench_memory", sim,
                         name=f"noc_memory_{rows}x{cols}", extra_env={"FDPU_MEM": cfg})
@@ -268,7 +269,7 @@ def test_straight_homes_keep_each_link_to_one_dbuf(rows, cols):
     mesh link carries more than one Dbuf's engines: scripts/diag_array.py's link loads stay at
     the Dbuf's own load (0.83 flits/cycle on the 8 x 8); ``cap`` is honoured."""
     diag = _diag_array()
-    p = ArrayParams(rows=rows, cols=cols)
+    p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     homes = diag.homes_straight(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
     rate = 10 / 24
@@ -282,7 +283,7 @@ def test_link_loads_count_requests_and_replies():
     """One engine two routers from its Dbuf: its request crosses both routers' links, its
     reply enters next to the Dbuf and crosses back; the Dbuf's reply port carries it once."""
     diag = _diag_array()
-    p = ArrayParams(rows=2, cols=2)
+    p = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1)
     load = diag.link_loads(p, [((0, 1), p.dbuf_at(0, -1))], 0.5)
     assert load[("req", (0, 1), "NORTH")] == 0.5 and load[("req", (0, 0), "NORTH")] == 0.5
     assert load[("rep", "dbuf0", "inject")] == 0.5

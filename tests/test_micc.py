@@ -32,7 +32,7 @@ from tb.host.memories import image_flits
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 SEED = int(os.environ.get("FDPU_SEED", "7007"))
-P = ArrayParams(rows=2, cols=2, cbufs=2, cbuf_bytes=256, operand_depth=4)
+P = ArrayParams(rows=2, cols=2, cbufs=2, cbuf_bytes=256, operand_depth=4, slots=64, int_issue=1)
 
 
 class Rig(wiring.Component):
@@ -262,7 +262,9 @@ def test_bad_parameters():
 
 
 @pytest.mark.parametrize("params", [
-    ArrayParams(rows=2, cols=2, slots=16), ArrayParams(), ArrayParams(slots=128)])
+    ArrayParams(rows=2, cols=2, slots=16, operand_depth=4, int_issue=1), ArrayParams(slots=64,
+                operand_depth=4, int_issue=1), ArrayParams(slots=128, operand_depth=4,
+                                                           int_issue=1)])
 def test_cbuf_word_is_64_bits(params):
     # One DMA beat, one record word, whatever the flit width (129 bits at 8 x 8, 128 slots).
     assert word_bits(params) == Cbuf(params).width == 64
@@ -272,7 +274,7 @@ def test_cbuf_word_is_64_bits(params):
     (1, 32, 2, 16, 1, "sparse", 0.5), (2, 32, 5, 33, 8, "sparse", 0.25),
     (8, 64, 64, 64, 4, "sparse", 0.25), (8, 128, 96, 256, 4, "dense", 1.0)])
 def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, density):
-    p = ArrayParams(rows=rows, cols=rows, slots=slots)
+    p = ArrayParams(rows=rows, cols=rows, slots=slots, operand_depth=4, int_issue=1)
     w = layers.make_weights((K, C), density, 1)
     x = layers.make_inputs(C, N, 1)
     plan = planner.plan_fc(K, C, N, mode, p)
@@ -296,7 +298,7 @@ def test_expand_cbuf_refuses_a_record_past_the_end():
 # Several configuration ports, HOLD, CBUF_BUSY (hw.ctrl.micc.Micc(ports=...),
 # hw.ctrl.cbuf.Cbuf(ports=...)).
 
-Q = ArrayParams(rows=2, cols=2, cbufs=4, cbuf_bytes=256, operand_depth=4)
+Q = ArrayParams(rows=2, cols=2, cbufs=4, cbuf_bytes=256, operand_depth=4, slots=64, int_issue=1)
 
 
 class PortsRig(wiring.Component):
@@ -436,12 +438,13 @@ def test_bad_port_parameters():
         Cbuf(P, ports=4)
     with pytest.raises(TypeError, match=r"config_ports must be an integer in 1..4 dividing "
                                         r"cbufs \(8\), not 5"):
-        FDPU(ArrayParams(rows=1, cols=1), config_ports=5)
+        FDPU(ArrayParams(rows=1, cols=1, slots=64, operand_depth=4, int_issue=1), config_ports=5)
 
 
 @pytest.mark.parametrize("rows, cols, ports", [(8, 8, 4), (2, 3, 4), (4, 4, 2), (1, 1, 4)])
 def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
-    p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32)
+    p = ArrayParams(rows=rows, cols=cols, slots=128 if rows == 8 else 32, operand_depth=4,
+                    int_issue=1)
     K, C = (96, 256) if rows == 8 else (5, 40)
     plan = planner.plan_fc(K, C, 4, "dense", p)
     graph, placement = program(plan)

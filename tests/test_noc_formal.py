@@ -25,12 +25,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 @pytest.mark.parametrize("rows, cols", [(1, 1), (2, 3), (3, 4), (1, 5), (8, 8)])
 def test_route_is_xy(rows, cols):
     """One proof per array shape over every router coordinate and every header."""
-    assert "SUCCESS" in prove(RouteHarness(ArrayParams(rows=rows, cols=cols)))
+    assert "SUCCESS" in prove(RouteHarness(ArrayParams(rows=rows, cols=cols, slots=64,
+                                                       operand_depth=4, int_issue=1)))
 
 
 def test_route_mutant_is_caught():
     with pytest.raises(AssertionError, match="formal check failed"):
-        prove(RouteHarness(ArrayParams(rows=2, cols=3), shift=1))
+        prove(RouteHarness(ArrayParams(rows=2, cols=3, slots=64, operand_depth=4,
+                                       int_issue=1), shift=1))
 
 
 def test_dbuf_credits_bounded():
@@ -38,12 +40,14 @@ def test_dbuf_credits_bounded():
 
 
 def test_router_occupancy_bounded():
-    harness = RouterOccupancyHarness(ArrayParams(rows=2, cols=2), depth=2)
+    harness = RouterOccupancyHarness(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                                 int_issue=1), depth=2)
     assert "SUCCESS" in prove(harness, seq=3)
 
 
 def test_router_occupancy_mutant_is_caught():
-    harness = RouterOccupancyHarness(ArrayParams(rows=2, cols=2), depth=2, limit=1)
+    harness = RouterOccupancyHarness(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                                 int_issue=1), depth=2, limit=1)
     with pytest.raises(AssertionError, match="formal check failed"):
         prove(harness, seq=3)
 
@@ -51,7 +55,8 @@ def test_router_occupancy_mutant_is_caught():
 @pytest.mark.slow
 @pytest.mark.parametrize("seq", [5, 8])
 def test_router_occupancy_deeper(seq):
-    harness = RouterOccupancyHarness(ArrayParams(rows=3, cols=3), depth=2)
+    harness = RouterOccupancyHarness(ArrayParams(rows=3, cols=3, slots=64, operand_depth=4,
+                                                 int_issue=1), depth=2)
     assert "SUCCESS" in prove(harness, seq=seq, timeout_s=3600)
 
 

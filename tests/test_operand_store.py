@@ -15,7 +15,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.status import PeError
 
 SEED = int(os.environ.get("FDPU_SEED", "20261202"))
-PARAMS = ArrayParams(rows=2, cols=2, slots=8, operand_depth=2, regs=4, dbuf_bytes=256)
+PARAMS = ArrayParams(rows=2, cols=2, slots=8, operand_depth=2, regs=4, dbuf_bytes=256, int_issue=1)
 UNKNOWN = 7                                    # the one slot without an opcode
 
 

@@ -36,23 +36,23 @@ SIMS = SIMULATORS
 
 def test_parameters_are_checked():
     with pytest.raises(ValueError, match=r"PE coordinate \(2, 0\) is outside the 2x2 array"):
-        Pe(ArrayParams(rows=2, cols=2), x=2, y=0)
+        Pe(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), x=2, y=0)
     with pytest.raises(ValueError, match="micc must be an"):
-        Pe(ArrayParams(rows=2, cols=2), micc=(5, 5))
+        Pe(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), micc=(5, 5))
     with pytest.raises(ValueError, match=r"pool must be a power of two from 2 to 1024"):
-        Pe(ArrayParams(rows=2, cols=2), pool=24)
+        Pe(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), pool=24)
     with pytest.raises(ValueError, match=r"banks must be 2 or 4 .* not 3"):
-        Pe(ArrayParams(rows=2, cols=2), banks=3)
+        Pe(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), banks=3)
     with pytest.raises(ValueError, match=r"at most slots \(2\), not 4"):
-        Pe(ArrayParams(rows=2, cols=2, slots=2), banks=4)
+        Pe(ArrayParams(rows=2, cols=2, slots=2, operand_depth=4, int_issue=1), banks=4)
     with pytest.raises(ValueError, match="give both x and y"):
-        Pe(ArrayParams(rows=2, cols=2), x=1)
+        Pe(ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1), x=1)
     with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
         Pe({"rows": 2})
     with pytest.raises(FdpuError, match="slots must be a power of two"):
-        make_pe(slots=24)
+        make_pe(slots=24, operand_depth=4, int_issue=1)
     with pytest.raises(TypeError, match=r"int_pipes must be \(0,\) or \(0, 2\), not \(1,\)"):
-        SlotState(ArrayParams(), (1,))
+        SlotState(ArrayParams(slots=64, operand_depth=4, int_issue=1), (1,))
     with pytest.raises(TypeError, match="params must be an sw.spec.arch.ArrayParams"):
         OperandSelect(None, 0)
 

@@ -11,7 +11,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op
 
-P2 = ArrayParams(rows=2, cols=2, slots=8)
+P2 = ArrayParams(rows=2, cols=2, slots=8, operand_depth=4, int_issue=1)
 
 
 def groups_graph(n_groups, size, pin=None):
@@ -43,7 +43,7 @@ def test_neighbours_pull_ungrouped_nodes_close():
     a = g.add(Op.CTX, pe=(1, 1), group="a")
     b = g.add(Op.MOV)
     g.connect(a, b, 0)
-    p = place(g, ArrayParams(rows=4, cols=4, slots=4))
+    p = place(g, ArrayParams(rows=4, cols=4, slots=4, operand_depth=4, int_issue=1))
     assert p.pe_of(b) == (1, 1)
 
 
@@ -61,7 +61,7 @@ def test_pins_and_errors():
 
 
 def test_fc_placement_is_deterministic_and_reported():
-    params = ArrayParams(rows=2, cols=3)
+    params = ArrayParams(rows=2, cols=3, slots=64, operand_depth=4, int_issue=1)
     plan = plan_fc(12, 64, 8, "sparse", params)
     a = place(build_graph(plan), params)
     b = place(build_graph(plan), params)

@@ -18,8 +18,8 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
 SEED = int(os.environ.get("FDPU_SEED", "20261202"))
-P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=32768, slots=128, int_issue=2)
-P22 = ArrayParams(rows=2, cols=2, dbuf_bytes=16384, slots=128, int_issue=2)
+P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=32768, slots=128, int_issue=2, operand_depth=4)
+P22 = ArrayParams(rows=2, cols=2, dbuf_bytes=16384, slots=128, int_issue=2, operand_depth=4)
 
 
 def weights(k, c, density, seed):
@@ -156,7 +156,7 @@ def test_skip_and_gather_differ_only_in_the_sign_of_zeros():
 def test_default_sparse_graph_is_chosen_by_the_estimate():
     # Without a graph named, a sparse plan given its rows' stored weights runs skip where the
     # blocking estimate says it is faster (low density), gather where not; without them gather.
-    p8 = ArrayParams(slots=128, int_issue=2)
+    p8 = ArrayParams(slots=128, int_issue=2, operand_depth=4)
     for density, want in ((1.0, "gather"), (0.09, "skip")):
         w = layers.make_weights((200, 512), density, SEED)
         nnz = np.count_nonzero(w.view(np.uint16), axis=1)

@@ -13,7 +13,7 @@ from sw.spec.errors import FdpuError
 
 
 def _layer(rows, cols, mode, graph, K, C, N, seed=1):
-    p = ArrayParams(rows=rows, cols=cols, slots=32, dbuf_bytes=8192)
+    p = ArrayParams(rows=rows, cols=cols, slots=32, dbuf_bytes=8192, operand_depth=4, int_issue=1)
     w = layers.make_weights((K, C), 1.0 if mode == "dense" else 0.3, seed)
     x = layers.make_inputs(C, N, seed + 1)
     b = np.random.default_rng(seed).normal(0, 1, K).astype(np.float16)
@@ -68,7 +68,7 @@ def test_partial_weights_are_the_slices_of_the_layer():
 
 
 def test_ways_split_only_layers_that_leave_engines_idle():
-    p = ArrayParams()
+    p = ArrayParams(slots=64, operand_depth=4, int_issue=1)
     small = planner.plan_fc(10, 128, 8, "dense", p)
     assert small.items * 2 <= p.num_pes and split.ways(small) >= 2
     assert split.ways(planner.plan_fc(10, 128, 8, "sparse", p, sparse_graph="skip")) == 2
@@ -93,7 +93,8 @@ def test_bad_splits_are_refused(kw, words):
     args.update(kw)
     with pytest.raises(FdpuError, match=words):
         planner.plan_fc(args.pop("K"), args.pop("C"), args.pop("N"), args.pop("mode"),
-                        ArrayParams(rows=2, cols=2), **args)
+                        ArrayParams(rows=2, cols=2, slots=64, operand_depth=4,
+                                    int_issue=1), **args)
 
 
 @pytest.mark.parametrize("sim, mode, graph", [
@@ -108,7 +109,7 @@ def test_split_layer_on_the_rtl_equals_the_golden_model(sim, mode, graph):
     # chip in one simulation under memory stalls: bit for bit with the golden model, every
     # instruction it counts fired on the RTL.
     # The 2 x 2 top of tests/test_chain.py (one Verilator build for both).
-    p = ArrayParams(rows=2, cols=2, slots=32, dbuf_bytes=8192)
+    p = ArrayParams(rows=2, cols=2, slots=32, dbuf_bytes=8192, operand_depth=4, int_issue=1)
     kw = dict(sparse_graph=graph) if graph else {}
     density = 1.0 if mode == "dense" else 0.4
     w0 = layers.make_weights((64, 20), density, 7)

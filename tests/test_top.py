@@ -30,7 +30,7 @@ from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
-SMALL = dict(slots=16, dbuf_bytes=4096)      # Cbufs: the paper's 8 x 64 KiB
+SMALL = dict(slots=16, operand_depth=4, int_issue=1, dbuf_bytes=4096)  # Cbufs: 8 x 64 KiB
 
 
 def _fc(rows, cols, K, C, N, mode, density, sim, seed=1, kwargs=None, plan_kw=None, w=None,
@@ -163,7 +163,7 @@ def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
 def test_fc_cycle_bound_grows_with_the_work():
     # A small layer keeps the fixed 200k; alexnet-fc8's sparse pass (4 contexts of 4,096
     # columns per engine) needs millions: the old fixed bound stopped it at 208k cycles.
-    p = ArrayParams(slots=128, int_issue=2)
+    p = ArrayParams(slots=128, int_issue=2, operand_depth=4)
     small = runtime.fc_cycle_bound(planner.plan_fc(96, 256, 64, "dense", p))
     assert 200_000 < small < 400_000
     fc8 = runtime.fc_cycle_bound(planner.plan_fc(1000, 4096, 1, "sparse", p))
@@ -217,7 +217,7 @@ def test_bias_and_relu_epilogue(sim, rows, K, C, N, mode, density, graph):
     # The 2 x 2 top of tests/test_chain.py (one Verilator build for both).
     _fc(rows, rows, K, C, N, mode, density, sim, seed=2, slots=32, dbuf_bytes=8192, w=w,
         plan_kw=plan_kw, kwargs=dict(dma_channels=2, overlap=True))
-    p = ArrayParams(rows=rows, cols=rows, slots=32, dbuf_bytes=8192)
+    p = ArrayParams(rows=rows, cols=rows, slots=32, dbuf_bytes=8192, operand_depth=4, int_issue=1)
     if graph == "skip":
         plan_kw["row_nnz"] = np.count_nonzero(w.view(np.uint16), axis=1)
     plan = planner.plan_fc(K, C, N, mode, p, **plan_kw)
@@ -344,9 +344,11 @@ def test_inputs_several_dbufs_hold_are_multicast_icarus():
 
 
 @pytest.mark.parametrize("build, error, match", [
-    (lambda: runtime.run_job(ArrayParams(rows=1, cols=1), [], "icarus", dma_channels=5),
+    (lambda: runtime.run_job(ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                                         int_issue=1), [], "icarus", dma_channels=5),
      FdpuError, r"dma_channels must be an integer in 1..4 \(the edge ports\), got 5"),
-    (lambda: FDPU(ArrayParams(rows=1, cols=1), dma_channels=0),
+    (lambda: FDPU(ArrayParams(rows=1, cols=1, slots=64, operand_depth=4,
+                              int_issue=1), dma_channels=0),
      TypeError, r"dma_channels must be an integer in 1..4 \(the edge ports\), not 0"),
 ])
 def test_bad_dma_channels(build, error, match):

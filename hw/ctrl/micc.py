@@ -373,7 +373,8 @@ class Micc(wiring.Component):
         return m
 
 
-def build_micc(rows=2, cols=2, cbufs=2, cbuf_bytes=1024, operand_depth=4, ports=1):
+def build_micc(rows=2, cols=2, cbufs=2, cbuf_bytes=1024, operand_depth=ArrayParams().operand_depth,
+               ports=1):
     """Return a :class:`Micc` for ``fdpu verilog --top micc``."""
     return Micc(ArrayParams(rows=rows, cols=cols, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
                             operand_depth=operand_depth), ports=ports)

@@ -584,8 +584,12 @@ class _Pipe:
         self.facc_mid = Signal(name=f"facc_mid{pp}")  # (FP) the returning step is not the last
 
 
-def make_pe(rows=8, cols=8, slots=64, operand_depth=4, regs=16, dbuf_bytes=2 * 1024 * 1024,
-            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=1, banks=None):
+_ARRAY = ArrayParams()
+
+
+def make_pe(rows=_ARRAY.rows, cols=_ARRAY.cols, slots=_ARRAY.slots,
+            operand_depth=_ARRAY.operand_depth, regs=_ARRAY.regs, dbuf_bytes=_ARRAY.dbuf_bytes,
+            x=-1, y=-1, micc_x=-1, micc_y=0, pool=32, int_issue=_ARRAY.int_issue, banks=None):
     """Return a :class:`Pe` built from plain integers (for ``tb.host.tops`` and the benches).
 
     ``x``/``y`` of -1 (default) give the PE its ``i_coord`` input port; other values build it

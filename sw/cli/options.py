@@ -10,22 +10,25 @@ import numpy as np
 
 from sw.compiler import fc_plan, layers
 from sw.compiler.prune import check_density, prune
-from sw.models import choose
+from sw.models import choose, golden_fc
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.system import DEFAULT as SYSTEM
 from sw.spec.system import System
 
-__all__ = ["EXACT_LIMIT", "DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
+_ARRAY = ArrayParams()
+
+__all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
            "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
            "add_array_args", "add_hw_args", "array_params"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
-#: the paper's 8 x 8 array, its 6 KB operand buffer (128 slots x 3 operands x depth 2 x 8 B),
-#: its two integer units, 2 MiB Dbufs, and the system ``System()`` (4 DMA channels, one per
-#: array edge).
-DEFAULTS = dict(rows=8, cols=8, slots=128, operand_depth=2, int_issue=2,
-                dbuf_bytes=1 << 21, dma_channels=SYSTEM.dma_channels)
+#: ``ArrayParams()`` (the paper's 8 x 8 array, its 6 KB operand buffer, its two integer units,
+#: 2 MiB Dbufs) in the system ``System()`` (4 DMA channels, one per array edge).  Read from
+#: those two values, never written here.
+DEFAULTS = dict(rows=_ARRAY.rows, cols=_ARRAY.cols, slots=_ARRAY.slots,
+                operand_depth=_ARRAY.operand_depth, int_issue=_ARRAY.int_issue,
+                dbuf_bytes=_ARRAY.dbuf_bytes, dma_channels=SYSTEM.dma_channels)
 
 def add_layer_args(parser):
     """Add the options that choose a layer, its data, the mode and the array."""
@@ -230,10 +233,6 @@ def resolve(args):
     return name, w, x, params
 
 
-#: ``--golden auto`` runs the exact interpreter up to this many FACC firings (~1 minute).
-EXACT_LIMIT = 150_000
-
-
 def add_array_args(parser):
     """Add the PE and Dbuf size options (``--slots``, ``--operand-depth``, ``--int-issue``,
     ``--dbuf-bytes``), defaults :data:`DEFAULTS`."""
@@ -267,11 +266,12 @@ def add_hw_args(parser):
     hw.add_argument("--mem-bandwidth", type=float, default=SYSTEM.mem_bandwidth, metavar="B",
                     help=f"external memory bytes per cycle, 1/8 .. 8 (default "
                          f"{SYSTEM.mem_bandwidth:g}), per channel")
-    hw.add_argument("--golden", choices=("auto", "exact", "fast"), default="auto",
+    hw.add_argument("--golden", choices=golden_fc.ENGINES, default="auto",
                     help="the golden run to compare with: exact (the token-by-token interpreter "
                          "on the same images), fast (the vectorized path: the same bits and "
                          "instruction counts, seconds instead of minutes) or auto (default: exact "
-                         f"up to {EXACT_LIMIT:,} FACC firings, else fast)")
+                         f"up to {golden_fc.EXACT_LIMIT:,} weight x lane-group products, "
+                         f"else fast)")
     hw.add_argument("--dma-channels", type=int, default=DEFAULTS["dma_channels"], metavar="W",
                     help="DMA channels, each with its own external memory and mesh edge port "
                          f"(default {DEFAULTS['dma_channels']}): W x the bandwidth")

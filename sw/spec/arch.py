@@ -3,7 +3,11 @@
 Everything that sizes the FDPU lives in one frozen :class:`ArrayParams`; the hardware
 generators (``hw``), the assembler and the golden model all take the same object, and every
 derived width (coordinate bits, slot bits, flit width, ...) is a property computed here, so no
-two places can disagree.  The defaults are the paper's configuration.
+two places can disagree.  ``ArrayParams()`` is the configuration every figure of the README is
+measured on, and the one place its values are written: the commands' defaults
+(:data:`sw.cli.options.DEFAULTS`), the named tops (``tb.host.tops``) and the factories
+(:func:`hw.top.build_fdpu`, :func:`hw.pe.pe.make_pe`) read them from here.  A test or bench on
+a smaller PE names its sizes explicitly.
 
 Coordinates
 -----------
@@ -52,7 +56,11 @@ class Dir(enum.IntEnum):
 
 @dataclass(frozen=True)
 class ArrayParams:
-    """The sizes of one FDPU configuration (defaults: the paper's).
+    """The sizes of one FDPU configuration.
+
+    The defaults are the README's configuration: the paper's 8 x 8 array with its 6 KB operand
+    buffer per PE (128 slots x 3 operands x depth 2 x 8 bytes), its two integer units, 2 MiB
+    Dbufs and 8 Cbufs of 64 KiB.
 
     Parameters
     ----------
@@ -63,8 +71,8 @@ class ArrayParams:
         and owns one operand-buffer entry.
     operand_depth : int
         Operands each operand of a slot can hold (a power of two): how many contexts may be
-        waiting at one instruction.  With ``slots = 64``, 3 operands of 8 bytes and depth 4 the
-        operand buffer is 6 KB, the paper's size.
+        waiting at one instruction.  With ``slots = 128``, 3 operands of 8 bytes and depth 2
+        the operand buffer is 6 KB, the paper's size.
     regs : int
         Local 64-bit registers per PE (a power of two), set at configuration, read by
         instructions as operands.
@@ -83,14 +91,14 @@ class ArrayParams:
     """
     rows: int = 8
     cols: int = 8
-    slots: int = 64
-    operand_depth: int = 4
+    slots: int = 128
+    operand_depth: int = 2
     regs: int = 16
     dbuf_bytes: int = 2 * 1024 * 1024
     cbufs: int = 8
     cbuf_bytes: int = 64 * 1024
     clock_mhz: int = 1000
-    int_issue: int = 1
+    int_issue: int = 2
 
     #: Bits of a data token: four binary16 lanes, or one 32-bit integer in the low half.
     TOKEN_BITS = 64
@@ -272,4 +280,5 @@ class ArrayParams:
 
 
 #: The paper's configuration: 8 x 8 PEs, 32 Dbufs of 2 MB, 8 Cbufs, 1 GHz.
+#: The default configuration (the README's), as a value.
 PAPER = ArrayParams()

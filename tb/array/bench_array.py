@@ -28,7 +28,7 @@ async def golden_images_on_the_array(dut):
     start_clock(dut.clk)
     p = ArrayParams(rows=CFG["rows"], cols=CFG["cols"], slots=CFG["slots"],
                     operand_depth=CFG["operand_depth"], regs=CFG["regs"],
-                    dbuf_bytes=CFG["dbuf_bytes"])
+                    dbuf_bytes=CFG["dbuf_bytes"], int_issue=CFG["int_issue"])
     micc = (CFG["micc_x"], CFG["micc_y"])
     # Drive every input from time 0: an undriven valid is X on Icarus, and a router input
     # that samples an X write has X slot-valid bits from then on (the VOQ buffer).

@@ -55,7 +55,8 @@ class TB:
     def __init__(self, dut, rig):
         self.dut = dut
         self.p = ArrayParams(rows=rig["rows"], cols=rig["cols"], dbuf_bytes=rig["dbuf_bytes"],
-                             cbufs=rig["cbufs"], cbuf_bytes=rig["cbuf_bytes"])
+                             cbufs=rig["cbufs"], cbuf_bytes=rig["cbuf_bytes"],
+                             slots=64, operand_depth=4, int_issue=1)
         self.ext_words = rig["ext_bytes"] // 8
         self.dwords = self.p.dbuf_bytes // 8
         self.beats = word_bits(self.p) // 64

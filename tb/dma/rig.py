@@ -82,4 +82,5 @@ class DmaRig(wiring.Component):
 def make_dma_rig(rows=1, cols=2, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1 << 14):
     """Return a :class:`DmaRig` built from plain integers."""
     return DmaRig(ArrayParams(rows=rows, cols=cols, dbuf_bytes=dbuf_bytes, cbufs=cbufs,
-                              cbuf_bytes=cbuf_bytes), ext_bytes)
+                              cbuf_bytes=cbuf_bytes, slots=64, operand_depth=4,
+                              int_issue=1), ext_bytes)

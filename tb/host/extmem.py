@@ -36,6 +36,7 @@ from hw.noc.flit import Bits
 from hw.top import FDPU
 from sw.spec.arch import ArrayParams
 from sw.spec.dma import WORD_BITS
+from sw.spec.system import System
 
 __all__ = ["ExtMem", "FdpuSystem", "build_system"]
 
@@ -164,8 +165,8 @@ class FdpuSystem(wiring.Component):
         Configuration ports of the top's MicC (:class:`hw.top.FDPU`).
     """
 
-    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4, dma_channels=1,
-                 config_ports=1):
+    def __init__(self, params=ArrayParams(), *, ext_bytes=1 << 20, depth=4,
+                 dma_channels=System().dma_channels, config_ports=System().config_ports):
         self.top = FDPU(params, depth=depth, behavioural=True, dma_channels=dma_channels,
                         config_ports=config_ports)
         self.mems = [ExtMem(ext_bytes) for _ in range(dma_channels)]
@@ -199,10 +200,17 @@ class FdpuSystem(wiring.Component):
         return m
 
 
-def build_system(rows=1, cols=1, slots=16, dbuf_bytes=4096, cbufs=1, cbuf_bytes=4096,
-                 ext_bytes=1 << 16, depth=4, int_issue=1, dma_channels=1, config_ports=1):
-    """Return an :class:`FdpuSystem` for ``fdpu verilog --top fdpu_system``."""
-    return FdpuSystem(ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
-                                  cbufs=cbufs, cbuf_bytes=cbuf_bytes, int_issue=int_issue),
+_PE = ArrayParams()
+
+
+def build_system(rows=1, cols=1, slots=_PE.slots, operand_depth=_PE.operand_depth,
+                 dbuf_bytes=4096, cbufs=1, cbuf_bytes=4096, ext_bytes=1 << 16, depth=4,
+                 int_issue=_PE.int_issue, dma_channels=1, config_ports=1):
+    """Return an :class:`FdpuSystem` for ``fdpu verilog --top fdpu_system``: by default the
+    default PE (``ArrayParams()``'s slots, operand depth and INT issues) in a 1 x 1 array with
+    small memories, one Cbuf and one DMA channel (a bench top, quick to build)."""
+    return FdpuSystem(ArrayParams(rows=rows, cols=cols, slots=slots, operand_depth=operand_depth,
+                                  dbuf_bytes=dbuf_bytes, cbufs=cbufs, cbuf_bytes=cbuf_bytes,
+                                  int_issue=int_issue),
                       ext_bytes=ext_bytes, depth=depth, dma_channels=dma_channels,
                       config_ports=config_ports)

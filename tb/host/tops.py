@@ -18,7 +18,13 @@ allowed.
 import importlib
 from dataclasses import dataclass
 
+from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
+from sw.spec.system import System
+
+#: The configuration the ``pe`` and ``fdpu`` tops default to (the README's, written once in
+#: :class:`sw.spec.arch.ArrayParams` and :class:`sw.spec.system.System`).
+_A, _S = ArrayParams(), System()
 
 __all__ = ["Param", "Top", "TOPS", "get_top", "parse_params", "build"]
 
@@ -105,18 +111,18 @@ TOPS = {top.name: top for top in (
     )),
     Top("pe", 
         "hw.pe.pe:make_pe", "Processing element: operand buffer, dataflow issue, INT+FP pipes.", (
-        Param("rows", int, 8, "array rows (1..16)"),
-        Param("cols", int, 8, "array columns (1..16)"),
-        Param("slots", int, 128, "instruction slots per PE (power of two)"),
-        Param("operand_depth", int, 2, "tokens per operand FIFO (power of two)"),
-        Param("regs", int, 16, "local 64-bit registers (power of two)"),
-        Param("dbuf_bytes", int, 2 * 1024 * 1024, "bytes per Dbuf (power of two)"),
+        Param("rows", int, _A.rows, "array rows (1..16)"),
+        Param("cols", int, _A.cols, "array columns (1..16)"),
+        Param("slots", int, _A.slots, "instruction slots per PE (power of two)"),
+        Param("operand_depth", int, _A.operand_depth, "tokens per operand FIFO (power of two)"),
+        Param("regs", int, _A.regs, "local 64-bit registers (power of two)"),
+        Param("dbuf_bytes", int, _A.dbuf_bytes, "bytes per Dbuf (power of two)"),
         Param("x", int, -1, "this PE's column as a constant; -1: the i_coord input port"),
         Param("y", int, -1, "this PE's row as a constant; -1: the i_coord input port"),
         Param("micc_x", int, -1, "MicC column (CTX_END destination)"),
         Param("micc_y", int, 0, "MicC row (CTX_END destination)"),
         Param("pool", int, 32, "load/store reorder pool entries (power of two)"),
-        Param("int_issue", int, 2, "INT/CTRL instructions issued per cycle (1 or 2)"),
+        Param("int_issue", int, _A.int_issue, "INT/CTRL instructions issued per cycle (1 or 2)"),
         Param("banks", int, 4, "operand memories per operand index (2 or 4, by slot bits)"),
     )),
     Top("alu", "hw.pe.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
@@ -161,7 +167,7 @@ TOPS = {top.name: top for top in (
         Param("cols", int, 2, "array columns"),
         Param("cbufs", int, 2, "number of Cbufs"),
         Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
-        Param("operand_depth", int, 4, "largest context window"),
+        Param("operand_depth", int, _A.operand_depth, "largest context window"),
         Param("ports", int, 1, "configuration ports (1..4, dividing cbufs)"),
     )),
     Top("dma", "hw.ctrl.dma:build_dma", "DMA: descriptor lists between external memory and the "
@@ -177,34 +183,36 @@ TOPS = {top.name: top for top in (
         "memory on its DMA port (simulation; docs/system.md).", (
         Param("rows", int, 1, "PE rows"),
         Param("cols", int, 1, "PE columns"),
-        Param("slots", int, 16, "instruction slots per PE"),
+        Param("slots", int, _A.slots, "instruction slots per PE"),
+        Param("operand_depth", int, _A.operand_depth, "tokens per operand FIFO"),
         Param("dbuf_bytes", int, 4096, "bytes per Dbuf"),
         Param("cbufs", int, 1, "Cbufs"),
         Param("cbuf_bytes", int, 4096, "bytes per Cbuf"),
         Param("ext_bytes", int, 65536, "external memory bytes (power of two)"),
-        Param("int_issue", int, 1, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
+        Param("int_issue", int, _A.int_issue, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("depth", int, 4, "router input FIFO depth"),
         Param("dma_channels", int, 1, "DMA channels, each with an edge port and an external "
               "memory"),
         Param("config_ports", int, 1, "MicC configuration ports (1..4, dividing cbufs)"),
     )),
     Top("fdpu", "hw.top:build_fdpu", "The whole FDPU; the defaults are the configuration "
-        "every figure of the README is measured on (sw.cli.options.DEFAULTS): the paper's "
+        "every figure of the README is measured on (ArrayParams() in System()): the paper's "
         "8 x 8 array, 6 KB operand buffer, two INT issues, 2 MiB Dbufs, 8 Cbufs of 64 KiB; "
         "4 DMA channels and 4 configuration ports.", (
-        Param("rows", int, 8, "PE rows"),
-        Param("cols", int, 8, "PE columns"),
-        Param("slots", int, 128, "instruction slots per PE"),
-        Param("operand_depth", int, 2, "tokens per operand FIFO"),
-        Param("dbuf_bytes", int, 2 * 1024 * 1024, "bytes per Dbuf"),
-        Param("cbufs", int, 8, "Cbufs"),
-        Param("cbuf_bytes", int, 65536, "bytes per Cbuf"),
+        Param("rows", int, _A.rows, "PE rows"),
+        Param("cols", int, _A.cols, "PE columns"),
+        Param("slots", int, _A.slots, "instruction slots per PE"),
+        Param("operand_depth", int, _A.operand_depth, "tokens per operand FIFO"),
+        Param("dbuf_bytes", int, _A.dbuf_bytes, "bytes per Dbuf"),
+        Param("cbufs", int, _A.cbufs, "Cbufs"),
+        Param("cbuf_bytes", int, _A.cbuf_bytes, "bytes per Cbuf"),
         Param("depth", int, 4, "router input FIFO depth"),
-        Param("int_issue", int, 2, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
+        Param("int_issue", int, _A.int_issue, "INT/MEM/CTRL issues per PE and cycle (1 or 2)"),
         Param("behavioural", bool, True, "memories as behavioural SRAMs (backdoor loading)"),
-        Param("dma_channels", int, 4, "DMA channels (edge ports with an external memory "
-              "port each)"),
-        Param("config_ports", int, 4, "MicC configuration ports (1..4, dividing cbufs)"),
+        Param("dma_channels", int, _S.dma_channels, "DMA channels (edge ports with an "
+              "external memory port each)"),
+        Param("config_ports", int, _S.config_ports, "MicC configuration ports (1..4, "
+              "dividing cbufs)"),
     )),
 )}
 

@@ -285,4 +285,5 @@ class NocBench(wiring.Component):
 
 def build_bench(rows=8, cols=8, depth=4):
     """Return a :class:`NocBench` (the registry-style factory used by ``fdpu noc-bench``)."""
-    return NocBench(ArrayParams(rows=rows, cols=cols), depth)
+    return NocBench(ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4,
+                                int_issue=1), depth)

@@ -33,7 +33,8 @@ class TB:
     def __init__(self, dut, p_idle, p_stall):
         cfg = json.loads(os.environ["FDPU_MEM"])
         self.p = p = ArrayParams(rows=cfg["rows"], cols=cfg["cols"],
-                                 dbuf_bytes=cfg["dbuf_bytes"])
+                                 dbuf_bytes=cfg["dbuf_bytes"], slots=64,
+                                 operand_depth=4, int_issue=1)
         self.dut = dut
         self.rng = random.Random(random.getrandbits(64))
         # The banks keep their contents from one cocotb test to the next (same simulation).

@@ -38,7 +38,7 @@ def simulate(rows=8, cols=8, rate=0.5, *, depth=4, window=1, multi=False, patter
     Rates are flits/node/cycle; latency is ejection - injection + 1 cycles, as in
     ``fdpu noc-bench``.  ``pattern`` is ``"uniform"`` or ``"transpose"``.
     """
-    p = ArrayParams(rows=rows, cols=cols)
+    p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     rng = random.Random(seed)
     coords = p.pe_coords()
     buffers = {c: [[] for _ in Dir] for c in coords}

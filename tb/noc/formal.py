@@ -99,7 +99,8 @@ class RouterOccupancyHarness(Elaboratable):
 
     TAG_BITS = 3
 
-    def __init__(self, params=ArrayParams(rows=3, cols=3), depth=2, limit=None):
+    def __init__(self, params=ArrayParams(rows=3, cols=3, slots=64, operand_depth=4,
+                                          int_issue=1), depth=2, limit=None):
         # ``limit`` below ``depth`` is a mutant: the FIFOs do fill, so the proof must fail.
         self.params, self.depth = params, depth
         self.limit = depth if limit is None else limit
@@ -150,7 +151,8 @@ class RouterOccupancyHarness(Elaboratable):
 class DbufCreditHarness(Elaboratable):
     """Outstanding requests of a small Dbuf stay in ``0 .. reply_depth``."""
 
-    def __init__(self, params=ArrayParams(rows=1, cols=1, dbuf_bytes=64), index=0,
+    def __init__(self, params=ArrayParams(rows=1, cols=1, dbuf_bytes=64, slots=64, operand_depth=4,
+                                          int_issue=1), index=0,
                  reply_depth=3):
         self.reply_depth = reply_depth
         self.dbuf = Dbuf(params, index, reply_depth=reply_depth)

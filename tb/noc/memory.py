@@ -23,7 +23,8 @@ class NocMemory(wiring.Component):
     #: The members of :class:`hw.noc.mesh.Noc`'s signature this top exposes.
     PORTS = ("i_local", "o_local", "o_stray", "o_reply")
 
-    def __init__(self, params=ArrayParams(rows=2, cols=2, dbuf_bytes=128), *, depth=2,
+    def __init__(self, params=ArrayParams(rows=2, cols=2, dbuf_bytes=128, slots=64,
+                                          operand_depth=4, int_issue=1), *, depth=2,
                  reply_depth=2):
         if not isinstance(params, ArrayParams):
             raise TypeError(f"params must be an sw.spec.arch.ArrayParams, not {params!r}")

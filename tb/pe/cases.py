@@ -34,8 +34,8 @@ __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case"
            "ldhbz_reference", "fmax_image", "fmax_tables", "fmax_reference"]
 
 #: Array configurations of the tests: small slots, small Dbufs (fast Verilog, fast builds).
-PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024)
-PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=16, dbuf_bytes=1024)
+PARAMS_1X1 = ArrayParams(rows=1, cols=1, slots=32, dbuf_bytes=1024, operand_depth=4, int_issue=1)
+PARAMS_2X2 = ArrayParams(rows=2, cols=2, slots=16, dbuf_bytes=1024, operand_depth=4, int_issue=1)
 
 
 def top_params(params, x=-1, y=-1, micc=(-1, 0)):
@@ -54,7 +54,8 @@ def array_params(params, micc=(-1, 0), depth=4):
     """Return the ``make_pe_array`` keywords of an array of ``params``."""
     return dict(rows=params.rows, cols=params.cols, slots=params.slots,
                 operand_depth=params.operand_depth, regs=params.regs,
-                dbuf_bytes=params.dbuf_bytes, micc_x=micc[0], micc_y=micc[1], depth=depth)
+                dbuf_bytes=params.dbuf_bytes, int_issue=params.int_issue, micc_x=micc[0],
+                micc_y=micc[1], depth=depth)
 
 
 def save_case(folder, image, name, seed=None, jitter=4):
