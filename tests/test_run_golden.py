@@ -9,7 +9,8 @@ from cliutil import assert_user_error, run
 
 import sw.cli
 from sw.cli import rtl
-from sw.cli.rtl import EXACT_LIMIT, golden_exact
+from sw.models.golden_fc import EXACT_LIMIT
+from sw.models.golden_fc import exact_for as golden_exact
 from sw.compiler import layers, planner
 from sw.models import reference
 from sw.spec.arch import ArrayParams
@@ -217,8 +218,10 @@ def test_asm_and_disasm(tmp_path, capsys):
 
 
 def test_golden_auto_picks_exact_for_small_layers_only():
-    small = planner.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1))
-    big = planner.plan_fc(96, 256, 64, "dense", ArrayParams())
+    small = planner.plan_fc(8, 32, 4, "dense", ArrayParams(rows=1, cols=1, slots=64,
+                                                           operand_depth=4, int_issue=1))
+    big = planner.plan_fc(96, 256, 64, "dense", ArrayParams(slots=64, operand_depth=4,
+                                                            int_issue=1))
     assert small.K * small.Cw * small.groups <= EXACT_LIMIT < big.K * big.Cw * big.groups
     assert golden_exact("auto", small) and not golden_exact("auto", big)
     assert golden_exact("exact", big) and not golden_exact("fast", small)
@@ -260,7 +263,7 @@ def test_run_names_the_graph_and_its_balance(tmp_path, capsys):
 @pytest.mark.parametrize("exact", [False, True])
 def test_golden_reports_progress_up_to_its_total(exact):
     from sw.models import golden_fc
-    params = ArrayParams(rows=2, cols=2)
+    params = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1)
     w = layers.make_weights((6, 200), 0.5, 0)
     x = layers.make_inputs(200, 3, 0)
     plan = planner.plan_fc(6, 200, 3, mode="sparse", params=params)

@@ -35,10 +35,10 @@ import numpy as np
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sw.cli.options import (EXACT_LIMIT, add_hw_args, add_layer_args,
-                            graph_name, plan_layer, resolve)
+from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_layer, resolve
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.compiler import balance
+from sw.models import figures as _figures
 from sw.models import golden_fc, perf
 from sw.spec.errors import FdpuError
 from sw.spec.system import SIMULATORS
@@ -94,13 +94,6 @@ def check_checkpoint_args(args):
                         f"directory, new or kept by an earlier run)")
 
 
-def golden_exact(choice, plan):
-    """Return whether ``--golden choice`` runs the exact interpreter for ``plan``."""
-    if choice == "auto":
-        return plan.K * plan.Cw * plan.groups <= EXACT_LIMIT
-    return choice == "exact"
-
-
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     check_outputs([("--out", args.out), ("--json", args.json)],
@@ -115,7 +108,7 @@ def run_rtl_command(args):
     mem.registers()                                   # bad values fail before anything runs
     plan = plan_layer(args, w, x, params)
     t0 = time.perf_counter()
-    exact = golden_exact(args.golden, plan)
+    exact = golden_fc.exact_for(args.golden, plan)
     with progress_bar("golden model", "passes" if exact else "input columns") as show:
         ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
     golden_s = time.perf_counter() - t0
@@ -242,13 +235,6 @@ def simulate_chain(plans, ws, x, args, mem, what=""):
                                      config_ports=args.config_ports, overlap=args.overlap)
 
 
-def useful_flops(plan, nnz):
-    """Return the floating-point operations that count as useful work: 2 per multiply-add of a
-    weight (every weight dense, each stored one sparse) with a real batch element (no lane,
-    row or column padding, no dummy item)."""
-    return 2 * (plan.dense_weights if plan.mode == "dense" else nnz) * plan.N
-
-
 def figures(plan, w, x, ref, y, job):
     """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
     p = plan.params
@@ -257,7 +243,6 @@ def figures(plan, w, x, ref, y, job):
     cycles = job.cycles
     diff = y.view(np.uint16) != ref.result.view(np.uint16)
     flops = sum(FLOPS.get(op, 0) * n for op, n in ref.counters.ops.items())
-    peak = p.num_pes * p.LANES * 2
     busy = np.zeros(p.num_pes)
     rtl_insns = 0
     for r in runs:
@@ -269,7 +254,7 @@ def figures(plan, w, x, ref, y, job):
     rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
     over = job.overlaps() if job.double_buffer else [{} for _ in runs]
     nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
-    useful = useful_flops(plan, nnz)
+    useful = _figures.useful_flops(plan, nnz)
     return dict(
         match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
         mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, int_issue=p.int_issue,
@@ -286,13 +271,12 @@ def figures(plan, w, x, ref, y, job):
         config_hidden_cycles=job.config_hidden_cycles,
         config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,
         hold_cycles=job.hold_cycles,
-        flops=flops, useful_flops=useful, utilization=useful / max(1, peak * compute),
-        issue_utilization=flops / max(1, peak * compute),
-        utilization_contexts=useful / max(1, peak * ctx_cycles),
-        dense_utilization=2 * plan.dense_weights * plan.N / max(1, peak * compute),
+        flops=flops, useful_flops=useful,
+        **_figures.utilizations(p, useful=useful, flops=flops, dense=_figures.dense_flops(plan),
+                               compute_cycles=compute, context_cycles=ctx_cycles,
+                               cycles=cycles),
         nnz=nnz, graph=graph_name(plan), load_balance=balance.load_balance(plan, w),
         plan=plan.describe(),
-        utilization_end_to_end=useful / max(1, peak * cycles),
         rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
         ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,
         min_external_bytes=perf.min_external_bytes(plan, nnz),

@@ -32,10 +32,6 @@ from sw.compiler import balance
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
-#: Layers up to this many weight-lane-group products run exactly under ``--engine auto``.
-AUTO_EXACT_LIMIT = 50_000
-
-
 def register(subparsers):
     """Add the ``run`` command."""
     parser = subparsers.add_parser(
@@ -54,7 +50,7 @@ def register(subparsers):
     add_hw_args(parser)
     rtl.add_checkpoint_args(parser)
     run = parser.add_argument_group("golden model")
-    run.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
+    run.add_argument("--engine", choices=golden_fc.ENGINES, default="auto",
                      help="exact: token-by-token interpreter of the image; fast: vectorized, "
                           "same bits and counts; auto: exact for small layers (default)")
     run.add_argument("--order-seed", type=int, metavar="S",
@@ -125,13 +121,13 @@ def run_command(args):
     name, w, x, params = resolve(args)
     plan = plan_layer(args, w, x, params, feedback=not args.no_feedback)
     size = plan.K * plan.Cw * plan.groups
-    exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
+    exact = golden_fc.exact_for(args.engine, plan)
     if args.no_feedback and not exact:
         raise FdpuError("--no-feedback needs --engine exact (the fast path cannot misorder)")
     if args.order_seed is not None and not exact:
         how = "--engine fast" if args.engine == "fast" else (
             f"--engine auto, which takes the fast path for this layer ({size:,} weight-lane-"
-            f"group products > {AUTO_EXACT_LIMIT:,})")
+            f"group products > {golden_fc.EXACT_LIMIT:,})")
         raise FdpuError(f"--order-seed seeds the exact engine's delivery order; it has no effect "
                         f"with {how}: give --engine exact")
     start = time.perf_counter()

@@ -32,7 +32,7 @@ them (items, passes, the byte sizes of an item's blocks).
 engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sw.compiler.fdcsr import ROW
 from sw.spec.arch import ArrayParams
@@ -79,9 +79,14 @@ def align(n, a):
     return -(-n // a) * a
 
 
-@dataclass
+@dataclass(frozen=True)
 class FcPlan:
-    """How one FC layer runs: shapes, blocking, engines, passes and their memory layouts."""
+    """How one FC layer runs: shapes, blocking, engines, passes and their memory layouts.
+
+    Frozen: :func:`sw.compiler.planner.plan_fc` builds it whole (homes, contexts, descriptor
+    tables, row order, double buffering) and nothing changes it afterwards; a variation is a
+    new plan (``dataclasses.replace``).
+    """
     mode: str
     K: int
     C: int
@@ -91,9 +96,9 @@ class FcPlan:
     gb: int
     feedback: bool = True
     wfan: int = 4                                  # sparse: lane groups per value load
-    homes: list = field(default_factory=list)      # engine -> (pe (x, y), dbuf index)
+    homes: tuple = ()                              # engine -> (pe (x, y), dbuf index)
     contexts: int = 0                              # contexts per pass (the last may be fewer)
-    desc_base: list = field(default_factory=list)  # engine -> global address of its table
+    desc_base: tuple = ()                          # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
     sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
     row_order: tuple = ()                          # skip: item rows (balance.balanced_rows)

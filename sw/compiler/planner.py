@@ -11,6 +11,8 @@ as many contexts per pass as fit the Dbufs, and each engine's descriptor table
 tables of a Dbuf's engines in engine order.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from sw.compiler import home_dbufs
@@ -122,9 +124,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                                                sparse_graph, kb, gb, wfan, density,
                                                bias is not None, relu):
             probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
-                           sparse_graph=sparse_graph, bias=bias, relu=relu)
-            probe.homes = home_dbufs.engine_homes(params, min(params.num_pes, probe.items))
-            probe.double_buffer = bool(double_buffer)
+                           sparse_graph=sparse_graph, bias=bias, relu=relu,
+                           double_buffer=bool(double_buffer))
+            probe = replace(probe, homes=_homes(probe))
             if _fits(probe, 1):
                 kb, gb, wfan = ckb, cgb, cwfan
                 break
@@ -137,16 +139,16 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                             + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
-                  sparse_graph=sparse_graph, bias=bias, relu=relu, split=split)
+                  sparse_graph=sparse_graph, bias=bias, relu=relu, split=split,
+                  double_buffer=bool(double_buffer))
     slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
                          sparse_graph=sparse_graph, bias=bias is not None, relu=relu)[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
-    plan.homes = home_dbufs.engine_homes(params, min(params.num_pes, plan.items))
+    plan = replace(plan, homes=_homes(plan))
     if row_nnz is not None:
-        plan.row_order = balanced_rows(row_nnz, kb, plan.engines)
-    plan.double_buffer = bool(double_buffer)
+        plan = replace(plan, row_order=balanced_rows(row_nnz, kb, plan.engines))
     if contexts is not None:
         full = -(-plan.items // plan.engines)
         if isinstance(contexts, bool) or not isinstance(contexts, (int, np.integer)) \
@@ -163,13 +165,12 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                 f"one work item of the {K} x {C} layer (batch {N}, {mode}) needs more than "
                 f"the {_room(plan)}; use fewer in_features or bigger Dbufs"
                 + (" or no double buffering" if plan.double_buffer else ""))
-    plan.contexts = int(contexts)
-    per_dbuf = {}
-    plan.desc_base = []
+    per_dbuf, desc_base = {}, []
     for pe, d in plan.homes:
         i = per_dbuf.get(d, 0)
         per_dbuf[d] = i + 1
-        plan.desc_base.append(params.dbuf_base(d) + i * plan.contexts * DESC_BYTES)
+        desc_base.append(params.dbuf_base(d) + i * int(contexts) * DESC_BYTES)
+    plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
     if double_buffer is None and plan.passes > 1:
         # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.
         try:
@@ -230,9 +231,15 @@ def _room(plan):
         else f"{n} bytes of a Dbuf"
 
 
+def _homes(plan):
+    """Return the engines' ``(pe, home Dbuf)`` pairs of ``plan``: one engine per PE up to its
+    items."""
+    params = plan.params
+    return tuple(home_dbufs.engine_homes(params, min(params.num_pes, plan.items)))
+
+
 def _most_contexts(plan):
-    """Return the most contexts per pass that fit the Dbufs (``None`` if one does not) and
-    leave ``plan.contexts`` at it."""
+    """Return the most contexts per pass that fit the Dbufs (``None`` if one does not)."""
     lo, hi = 1, -(-plan.items // plan.engines)
     if not _fits(plan, 1):
         return None
@@ -242,7 +249,6 @@ def _most_contexts(plan):
             lo = mid
         else:
             hi = mid - 1
-    plan.contexts = lo
     return lo
 
 
@@ -264,8 +270,8 @@ def _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan):
 
 
 def _fits(plan, contexts):
-    """Set ``plan.contexts`` to ``contexts``; return whether the fullest Dbuf holds a pass."""
-    plan.contexts = contexts
+    """Return whether the fullest Dbuf holds a pass of ``plan`` at ``contexts`` per engine."""
+    plan = replace(plan, contexts=contexts)
     per = {}
     for _, d in plan.homes:
         per[d] = per.get(d, 0) + 1

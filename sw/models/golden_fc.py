@@ -21,7 +21,25 @@ from sw.models.golden_counters import Counters, program_counters
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op
 
-__all__ = ["FcRun", "run_fc"]
+__all__ = ["FcRun", "run_fc", "EXACT_LIMIT", "ENGINES", "exact_for"]
+
+#: The golden engines a command offers: ``exact`` (the token-by-token interpreter on the
+#: images), ``fast`` (the vectorized path: the same bits and counts) and ``auto``.
+ENGINES = ("auto", "exact", "fast")
+
+#: ``auto`` runs a plan exactly up to this many weight x lane-group products
+#: (``K x Cw x groups``, the FACC firings of a dense layer; about 20 seconds), else fast.
+EXACT_LIMIT = 50_000
+
+
+def exact_for(engine, plan):
+    """Return whether the golden ``engine`` (one of :data:`ENGINES`) runs ``plan`` exactly:
+    the one rule of ``fdpu run``, ``fdpu rtl``'s reference and ``fdpu net``."""
+    if engine not in ENGINES:
+        raise FdpuError(f"golden engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "auto":
+        return plan.K * plan.Cw * plan.groups <= EXACT_LIMIT
+    return engine == "exact"
 
 
 @dataclass

@@ -52,6 +52,8 @@ from sw.compiler import balance, blocking, chain, dma_plan, home_dbufs
 from sw.compiler.asm import assemble
 from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.compiler.program import program
+from sw.models import figures
+from sw.spec.arch import ArrayParams
 from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
 from sw.spec.errors import FdpuError
 from sw.spec.system import System
@@ -158,7 +160,7 @@ class Prediction:
     flops: int
     useful_flops: int
     dense_flops: int
-    peak_per_cycle: int
+    params: ArrayParams
     min_external_bytes: int
     seconds: float = 0.0
     notes: dict = field(default_factory=dict)
@@ -192,8 +194,6 @@ class Prediction:
 
     def as_dict(self):
         """Return the figures as ``fdpu run --sim verilator --json`` names them."""
-        peak = self.peak_per_cycle
-        comp = max(1, self.compute_cycles)
         return dict(
             cycles=self.cycles, compute_cycles=self.compute_cycles, dma_cycles=self.dma_cycles,
             config_cycles=sum(p.config for p in self.passes),
@@ -202,12 +202,10 @@ class Prediction:
             pass_cycles=[{**{k: v for k, v in asdict(p).items() if k != "out_exposed"},
                           "compute": p.compute} for p in self.passes],
             flops=self.flops, useful_flops=self.useful_flops,
-            utilization=self.useful_flops / (peak * comp),
-            issue_utilization=self.flops / (peak * comp),
-            utilization_contexts=self.useful_flops / (
-                peak * max(1, sum(p.contexts for p in self.passes))),
-            dense_utilization=self.dense_flops / (peak * comp),
-            utilization_end_to_end=self.useful_flops / (peak * max(1, self.cycles)),
+            **figures.utilizations(self.params, useful=self.useful_flops, flops=self.flops,
+                                   dense=self.dense_flops, compute_cycles=self.compute_cycles,
+                                   context_cycles=sum(p.contexts for p in self.passes),
+                                   cycles=self.cycles),
             ext_read_bytes=self.ext_in, ext_write_bytes=self.ext_out,
             external_bytes=self.ext_in + self.ext_out,
             min_external_bytes=self.min_external_bytes,
@@ -260,9 +258,8 @@ class Workload:
                 _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
-        n = plan.N
-        self.useful_flops = 2 * (plan.dense_weights if plan.mode == "dense" else nnz) * n
-        self.dense_flops = 2 * plan.dense_weights * n
+        self.useful_flops = figures.useful_flops(plan, nnz)
+        self.dense_flops = figures.dense_flops(plan)
         self.min_bytes = min_external_bytes(plan, nnz)
 
     def evaluate(self, constants=None, rounded=True):
@@ -291,7 +288,7 @@ class Workload:
             _double_buffered(passes)
         return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
                           useful_flops=self.useful_flops, dense_flops=self.dense_flops,
-                          peak_per_cycle=p.num_pes * LANES * 2,
+                          params=p,
                           min_external_bytes=self.min_bytes)
 
 
