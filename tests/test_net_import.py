@@ -1,5 +1,8 @@
 """Networks: the .npz layout and the ONNX importer (models built here with onnx.helper)."""
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -153,3 +156,113 @@ def test_digits_example_ships_and_imports_alike():
     x = np.load(os.path.join(here, "test_x.npy"))
     y = np.load(os.path.join(here, "test_y.npy"))
     assert (net.reference(a, x).argmax(axis=1) == y).mean() > 0.95
+
+
+# External data ------------------------------------------------------------------------------
+
+def _external_model(folder, w, location="weights.bin"):
+    """Save a one-layer Gemm model in ``folder`` with ``w`` (K x C) in external data."""
+    folder.mkdir(parents=True, exist_ok=True)
+    k, c = w.shape
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], transB=1, name="fc")]
+    g = helper.make_graph(nodes, "mlp",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", k])],
+                          initializer=[_init("w", w)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = folder / "model.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=0)
+    return path
+
+
+def _weights(seed, shape=(6, 10)):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float16) \
+        .astype(np.float32)
+
+
+def test_external_data_is_read_from_the_model_folder(tmp_path, monkeypatch):
+    # Two models in sibling folders, each with its own weights.bin: each loads its own, from
+    # any current directory (they used to be read relative to the current directory).
+    wa, wb = _weights(1), _weights(2)
+    pa = _external_model(tmp_path / "a", wa)
+    pb = _external_model(tmp_path / "b", wb)
+    for cwd in (tmp_path / "a", tmp_path / "b", tmp_path):
+        monkeypatch.chdir(cwd)
+        assert np.array_equal(onnx_load(pa).layers[0].weights, wa.astype(np.float16))
+        assert np.array_equal(onnx_load(pb).layers[0].weights, wb.astype(np.float16))
+
+
+def test_torch_style_data_file_by_absolute_path(tmp_path, monkeypatch):
+    w = _weights(3)
+    p = _external_model(tmp_path / "export", w, location="model.onnx.data")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert np.array_equal(onnx_load(p.resolve()).layers[0].weights, w.astype(np.float16))
+
+
+def _set_location(path, location, length=None):
+    m = onnx.load(str(path), load_external_data=False)
+    t = m.graph.initializer[0]
+    for e in t.external_data:
+        if e.key == "location":
+            e.value = location
+        if e.key == "length" and length is not None:
+            e.value = str(length)
+    onnx.save_model(m, str(path))
+
+
+@pytest.mark.parametrize("case, match", [
+    ("absolute", "is absolute; it must be a file in the model's folder"),
+    ("dotdot", "leaves the model's folder"),
+    ("symlink-out", "leaves the model's folder"),
+    ("missing", "No such file or directory"),
+    ("folder", "is not a regular file"),
+    ("fifo", "is not a regular file"),
+    ("short", "the tensor needs 240 from offset 0"),
+    ("length", "external data length 8 bytes, but its shape (6, 10) needs 240"),
+])
+def test_bad_external_data_is_refused_before_reading(tmp_path, case, match):
+    p = _external_model(tmp_path / "m", _weights(4))
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(bytes(240))
+    if case == "absolute":
+        _set_location(p, str(outside))
+    elif case == "dotdot":
+        _set_location(p, "../outside.bin")
+    elif case == "symlink-out":
+        (tmp_path / "m" / "link.bin").symlink_to(outside)
+        _set_location(p, "link.bin")
+    elif case == "missing":
+        _set_location(p, "gone.bin")
+    elif case == "folder":
+        (tmp_path / "m" / "dir.bin").mkdir()
+        _set_location(p, "dir.bin")
+    elif case == "fifo":
+        os.mkfifo(tmp_path / "m" / "pipe.bin")          # opening it would block: never opened
+        _set_location(p, "pipe.bin")
+    elif case == "short":
+        (tmp_path / "m" / "weights.bin").write_bytes(bytes(100))
+    elif case == "length":
+        _set_location(p, "weights.bin", length=8)
+    with pytest.raises(FdpuError, match=re.escape(match)) as err:
+        onnx_load(p)
+    assert "initializer 'w'" in str(err.value)
+
+
+def test_net_cli_runs_external_data_from_another_folder(tmp_path, monkeypatch, capsys):
+    from cliutil import run
+    w = _weights(5, (4, 8))
+    p = _external_model(tmp_path / "model", w)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "weights.bin").write_bytes(bytes(4 * 8 * 4))       # a decoy: zeros
+    monkeypatch.chdir(other)
+    x = np.random.default_rng(6).standard_normal((4, 8)).astype(np.float16)
+    np.save(other / "x.npy", x)
+    out = other / "y.npy"
+    status, stdout, err = run(capsys, "net", p, "--inputs", other / "x.npy", "--rows", 1,
+                              "--cols", 1, "--out", out)
+    assert status == 0, err
+    want = x.astype(np.float32) @ w.T
+    np.testing.assert_allclose(np.load(out).astype(np.float32), want, rtol=2e-2, atol=2e-2)

@@ -29,6 +29,7 @@ input.
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import sys
 import time
@@ -41,10 +42,9 @@ from sw.cli import rtl
 from sw.cli.options import (DEFAULTS, add_hw_args, array_params, graph_name, plan_layer,
                             plan_options, system_of)
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
-from sw.cli.run import AUTO_EXACT_LIMIT
 from sw.compiler import chain, fc_plan, layers, net, onnx_import, split
 from sw.compiler.prune import check_density, prune
-from sw.models import golden_fc, perf, reference
+from sw.models import figures, golden_fc, perf, reference
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.system import SIMULATORS
 from tb.host import runtime
@@ -110,9 +110,13 @@ def register(subparsers):
                              "splits every such layer, --no-split none (default: where the "
                              "performance model predicts the two stages faster)")
     gold = parser.add_argument_group("golden model")
-    gold.add_argument("--engine", choices=("auto", "exact", "fast"), default="auto",
+    gold.add_argument("--engine", choices=golden_fc.ENGINES, default="auto",
                       help="--sim golden|model: exact (token by token), fast (vectorized, the "
                            "same bits) or auto (exact for small layers; default)")
+    gold.add_argument("--reference", choices=("onnxruntime",),
+                      help="also run the original ONNX file on onnxruntime (the nets extra) "
+                           "with the same inputs and report, per graph output, the agreement "
+                           "(labels) or the largest absolute difference (scores)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", metavar="Y.npy", help="write the network's N x K binary16 outputs")
     out.add_argument("--json", metavar="PATH", help="write every layer's figures as JSON")
@@ -147,6 +151,12 @@ def check_options(args):
                         "the first N rows")
     if args.density is not None:
         check_density(args.density, "--density")
+    if args.reference and suffix != ".onnx":
+        raise FdpuError(f"--reference onnxruntime runs an ONNX model; {args.model} is a network "
+                        f".npz")
+    if args.reference and importlib.util.find_spec("onnxruntime") is None:
+        raise FdpuError("--reference onnxruntime needs the onnxruntime package: pip install -e "
+                        ".[nets] (or pip install onnxruntime)")
     rtl_sim = args.sim in SIMULATORS
     wrong = [flag for flag, given, ok in (
         ("--max-cycles", args.max_cycles is not None, rtl_sim),
@@ -181,7 +191,8 @@ def load_model(path):
 
 
 def load_labels(path, n, k):
-    """Read ``n`` class labels (a 1-D integer ``.npy``, each in ``0 .. k-1``) from ``path``."""
+    """Read ``n`` class labels (a 1-D integer ``.npy``, each in ``0 .. k-1``; a binary
+    classifier's ``k`` is 2) from ``path``."""
     arr = layers.load_npy(path, "labels")
     if arr.dtype.kind not in "iu":
         raise FdpuError(f"{path}: labels have dtype {arr.dtype}; they must be integers (the "
@@ -198,18 +209,61 @@ def load_labels(path, n, k):
 
 
 def _inputs(args, model):
-    """Return the network's inputs (binary16, ``N x C``) and labels (or ``None``)."""
+    """Return the first layer's inputs (binary16, ``N x C``: the model's input through its host
+    steps before the layers), the model's inputs as given (float32, for a reference run) and
+    the labels (or ``None``)."""
     if args.inputs is None:
-        return layers.make_inputs(model.C, args.batch or 1, args.seed), None
-    x = layers.load_inputs(args.inputs, model.C)
-    y = load_labels(args.labels, x.shape[0], model.K) if args.labels else None
+        if args.reference and model.pre:
+            raise FdpuError(f"--reference onnxruntime: {args.model} has host steps before its "
+                            f"layers, so its inputs are not the first layer's; give --inputs "
+                            f"X.npy in the model's input shape")
+        x = layers.make_inputs(model.C, args.batch or 1, args.seed)
+        return x, x.astype(np.float32), None
+    if model.pre:
+        x, raw = _prepared_inputs(args.inputs, model)
+    else:
+        x = layers.load_inputs(args.inputs, model.C)
+        raw = x.astype(np.float32)
+    if args.labels and model.task == "regressor":
+        raise FdpuError(f"--labels: {args.model} is a regressor (one output without a "
+                        f"classifier's head); it is scored by its error against float32, "
+                        f"not by labels")
+    classes = 2 if model.task == "binary" else model.K
+    y = load_labels(args.labels, x.shape[0], classes) if args.labels else None
     if args.limit is not None:
         if args.limit > x.shape[0]:
             raise FdpuError(f"--limit {args.limit} exceeds the {x.shape[0]} rows of "
                             f"{args.inputs}")
-        x = x[:args.limit]
+        x, raw = x[:args.limit], raw[:args.limit]
         y = None if y is None else y[:args.limit]
-    return x, y
+    return x, raw, y
+
+
+def _prepared_inputs(path, model):
+    """Read the model's inputs from ``path`` (``N x input_shape``, any rank) and run the host
+    steps before the layers on them; return the first layer's ``N x C`` binary16 inputs and
+    the inputs as read (float32)."""
+    arr = layers.load_npy(path, "inputs")
+    shape = model.input_shape
+    if shape is not None:
+        if arr.shape == shape:
+            arr = arr[None]
+        if arr.shape[1:] != shape:
+            raise FdpuError(f"{path}: inputs have shape {arr.shape}; {model.source} takes "
+                            f"N x {' x '.join(map(str, shape))} (its input "
+                            f"'{model.input_name}')")
+    if arr.dtype.kind != "f":
+        raise FdpuError(f"{path}: inputs have dtype {arr.dtype}; they must be floating point")
+    if not np.isfinite(arr).all():
+        raise FdpuError(f"{path}: inputs hold NaN or infinity")
+    try:
+        x = net.prepare_inputs(model, arr)
+    except FdpuError as exc:
+        raise FdpuError(f"{path}: {exc}") from None
+    if x.ndim != 2 or x.shape[1] != model.C:
+        raise FdpuError(f"{path}: inputs of shape {arr.shape} become {x.shape} through the "
+                        f"model's host steps; the first layer takes N x {model.C}")
+    return layers.check_inputs(x, model.C, os.fspath(path)), arr.astype(np.float32)
 
 
 def _nnz(w):
@@ -338,8 +392,7 @@ def run_layer(args, i, stage, w, x, plan, system, mem, chained_from=None, chaine
     rec = _record(i, stage, w, plan)
     t0 = time.perf_counter()
     if args.sim in ("golden", "model"):
-        size = plan.K * plan.Cw * plan.groups
-        exact = args.engine == "exact" or (args.engine == "auto" and size <= AUTO_EXACT_LIMIT)
+        exact = golden_fc.exact_for(args.engine, plan)
         res = _golden(args, i, plan, w, x, exact)
         with warnings.catch_warnings():         # infinite inputs from an overflowed layer
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -354,7 +407,7 @@ def run_layer(args, i, stage, w, x, plan, system, mem, chained_from=None, chaine
             rec.update({k: pred[k] for k in FIGURES}, chained_in=chained_from is not None,
                        chained_out=chained_to is not None)
     else:
-        exact = rtl.golden_exact(args.golden, plan)
+        exact = golden_fc.exact_for(args.golden, plan)
         ref = _golden(args, i, plan, w, x, exact)
         y, job = rtl.simulate(plan, w, x, args, mem, what=f"layer {i}")
         fig = rtl.figures(plan, w, x, ref, y, job)
@@ -378,7 +431,7 @@ def run_chain(args, first, stages, ws, x, plans, mem):
     t0 = time.perf_counter()
     refs, xs = [], [x]
     for n, (plan, w) in enumerate(zip(plans, ws)):
-        ref = _golden(args, first + n, plan, w, xs[-1], rtl.golden_exact(args.golden, plan))
+        ref = _golden(args, first + n, plan, w, xs[-1], golden_fc.exact_for(args.golden, plan))
         refs.append(ref)
         xs.append(ref.result)
     last = first + len(plans) - 1
@@ -390,7 +443,7 @@ def run_chain(args, first, stages, ws, x, plans, mem):
                           runtime.layer_job(job, n))
         rec = _record(first + n, stages[n], w, plan)
         rec.update({k: fig[k] for k in FIGURES},
-                   golden="exact" if rtl.golden_exact(args.golden, plan) else "fast",
+                   golden="exact" if golden_fc.exact_for(args.golden, plan) else "fast",
                    rtl_instructions=fig["rtl_instructions"],
                    golden_instructions=fig["golden_instructions"], chained_in=n > 0,
                    chained_out=not end, checked_at=last)
@@ -432,11 +485,12 @@ def net_command(args):
     system = system_of(args, params)
     mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     model = load_model(args.model)
-    x0, labels = _inputs(args, model)
+    x0, raw, labels = _inputs(args, model)
     ws = [layer.weights if args.density is None else prune(layer.weights, args.density)
           for layer in model.layers]
-    run_net = net.Net(tuple(net.Dense(w, layer.bias, layer.activation, layer.name)
-                            for w, layer in zip(ws, model.layers)), source=model.source)
+    run_net = dataclasses.replace(model, layers=tuple(
+        net.Dense(w, layer.bias, layer.activation, layer.name)
+        for w, layer in zip(ws, model.layers)))
     stages = stages_of(args, run_net.layers, ws,
                        plan_layers(args, run_net.layers, ws, x0.shape[0], params), system)
     plans = [st.plan for st in stages]
@@ -470,23 +524,33 @@ def net_command(args):
                   links=[dict(layers=[i, i + 1], on_chip=why is None, streamed_because=why)
                          for i, why in enumerate(notes)])
     if args.sim != "golden":
-        peak = params.num_pes * params.LANES * 2
         tot = {k: sum(r[k] for r in recs) for k in ("cycles", "compute_cycles", "dma_cycles",
                                                     "useful_flops", "ext_read_bytes",
                                                     "ext_write_bytes", "external_bytes",
                                                     "min_external_bytes")}
-        tot["utilization"] = tot["useful_flops"] / max(1, peak * tot["compute_cycles"])
-        tot["utilization_end_to_end"] = tot["useful_flops"] / max(1, peak * tot["cycles"])
+        tot.update(figures.utilizations(params, useful=tot["useful_flops"],
+                                        compute_cycles=tot["compute_cycles"],
+                                        cycles=tot["cycles"]))
         record["total"] = tot
         record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                       mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                       overlap=system.overlap)
-    ours = x.astype(np.float32).argmax(axis=1)
-    ref = net.reference(run_net, x0).argmax(axis=1)
-    record["predictions_differ"] = int((ours != ref).sum())
+    y_ref = net.reference(run_net, x0)
+    record.update(task=run_net.task, outputs=list(run_net.outputs),
+                  host_steps=dict(before=[s.label for s in run_net.pre],
+                                  after=[s.label for s in run_net.post]))
+    net.head(run_net, x.astype(np.float32))         # the model's outputs: the steps run
+    ours, ref = net.predictions(run_net, x), net.predictions(run_net, y_ref)
+    if ours is None:
+        err = np.abs(x.astype(np.float32) - y_ref)
+        record.update(max_abs_error=float(err.max()), mean_abs_error=float(err.mean()))
+    else:
+        record["predictions_differ"] = int((ours != ref).sum())
     if labels is not None:
         record["accuracy"] = float((ours == labels).mean())
         record["accuracy_float32"] = float((ref == labels).mean())
+    if args.reference:
+        record["onnxruntime"] = _onnxruntime(args.model, raw, net.head(run_net, x))
     _print(record, args, params)
     if args.out:
         save_npy(args.out, x)
@@ -499,6 +563,34 @@ def net_command(args):
                  else "bit for bit with the golden model") + ")", file=sys.stderr)
         return 1
     return 0
+
+
+def _onnxruntime(path, raw, ours):
+    """Run ``path`` on onnxruntime with the model's inputs ``raw``; return per graph output the
+    agreement with ``ours`` (integer outputs: the fraction of equal rows) or the largest
+    absolute difference (float outputs)."""
+    import onnxruntime
+    try:
+        sess = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        theirs = sess.run(None, {sess.get_inputs()[0].name: raw})
+    except Exception as exc:  # noqa: BLE001: onnxruntime raises its own exception types
+        raise FdpuError(f"--reference onnxruntime: {path} does not run on onnxruntime "
+                        f"({type(exc).__name__}: {str(exc)[:160]})") from None
+    out = {}
+    for (name, mine), other in zip(ours.items(), theirs):
+        if isinstance(other, list):              # ZipMap: a map per row, keys in class order
+            other = np.array([[row[k] for k in sorted(row)] for row in other], np.float32)
+        other, mine = np.asarray(other), np.asarray(mine)
+        if other.size != mine.size:
+            out[name] = dict(error=f"shapes differ: {mine.shape} here, {other.shape} there")
+        elif other.dtype.kind in "iub":
+            rows = mine.reshape(mine.shape[0] if mine.ndim else 1, -1)
+            equal = (rows == other.reshape(rows.shape)).all(axis=1)
+            out[name] = dict(agreement=float(equal.mean()))
+        else:
+            diff = np.abs(mine.astype(np.float64) - other.reshape(mine.shape).astype(np.float64))
+            out[name] = dict(max_abs_difference=float(diff.max()) if diff.size else 0.0)
+    return out
 
 
 def _match_cell(r):
@@ -544,14 +636,32 @@ def _print(record, args, params):
                   f"{tot['cycles']:,} ({tot['compute_cycles']:,})", f"{tot['utilization']:.2%}",
                   f"{tot['external_bytes']:,} ({tot['min_external_bytes']:,})")
     console().print(t)
-    if "accuracy" in record:
+    steps = record["host_steps"]
+    for where in ("before", "after"):
+        if steps[where]:
+            console().print(f"host steps {where} the layers (float32, on the host): "
+                            + " -> ".join(steps[where]))
+    what = {"classifier": "top-1", "binary": "binary class (output > 0)"}.get(record["task"])
+    if what is None:
+        console().print(f"regressor: FDPU's outputs against the float32 reference: max "
+                        f"absolute error {record['max_abs_error']:.4g}, mean "
+                        f"{record['mean_abs_error']:.4g}")
+    elif "accuracy" in record:
         n = record["N"]
-        console().print(f"top-1 accuracy on {n} rows: FDPU {record['accuracy']:.2%}, float32 "
+        console().print(f"{what} accuracy on {n} rows: FDPU {record['accuracy']:.2%}, float32 "
                         f"reference {record['accuracy_float32']:.2%}; predictions differ on "
                         f"{record['predictions_differ']} of {n}")
     else:
-        console().print(f"predictions (top-1) differing from the float32 reference: "
+        console().print(f"predictions ({what}) differing from the float32 reference: "
                         f"{record['predictions_differ']} of {record['N']}")
+    for name, cmp in record.get("onnxruntime", {}).items():
+        if "agreement" in cmp:
+            what = f"agrees on {cmp['agreement']:.2%} of the rows"
+        elif "max_abs_difference" in cmp:
+            what = f"largest absolute difference {cmp['max_abs_difference']:.4g}"
+        else:
+            what = cmp["error"]
+        console().print(f"onnxruntime, output '{name}': {what}")
     if args.sim == "model":
         console().print("cycles and bytes from the performance model (docs/perf.md)")
     if figures:

@@ -36,7 +36,7 @@ from sw.spec.fp16 import positive_zeros, to_weights
 
 __all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
            "get_layer", "check_sizes", "make_weights", "make_inputs", "load_npy",
-           "load_weights", "load_inputs", "load_bias"]
+           "load_weights", "load_inputs", "check_inputs", "load_bias"]
 
 
 @dataclass(frozen=True)
@@ -309,8 +309,14 @@ def load_inputs(path, c):
     if arr.shape[-1] != c:
         raise FdpuError(f"{p}: inputs have {arr.shape[-1]} columns but the weights have "
                         f"C = {c}; inputs must be N x {c}")
-    check_sizes(C=c, N=arr.size // max(c, 1), where=f"{p}: inputs")
-    return _check_float(arr.reshape(-1, c), p, "inputs")
+    return check_inputs(arr, c, p)
+
+
+def check_inputs(arr, c, where):
+    """Return the inputs ``arr`` (``N x C`` or one vector of ``C``, floating point) as ``N x C``
+    float16, checked as :func:`load_inputs` checks a file's (``where`` names them)."""
+    check_sizes(C=c, N=arr.size // max(c, 1), where=f"{where}: inputs")
+    return _check_float(np.asarray(arr).reshape(-1, c), where, "inputs")
 
 
 def load_bias(path, k):

@@ -27,12 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sw.compiler.host_steps import run_steps
 from sw.compiler.layers import check_sizes
 from sw.compiler.npyfile import Archive
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.fp16 import to_weights
 
-__all__ = ["ACTIVATIONS", "Dense", "Net", "from_npz", "reference"]
+__all__ = ["ACTIVATIONS", "Dense", "Net", "from_npz", "reference", "prepare_inputs", "head",
+           "predictions"]
 
 #: The activations a layer may have (``None``: none).
 ACTIVATIONS = ("relu",)
@@ -98,10 +100,23 @@ def _local(name, source):
 
 @dataclass(frozen=True)
 class Net:
-    """A chain of :class:`Dense` layers, each consuming the previous one's outputs."""
+    """A chain of :class:`Dense` layers, each consuming the previous one's outputs, and the
+    host steps an exported model computes around them (:mod:`sw.compiler.host_steps`).
+
+    ``pre`` turns the model's input (``input_name``, of shape ``N x input_shape`` when the
+    model says) into the first layer's ``N x C``; ``post`` computes the model's ``outputs``
+    (their names, in order) from the last layer's outputs, the value called ``core``.  Without
+    steps (a ``.npz`` network) the one output is the last layer's.
+    """
 
     layers: tuple
     source: str = ""
+    pre: tuple = ()
+    post: tuple = ()
+    outputs: tuple = ("y",)
+    core: str = "y"
+    input_name: str = "x"
+    input_shape: tuple | None = None
 
     def __post_init__(self):
         layers = tuple(self.layers)
@@ -121,8 +136,22 @@ class Net:
 
     @property
     def K(self):
-        """Outputs of the network."""
+        """Outputs of the network's last layer."""
         return self.layers[-1].K
+
+    @property
+    def task(self):
+        """Return what the network's outputs are, for scoring: ``"classifier"`` (top-1 over
+        the last layer's ``K > 1`` outputs), ``"binary"`` (one output, a class by its sign:
+        the exported ``Sigmoid`` at 0.5) or ``"regressor"`` (one output without a
+        classifier's head: scored by its error)."""
+        ops = {step.op for step in self.post}
+        if self.K > 1:
+            return "classifier"
+        if ops & {"Sigmoid", "ArgMax", "ArrayFeatureExtractor", "ZipMap", "Softmax",
+                  "LogSoftmax"}:
+            return "binary"
+        return "regressor"
 
 
 def from_npz(path):
@@ -157,6 +186,37 @@ def from_npz(path):
             layers.append(Dense(z.read(f"W{i}", kinds="fiu"), bias,
                                 None if act == "none" else act, name=f"{path}: W{i}"))
     return Net(tuple(layers), source=str(path))
+
+
+def prepare_inputs(net, x):
+    """Return the first layer's ``N x C`` float32 inputs from the model's input ``x`` (any
+    rank, one row per batch element): ``x`` through the host steps before the layers, or
+    as it is."""
+    x = np.asarray(x)
+    if not net.pre:
+        return x.astype(np.float32)
+    values = run_steps(net.pre, {net.input_name: x.astype(np.float32)})
+    out = values[net.pre[-1].outputs[0]]
+    return np.asarray(out, dtype=np.float32)
+
+
+def head(net, y):
+    """Return the model's outputs (name -> array, in the graph's order) from the last layer's
+    float32 outputs ``y``: the host steps after the layers, run in numpy."""
+    values = run_steps(net.post, {net.core: np.asarray(y, dtype=np.float32)})
+    return {name: values[name] for name in net.outputs}
+
+
+def predictions(net, y):
+    """Return the class of each row of the last layer's outputs ``y`` (``N x K``): the index of
+    the largest (``classifier``; Softmax and the class labels' lookup keep the order) or
+    ``y > 0`` (``binary``: the Sigmoid's 0.5); ``None`` for a regressor."""
+    task = net.task
+    if task == "classifier":
+        return np.asarray(y).argmax(axis=1)
+    if task == "binary":
+        return (np.asarray(y)[:, 0] > 0).astype(np.int64)
+    return None
 
 
 def reference(net, x):

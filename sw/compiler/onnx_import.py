@@ -3,36 +3,56 @@
 Contract
 --------
 :func:`load` reads an ONNX model (``onnx``, an optional dependency: ``pip install -e
-.[nets]``) and walks its graph from its one input to its one output.  It accepts, node by node:
+.[nets]``) and splits its graph in three, from its one input:
 
-* ``Flatten`` (``axis`` 1) where the input already is ``N x C``, or to flatten ``N x d1 x d2
-  ...`` to ``N x C`` at the start;
-* ``Gemm(A, B[, C])`` with ``A`` the activations and ``B``, ``C`` initializers: ``transA``
-  must be 0; ``transB = 1`` takes ``B`` as ``K x C`` (PyTorch's ``Linear``), ``transB = 0``
-  as ``C x K``; ``alpha`` scales the weights and ``beta`` the bias (both folded in, in
-  float32, before the conversion to binary16); ``C`` is a scalar, ``K`` or ``1 x K``;
-* ``MatMul(X, W)`` with ``W`` a ``C x K`` initializer;
-* an ``Add`` of a ``K`` (or ``1 x K``) initializer right after a ``MatMul`` or a ``Gemm``
-  without bias, as that layer's bias;
-* ``Relu`` right after a layer: that layer's activation.
+1. **host steps before the layers**: a chain of ``Cast``, ``Identity``, ``Flatten`` and
+   ``Reshape`` (a constant shape) that turns the input (any rank) into ``N x C``
+   (:data:`sw.compiler.host_steps.PRE_OPS`);
+2. **the FC layers**, run on the array: a chain in which each value feeds one node, of
 
-Anything else (another operator, a weight that is not an initializer, a branch, a second
-input, a shape that does not chain) is an :class:`~sw.spec.errors.FdpuError` naming the node
-(``op_type`` and name) and what is allowed.
+   * ``Gemm(A, B[, C])`` with ``A`` the activations and ``B``, ``C`` initializers: ``transA``
+     must be 0; ``transB = 1`` takes ``B`` as ``K x C`` (PyTorch's ``Linear``), ``transB =
+     0`` as ``C x K``; ``alpha`` scales the weights and ``beta`` the bias (both folded in, in
+     float32, before the conversion to binary16); ``C`` is a scalar, ``K`` or ``1 x K``;
+   * ``MatMul(X, W)`` with ``W`` a ``C x K`` initializer;
+   * an ``Add`` of a ``K`` (or ``1 x K``) initializer right after a ``MatMul`` or a ``Gemm``
+     without bias, as that layer's bias;
+   * ``Relu`` right after a layer: that layer's activation;
+
+3. **host steps after the layers**: every other node, each one of
+   :data:`sw.compiler.host_steps.POST_OPS` (``Softmax``, ``Sigmoid``, ``ArgMax``, ``ZipMap``,
+   the class labels' ``ArrayFeatureExtractor``, a binary classifier's ``Sub``/``Concat``, ...)
+   reading only the last layer's outputs, other such steps and constants; the graph's outputs
+   (one or more: skl2onnx writes a label beside the probabilities) are computed from them.
+
+Anything else (another operator, a weight that is not an initializer, a branch before or
+between the layers, a second input, a layer after a host step, a shape that does not chain) is
+an :class:`~sw.spec.errors.FdpuError` naming the node (``op_type`` and name) and what is
+allowed.  The host steps are run once on a row of zeros at load, so a step that cannot run on
+this network is refused before any work starts.
+
+Initializers kept in *external data* (``onnx.save_model(save_as_external_data=True)``, torch's
+``MODEL.onnx.data``) are read by :func:`external_bytes`, relative to the model file's folder
+(never the current directory): a location that is absolute, leaves that folder (``..`` or a
+symbolic link out of it), is not a regular file (a FIFO, a device, a folder) or holds fewer
+bytes than the tensor declares is an error naming the tensor and the file, raised before
+anything is read.
 """
 
 import os
+import stat
 
 import numpy as np
 
-from sw.compiler.net import Dense, Net
+from sw.compiler.host_steps import POST_OPS, PRE_OPS, HostStep
+from sw.compiler.net import Dense, Net, head, prepare_inputs
 from sw.compiler.npyfile import MAX_ARRAY_BYTES
 from sw.spec.errors import FdpuError
 
-__all__ = ["load"]
+__all__ = ["load", "external_bytes"]
 
 #: Operators the importer takes.
-SUPPORTED = ("Gemm", "MatMul", "Add", "Relu", "Flatten")
+SUPPORTED = ("Gemm", "MatMul", "Add", "Relu")
 
 
 def _onnx():
@@ -48,6 +68,61 @@ def _onnx():
 def _attrs(node):
     onnx, _ = _onnx()
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def external_bytes(tensor, folder, path):
+    """Return the bytes of initializer ``tensor`` whose data lie in an external file, checked
+    (see the module doc); ``folder`` is the model file's folder, ``path`` the model (for
+    messages)."""
+    onnx, _ = _onnx()
+    info = {e.key: e.value for e in tensor.external_data}
+    what = f"{path}: initializer '{tensor.name}'"
+    location = info.get("location", "")
+    if not location:
+        raise FdpuError(f"{what}: external data without a location")
+    if os.path.isabs(location) or location.startswith(("/", "\\")):
+        raise FdpuError(f"{what}: external data location '{location}' is absolute; it must be "
+                        f"a file in the model's folder")
+    root = os.path.realpath(folder)
+    file = os.path.join(folder, location)
+    if os.path.commonpath([root, os.path.realpath(file)]) != root:
+        raise FdpuError(f"{what}: external data location '{location}' leaves the model's "
+                        f"folder {folder or '.'}; it must be a file in that folder")
+    try:
+        mode = os.stat(file).st_mode
+    except OSError as exc:
+        raise FdpuError(f"{what}: external data file {file}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise FdpuError(f"{what}: external data file {file} is not a regular file")
+    try:
+        offset = int(info.get("offset", 0) or 0)
+        length = None if info.get("length") in (None, "") else int(info["length"])
+    except ValueError:
+        raise FdpuError(f"{what}: external data offset/length must be integers, got "
+                        f"{info.get('offset')!r}/{info.get('length')!r}") from None
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except (KeyError, TypeError):
+        raise FdpuError(f"{what}: external data of element type {tensor.data_type} is not "
+                        f"supported (numbers only)") from None
+    need = int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+    if length is not None and length != need:
+        raise FdpuError(f"{what}: external data length {length:,} bytes, but its shape "
+                        f"{tuple(tensor.dims)} needs {need:,}")
+    if offset < 0 or need > MAX_ARRAY_BYTES:
+        raise FdpuError(f"{what}: external data offset {offset} and {need:,} bytes: the offset "
+                        f"must be >= 0 and a tensor at most {MAX_ARRAY_BYTES:,} bytes")
+    size = os.path.getsize(file)
+    if offset + need > size:
+        raise FdpuError(f"{what}: external data file {file} has {size:,} bytes; the tensor "
+                        f"needs {need:,} from offset {offset:,}")
+    with open(file, "rb") as f:
+        f.seek(offset)
+        data = f.read(need)
+    if len(data) != need:
+        raise FdpuError(f"{what}: external data file {file} ended early (read {len(data):,} "
+                        f"of {need:,} bytes)")
+    return data
 
 
 def _label(node):
@@ -71,47 +146,83 @@ def load(path):
         raise FdpuError(f"{path}: not a readable ONNX model ({type(exc).__name__}: "
                         f"{str(exc)[:120]})") from None
     graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     inits = {t.name: t for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
-    if len(inputs) != 1 or len(graph.output) != 1:
-        raise FdpuError(f"{path}: an MLP has one input and one output; this graph has "
-                        f"{len(inputs)} input(s) and {len(graph.output)} output(s)")
+    if len(inputs) != 1 or not graph.output:
+        raise FdpuError(f"{path}: a network here has one input and at least one output; this "
+                        f"graph has {len(inputs)} input(s) and {len(graph.output)} output(s)")
     consumers = {}
     for node in graph.node:
         for name in dict.fromkeys(node.input):            # a node counts once per value
             consumers.setdefault(name, []).append(node)
+    arrays = {}
+
+    def array(name):
+        if name not in arrays:
+            tensor = inits[name]
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                inline = onnx.TensorProto()
+                inline.CopyFrom(tensor)
+                inline.raw_data = external_bytes(tensor, os.path.dirname(path), path)
+                del inline.external_data[:]
+                inline.data_location = onnx.TensorProto.DEFAULT
+                tensor = inline
+            arrays[name] = numpy_helper.to_array(tensor)
+        return arrays[name]
 
     def const(node, name, what):
         if name not in inits:
             raise FdpuError(f"{path}: {_label(node)}: its {what} '{name}' must be an "
                             f"initializer (a constant), not computed")
-        return numpy_helper.to_array(inits[name]).astype(np.float32)
+        return array(name).astype(np.float32)
 
-    def next_node(value):
+    def step(node, allowed, where):
+        if node.op_type not in allowed:
+            raise FdpuError(f"{path}: {_label(node)} {where} is not supported; the importer "
+                            f"takes {', '.join(allowed)} there (run on the host), "
+                            f"{', '.join(SUPPORTED)} for the layers on the array")
+        if node.op_type == "Reshape" and node.input[1] not in inits:
+            raise FdpuError(f"{path}: {_label(node)}: its shape '{node.input[1]}' must be an "
+                            f"initializer (a constant)")
+        return HostStep(node.op_type, tuple(node.input), tuple(node.output),
+                        node.name or node.output[0], _attrs(node),
+                        {n: array(n) for n in node.input if n in inits}, opset)
+
+    def only_user(value):
         users = consumers.get(value, [])
-        if len(users) > 1:
-            raise FdpuError(f"{path}: value '{value}' feeds {len(users)} nodes; an MLP is a "
-                            f"chain (no branches)")
-        return users[0] if users else None
+        return users[0] if len(users) == 1 else None
 
     dims = [d.dim_value if d.HasField("dim_value") else None
             for d in inputs[0].type.tensor_type.shape.dim]
-    width = int(np.prod(dims[1:])) if len(dims) >= 2 and all(dims[1:]) else None
-    value, layers, node = inputs[0].name, [], None
-    node = next_node(value)
-    while node is not None:
-        attrs = _attrs(node)
-        if node.op_type not in SUPPORTED:
-            raise FdpuError(f"{path}: {_label(node)} is not supported; an MLP here is made of "
-                            f"{', '.join(SUPPORTED)}")
-        if node.op_type == "Flatten":
-            if layers or attrs.get("axis", 1) != 1:
-                raise FdpuError(f"{path}: {_label(node)}: only a Flatten with axis 1 before the "
-                                f"first layer is supported")
-        elif node.op_type == "Gemm":
+    value, used = inputs[0].name, set()
+    # Host steps before the first layer: conversions and flattening, one after the other.
+    pre = []
+    node = only_user(value)
+    while node is not None and node.op_type in PRE_OPS:
+        pre.append(step(node, PRE_OPS, "before the first FC layer"))
+        used.add(id(node))
+        value = node.output[0]
+        node = only_user(value)
+    if node is None and len(consumers.get(value, [])) > 1:
+        raise FdpuError(f"{path}: value '{value}' feeds {len(consumers[value])} nodes before "
+                        f"the first FC layer; the layers are a chain (no branches)")
+    if node is not None and node.op_type not in SUPPORTED:
+        raise FdpuError(f"{path}: {_label(node)} is not supported; before the first FC layer "
+                        f"the importer takes {', '.join(PRE_OPS)} (run on the host), then the "
+                        f"layers: {', '.join(SUPPORTED)}")
+    # The FC layers, with their biases and ReLUs: a chain, each value feeding one node.
+    layers = []
+    while node is not None and node.op_type in SUPPORTED and not (
+            node.op_type == "Add" and not _is_bias(node, value, layers, inits)):
+        if node.op_type == "Gemm":
+            attrs = _attrs(node)
             if attrs.get("transA", 0):
                 raise FdpuError(f"{path}: {_label(node)}: transA = 1 (transposed activations) "
                                 f"is not supported")
+            if node.input[0] != value:
+                raise FdpuError(f"{path}: {_label(node)}: the activations must be its first "
+                                f"input A")
             b = const(node, node.input[1], "weight B")
             if b.ndim != 2:
                 raise FdpuError(f"{path}: {_label(node)}: B must be 2-D, got shape {b.shape}")
@@ -134,9 +245,6 @@ def load(path):
                                 f"{w.shape}")
             layers.append([w.T, None, None, _label(node)])
         elif node.op_type == "Add":
-            if not layers or layers[-1][1] is not None or layers[-1][2] is not None:
-                raise FdpuError(f"{path}: {_label(node)}: an Add is taken only as the bias "
-                                f"right after a MatMul or a Gemm without bias")
             other = node.input[1] if node.input[0] == value else node.input[0]
             c = const(node, other, "bias")
             k = layers[-1][0].shape[0]
@@ -146,15 +254,88 @@ def load(path):
             layers[-1][1] = c.reshape(-1)
         elif node.op_type == "Relu":
             if not layers or layers[-1][2] is not None:
-                raise FdpuError(f"{path}: {_label(node)}: a Relu must follow an FC layer")
+                raise FdpuError(f"{path}: {_label(node)}: a Relu must follow an FC layer (one "
+                                f"each)")
             layers[-1][2] = "relu"
+        used.add(id(node))
         value = node.output[0]
-        node = next_node(value)
-    if value != graph.output[0].name:
-        raise FdpuError(f"{path}: the chain from the input ends at '{value}', not at the "
-                        f"graph's output '{graph.output[0].name}'")
-    if layers and width is not None and layers[0][0].shape[1] != width:
-        raise FdpuError(f"{path}: the input has {width} features but {layers[0][3]} takes "
-                        f"C = {layers[0][0].shape[1]}")
-    return Net(tuple(Dense(w, b, act, name=f"{path}: {label}") for w, b, act, label in layers),
-               source=path)
+        node = only_user(value)
+    core = value
+    # Host steps after the last layer: every other node, reading only what the last layer
+    # and the steps before it computed (and constants).
+    post, known, derived = [], {core}, {core}
+    for node in graph.node:
+        if id(node) in used:
+            continue
+        if node.op_type in SUPPORTED and node.op_type not in POST_OPS:
+            shared = [n for n in node.input if len(consumers.get(n, [])) > 1]
+            if shared:
+                raise FdpuError(f"{path}: value '{shared[0]}' feeds "
+                                f"{len(consumers[shared[0]])} nodes; the FC layers are a chain "
+                                f"(no branches)")
+            raise FdpuError(f"{path}: {_label(node)} is not on the chain of FC layers from the "
+                            f"input (a branch, or a layer after a host step); the layers run on "
+                            f"the array as one chain, the host steps only before the first "
+                            f"and after the last")
+        st = step(node, POST_OPS, "after the last FC layer")
+        for name in node.input:
+            if name and name not in inits and name not in known:
+                raise FdpuError(f"{path}: {_label(node)} reads '{name}', which is not computed "
+                                f"by the last FC layer or a host step after it")
+        known.update(n for n in node.output if n)
+        if derived & set(node.input):
+            derived.update(n for n in node.output if n)
+        post.append(st)
+    outputs = tuple(o.name for o in graph.output)
+    for name in outputs:
+        if name not in derived:
+            raise FdpuError(f"{path}: the graph's output '{name}' is not computed from the last "
+                            f"FC layer ('{core}')")
+    if not layers:
+        raise FdpuError(f"{path}: the network has no FC layer (Gemm or MatMul) on the chain "
+                        f"from its input")
+    shape = tuple(dims[1:]) if len(dims) >= 2 and all(dims[1:]) else None
+    net = Net(tuple(Dense(w, b, act, name=f"{path}: {label}") for w, b, act, label in layers),
+              source=path, pre=tuple(pre), post=tuple(post), outputs=outputs, core=core,
+              input_name=inputs[0].name, input_shape=shape)
+    _check_steps(net, path)
+    return net
+
+
+def _is_bias(node, value, layers, inits):
+    """Return whether the ``Add`` ``node`` is the bias of the layer just before: a constant
+    added to ``value`` right after a layer that has no bias and no activation yet."""
+    if not layers or layers[-1][1] is not None or layers[-1][2] is not None:
+        return False
+    if value not in node.input:
+        return False
+    other = node.input[1] if node.input[0] == value else node.input[0]
+    return other in inits
+
+
+def _local(net):
+    """Return the first layer's node label without the file's name."""
+    name = net.layers[0].name
+    return name.split(": ", 1)[1] if ": " in name else name
+
+
+def _check_steps(net, path):
+    """Run the host steps on one zero row, so that a step that cannot run on this network
+    (a shape that does not flatten to the first layer's inputs, an index out of range) is an
+    error before any work starts."""
+    if not net.pre and net.input_shape not in (None, (net.C,)):
+        raise FdpuError(f"{path}: the input is N x {' x '.join(map(str, net.input_shape))} but "
+                        f"the first layer ({_local(net)}) takes N x {net.C}")
+    if net.pre and net.input_shape is not None:
+        shape = net.input_shape
+        try:
+            x = prepare_inputs(net, np.zeros((1,) + tuple(shape), np.float32))
+        except FdpuError as exc:
+            raise FdpuError(f"{path}: {exc}") from None
+        if x.shape != (1, net.C):
+            raise FdpuError(f"{path}: the input of shape {shape} becomes {x.shape[1:]} "
+                            f"before the first layer, which takes C = {net.C} features")
+    try:
+        head(net, np.zeros((1, net.K), np.float32))
+    except FdpuError as exc:
+        raise FdpuError(f"{path}: {exc}") from None
