@@ -8,7 +8,9 @@ files); they are printed on one line as ``fdpu: error: ...`` with exit status 2.
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 import warnings
 
 from sw.spec.errors import FdpuError, FdpuWarning
@@ -49,15 +51,33 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 _PYTHON_SHOWWARNING = warnings.showwarning
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that it unwinds as Ctrl-C does: the
+    simulators it started are ended (``tb.host.runner.run_group``) and no partial file stays."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
-    """Run the ``fdpu`` command line and return its exit status."""
+    """Run the ``fdpu`` command line and return its exit status (130 after Ctrl-C, 143 after
+    SIGTERM, each with one line and no traceback)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", FdpuWarning)
             warnings.showwarning = _show_warning
             return args.func(args) or 0
+    except KeyboardInterrupt:
+        print("fdpu: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("fdpu: terminated", file=sys.stderr)
+        return 143
     except FdpuError as exc:
         print(f"fdpu: error: {exc}", file=sys.stderr)
         return 2
@@ -65,6 +85,9 @@ def main(argv=None):
         name = exc.filename if exc.filename is not None else ""
         print(f"fdpu: error: {name}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ of :mod:`tb.host.hier_wrapper` (``FDPU_HIER_EDGE=0`` / ``FDPU_HIER_SKIP=0`` turn
 See ``docs/harness.md`` for the layout, waveforms, seeds and the problems this avoids.
 """
 
+import atexit
 import fcntl
 import hashlib
 import itertools
@@ -30,8 +31,10 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from contextlib import contextmanager
@@ -157,6 +160,60 @@ def _locked(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+#: The process groups :func:`run_group` started that are still running.
+_GROUPS = {}
+_GROUPS_LOCK = threading.Lock()
+
+
+def run_group(cmd, cwd, env, stdout=None):
+    """Run ``cmd`` (a build step or a simulation) in a process group of its own and return its
+    exit status.  If this process is interrupted while it waits (Ctrl-C, or the command line's
+    ``Terminated`` on SIGTERM), the group is ended (:func:`end_groups`) before the exception
+    goes on, and every group still running when the interpreter exits (a simulation waited on
+    by a daemon thread, ``tb.host.runtime``) is ended too: no simulator outlives the command
+    that started it (``timeout`` alone would leave its child running)."""
+    stderr = None if stdout is None else subprocess.STDOUT
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+                            start_new_session=True)
+    with _GROUPS_LOCK:
+        _GROUPS[proc.pid] = proc
+    try:
+        return proc.wait()
+    except BaseException:
+        end_groups([proc.pid])
+        raise
+    finally:
+        with _GROUPS_LOCK:
+            _GROUPS.pop(proc.pid, None)
+
+
+def end_groups(pids=None, grace_s=5):
+    """End the process groups of :func:`run_group` (all still running, or those of ``pids``):
+    SIGTERM, then SIGKILL after ``grace_s`` seconds."""
+    with _GROUPS_LOCK:
+        procs = [p for pid, p in _GROUPS.items() if pids is None or pid in pids]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = []
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, sig)
+                left.append(proc)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        for proc in left:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        procs = [p for p in left if p.poll() is None]
+        if not procs:
+            break
+
+
+atexit.register(end_groups)
+
+
 def _bounded_runner(sim, timeout_s, edge=False, skip=False):
     """Return a cocotb runner for ``sim`` whose simulation is killed after ``timeout_s``.
 
@@ -171,11 +228,19 @@ def _bounded_runner(sim, timeout_s, edge=False, skip=False):
             return ["timeout", "--kill-after=5", str(int(timeout_s)),
                     *super()._get_sim_cmd_prefix()]
 
+        def _plain(self, cmds, cwd, stdout=None):
+            for cmd in cmds:
+                self.log.info("Running command %s in directory %s", " ".join(map(str, cmd)),
+                              cwd)
+                code = run_group(cmd, cwd, self.env, stdout)
+                if code != 0:
+                    raise RuntimeError(f"Command failed with return code: {code}")
+
         def _execute_cmds(self, cmds, cwd, stdout=None):
             make = [i for i, cmd in enumerate(cmds) if cmd[:1] == ["make"]]
             if not (edge and sim == "verilator" and make):
-                return super()._execute_cmds(cmds, cwd, stdout)
-            super()._execute_cmds(cmds[:make[0]], cwd, stdout)
+                return self._plain(cmds, cwd, stdout)
+            self._plain(cmds[:make[0]], cwd, stdout)
             if (Path(self.build_dir) / "Vtop_hier.mk").is_file():
                 try:
                     hier_wrapper.edge_wrap_hier_blocks(self.build_dir, "Vtop", stdout, skip=skip)
@@ -184,7 +249,7 @@ def _bounded_runner(sim, timeout_s, edge=False, skip=False):
                     raise RuntimeError(f"rising-edge wrappers of the hierarchical blocks: "
                                        f"{exc} ({edge_off}=0 builds without them, "
                                        f"{skip_off}=0 without the skip)") from exc
-            super()._execute_cmds(cmds[make[0]:], cwd, stdout)
+            self._plain(cmds[make[0]:], cwd, stdout)
             try:
                 hier_wrapper.edge_wrap_verify(self.build_dir, "Vtop")
             except ValueError as exc:

@@ -273,13 +273,17 @@ def _simulate(top, sim, spec_path, waves, timeout_s, progress, progress_file):
     if progress:
         worker = threading.Thread(target=simulate, daemon=True)
         worker.start()
-        while worker.is_alive():
-            worker.join(0.5)
-            try:
-                with open(progress_file) as f:
-                    progress(json.load(f))
-            except (OSError, ValueError):
-                pass
+        try:
+            while worker.is_alive():
+                worker.join(0.5)
+                try:
+                    with open(progress_file) as f:
+                        progress(json.load(f))
+                except (OSError, ValueError):
+                    pass
+        except BaseException:               # Ctrl-C, SIGTERM: the simulator goes too
+            runner.end_groups()
+            raise
     else:
         simulate()
     if "exc" in box:
