@@ -131,7 +131,7 @@ def _label(node):
 
 def load(path):
     """Return the :class:`Net` of the ONNX model at ``path`` (see the module docstring)."""
-    onnx, numpy_helper = _onnx()
+    onnx, _ = _onnx()
     path = os.fspath(path)
     if not os.path.isfile(path):
         if not os.path.exists(path):
@@ -145,161 +145,193 @@ def load(path):
     except Exception as exc:  # noqa: BLE001: protobuf raises DecodeError and friends
         raise FdpuError(f"{path}: not a readable ONNX model ({type(exc).__name__}: "
                         f"{str(exc)[:120]})") from None
-    graph = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-    inits = {t.name: t for t in graph.initializer}
-    inputs = [i for i in graph.input if i.name not in inits]
-    if len(inputs) != 1 or not graph.output:
-        raise FdpuError(f"{path}: a network here has one input and at least one output; this "
-                        f"graph has {len(inputs)} input(s) and {len(graph.output)} output(s)")
-    consumers = {}
-    for node in graph.node:
-        for name in dict.fromkeys(node.input):            # a node counts once per value
-            consumers.setdefault(name, []).append(node)
-    arrays = {}
-
-    def array(name):
-        if name not in arrays:
-            tensor = inits[name]
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                inline = onnx.TensorProto()
-                inline.CopyFrom(tensor)
-                inline.raw_data = external_bytes(tensor, os.path.dirname(path), path)
-                del inline.external_data[:]
-                inline.data_location = onnx.TensorProto.DEFAULT
-                tensor = inline
-            arrays[name] = numpy_helper.to_array(tensor)
-        return arrays[name]
-
-    def const(node, name, what):
-        if name not in inits:
-            raise FdpuError(f"{path}: {_label(node)}: its {what} '{name}' must be an "
-                            f"initializer (a constant), not computed")
-        return array(name).astype(np.float32)
-
-    def step(node, allowed, where):
-        if node.op_type not in allowed:
-            raise FdpuError(f"{path}: {_label(node)} {where} is not supported; the importer "
-                            f"takes {', '.join(allowed)} there (run on the host), "
-                            f"{', '.join(SUPPORTED)} for the layers on the array")
-        if node.op_type == "Reshape" and node.input[1] not in inits:
-            raise FdpuError(f"{path}: {_label(node)}: its shape '{node.input[1]}' must be an "
-                            f"initializer (a constant)")
-        return HostStep(node.op_type, tuple(node.input), tuple(node.output),
-                        node.name or node.output[0], _attrs(node),
-                        {n: array(n) for n in node.input if n in inits}, opset)
-
-    def only_user(value):
-        users = consumers.get(value, [])
-        return users[0] if len(users) == 1 else None
-
-    dims = [d.dim_value if d.HasField("dim_value") else None
-            for d in inputs[0].type.tensor_type.shape.dim]
-    value, used = inputs[0].name, set()
-    # Host steps before the first layer: conversions and flattening, one after the other.
-    pre = []
-    node = only_user(value)
-    while node is not None and node.op_type in PRE_OPS:
-        pre.append(step(node, PRE_OPS, "before the first FC layer"))
-        used.add(id(node))
-        value = node.output[0]
-        node = only_user(value)
-    if node is None and len(consumers.get(value, [])) > 1:
-        raise FdpuError(f"{path}: value '{value}' feeds {len(consumers[value])} nodes before "
-                        f"the first FC layer; the layers are a chain (no branches)")
-    if node is not None and node.op_type not in SUPPORTED:
-        raise FdpuError(f"{path}: {_label(node)} is not supported; before the first FC layer "
-                        f"the importer takes {', '.join(PRE_OPS)} (run on the host), then the "
-                        f"layers: {', '.join(SUPPORTED)}")
-    # The FC layers, with their biases and ReLUs: a chain, each value feeding one node.
-    layers = []
-    while node is not None and node.op_type in SUPPORTED and not (
-            node.op_type == "Add" and not _is_bias(node, value, layers, inits)):
-        if node.op_type == "Gemm":
-            attrs = _attrs(node)
-            if attrs.get("transA", 0):
-                raise FdpuError(f"{path}: {_label(node)}: transA = 1 (transposed activations) "
-                                f"is not supported")
-            if node.input[0] != value:
-                raise FdpuError(f"{path}: {_label(node)}: the activations must be its first "
-                                f"input A")
-            b = const(node, node.input[1], "weight B")
-            if b.ndim != 2:
-                raise FdpuError(f"{path}: {_label(node)}: B must be 2-D, got shape {b.shape}")
-            w = (b if attrs.get("transB", 0) else b.T) * np.float32(attrs.get("alpha", 1.0))
-            bias = None
-            if len(node.input) > 2 and node.input[2]:
-                c = const(node, node.input[2], "bias C") * np.float32(attrs.get("beta", 1.0))
-                if c.size not in (1, w.shape[0]) or (c.ndim == 2 and c.shape[0] != 1):
-                    raise FdpuError(f"{path}: {_label(node)}: bias C of shape {c.shape} does "
-                                    f"not broadcast to the K = {w.shape[0]} outputs")
-                bias = np.broadcast_to(c.reshape(-1), (w.shape[0],)).copy()
-            layers.append([w, bias, None, _label(node)])
-        elif node.op_type == "MatMul":
-            if node.input[0] != value:
-                raise FdpuError(f"{path}: {_label(node)}: the activations must be its first "
-                                f"input (X @ W)")
-            w = const(node, node.input[1], "weight")
-            if w.ndim != 2:
-                raise FdpuError(f"{path}: {_label(node)}: the weight must be 2-D, got shape "
-                                f"{w.shape}")
-            layers.append([w.T, None, None, _label(node)])
-        elif node.op_type == "Add":
-            other = node.input[1] if node.input[0] == value else node.input[0]
-            c = const(node, other, "bias")
-            k = layers[-1][0].shape[0]
-            if c.size != k or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
-                raise FdpuError(f"{path}: {_label(node)}: bias of shape {c.shape} does not "
-                                f"match the K = {k} outputs")
-            layers[-1][1] = c.reshape(-1)
-        elif node.op_type == "Relu":
-            if not layers or layers[-1][2] is not None:
-                raise FdpuError(f"{path}: {_label(node)}: a Relu must follow an FC layer (one "
-                                f"each)")
-            layers[-1][2] = "relu"
-        used.add(id(node))
-        value = node.output[0]
-        node = only_user(value)
-    core = value
-    # Host steps after the last layer: every other node, reading only what the last layer
-    # and the steps before it computed (and constants).
-    post, known, derived = [], {core}, {core}
-    for node in graph.node:
-        if id(node) in used:
-            continue
-        if node.op_type in SUPPORTED and node.op_type not in POST_OPS:
-            shared = [n for n in node.input if len(consumers.get(n, [])) > 1]
-            if shared:
-                raise FdpuError(f"{path}: value '{shared[0]}' feeds "
-                                f"{len(consumers[shared[0]])} nodes; the FC layers are a chain "
-                                f"(no branches)")
-            raise FdpuError(f"{path}: {_label(node)} is not on the chain of FC layers from the "
-                            f"input (a branch, or a layer after a host step); the layers run on "
-                            f"the array as one chain, the host steps only before the first "
-                            f"and after the last")
-        st = step(node, POST_OPS, "after the last FC layer")
-        for name in node.input:
-            if name and name not in inits and name not in known:
-                raise FdpuError(f"{path}: {_label(node)} reads '{name}', which is not computed "
-                                f"by the last FC layer or a host step after it")
-        known.update(n for n in node.output if n)
-        if derived & set(node.input):
-            derived.update(n for n in node.output if n)
-        post.append(st)
-    outputs = tuple(o.name for o in graph.output)
-    for name in outputs:
-        if name not in derived:
-            raise FdpuError(f"{path}: the graph's output '{name}' is not computed from the last "
-                            f"FC layer ('{core}')")
+    graph = _Graph(path, model)
+    pre, value, node = graph.pre_steps()
+    layers, core, node = graph.fc_layers(value, node)
+    post, outputs = graph.post_steps(core)
     if not layers:
         raise FdpuError(f"{path}: the network has no FC layer (Gemm or MatMul) on the chain "
                         f"from its input")
+    dims = graph.input_dims
     shape = tuple(dims[1:]) if len(dims) >= 2 and all(dims[1:]) else None
     net = Net(tuple(Dense(w, b, act, name=f"{path}: {label}") for w, b, act, label in layers),
               source=path, pre=tuple(pre), post=tuple(post), outputs=outputs, core=core,
-              input_name=inputs[0].name, input_shape=shape)
+              input_name=graph.input_name, input_shape=shape)
     _check_steps(net, path)
     return net
+
+
+class _Graph:
+    """One ONNX graph being read: its initializers (external data loaded on first use), the
+    nodes that read each value, the nodes taken so far; one method per part of the graph."""
+
+    def __init__(self, path, model):
+        self.path, graph = path, model.graph
+        self.opset = next((o.version for o in model.opset_import
+                           if o.domain in ("", "ai.onnx")), 13)
+        self.inits = {t.name: t for t in graph.initializer}
+        inputs = [i for i in graph.input if i.name not in self.inits]
+        if len(inputs) != 1 or not graph.output:
+            raise FdpuError(f"{path}: a network here has one input and at least one output; "
+                            f"this graph has {len(inputs)} input(s) and {len(graph.output)} "
+                            f"output(s)")
+        self.graph, self.input_name = graph, inputs[0].name
+        self.input_dims = [d.dim_value if d.HasField("dim_value") else None
+                           for d in inputs[0].type.tensor_type.shape.dim]
+        self.consumers = {}
+        for node in graph.node:
+            for name in dict.fromkeys(node.input):            # a node counts once per value
+                self.consumers.setdefault(name, []).append(node)
+        self.arrays, self.used = {}, set()
+
+    def array(self, name):
+        """Return initializer ``name`` as an array (its external data read and checked)."""
+        if name not in self.arrays:
+            onnx, numpy_helper = _onnx()
+            tensor = self.inits[name]
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                inline = onnx.TensorProto()
+                inline.CopyFrom(tensor)
+                inline.raw_data = external_bytes(tensor, os.path.dirname(self.path), self.path)
+                del inline.external_data[:]
+                inline.data_location = onnx.TensorProto.DEFAULT
+                tensor = inline
+            self.arrays[name] = numpy_helper.to_array(tensor)
+        return self.arrays[name]
+
+    def const(self, node, name, what):
+        """Return the float32 value of ``node``'s constant input ``name`` (``what`` it is)."""
+        if name not in self.inits:
+            raise FdpuError(f"{self.path}: {_label(node)}: its {what} '{name}' must be an "
+                            f"initializer (a constant), not computed")
+        return self.array(name).astype(np.float32)
+
+    def step(self, node, allowed, where):
+        """Return ``node`` as a :class:`HostStep`, refused unless its operator is ``allowed``
+        ``where`` it is."""
+        if node.op_type not in allowed:
+            raise FdpuError(f"{self.path}: {_label(node)} {where} is not supported; the "
+                            f"importer takes {', '.join(allowed)} there (run on the host), "
+                            f"{', '.join(SUPPORTED)} for the layers on the array")
+        if node.op_type == "Reshape" and node.input[1] not in self.inits:
+            raise FdpuError(f"{self.path}: {_label(node)}: its shape '{node.input[1]}' must "
+                            f"be an initializer (a constant)")
+        self.used.add(id(node))
+        return HostStep(node.op_type, tuple(node.input), tuple(node.output),
+                        node.name or node.output[0], _attrs(node),
+                        {n: self.array(n) for n in node.input if n in self.inits}, self.opset)
+
+    def only_user(self, value):
+        """Return the one node that reads ``value``, or None (none, or several)."""
+        users = self.consumers.get(value, [])
+        return users[0] if len(users) == 1 else None
+
+    def pre_steps(self):
+        """Return the host steps before the first layer, the value they end at and the node
+        after them: a chain of :data:`PRE_OPS` from the input."""
+        path, value, pre = self.path, self.input_name, []
+        node = self.only_user(value)
+        while node is not None and node.op_type in PRE_OPS:
+            pre.append(self.step(node, PRE_OPS, "before the first FC layer"))
+            value = node.output[0]
+            node = self.only_user(value)
+        if node is None and len(self.consumers.get(value, [])) > 1:
+            raise FdpuError(f"{path}: value '{value}' feeds {len(self.consumers[value])} nodes "
+                            f"before the first FC layer; the layers are a chain (no branches)")
+        if node is not None and node.op_type not in SUPPORTED:
+            raise FdpuError(f"{path}: {_label(node)} is not supported; before the first FC "
+                            f"layer the importer takes {', '.join(PRE_OPS)} (run on the host), "
+                            f"then the layers: {', '.join(SUPPORTED)}")
+        return pre, value, node
+
+    def fc_layers(self, value, node):
+        """Return the FC layers (``[weights K x C, bias, activation, label]``) of the chain
+        that starts at ``node`` reading ``value``, the value the last one ends at and the node
+        after the chain."""
+        path, layers = self.path, []
+        while node is not None and node.op_type in SUPPORTED and not (
+                node.op_type == "Add" and not _is_bias(node, value, layers, self.inits)):
+            if node.op_type in ("Gemm", "MatMul") and node.input[0] != value:
+                raise FdpuError(f"{path}: {_label(node)}: the activations must be its first "
+                                f"input")
+            if node.op_type == "Gemm":
+                layers.append(self._gemm(node))
+            elif node.op_type == "MatMul":
+                w = self.const(node, node.input[1], "weight")
+                if w.ndim != 2:
+                    raise FdpuError(f"{path}: {_label(node)}: the weight must be 2-D, got "
+                                    f"shape {w.shape}")
+                layers.append([w.T, None, None, _label(node)])
+            elif node.op_type == "Add":
+                other = node.input[1] if node.input[0] == value else node.input[0]
+                c = self.const(node, other, "bias")
+                k = layers[-1][0].shape[0]
+                if c.size != k or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
+                    raise FdpuError(f"{path}: {_label(node)}: bias of shape {c.shape} does not "
+                                    f"match the K = {k} outputs")
+                layers[-1][1] = c.reshape(-1)
+            else:                                               # Relu
+                if not layers or layers[-1][2] is not None:
+                    raise FdpuError(f"{path}: {_label(node)}: a Relu must follow an FC layer "
+                                    f"(one each)")
+                layers[-1][2] = "relu"
+            self.used.add(id(node))
+            value = node.output[0]
+            node = self.only_user(value)
+        return layers, value, node
+
+    def _gemm(self, node):
+        """Return the layer of a ``Gemm`` node (alpha and beta folded in)."""
+        path, attrs = self.path, _attrs(node)
+        if attrs.get("transA", 0):
+            raise FdpuError(f"{path}: {_label(node)}: transA = 1 (transposed activations) is "
+                            f"not supported")
+        b = self.const(node, node.input[1], "weight B")
+        if b.ndim != 2:
+            raise FdpuError(f"{path}: {_label(node)}: B must be 2-D, got shape {b.shape}")
+        w = (b if attrs.get("transB", 0) else b.T) * np.float32(attrs.get("alpha", 1.0))
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            c = self.const(node, node.input[2], "bias C") * np.float32(attrs.get("beta", 1.0))
+            if c.size not in (1, w.shape[0]) or (c.ndim == 2 and c.shape[0] != 1):
+                raise FdpuError(f"{path}: {_label(node)}: bias C of shape {c.shape} does not "
+                                f"broadcast to the K = {w.shape[0]} outputs")
+            bias = np.broadcast_to(c.reshape(-1), (w.shape[0],)).copy()
+        return [w, bias, None, _label(node)]
+
+    def post_steps(self, core):
+        """Return the host steps after the last layer (every node not taken yet, in graph
+        order, reading only ``core``, their own outputs and constants) and the graph's output
+        names, each computed from ``core``."""
+        path, post, known, derived = self.path, [], {core}, {core}
+        for node in self.graph.node:
+            if id(node) in self.used:
+                continue
+            if node.op_type in SUPPORTED and node.op_type not in POST_OPS:
+                shared = [n for n in node.input if len(self.consumers.get(n, [])) > 1]
+                if shared:
+                    raise FdpuError(f"{path}: value '{shared[0]}' feeds "
+                                    f"{len(self.consumers[shared[0]])} nodes; the FC layers are "
+                                    f"a chain (no branches)")
+                raise FdpuError(f"{path}: {_label(node)} is not on the chain of FC layers from "
+                                f"the input (a branch, or a layer after a host step); the layers "
+                                f"run on the array as one chain, the host steps only before the "
+                                f"first and after the last")
+            st = self.step(node, POST_OPS, "after the last FC layer")
+            for name in node.input:
+                if name and name not in self.inits and name not in known:
+                    raise FdpuError(f"{path}: {_label(node)} reads '{name}', which is not "
+                                    f"computed by the last FC layer or a host step after it")
+            known.update(n for n in node.output if n)
+            if derived & set(node.input):
+                derived.update(n for n in node.output if n)
+            post.append(st)
+        outputs = tuple(o.name for o in self.graph.output)
+        for name in outputs:
+            if name not in derived:
+                raise FdpuError(f"{path}: the graph's output '{name}' is not computed from the "
+                                f"last FC layer ('{core}')")
+        return post, outputs
 
 
 def _is_bias(node, value, layers, inits):
