@@ -21,9 +21,13 @@ few work items may run as the two stages of a split reduction (:mod:`sw.compiler
   the RTL's result equals the golden model's run of the same plan and inputs bit for bit; the
   RTL's result feeds the next layer.
 
-With ``--labels`` the report gives the top-1 accuracy of FDPU's outputs and of the float32
-evaluation of the same network (:func:`sw.compiler.net.reference`, the weights as run) on the
-same binary16 inputs.  Exit status 0 when every layer matches, 1 when one does not, 2 for bad
+An ONNX model's host steps (:mod:`sw.compiler.host_steps`: what the exporter put before the
+first layer and after the last) run on the host, in float32; the report lists them.  With
+``--labels`` the report gives the accuracy of FDPU's outputs and of the float32 evaluation of
+the same network (:func:`sw.compiler.net.reference`, the weights as run) on the same binary16
+inputs, as the model's task says (:attr:`sw.compiler.net.Net.task`: top-1, a binary class, or
+for a regressor the error against float32 instead); ``--reference onnxruntime`` compares
+every graph output with onnxruntime's run of the file.  Exit status 0 when every layer matches, 1 when one does not, 2 for bad
 input.
 """
 
@@ -539,7 +543,7 @@ def net_command(args):
     record.update(task=run_net.task, outputs=list(run_net.outputs),
                   host_steps=dict(before=[s.label for s in run_net.pre],
                                   after=[s.label for s in run_net.post]))
-    net.head(run_net, x.astype(np.float32))         # the model's outputs: the steps run
+    outputs = net.head(run_net, x.astype(np.float32))   # the model's outputs, on the host
     ours, ref = net.predictions(run_net, x), net.predictions(run_net, y_ref)
     if ours is None:
         err = np.abs(x.astype(np.float32) - y_ref)
@@ -550,7 +554,7 @@ def net_command(args):
         record["accuracy"] = float((ours == labels).mean())
         record["accuracy_float32"] = float((ref == labels).mean())
     if args.reference:
-        record["onnxruntime"] = _onnxruntime(args.model, raw, net.head(run_net, x))
+        record["onnxruntime"] = _onnxruntime(args.model, raw, outputs)
     _print(record, args, params)
     if args.out:
         save_npy(args.out, x)
