@@ -327,6 +327,7 @@ EXPORTED = Path(__file__).resolve().parents[1] / "examples" / "exported"
     ("diabetes_reg", "diabetes_reg", "regressor"),
     ("torch_digits", "torch_digits", "classifier"),           # weights in .onnx.data
     ("torch_digits_legacy", "torch_digits", "classifier"),
+    ("torch_digits_fp16", "torch_digits", "classifier"),      # float16 converter's Casts
 ])
 def test_exported_files_run_as_exported(tmp_path, capsys, monkeypatch, name, data, task):
     monkeypatch.chdir(tmp_path)                 # external data is read from the model's folder
@@ -342,7 +343,9 @@ def test_exported_files_run_as_exported(tmp_path, capsys, monkeypatch, name, dat
         return
     if name.startswith("torch"):
         assert cmp["output"]["max_abs_difference"] < 0.01
-        assert rec["host_steps"]["after"][-1].startswith("Softmax")
+        if name.endswith("fp16"):
+            assert rec["host_steps"]["before"][0].startswith("Cast")
+        assert any(s.startswith("Softmax") for s in rec["host_steps"]["after"])
     else:
         label = next(k for k in cmp if "label" in k)
         assert cmp[label]["agreement"] >= 0.98
@@ -356,3 +359,11 @@ def test_skl2onnx_classifier_on_icarus_bit_for_bit(tmp_path, capsys):
     assert rec["match"] and [r["match"] for r in rec["layers"]] == [True, True]
     assert all(r["rtl_instructions"] == r["golden_instructions"] for r in rec["layers"])
     assert rec["host_steps"]["before"] == ["Cast 'Cast'"] and rec["predictions_differ"] == 0
+
+
+@pytest.mark.parametrize("name, data", [("cancer_bin", "cancer_bin"),
+                                        ("torch_digits", "torch_digits")])
+def test_exported_files_on_the_performance_model(tmp_path, capsys, name, data):
+    x = np.load(EXPORTED / f"{data}_x.npy")[:8]
+    rec, _, _ = _net(capsys, tmp_path, EXPORTED / f"{name}.onnx", x, "--sim", "model")
+    assert rec["match"] and rec["total"]["cycles"] > 0 and rec["predictions_differ"] == 0
