@@ -22,6 +22,7 @@ graph of the timed run and of ``--chooser``.
 """
 
 import argparse
+import dataclasses
 import sys
 import time
 
@@ -47,7 +48,6 @@ def timed_run(name, mode, batch, seed=0, params=None, sparse_graph=fc_plan.DEFAU
 def print_chooser(K, C, N, params, top=6, sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH):
     """Print the blocking chooser's ``top`` candidates of a ``K x C`` layer at batch ``N``."""
     for mode in fc_plan.MODES:
-        cw = C if mode == "dense" else -(-C // 16) * 16
         plan = planner.plan_fc(K, C, N, mode, params, sparse_graph=sparse_graph)
         print(f"\n{mode} {K} x {C}, batch {N}, {params.rows}x{params.cols}, {params.slots} "
               f"slots, int_issue {params.int_issue}: plan_fc picks {plan.kb} x {plan.gb}"
@@ -55,8 +55,7 @@ def print_chooser(K, C, N, params, top=6, sparse_graph=fc_plan.DEFAULT_SPARSE_GR
         print(f"  {'kb x gb':>7} {'wfan':>4} {'slots':>5} {'pipe2/col':>9} {'pipe0/col':>9} "
               f"{'fp/col':>6} {'mem/col':>7} {'rounds':>6} {'cycles/ctx':>10} {'bound':>11} "
               f"{'cycles':>8}")
-        for d in blocking.blocking_costs(mode, K, -(-N // 4), cw, params,
-                                         sparse_graph=sparse_graph)[:top]:
+        for d in blocking.blocking_costs(plan.engine, K, plan.groups, params)[:top]:
             c = d["issues"]
             pipe2, pipe0 = c.pipes(2)
             print(f"  {d['kb']:>3} x {d['gb']:<2} {d['wfan']:4} {c.slots:5} {pipe2 / 64:9.2f} "
@@ -102,8 +101,7 @@ def main(argv=None):
                                  sparse_graph=graph if mode == "sparse" else
                                  fc_plan.DEFAULT_SPARSE_GRAPH)
                 p = r.plan
-                c = blocking.engine_issues(mode, p.kb, p.gb, 64, p.feedback, p.wfan,
-                                           sparse_graph=p.sparse_graph)
+                c = blocking.engine_issues(dataclasses.replace(p.engine, Cw=64))
                 pipe2, pipe0 = c.pipes(2)
                 weights = p.K * p.C
                 print(f"{graph:7} {batch:3d} {p.kb:>4} x {p.gb:<2} "

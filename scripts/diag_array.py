@@ -202,8 +202,8 @@ def end_join():
     from sw.spec.isa import Op
     plain = graphs.build_engine
 
-    def build_engine(g, plan, e, pe=None, dbuf=None):
-        ids = plain(g, plan, e, pe=pe, dbuf=dbuf)
+    def build_engine(g, spec, e, desc=0, pe=None):
+        ids = plain(g, spec, e, desc=desc, pe=pe)
         level = list(ids["st"])
         for st in level:
             g.nodes[st].end = False

@@ -5,6 +5,7 @@ import pytest
 
 from sw.compiler.dfg import DfgError, Graph
 from sw.compiler.fc_plan import FcPlan
+from sw.compiler.graph_kinds import graph_kind
 from sw.compiler.graphs import build_engine
 from sw.spec.arch import ArrayParams
 from sw.spec.isa import Op, loop_imm
@@ -174,11 +175,10 @@ def test_rate_mismatch_and_end_rate():
                                          ("sparse", "gather")])
 @pytest.mark.parametrize("kb, gb", [(1, 1), (2, 3), (3, 2)])
 def test_fc_engines_validate(mode, graph, kb, gb):
-    plan = FcPlan(mode, kb, 40, gb * 4, ArrayParams(slots=64, operand_depth=4,
-                                                    int_issue=1), kb, gb,
-                  **({"sparse_graph": graph} if graph else {}))
+    plan = FcPlan(graph_kind(mode, graph), kb, 40, gb * 4,
+                  ArrayParams(slots=64, operand_depth=4, int_issue=1), kb, gb)
     g = Graph()
-    ids = build_engine(g, plan, 0)
+    ids = build_engine(g, plan.engine, 0)
     g.validate()
     assert len(ids["facc"]) == kb * gb and len(ids["st"]) == kb * gb
     switches = kb if graph == "switch" else 0          # one SWITCH loop per weight row

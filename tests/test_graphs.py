@@ -5,6 +5,7 @@ cover the layer, inputs/weights/FD-CSR land where the graph reads them, and the 
 result follows the documented accumulation order."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from sw.compiler import fdcsr, layers
 from sw.compiler.blocking import blocking_costs, engine_costs, engine_issues
 from sw.compiler.dbuf_layout import gather_outputs, pass_memory
 from sw.compiler.fc_plan import SPARSE_GRAPHS, WFANS
+from sw.compiler.graph_kinds import GRAPHS, EngineSpec, graph_kind
 from sw.compiler.graphs import build_graph, fc_result
 from sw.compiler.home_dbufs import engine_homes, link_engines
 from sw.compiler.planner import plan_fc
@@ -31,7 +33,7 @@ SEED = int(os.environ.get("FDPU_SEED", "20261130"))
 def test_paper_blocking_fits_and_covers(mode, n):
     # On the 64-slot PE (one INT issue) every blocking of alexnet-fc8 fills the 64 engines.
     plan = plan_fc(1000, 4096, n, mode, ArrayParams(slots=64, operand_depth=4, int_issue=1))
-    slots, _, _ = engine_costs(mode, plan.kb, plan.gb, 64)
+    slots, _, _ = engine_costs(replace(plan.engine, Cw=64))
     assert slots <= plan.params.slots
     assert plan.kblocks * plan.kb >= 1000 and plan.gblocks * plan.gb * 4 >= n
     assert plan.engines == 64 and plan.passes * plan.per_pass >= plan.items
@@ -94,7 +96,7 @@ def test_memory_layout_matches_what_the_graph_reads(mode):
                 assert np.array_equal(got.T.view(np.uint16), blk.view(np.uint16))
             else:
                 enc = fdcsr.encode(blk)
-                r = 2 * plan.R16
+                r = 2 * (plan.Cw // 16)
                 ci = np.frombuffer(mem.read(base, 2 * r), dtype="<u2")
                 assert np.array_equal(ci, enc.colidx)
     assert seen == set(range(plan.items))
@@ -191,7 +193,7 @@ def test_sparse_decode_is_one_bscan_per_row():
     assert [role[n.id] for n in g.nodes if n.op in (Op.SHL, Op.ADD)] == ["desc"]
     assert {role[n.id] for n in g.nodes if n.op is Op.ITER} == {"itX", "itXi", "itC", "itR"}
     # The pipes per column (docs/dataflow.md): pipe 2 ~12.3, pipe 0 ~17, FP 24: FP bound.
-    c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="switch")
+    c = engine_issues(EngineSpec(GRAPHS["switch"], 3, 8, 64, wfan=4))
     other, pipe0 = c.pipes(2)
     assert (round(other / 64, 2), round(pipe0 / 64, 2), c.fp / 64) == (12.33, 16.98, 24)
     assert c.pipes(1) == (c.other + c.iter + c.mem,)
@@ -271,16 +273,15 @@ def test_pipe0_hint_on_the_value_loads_mov_trees_is_opt_in():
         mode = kw.pop("mode")
         assert not any(n.pipe0 for n in build_graph(plan_fc(
             3, 64, 32, mode, params, kb=3, gb=8, **kw)).nodes), (mode, kw)
-    c = engine_issues("sparse", 3, 8, 64, wfan=16, fan_pipe0=True, sparse_graph="switch")
+    c = engine_issues(EngineSpec(GRAPHS["switch"], 3, 8, 64, wfan=16, fan_pipe0=True))
     assert c.hinted / 64 == 6 and c.fp / 64 == 24
     assert tuple(round(v / 64, 2) for v in c.pipes(2)) == (12.33, 19.98)
     assert c.pipes(1) == (c.other + c.iter + c.mem + c.hinted,)
-    c = engine_issues("sparse", 3, 8, 64, wfan=16, sparse_graph="switch")
+    c = engine_issues(EngineSpec(GRAPHS["switch"], 3, 8, 64, wfan=16))
     assert c.hinted == 0 and tuple(round(v / 64, 2) for v in c.pipes(2)) == (18.33, 13.98)
     # The 8 x 8 reference layer: the chooser picks 3 x 8 wfan 16, bound by pipe 2.
-    best = blocking_costs("sparse", 96, 16, 256, ArrayParams(slots=128, int_issue=2,
-                                                             operand_depth=4),
-                          sparse_graph="switch")[0]
+    best = blocking_costs(EngineSpec(GRAPHS["switch"], 1, 1, 256), 96, 16,
+                          ArrayParams(slots=128, int_issue=2, operand_depth=4))[0]
     assert (best["kb"], best["gb"], best["wfan"]) == (3, 8, 16)
 
 
@@ -329,8 +330,8 @@ def test_gather_graph_is_bscan_straight_into_the_value_loads():
         assert [ld.op for ld in loads] == [Op.LDHBZ, Op.LDHBZ]    # wfan 4: 8 lane groups
         assert all(role[ld.id] == "ld" for ld in loads)
     # No SWITCH loop: per column pipe 2 carries the BSCAN tokens and little else.
-    sw_c = engine_issues("sparse", 3, 8, 64, wfan=4, sparse_graph="switch")
-    ga_c = engine_issues("sparse", 3, 8, 64, wfan=4)                 # the default graph
+    sw_c = engine_issues(EngineSpec(GRAPHS["switch"], 3, 8, 64, wfan=4))
+    ga_c = engine_issues(EngineSpec(graph_kind("sparse"), 3, 8, 64, wfan=4))   # the default graph
     assert ga_c.other < sw_c.other - 2.5 * 3 * 64 and ga_c.mem == sw_c.mem
     assert ga_c.slots == sw_c.slots - 3 * 3                      # - SWITCH, IMM, join
 

@@ -10,7 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from sw.compiler import balance, dbuf_layout, graphs, layers
+from sw.compiler import balance, graphs, layers
+from sw.compiler.graph_kinds.skip import SKIP_WORD, skip_stored
 from sw.compiler.planner import plan_fc
 from sw.models import reference
 from sw.models.golden_fc import run_fc
@@ -75,7 +76,7 @@ def test_odd_rows_and_blocks():
     assert np.array_equal(exact.result.view(np.uint16),
                           graphs.fc_result(plan, w, x).view(np.uint16))
     assert exact.counters.ops["FACC"] == steps_wanted(plan, w)
-    assert exact.counters.ops["BPOS"] == plan.kb * plan.R32 * plan.gblocks
+    assert exact.counters.ops["BPOS"] == plan.kb * (plan.Cw // SKIP_WORD) * plan.gblocks
 
 
 def test_empty_row_sign_is_documented():
@@ -89,7 +90,7 @@ def test_empty_row_sign_is_documented():
     plan = plan_fc(2, 16, 4, "sparse", P1, sparse_graph="skip")
     y = run_fc(plan, w, x, exact=True).result.view(np.uint16)
     assert list(y[:, 0]) == [0x0000, 0x0000, 0x8000, 0x0000]
-    stored = dbuf_layout.skip_stored(plan, w)
+    stored = skip_stored(plan.Cw, w)
     assert stored[0].sum() == 1 and stored[0, 0] and stored[1].sum() == 1 and stored[1, 3]
 
 

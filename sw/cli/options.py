@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from sw.compiler import fc_plan, layers
+from sw.compiler.graph_kinds import may_skip_zeros
 from sw.compiler.prune import check_density, prune
 from sw.models import choose, golden_fc
 from sw.spec.arch import ArrayParams
@@ -91,7 +92,7 @@ def plan_options(args, weights=None):
     if double is None and not getattr(args, "overlap", True):
         double = False
     opts["double_buffer"] = double
-    if weights is not None and args.mode == "sparse" and graph in (None, "skip"):
+    if weights is not None and may_skip_zeros(args.mode, graph):
         opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
     if getattr(args, "relu", False):
         opts["relu"] = True
@@ -137,7 +138,7 @@ def plan_layer(args, w, x, params, **extra):
 
 def graph_name(plan):
     """Return the name of the graph ``plan`` runs: ``dense`` or ``sparse/<sparse graph>``."""
-    return "dense" if plan.mode == "dense" else f"sparse/{plan.sparse_graph}"
+    return plan.graph.label
 
 
 def array_params(args):

@@ -29,6 +29,7 @@ from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_lay
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
+from sw.compiler.graph_kinds import graph_kind
 from sw.models import golden_fc, reference
 from sw.spec.errors import FdpuError
 
@@ -99,7 +100,7 @@ def check_options(args):
         raise FdpuError(f"--order-seed must be a non-negative integer, got {args.order_seed}")
     if args.no_feedback and args.mode != "sparse":
         raise FdpuError("--no-feedback applies to --mode sparse only")
-    if args.no_feedback and args.sparse_graph != "switch":
+    if args.no_feedback and not graph_kind(args.mode, args.sparse_graph).has_feedback:
         raise FdpuError("--no-feedback drops the SWITCH graph's feedback edges: it needs "
                         "--sparse-graph switch (the gather graph, the default, has no SWITCH)")
     check_layer_options(args)

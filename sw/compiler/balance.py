@@ -4,8 +4,8 @@ the engines' work is.
 Contract (``docs/mapping.md``, "Load balance")
 ----------------------------------------------
 The ``skip`` graph's FACCs step once per stored weight, so an item's work is the sum of its
-rows' stored weights (at least 1 per row: :func:`sw.compiler.dbuf_layout.skip_stored`), and a
-pruned network's rows differ.  :func:`balanced_rows` orders the rows so that items hold equal
+rows' stored weights (at least 1 per row: :func:`sw.compiler.graph_kinds.skip.skip_stored`),
+and a pruned network's rows differ.  :func:`balanced_rows` orders the rows so that items hold equal
 work and the engines, which take items ``e, e + E, ...`` in their contexts, get equal sums:
 the rows go largest first into the row block with the least work that has room (LPT), and the
 blocks, heaviest first, are dealt to the engines in a snake (0 .. E-1, E-1 .. 0, ...).
@@ -22,12 +22,12 @@ __all__ = ["row_steps", "balanced_rows", "engine_row_steps", "load_balance"]
 
 def row_steps(plan, w16):
     """Return the FACC steps of each of the plan's ``kblocks x kb`` item rows (rows past ``K``
-    included): ``Cw`` each, or for the ``skip`` graph the row's stored weights (at least 1)."""
-    steps = np.full(plan.kblocks * plan.kb, plan.Cw if not plan.skip else 1, dtype=np.int64)
-    if plan.skip:
-        nz = np.count_nonzero(np.asarray(w16, dtype=np.float16).view(np.uint16), axis=1)
-        steps[:plan.K] = np.maximum(1, nz)
-    return steps[list(plan.rows)]
+    included, as zero rows): the graph's steps for the row's stored weights
+    (:meth:`~sw.compiler.graph_kinds.base.GraphKind.steps`: ``Cw`` each, or for the ``skip``
+    graph the row's stored weights, at least 1)."""
+    nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
+    nz[:plan.K] = np.count_nonzero(np.asarray(w16, dtype=np.float16).view(np.uint16), axis=1)
+    return plan.graph.steps(plan.Cw, nz)[list(plan.rows)]
 
 
 def balanced_rows(row_nnz, kb, engines):
@@ -62,7 +62,7 @@ def engine_row_steps(plan, w16):
     """Return every engine's FACC steps per item row (``engines x kb``) over the whole run,
     per lane group (dummy items: one step per row for ``skip``, ``Cw`` otherwise)."""
     rows = row_steps(plan, w16).reshape(plan.kblocks, plan.kb)
-    dummy = 1 if plan.skip else plan.Cw
+    dummy = plan.graph.steps(plan.Cw, np.zeros(plan.kb, dtype=np.int64))
     steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
     for p in range(plan.passes):
         items = np.asarray(plan.pass_items(p))

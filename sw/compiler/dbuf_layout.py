@@ -9,9 +9,11 @@ epilogue bias, else a zero pad word; sparse engines feed
 the input blocks (``gb`` groups of ``Cw`` 8-byte tokens, lane ``l`` of group ``g`` = batch
 element ``4 * g + l``; each in its slot, ``FcPlan.pass_inputs``, at the same offset of every
 Dbuf that holds it, so that one multicast DMA descriptor loads them all:
-:func:`shared_inputs`), the item data (dense: ``W`` block column-major, ``kb`` binary16 per
-column; sparse: the item's FD-CSR ``colidx``, ``rowoff`` relocated to ``item base + 2 x rowoff``,
-``values``; a split plan's items and input blocks hold their column slice's), with a bias
+:func:`shared_inputs`), the item data (in the graph kind's format,
+:meth:`~sw.compiler.graph_kinds.base.GraphKind.item_data`: dense, the ``W`` block column-major,
+``kb`` binary16 per column; FD-CSR, ``colidx``, ``rowoff`` relocated to ``item base + 2 x
+rowoff``, ``values``; skip, mask words, row words, values; a split plan's items and input
+blocks hold their column slice's), with a bias
 the item's bias block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy
 items), and the output blocks (``kb x gb`` tokens, group-major: the
 token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
@@ -27,12 +29,10 @@ the outputs after the run.
 
 import numpy as np
 
-from sw.compiler import fdcsr
-from sw.compiler.fc_plan import DESC_BYTES, LANES, SKIP_WORD, align
+from sw.compiler.fc_plan import DESC_BYTES, LANES, align
 from sw.spec.errors import FdpuError
-from sw.spec.isa import count_token
 
-__all__ = ["pass_memory", "shared_inputs", "gather_outputs", "skip_stored"]
+__all__ = ["pass_memory", "shared_inputs", "gather_outputs"]
 
 
 def _item_width(plan):
@@ -50,87 +50,6 @@ def _item_weights(plan, w16, kbi):
         if r < plan.K:
             blk[i, :c1 - c0] = w16[r, c0:c1]
     return blk
-
-
-def skip_stored(plan, blk):
-    """Return the ``kb x Cw`` stored-weight map the ``skip`` graph runs over ``blk``.
-
-    A weight is stored where its bit pattern is not ``0x0000`` (FD-CSR's rule); a row with no
-    stored weight gets column 0 stored (an explicit ``+0.0``): a counted ``FACC`` needs at
-    least one step (docs/isa.md).  That step adds ``+0.0 x I[n][0]`` to ``-0.0``: ``+0.0``
-    for a non-negative finite input, ``-0.0`` for a negative one, where the dense graph's
-    all-zero row gives ``+0.0`` unless every input is negative (docs/dataflow.md, "The skip
-    graph").
-    """
-    u = np.zeros((blk.shape[0], plan.Cw), dtype=np.uint16)
-    u[:, :blk.shape[1]] = blk.view(np.uint16)
-    stored = u != 0
-    stored[~stored.any(axis=1), 0] = True
-    return stored
-
-
-def _item_encoding(plan, blk):
-    """Return the item's FD-CSR encoding (sparse) or ``None`` (dense) and its data bytes."""
-    if plan.mode == "dense":
-        return None, blk.size * 2
-    if plan.skip:
-        return _skip_encoding(plan, blk)
-    enc = fdcsr.encode(blk)
-    r = plan.kb * plan.R16
-    return enc, align(2 * r, 4) + align(4 * r, 8) + 2 * enc.nnz
-
-
-def _skip_encoding(plan, blk):
-    """Return the ``skip`` item's stored-weight map (:func:`skip_stored`) and its data bytes
-    (``FcPlan.skip_offsets``)."""
-    stored = skip_stored(plan, blk)
-    return stored, plan.skip_offsets[2] + align(2 * int(stored.sum()), 8)
-
-
-def _skip_bytes(plan, blk, stored, nbytes, base):
-    """Return the ``skip`` item's bytes at global address ``base``: mask words (FD-CSR's
-    ``colidx`` bits, 32 columns a word), row words (count tokens), values
-    (``FcPlan.skip_offsets``)."""
-    off_m, off_t, off_v = plan.skip_offsets
-    kb = plan.kb
-    out = bytearray(nbytes)
-    words = np.packbits(stored.reshape(kb, plan.R32, SKIP_WORD), axis=2, bitorder="little")
-    out[off_m:off_m + 4 * kb * plan.R32] = words.tobytes()
-    u = np.zeros((kb, plan.Cw), dtype=np.uint16)
-    u[:, :blk.shape[1]] = blk.view(np.uint16)
-    values = u[stored]                         # row-major: each row's stored values in order
-    counts = stored.sum(axis=1)
-    first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
-    if kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
-        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
-    tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
-    out[off_t:off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
-    out[off_v:off_v + 2 * len(values)] = values.astype("<u2").tobytes()
-    return bytes(out)
-
-
-def _item_bytes(plan, blk, enc, nbytes, base):
-    """Return the bytes of an item's data stored at global address ``base``.
-
-    Sparse: ``colidx``, the *relocated* ``rowoff`` (``base + 2 x rowoff``, the BSCAN base of
-    each 16-weight row, so the engine needs no shift and add per row) and ``values``
-    (docs/dataflow.md, "Item data").
-    """
-    if enc is None:
-        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
-    if plan.skip:
-        return _skip_bytes(plan, blk, enc, nbytes, base)
-    r = plan.kb * plan.R16
-    out = bytearray(nbytes)
-    out[0:2 * r] = enc.colidx.astype("<u2").tobytes()
-    o = align(2 * r, 4)
-    rel = np.uint64(base) + 2 * enc.rowoff.astype(np.uint64)
-    if r and int(rel.max()) >= 1 << 32:
-        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
-    out[o:o + 4 * r] = rel.astype("<u4").tobytes()
-    o += align(4 * r, 8)
-    out[o:] = enc.values.view("<u2").tobytes()
-    return bytes(out)
 
 
 def _bias_bytes(plan, kbi):
@@ -168,6 +87,7 @@ def pass_memory(plan, weights, inputs, p, stage=None):
     that nothing of the pass is where the next layer's input blocks go.
     """
     params = plan.params
+    spec, kind = plan.engine, plan.graph
     w16 = np.asarray(weights, dtype=np.float16)
     x16 = np.asarray(inputs, dtype=np.float16)
     items = list(plan.pass_items(p))
@@ -220,10 +140,10 @@ def pass_memory(plan, weights, inputs, p, stage=None):
             xaddr = min(holds[d].values()) if d in holds else \
                 plan.pass_base(d, p) + plan.input_offset(0)
             blk = np.zeros((plan.kb, _item_width(plan)), dtype=np.float16)
-        enc, nbytes = _item_encoding(plan, blk)
+        enc, nbytes = kind.encode(spec, blk)
         baddr = alloc(d, nbytes)
         if nbytes:
-            segments[baddr] = _item_bytes(plan, blk, enc, nbytes, baddr)
+            segments[baddr] = kind.item_data(spec, blk, enc, nbytes, baddr)
         caddr = 0
         if plan.bias is not None:
             caddr = alloc(d, plan.bias_bytes)

@@ -5,7 +5,7 @@ Contract (``docs/dataflow.md`` and ``docs/mapping.md`` have the reasoning)
 A layer ``O[n][k] = sum_c W[k][c] * I[n][c]`` (``W`` is ``K x C``, ``I`` is ``N x C``,
 binary16) is cut into *work items*: a block of ``kb`` output rows times ``gb`` *lane groups*
 (4 batch elements per SIMD-4 token, the batch padded to a multiple of 4).  An item covers all
-``Cw`` columns (``Cw = C`` dense, ``C`` rounded up to 16 sparse).  A *split* plan
+``Cw`` columns (``C`` rounded up to the graph's column unit: 1 dense, 16 FD-CSR, 32 skip).  A *split* plan
 (``split = S``, :mod:`sw.compiler.split`) computes partial sums instead: its ``K`` rows are
 ``S`` copies of the layer's ``K / S`` (padded) rows, row block ``kbi`` reducing over column
 slice ``kbi // slice_blocks`` only (``Cw = ceil(C / S)`` rounded up; an input block holds one
@@ -23,7 +23,7 @@ half's tables with the same program.  The DMA can then load pass ``p + 1`` and s
 ``p - 1`` while pass ``p`` computes (``docs/system.md``, "Double buffering").
 
 :class:`FcPlan` records one such cut: the shapes, the blocking (``kb``, ``gb``, sparse
-``wfan``), the graph options (the sparse graph; the optional epilogue of each output, ``y =
+``wfan``), the graph options (the graph kind, :mod:`sw.compiler.graph_kinds`; the optional epilogue of each output, ``y =
 relu(acc + bias)``: a per-output ``bias`` and ``relu``; ``out_stride``, the distance of the
 lane groups' outputs when a chained layer writes them in the next layer's input layout), each
 engine's PE and home Dbuf and descriptor table, the contexts per pass, and what follows from
@@ -34,49 +34,16 @@ engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
 
 from dataclasses import dataclass
 
-from sw.compiler.fdcsr import ROW
+from sw.compiler.graph_kinds import (DEFAULT_SPARSE_GRAPH, MODES, SPARSE_GRAPHS, WFANS,
+                                     EngineSpec, GraphKind, align)
 from sw.spec.arch import ArrayParams
 
 __all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "DEFAULT_SPARSE_GRAPH", "LANES", "DESC_BYTES",
            "FcPlan", "align"]
 
-MODES = ("dense", "sparse")
 LANES = ArrayParams.LANES
 #: Bytes of one descriptor: item base, input base, output base, pad.
 DESC_BYTES = 16
-
-#: Lane groups one sparse value load feeds: ``4`` (one load per 4 lane groups, naming its
-#: FACCs directly) or ``16`` (one load per weight row and a MOV tree on the INT pipe: fewer
-#: Dbuf accesses, more INT issues).  The blocking chooser picks one per plan
-#: (``FcPlan.wfan``, docs/mapping.md).
-WFANS = (4, 16)
-
-#: How a sparse engine turns FD-CSR into the weight stream (``FcPlan.sparse_graph``):
-#: ``switch`` is the paper's graph (a SWITCH per weight row chooses a stored weight's address
-#: or, through IMM, address 0, its feedback edge keeping the columns in order); ``gather`` has
-#: no branch: BSCAN's token (0 for a zero weight) goes straight to the value loads.  Both load
-#: with ``LDHBZ`` (address 0 gives +0.0 without a Dbuf access).  Same weights in the
-#: same order, so the same bits (docs/dataflow.md, "The gather graph").  ``skip`` does only
-#: the stored weights' work: per weight row a ``BPOS`` turns each 32-column mask word into the
-#: stored weights' input addresses, an ``ITER`` whose count is the row's number of stored
-#: weights loads their values, and a ``FACC`` with that count as operand sums them (its
-#: instructions, FACC firings and cycles scale with the stored weights, not with ``K x C``;
-#: docs/dataflow.md, "The skip graph").
-SPARSE_GRAPHS = ("switch", "gather", "skip")
-
-#: The columns one mask word of the ``skip`` graph covers (two FD-CSR rows).
-SKIP_WORD = 32
-
-#: The sparse graph of a plan when none is named: ``gather``, the faster of the two on the RTL
-#: with the same bits (alexnet-fc8 batch 64 on the 8 x 8: 97.7 % of peak against the SWITCH
-#: graph's 88.3 %, dense 98.1 %; docs/dataflow.md, "Which sparse graph is the default").
-#: ``switch`` reproduces the paper's graph and its order hazard (``feedback=False``).
-DEFAULT_SPARSE_GRAPH = "gather"
-
-
-def align(n, a):
-    """Return ``n`` rounded up to a multiple of ``a``."""
-    return -(-n // a) * a
 
 
 @dataclass(frozen=True)
@@ -87,7 +54,7 @@ class FcPlan:
     tables, row order, double buffering) and nothing changes it afterwards; a variation is a
     new plan (``dataclasses.replace``).
     """
-    mode: str
+    graph: GraphKind                               # sw.compiler.graph_kinds.GRAPHS
     K: int
     C: int
     N: int
@@ -100,7 +67,6 @@ class FcPlan:
     contexts: int = 0                              # contexts per pass (the last may be fewer)
     desc_base: tuple = ()                          # engine -> global address of its table
     fan_pipe0: bool = False                        # sparse wfan 16: MOV trees hinted to pipe 0
-    sparse_graph: str = DEFAULT_SPARSE_GRAPH       # sparse: one of SPARSE_GRAPHS
     row_order: tuple = ()                          # skip: item rows (balance.balanced_rows)
     double_buffer: bool = False                    # passes in alternate halves of the Dbufs
     bias: tuple = None                             # K binary16 bit patterns: y = acc + b
@@ -125,9 +91,21 @@ class FcPlan:
         return -(-self.N // LANES)
 
     @property
-    def skip(self):
-        """Return whether the plan runs the zero-skipping ``skip`` graph."""
-        return self.mode == "sparse" and self.sparse_graph == "skip"
+    def mode(self):
+        """Return the weight format: ``dense`` or ``sparse``."""
+        return self.graph.mode
+
+    @property
+    def sparse_graph(self):
+        """Return the sparse graph's name (``None`` for a dense plan)."""
+        return self.graph.name if self.graph.sparse else None
+
+    @property
+    def engine(self):
+        """Return the :class:`~sw.compiler.graph_kinds.base.EngineSpec` every engine of the
+        plan builds."""
+        return EngineSpec(self.graph, self.kb, self.gb, self.Cw, self.wfan, self.feedback,
+                          self.fan_pipe0, self.bias is not None, self.relu, self.out_stride)
 
     @property
     def dense_weights(self):
@@ -137,11 +115,9 @@ class FcPlan:
 
     @property
     def column_unit(self):
-        """Return the columns an item's width is a multiple of: 1 dense, 16 sparse (32 for the
-        ``skip`` graph, whose mask words cover 32 columns)."""
-        if self.mode == "dense":
-            return 1
-        return SKIP_WORD if self.skip else ROW
+        """Return the columns an item's width is a multiple of (the graph's: 1 dense, 16 for
+        the FD-CSR graphs, 32 for ``skip``, whose mask words cover 32 columns)."""
+        return self.graph.column_unit
 
     @property
     def Cw(self):
@@ -169,16 +145,6 @@ class FcPlan:
         slice's, the rest of its ``Cw`` being zero padding)."""
         c0 = key[1] * self.Cw
         return c0, min(self.C, c0 + self.Cw)
-
-    @property
-    def R16(self):
-        """Return the FD-CSR rows per weight row (sparse)."""
-        return self.Cw // ROW
-
-    @property
-    def R32(self):
-        """Return the ``skip`` graph's mask words per weight row."""
-        return self.Cw // SKIP_WORD
 
     @property
     def kblocks(self):
@@ -292,25 +258,9 @@ class FcPlan:
 
     @property
     def item_bound(self):
-        """Return the largest number of bytes one item's weights can take."""
-        if self.mode == "dense":
-            return align(self.Cw * self.kb * 2, 8)
-        if self.skip:
-            return self.skip_offsets[1] + 8 * self.kb + align(self.kb * self.Cw * 2, 8)
-        r = self.kb * self.R16
-        return align(2 * r, 4) + align(4 * r, 8) + align(self.kb * self.Cw * 2, 8)
-
-    @property
-    def skip_offsets(self):
-        """Return the ``skip`` item's ``(mask words, row words, values)`` byte offsets.
-
-        Mask words: ``kb x R32`` ``u32`` (row-major; word ``r`` of row ``k`` is FD-CSR
-        ``colidx[k][2r] | colidx[k][2r + 1] << 16``); row words: ``kb`` 64-bit count tokens
-        (the address of the row's first value, and its number of stored values in bits 47:32);
-        values: the stored values, row-major (``sw.compiler.dbuf_layout``).
-        """
-        words = 4 * self.kb * self.R32
-        return 0, align(words, 8), align(words, 8) + 8 * self.kb
+        """Return the largest number of bytes one item's weights can take (all ``kb x Cw``
+        stored), 8-aligned."""
+        return align(self.graph.item_bytes(self.engine, self.kb * self.Cw), 8)
 
     @property
     def input_bytes(self):
@@ -327,7 +277,7 @@ class FcPlan:
         """Return the tokens from one lane group's outputs to the next one's in an output
         block: ``kb`` (the block's own, group-major), or ``out_stride`` when the outputs go
         straight into a layout of the next layer's inputs (:mod:`sw.compiler.chain`)."""
-        return self.out_stride or self.kb
+        return self.engine.output_stride
 
     @property
     def output_span(self):
@@ -340,6 +290,6 @@ class FcPlan:
                     groups=self.groups, Cw=self.Cw, items=self.items, engines=self.engines,
                     contexts=self.contexts, passes=self.passes, feedback=self.feedback,
                     wfan=self.wfan, fan_pipe0=self.fan_pipe0, double_buffer=self.double_buffer,
-                    sparse_graph=self.sparse_graph if self.mode == "sparse" else None,
+                    sparse_graph=self.sparse_graph,
                     rows_balanced=bool(self.row_order), bias=self.bias is not None,
                     relu=self.relu, split=self.split)

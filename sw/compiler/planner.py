@@ -18,9 +18,9 @@ import numpy as np
 from sw.compiler import home_dbufs
 from sw.compiler.balance import balanced_rows
 from sw.compiler.blocking import SKIP_DENSITY, blocking_costs, choose_blocking, engine_costs
-from sw.compiler.fc_plan import (DEFAULT_SPARSE_GRAPH, DESC_BYTES, LANES, MODES, SKIP_WORD,
-                                 SPARSE_GRAPHS, WFANS, FcPlan, align)
-from sw.compiler.fdcsr import ROW
+from sw.compiler.fc_plan import DESC_BYTES, LANES, FcPlan, align
+from sw.compiler.graph_kinds import (GRAPHS, MODES, SPARSE_GRAPHS, WFANS, graph_kind,
+                                     may_skip_zeros)
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
@@ -70,7 +70,8 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise FdpuError(f"{name} must be a positive integer, got {v!r}")
     K, C, N = int(K), int(C), int(N)
-    if (C if mode == "dense" else align(C, ROW)) > 0xFFFF:
+    kinds = [k for k in GRAPHS.values() if k.mode == mode]
+    if align(C, min(k.column_unit for k in kinds)) > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
     groups = -(-N // LANES)
     for name, v, most, what in (("kb", kb, K, f"out_features {K}"),
@@ -81,22 +82,26 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if sparse_graph is not None and sparse_graph not in SPARSE_GRAPHS:
         raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
                         f"got {sparse_graph!r}")
-    if wfan is not None and (wfan not in WFANS or mode != "sparse"):
+    # wfan is a choice of the modes whose graphs' value loads fan out to more than 4 groups.
+    fanning = sorted({k.mode for k in GRAPHS.values() if len(k.fanouts(WFANS[-1])) > 1})
+    if wfan is not None and (wfan not in WFANS or mode not in fanning):
         raise FdpuError(f"wfan (lane groups per value load) is one of "
-                        f"{', '.join(map(str, WFANS))} in mode 'sparse', got {wfan!r} in mode "
-                        f"{mode!r}")
+                        f"{', '.join(map(str, WFANS))} in mode "
+                        f"{' or '.join(map(repr, fanning))}, got {wfan!r} in mode {mode!r}")
     if row_nnz is not None:
-        if mode != "sparse" or sparse_graph not in (None, "skip"):
-            raise FdpuError("row_nnz balances the skip graph's rows: it needs mode 'sparse' and "
-                            "sparse_graph 'skip' or None (the other graphs do the same work per "
-                            "row)")
+        if not may_skip_zeros(mode, sparse_graph):
+            names = [k for k in GRAPHS.values() if k.skips_zeros]
+            raise FdpuError(f"row_nnz balances the {' and '.join(k.name for k in names)} "
+                            f"graph's rows: it needs mode {names[0].mode!r} and sparse_graph "
+                            f"{' or '.join(repr(k.name) for k in names)} or None (the other "
+                            f"graphs do the same work per row)")
         row_nnz = np.asarray(row_nnz)
         if row_nnz.shape != (K,) or row_nnz.dtype.kind not in "iu" or (row_nnz < 0).any() \
                 or (row_nnz > C).any():
             raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
                             f"got shape {row_nnz.shape} of {row_nnz.dtype}")
     _check_split(split, K, C, kb, gb, row_nnz, FcPlan(
-        mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph or DEFAULT_SPARSE_GRAPH,
+        graph_kind(mode, sparse_graph), K, C, N, params, 1, 1,
         split=split if isinstance(split, int) and split >= 1 else 1))
     if not isinstance(relu, bool):
         raise FdpuError(f"relu must be True or False, got {relu!r}")
@@ -105,27 +110,33 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         raise FdpuError(f"double_buffer must be True, False or None (automatic), got "
                         f"{double_buffer!r}")
     if sparse_graph is None:
-        sparse_graph = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
-    if sparse_graph != "skip":
+        kind = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
+    else:
+        kind = graph_kind(mode, sparse_graph)
+    if not kind.skips_zeros:
         row_nnz = None
     density = (SKIP_DENSITY if row_nnz is None
                else float(np.maximum(1, row_nnz).sum()) / (K * C))
-    cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=sparse_graph, split=split).Cw
+    cw = FcPlan(kind, K, C, N, params, 1, 1, split=split).Cw
     if cw > 0xFFFF:
-        raise FdpuError(f"in_features {C} exceeds the {sparse_graph} graph's limit of "
-                        f"{0xFFFF // SKIP_WORD * SKIP_WORD} (its mask words cover 32 columns)")
-    if not feedback and (mode != "sparse" or sparse_graph != "switch"):
-        raise FdpuError("feedback=False drops the SWITCH graph's feedback edges: it needs "
-                        "mode 'sparse' and sparse_graph 'switch' (the gather and dense graphs "
-                        "have no SWITCH)")
+        raise FdpuError(f"in_features {C} exceeds the {kind.name} graph's limit of "
+                        f"{0xFFFF // kind.column_unit * kind.column_unit} (its items cover "
+                        f"{kind.column_unit} columns at a time)")
+    if not feedback and not kind.has_feedback:
+        having = [k for k in GRAPHS.values() if k.has_feedback]
+        raise FdpuError(f"feedback=False drops the {' and '.join(k.name.upper() for k in having)}"
+                        f" graph's feedback edges: it needs mode {having[0].mode!r} and "
+                        f"sparse_graph {' or '.join(repr(k.name) for k in having)} (the "
+                        f"{', '.join(k.name for k in GRAPHS.values() if not k.has_feedback)}"
+                        f" graphs have none)")
     if kb is None or gb is None:
         # The cheapest blocking whose single item fits a Dbuf; a given kb, gb or wfan is kept.
-        for ckb, cgb, cwfan in choose_blocking(mode, K, groups, cw, params, feedback,
-                                               sparse_graph, kb, gb, wfan, density,
-                                               bias is not None, relu):
-            probe = FcPlan(mode, K, C, N, params, ckb, cgb, feedback, cwfan,
-                           sparse_graph=sparse_graph, bias=bias, relu=relu,
-                           double_buffer=bool(double_buffer))
+        shape = FcPlan(kind, K, C, N, params, 1, 1, feedback, bias=bias, relu=relu,
+                       double_buffer=bool(double_buffer)).engine
+        for ckb, cgb, cwfan in choose_blocking(shape, K, groups, params, kb, gb, wfan,
+                                               density):
+            probe = FcPlan(kind, K, C, N, params, ckb, cgb, feedback, cwfan, bias=bias,
+                           relu=relu, double_buffer=bool(double_buffer))
             probe = replace(probe, homes=_homes(probe))
             if _fits(probe, 1):
                 kb, gb, wfan = ckb, cgb, cwfan
@@ -138,11 +149,9 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                             f"fewer in_features, bigger Dbufs or another blocking"
                             + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(mode, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
-                  sparse_graph=sparse_graph, bias=bias, relu=relu, split=split,
-                  double_buffer=bool(double_buffer))
-    slots = engine_costs(mode, kb, gb, min(cw, 64), feedback, wfan=wfan,
-                         sparse_graph=sparse_graph, bias=bias is not None, relu=relu)[0]
+    plan = FcPlan(kind, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
+                  bias=bias, relu=relu, split=split, double_buffer=bool(double_buffer))
+    slots = engine_costs(replace(plan.engine, Cw=min(cw, 64)))[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
@@ -178,8 +187,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                            row_nnz=row_nnz, double_buffer=True, relu=relu,
                            bias=None if bias is None
                            else np.array(bias, dtype=np.uint16).view(np.float16),
-                           sparse_graph=sparse_graph if mode == "sparse" else None,
-                           split=split, **asked)
+                           sparse_graph=plan.sparse_graph, split=split, **asked)
         except FdpuError:
             pass
     return plan
@@ -253,20 +261,21 @@ def _most_contexts(plan):
 
 
 def _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan):
-    """Return the sparse graph a plan without one runs (see :func:`plan_fc`)."""
-    if mode != "sparse" or row_nnz is None:
-        return DEFAULT_SPARSE_GRAPH
+    """Return the graph kind a plan without a named one runs (see :func:`plan_fc`): the
+    default, or a graph that skips zero weights where the layer's stored weights make its
+    blocking estimate lower."""
+    default = graph_kind(mode)
+    if row_nnz is None or default.skips_zeros:
+        return default
     density = float(np.maximum(1, row_nnz).sum()) / (K * C)
     groups = -(-N // LANES)
     best = {}
-    for graph in (DEFAULT_SPARSE_GRAPH, "skip"):
-        cw = FcPlan(mode, K, C, N, params, 1, 1, sparse_graph=graph).Cw
-        cands = blocking_costs(mode, K, groups, cw, params, True, graph, kb, gb, wfan, density)
+    for kind in [default] + [k for k in GRAPHS.values() if k.mode == mode and k.skips_zeros]:
+        shape = FcPlan(kind, K, C, N, params, 1, 1).engine
+        cands = blocking_costs(shape, K, groups, params, kb, gb, wfan, density)
         if cands:
-            best[graph] = cands[0]["rounds"] * cands[0]["per_ctx"]
-    if "skip" in best and best["skip"] < best.get(DEFAULT_SPARSE_GRAPH, float("inf")):
-        return "skip"
-    return DEFAULT_SPARSE_GRAPH
+            best[kind] = cands[0]["rounds"] * cands[0]["per_ctx"]
+    return min(best, key=lambda k: (best[k], k is not default), default=default)
 
 
 def _fits(plan, contexts):

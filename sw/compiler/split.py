@@ -34,10 +34,15 @@ import dataclasses
 import numpy as np
 
 from sw.compiler.fc_plan import FcPlan, align
+from sw.compiler.graph_kinds import GRAPHS
 from sw.compiler.planner import plan_fc
 from sw.spec.errors import FdpuError
 
-__all__ = ["Split", "ways", "partial_weights", "sum_weights", "split_layer"]
+__all__ = ["Split", "ways", "partial_weights", "sum_weights", "split_layer", "SUM_GRAPH"]
+
+#: The graph of the sum stage: it steps over the stored weights only, so each output takes
+#: ``S`` steps (its ``S`` ones), not ``S x Kp``.
+SUM_GRAPH = GRAPHS["skip"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,16 +105,14 @@ def split_layer(plan, weights, split=None):
         return None
     kp = plan.kblocks * plan.kb
     part = plan_fc(split * kp, plan.C, plan.N, plan.mode, plan.params, kb=plan.kb, gb=plan.gb,
-                   feedback=plan.feedback,
-                   wfan=plan.wfan if plan.mode == "sparse" else None,
-                   sparse_graph=plan.sparse_graph if plan.mode == "sparse" else None,
-                   split=split)
+                   feedback=plan.feedback, wfan=plan.wfan if plan.graph.sparse else None,
+                   sparse_graph=plan.sparse_graph, split=split)
     if part.passes != 1:
         raise FdpuError(f"split {split}: the partial sums of the {plan.K} x {plan.C} layer "
                         f"take {part.passes} passes; a split layer runs in one")
     bias = None if plan.bias is None else \
         np.array(plan.bias, dtype=np.uint16).view(np.float16)
-    total = plan_fc(plan.K, split * kp, plan.N, "sparse", plan.params, sparse_graph="skip",
-                    bias=bias, relu=plan.relu)
+    total = plan_fc(plan.K, split * kp, plan.N, SUM_GRAPH.mode, plan.params,
+                    sparse_graph=SUM_GRAPH.name, bias=bias, relu=plan.relu)
     return Split(split, part, partial_weights(weights, split, kp, part.Cw), total,
                  sum_weights(plan.K, split, kp))

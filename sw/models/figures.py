@@ -23,7 +23,7 @@ __all__ = ["useful_flops", "dense_flops", "utilizations"]
 
 def useful_flops(plan, nnz):
     """Return the useful floating-point operations of ``plan`` with ``nnz`` stored weights."""
-    return 2 * (plan.dense_weights if plan.mode == "dense" else nnz) * plan.N
+    return 2 * plan.graph.useful_weights(plan.dense_weights, nnz) * plan.N
 
 
 def dense_flops(plan):

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sw.compiler import balance, graphs
+from sw.compiler import graphs
 from sw.compiler.asm import assemble
 from sw.compiler.program import empty_result, gather_pass, pass_images, program
 from sw.models.golden import run_image
 from sw.models.golden_counters import Counters, program_counters
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op
 
 __all__ = ["FcRun", "run_fc", "EXACT_LIMIT", "ENGINES", "exact_for"]
 
@@ -105,29 +104,6 @@ def _fc_counters(plan, graph, placement, image, w16, contexts):
     def hops(x, y, slot):
         return len(params.route((x, y), params.dbuf_coord(home[(x, y)])))
 
-    switch_true, accesses, emitted = {}, {}, {}
-    if plan.skip:
-        per_engine = balance.engine_row_steps(plan, w16)
-        for node in graph.nodes:
-            if node.op is Op.BPOS or node.op is Op.ITER and node.meta.get("role") == "itV":
-                emitted[placement.where[node.id]] = int(per_engine[node.meta["engine"],
-                                                                   node.meta["row"]])
-    elif plan.mode == "sparse":
-        nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
-        nz[:plan.K] = np.count_nonzero(w16.view(np.uint16) != 0, axis=1)
-        nz = nz.reshape(plan.kblocks, plan.kb)
-        per_engine = np.zeros((plan.engines, plan.kb), dtype=np.int64)
-        items = np.arange(plan.items)
-        engine = (items % plan.per_pass) % plan.engines
-        np.add.at(per_engine, engine, nz[items % plan.kblocks])
-        # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
-        # memory, once per stored weight.
-        for node in graph.nodes:
-            if node.op is Op.SWITCH:
-                e, k = node.meta["engine"], node.meta["row"]
-                switch_true[placement.where[node.id]] = int(per_engine[e, k])
-            elif node.op is Op.LDHBZ:
-                e, k = node.meta["engine"], node.meta["row"]
-                accesses[placement.where[node.id]] = int(per_engine[e, k])
+    switch_true, accesses, emitted = plan.graph.golden_events(plan, graph, placement, w16)
     return program_counters(image, contexts, switch_true, hops, accesses, emitted)
 

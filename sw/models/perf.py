@@ -332,8 +332,7 @@ def min_external_bytes(plan, nnz):
     """Return the layer's minimal external traffic: its weights once (dense: 2 B each; sparse:
     2 B per stored weight and a 1-bit mask per weight, the skip graph's format without its
     8-byte row words), its inputs once and its outputs once (2 B each)."""
-    weights = 2 * plan.dense_weights if plan.mode == "dense" else \
-        2 * nnz + -(-plan.dense_weights // 8)
+    weights = plan.graph.min_weight_bytes(plan.dense_weights, nnz)
     return weights + 2 * plan.N * (plan.C + plan.K)
 
 
@@ -344,8 +343,7 @@ def _row_nnz(plan, w16):
     nz = np.zeros(len(rows), dtype=np.int64)
     live = rows < plan.K
     nz[live] = np.count_nonzero(w16.view(np.uint16)[rows[live]], axis=1)
-    if plan.skip:
-        nz = np.maximum(nz, 1)
+    nz = plan.graph.stored_count(nz)
     return nz.reshape(plan.kblocks, plan.kb).sum(axis=1)
 
 
@@ -355,14 +353,9 @@ class _Work:
     def __init__(self, plan):
         self.plan = plan
         p = plan.params
-        args = (plan.mode, plan.kb, plan.gb, plan.Cw, plan.feedback, plan.wfan, plan.fan_pipe0,
-                plan.sparse_graph)
-        epilogue = dict(bias=plan.bias is not None, relu=plan.relu)
-        if plan.skip:
-            self.lo = blocking.engine_issues(*args, density=0.0, **epilogue)
-            self.hi = blocking.engine_issues(*args, density=1.0, **epilogue)
-        else:
-            self.lo = self.hi = blocking.engine_issues(*args, **epilogue)
+        # Issues at no and at every weight stored (equal unless the graph skips zeros).
+        self.lo = blocking.engine_issues(plan.engine, density=0.0)
+        self.hi = blocking.engine_issues(plan.engine, density=1.0)
         self.homes = np.array([d for _, d in plan.homes], dtype=np.int64)
         self.links = home_dbufs.link_engines(p, plan.homes) if plan.homes else 1
         self.window = p.operand_depth
@@ -375,7 +368,7 @@ class _Work:
         plan = self.plan
         E, ctxs = plan.engines, plan.pass_contexts(q)
         items = np.asarray(plan.pass_items(q))
-        dummy = 1 if plan.skip else plan.Cw
+        dummy = int(plan.graph.steps(plan.Cw, 0))
         st = np.full(ctxs * E, plan.kb * dummy, dtype=np.float64)
         ch = np.full(ctxs * E, dummy, dtype=np.float64)
         st[:len(items)] = steps[items % plan.kblocks]
@@ -403,13 +396,12 @@ class _Work:
         dens, chain = work
         fp, p2, p0, mem = self._issues(dens)
         depth = self.plan.params.operand_depth
-        share = plan.gb if plan.skip else plan.kb
-        step = k.acc + k.fan * share + k.credit / depth
+        kind, spec = plan.graph, plan.engine
+        step = k.acc + k.fan * kind.shared_by(spec) + k.credit / depth
         terms = {"fp": fp / k.fp, "stream": chain * step}
-        if plan.mode == "sparse" and plan.sparse_graph == "gather":
-            terms["weight stream"] = np.full(dens.shape, plan.Cw * (
-                k.wstream + k.fan * plan.kb + k.credit / depth))
-        held = 1 + k.shallow / depth if plan.mode == "sparse" else 1.0
+        terms.update({n: np.full(dens.shape, v)
+                      for n, v in kind.model_terms(spec, k, depth).items()})
+        held = kind.held(k, depth)
         if p0 is None:
             terms["int pipe"] = (p2 + (held - 1) * mem) / k.int1
         else:
@@ -419,8 +411,6 @@ class _Work:
             home[:, d] += mem[:, e]
         terms["dbuf"] = home[:, self.homes] * held / k.dbuf
         terms["mesh link"] = mem * self.links * held / k.mesh
-        if plan.mode == "sparse" and plan.sparse_graph == "switch":
-            terms["switch loop"] = np.full(dens.shape, plan.Cw * k.loop)
         names = list(terms)
         stack = np.stack([np.broadcast_to(terms[n], dens.shape) for n in names])
         cyc = stack.max(axis=0) + k.context
@@ -483,8 +473,9 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False):
         if slot < len(items):
             nz = int(nnz_rows[plan.item(items[slot])[0]])
         else:
-            nz = plan.kb if plan.skip else 0      # a dummy item: zero weights
-        nbytes = _item_bytes(plan, nz)
+            # A dummy item: zero weights (the skip graph stores one a row).
+            nz = int(plan.graph.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
+        nbytes = plan.graph.item_bytes(plan.engine, nz)
         a = alloc(d, nbytes)
         if nbytes:
             segs.append((a, nbytes))
@@ -492,16 +483,6 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False):
             segs.append((alloc(d, plan.bias_bytes), plan.bias_bytes))
         alloc(d, plan.output_bytes)
     return segs, (groups, plan.input_bytes)
-
-
-def _item_bytes(plan, nnz):
-    """Return the bytes of an item's data with ``nnz`` stored weights (``dbuf_layout``)."""
-    if plan.mode == "dense":
-        return plan.kb * plan.Cw * 2
-    if plan.skip:
-        return plan.skip_offsets[2] + align(2 * nnz, 8)
-    r = plan.kb * plan.R16
-    return align(2 * r, 4) + align(4 * r, 8) + 2 * nnz
 
 
 def _output_segments(plan, q):

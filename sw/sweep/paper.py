@@ -10,6 +10,9 @@ only); :data:`STATEMENTS` the paper's claims the report sets beside ours; :func:
 computes ours from the records.
 """
 
+from sw.compiler.graph_kinds import GRAPHS as KINDS
+from sw.compiler.graph_kinds import graph_kind
+
 __all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "LANES", "points",
            "graph_of", "paper_utilization", "summary"]
 
@@ -17,8 +20,8 @@ __all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "LANES", "poi
 LAYERS = ("alexnet-fc6", "alexnet-fc8", "vgg16-fc7")
 #: Its batch sizes.
 BATCHES = (1, 4, 64)
-#: The graphs run: ``dense``, then the sparse graphs.
-GRAPHS = ("dense", "switch", "gather", "skip")
+#: The graphs run: every graph kind, ``dense`` first (:data:`sw.compiler.graph_kinds.GRAPHS`).
+GRAPHS = tuple(KINDS)
 #: Where the figures come from: ``--sim`` of each point.
 SOURCES = {"model": "model", "rtl": "verilator"}
 #: The paper's statements (PAPER.md section 7), keyed as :func:`summary` keys ours.
@@ -65,9 +68,10 @@ def points(source, layers=LAYERS, batches=BATCHES, graphs=GRAPHS):
                 for g in order:
                     if (g == "gather") != bool(rank):
                         continue
-                    p = dict(sim=sim, layer=layer, batch=batch)
-                    p.update(mode="dense") if g == "dense" else p.update(
-                        mode="sparse", **{"sparse-graph": g})
+                    kind = KINDS[g]
+                    p = dict(sim=sim, layer=layer, batch=batch, mode=kind.mode)
+                    if kind.sparse:
+                        p["sparse-graph"] = g
                     out.append(p)
     return out
 
@@ -75,7 +79,7 @@ def points(source, layers=LAYERS, batches=BATCHES, graphs=GRAPHS):
 def graph_of(record):
     """Return the graph of a record's point: ``dense`` or the sparse graph's name."""
     p = record["point"]
-    return "dense" if p.get("mode") == "dense" else p["sparse-graph"]
+    return graph_kind(p.get("mode"), p.get("sparse-graph")).name
 
 
 def _by(records):

@@ -345,8 +345,7 @@ def fc_cycle_bound(plan):
     cycles, a small layer keeps the fixed 200k.
     """
     cols = min(plan.Cw, 64)
-    _, integer, fp = engine_costs(plan.mode, plan.kb, plan.gb, cols, plan.feedback,
-                                  wfan=plan.wfan, sparse_graph=plan.sparse_graph)
+    _, integer, fp = engine_costs(dataclasses.replace(plan.engine, Cw=cols))
     contexts = max(plan.pass_contexts(p) for p in range(plan.passes))
     issues = (integer + fp) * plan.Cw / cols * contexts
     return int(200_000 + 2_000 * contexts + 8 * issues)

@@ -1,0 +1,196 @@
+"""What an FC engine graph is: the contract every graph kind keeps, and one engine as a value.
+
+Contract (``docs/dataflow.md`` has the graphs, ``docs/architecture.md`` the plan of the tree)
+---------------------------------------------------------------------------------------------
+A *graph kind* is one way an engine turns a work item's weights into FACC operands: ``dense``
+reads the weight block column by column, ``switch`` and ``gather`` decode FD-CSR and feed
+``+0.0`` for every weight it does not store, ``skip`` steps over the stored weights only.  Each
+kind is one class derived from :class:`GraphKind` (one file in this package) and one
+instance in the registry (:data:`sw.compiler.graph_kinds.GRAPHS`); the planner, the image
+builder, the golden model, the blocking chooser and the performance model ask the kind, never
+its name.  What a kind says:
+
+* **format**: ``mode`` (the weight format the user names: ``dense`` or ``sparse``, FD-CSR or
+  its bitmask), ``column_unit`` (an item's width is a multiple of it), ``fanouts`` (the
+  ``wfan`` values its value loads may take), whether its work scales with the stored weights
+  (``skips_zeros``: :meth:`stored`, :meth:`stored_count`, :meth:`steps`) and whether it has
+  feedback edges (``has_feedback``: ``feedback=False`` is its option);
+* **item data**: :meth:`item_bytes` for ``nnz`` stored weights (the largest,
+  ``kb x Cw`` stored, sizes the Dbuf plan), :meth:`encode` and :meth:`item_data` (the bytes a
+  Dbuf holds; ``docs/dataflow.md``, "Item data");
+* **engine**: :meth:`add_streams` adds the weight and input streams that feed the engine's
+  FACCs (the descriptor loads, FACCs, epilogue and stores are every kind's:
+  :func:`sw.compiler.graphs.build_engine`), :meth:`facc_count` the FACCs' count;
+* **golden model**: :meth:`golden_events` (the data-dependent counters a run reports);
+* **costs**: :meth:`chooser_terms` (the blocking chooser's terms beside the pipes and the
+  Dbuf, :mod:`sw.compiler.blocking`), :meth:`model_terms`, :meth:`held` and
+  :meth:`shared_by` (the performance model's, :mod:`sw.models.perf`), :meth:`min_weight_bytes`
+  and :meth:`useful_weights` (the figures).
+
+:class:`EngineSpec` is one engine: its kind, blocking (``kb x gb`` over ``Cw`` columns),
+fan-out (``wfan``, ``fan_pipe0``), ``feedback`` and epilogue (``bias``, ``relu``), and where
+its outputs go (``out_stride``), frozen: what :func:`sw.compiler.graphs.build_engine` builds
+and :func:`sw.compiler.blocking.engine_issues` counts.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.spec.arch import ArrayParams
+
+__all__ = ["GraphKind", "EngineSpec", "WFANS", "align", "chunks"]
+
+#: Lane groups one sparse value load feeds: ``4`` (one load per 4 lane groups, naming its
+#: FACCs directly) or ``16`` (one load per weight row and a MOV tree on the INT pipe: fewer
+#: Dbuf accesses, more INT issues).  The blocking chooser picks one per plan
+#: (``FcPlan.wfan``, docs/mapping.md).
+WFANS = (4, 16)
+
+
+def align(n, a):
+    """Return ``n`` rounded up to a multiple of ``a``."""
+    return -(-n // a) * a
+
+
+def chunks(gb, k=ArrayParams.MAX_DESTS):
+    """Return the lane groups ``0 .. gb-1`` in runs of at most ``k``."""
+    return [range(q, min(gb, q + k)) for q in range(0, gb, k)]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine: ``kb`` weight rows times ``gb`` lane groups over ``Cw`` columns on graph
+    ``graph`` (a :class:`GraphKind`), ``wfan`` lane groups per value load (sparse),
+    ``fan_pipe0`` (the pipe-0 hint on a value load's MOV tree), ``feedback`` (the SWITCH
+    graph's feedback edges), the epilogue (``bias``: a bias per output; ``relu``) and
+    ``out_stride`` (tokens between a lane group's outputs and the next one's; 0: ``kb``)."""
+    graph: "GraphKind"
+    kb: int
+    gb: int
+    Cw: int
+    wfan: int = WFANS[0]
+    feedback: bool = True
+    fan_pipe0: bool = False
+    bias: bool = False
+    relu: bool = False
+    out_stride: int = 0
+
+    @property
+    def output_stride(self):
+        """Return the tokens from one lane group's outputs to the next one's."""
+        return self.out_stride or self.kb
+
+    @property
+    def epilogue(self):
+        """Return whether a bias add or a ReLU follows each output's FACC."""
+        return self.bias or self.relu
+
+
+class GraphKind:
+    """The contract of a graph kind (module doc); the defaults are the dense graph's."""
+    #: The kind's name (the ``sparse_graph`` option of a sparse kind; ``dense``).
+    name = ""
+    #: The weight format the user names: ``dense`` or ``sparse``.
+    mode = "dense"
+    #: The columns an item's width is a multiple of.
+    column_unit = 1
+    #: Whether the FACCs step over the stored weights only (the work depends on the data).
+    skips_zeros = False
+    #: Whether the graph has feedback edges (``feedback=False`` drops them).
+    has_feedback = False
+
+    @property
+    def sparse(self):
+        """Return whether the weights are stored compressed (FD-CSR or its bitmask)."""
+        return self.mode == "sparse"
+
+    @property
+    def label(self):
+        """Return the kind as reports name it: ``dense``, or ``sparse/NAME``."""
+        return self.name if self.name == self.mode else f"{self.mode}/{self.name}"
+
+    def __repr__(self):
+        return f"<graph {self.name}>"
+
+    def fanouts(self, gb):
+        """Return the ``wfan`` values a ``gb``-group engine's value loads may take."""
+        return WFANS[:1]
+
+    # -- work --------------------------------------------------------------------------
+
+    def stored(self, Cw, blk):
+        """Return the ``kb x Cw`` map of the weights the FACCs step over in the float16 block
+        ``blk`` (``None``: all ``Cw`` of every row)."""
+        return None
+
+    def stored_count(self, nnz):
+        """Return the weights an item row of ``nnz`` non-zero weights stores (array-wise)."""
+        return nnz
+
+    def steps(self, Cw, nnz):
+        """Return the FACC steps of a row of ``nnz`` non-zero weights (array-wise)."""
+        return np.full(np.shape(nnz), Cw, dtype=np.int64)
+
+    # -- item data ---------------------------------------------------------------------
+
+    def item_bytes(self, spec, nnz):
+        """Return the bytes of an item's data with ``nnz`` stored weights."""
+        return spec.kb * spec.Cw * 2
+
+    def encode(self, spec, blk):
+        """Return ``(encoding, data bytes)`` of the item whose weight block is ``blk``."""
+        return None, blk.size * 2
+
+    def item_data(self, spec, blk, enc, nbytes, base):
+        """Return the item's data as stored at global address ``base`` (``nbytes`` long)."""
+        return np.ascontiguousarray(blk.T).view(np.uint8).tobytes()
+
+    # -- engine ------------------------------------------------------------------------
+
+    def facc_count(self, spec):
+        """Return the FACCs' immediate count (0: the count comes as operand 2)."""
+        return spec.Cw
+
+    def add_streams(self, g, spec, add, ld_b, ld_x, facc):
+        """Add the streams that feed ``facc[k][j]`` operands 0 (weight) and 1 (input) from
+        the item base ``ld_b`` and the input base ``ld_x`` (``add`` names a node of the
+        engine: ``add(role, op, nsrc, imm, end, row, lane)``)."""
+        raise NotImplementedError
+
+    def golden_events(self, plan, graph, placement, w16):
+        """Return the golden model's data-dependent counts ``(switch_true, accesses,
+        emitted)``, each ``{(pe, slot): firings}`` (:func:`sw.models.golden_counters
+        .program_counters`)."""
+        return {}, {}, {}
+
+    # -- costs -------------------------------------------------------------------------
+
+    def chooser_terms(self, pipes, scale, Cw, per_dbuf, mem, links):
+        """Return the blocking chooser's terms beside the pipes and the Dbuf (cycles per
+        context over ``Cw`` columns): ``pipes`` the INT pipes' issues over the chooser's
+        columns (``scale`` times fewer), ``mem`` the loads, ``links()`` the busiest link's
+        engines."""
+        return {}
+
+    def model_terms(self, spec, k, depth):
+        """Return the performance model's extra per-context terms (cycles) with constants
+        ``k`` at operand depth ``depth``."""
+        return {}
+
+    def held(self, k, depth):
+        """Return the factor on the loads' share of the pipes, Dbufs and links (a full operand
+        queue holding a load back)."""
+        return 1.0
+
+    def shared_by(self, spec):
+        """Return the FACCs that share one token of the slowest operand stream."""
+        return spec.kb
+
+    def min_weight_bytes(self, dense_weights, nnz):
+        """Return the bytes of the weights at the least: 2 B each (dense)."""
+        return 2 * dense_weights
+
+    def useful_weights(self, dense_weights, nnz):
+        """Return the weights whose FMAs count as useful work."""
+        return dense_weights

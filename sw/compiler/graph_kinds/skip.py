@@ -1,0 +1,132 @@
+"""The skip graph: only the stored weights' work, from a bitmask of the item's weights.
+
+Contract (``docs/dataflow.md``, "The skip graph")
+-------------------------------------------------
+A weight is stored where its bit pattern is not ``0x0000`` (FD-CSR's rule); a row with none
+stores column 0 (an explicit ``+0.0``: a counted FACC needs at least one step;
+:func:`skip_stored`).  An item's data (:func:`offsets`): ``kb x Cw / 32`` mask words (``u32``,
+row-major; bit ``c`` of word ``r`` of row ``k`` says column ``32 r + c`` is stored: FD-CSR's
+``colidx`` of two rows), ``kb`` row words (a count token: the address of the row's first value
+and its stored values in bits 47:32, :func:`sw.spec.isa.count_token`), then the stored values
+row-major.  Per weight row ``k`` of the engine: the row word feeds an ``ITER`` of the row's
+``n`` value addresses (count from the token) and, as operand 2, the row's FACCs (count ``n``);
+per mask word a ``BPOS`` emits the input address of each stored weight, which ``gb`` input
+loads turn into the FACCs' operand 1.  Both streams hold ``n`` tokens per row and context, in
+column order, so the FACC steps, instructions and cycles scale with the stored weights.
+"""
+
+import numpy as np
+
+from sw.compiler import balance
+from sw.compiler.graph_kinds.base import align, chunks
+from sw.compiler.graph_kinds.sparse import SparseKind
+from sw.spec.errors import FdpuError
+from sw.spec.isa import Op, count_token, loop_imm
+
+__all__ = ["Skip", "SKIP_WORD", "skip_stored", "offsets"]
+
+#: The columns one mask word covers (two FD-CSR rows).
+SKIP_WORD = 32
+
+
+def skip_stored(Cw, blk):
+    """Return the ``kb x Cw`` stored-weight map of the float16 block ``blk`` (module doc).
+
+    That extra step of an all-zero row adds ``+0.0 x I[n][0]`` to ``-0.0``: ``+0.0`` for a
+    non-negative finite input, ``-0.0`` for a negative one, where the dense graph's all-zero
+    row gives ``+0.0`` unless every input is negative (docs/dataflow.md, "The skip graph").
+    """
+    u = np.zeros((blk.shape[0], Cw), dtype=np.uint16)
+    u[:, :blk.shape[1]] = blk.view(np.uint16)
+    stored = u != 0
+    stored[~stored.any(axis=1), 0] = True
+    return stored
+
+
+def offsets(spec):
+    """Return the item's ``(mask words, row words, values)`` byte offsets (module doc)."""
+    words = 4 * spec.kb * (spec.Cw // SKIP_WORD)
+    return 0, align(words, 8), align(words, 8) + 8 * spec.kb
+
+
+class Skip(SparseKind):
+    """The zero-skipping graph (module doc)."""
+    name = "skip"
+    column_unit = SKIP_WORD
+    skips_zeros = True
+
+    def stored(self, Cw, blk):
+        return skip_stored(Cw, blk)
+
+    def stored_count(self, nnz):
+        return np.maximum(1, nnz)
+
+    def steps(self, Cw, nnz):
+        return np.maximum(1, np.asarray(nnz, dtype=np.int64))
+
+    def item_bytes(self, spec, nnz):
+        return offsets(spec)[2] + align(2 * nnz, 8)
+
+    def encode(self, spec, blk):
+        stored = skip_stored(spec.Cw, blk)
+        return stored, self.item_bytes(spec, int(stored.sum()))
+
+    def item_data(self, spec, blk, stored, nbytes, base):
+        off_m, off_t, off_v = offsets(spec)
+        kb, r32 = spec.kb, spec.Cw // SKIP_WORD
+        out = bytearray(nbytes)
+        words = np.packbits(stored.reshape(kb, r32, SKIP_WORD), axis=2, bitorder="little")
+        out[off_m:off_m + 4 * kb * r32] = words.tobytes()
+        u = np.zeros((kb, spec.Cw), dtype=np.uint16)
+        u[:, :blk.shape[1]] = blk.view(np.uint16)
+        values = u[stored]                     # row-major: each row's stored values in order
+        counts = stored.sum(axis=1)
+        first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
+        if kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
+            raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
+        tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
+        out[off_t:off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
+        out[off_v:off_v + 2 * len(values)] = values.astype("<u2").tobytes()
+        return bytes(out)
+
+    def facc_count(self, spec):
+        return 0
+
+    def add_streams(self, g, spec, add, ld_b, ld_x, facc):
+        kb, gb, Cw, r32 = spec.kb, spec.gb, spec.Cw, spec.Cw // SKIP_WORD
+        off_m, off_t, _ = offsets(spec)
+        it_m = add("itM", Op.ITER, imm=loop_imm(r32, 4))
+        it_x = add("itX", Op.ITER, imm=loop_imm(r32, 8 * SKIP_WORD))
+        g.connect(ld_x, it_x, 0)
+        rw = [add("rw", Op.LDD, imm=off_t + 8 * k, row=k) for k in range(kb)]
+        g.fanout(ld_b, [(it_m, 0)] + [(v, 0) for v in rw])
+        masks = [add("mask", Op.LDW, imm=off_m + 4 * k * r32, row=k) for k in range(kb)]
+        g.fanout(it_m, [(v, 0) for v in masks])
+        bp = [add("bpos", Op.BPOS, imm=loop_imm(SKIP_WORD, 8), row=k) for k in range(kb)]
+        g.fanout(it_x, [(v, 1) for v in bp])
+        for k in range(kb):
+            g.connect(masks[k], bp[k], 0)
+            x = [add("x", Op.LDD, imm=j * 8 * Cw, row=k, lane=j) for j in range(gb)]
+            g.fanout(bp[k], [(v, 0) for v in x])
+            for j in range(gb):
+                g.connect(x[j], facc[k][j], 1)
+            it_v = add("itV", Op.ITER, imm=loop_imm(0, 2), row=k)
+            g.fanout(rw[k], [(it_v, 0)] + [(facc[k][j], 2) for j in range(gb)])
+            lds = [add("ld", Op.LDHB, row=k, lane=q) for q in range(len(chunks(gb, spec.wfan)))]
+            g.fanout(it_v, [(v, 0) for v in lds])
+            for ld, lanes in zip(lds, chunks(gb, spec.wfan)):
+                g.fanout(ld, [(facc[k][j], 0) for j in lanes])
+
+    def golden_events(self, plan, graph, placement, w16):
+        # Every BPOS and value ITER emits one token per stored weight of its row.
+        per_engine = balance.engine_row_steps(plan, w16)
+        emitted = {}
+        for node in graph.nodes:
+            if node.op is Op.BPOS or node.op is Op.ITER and node.meta.get("role") == "itV":
+                emitted[placement.where[node.id]] = int(per_engine[node.meta["engine"],
+                                                                   node.meta["row"]])
+        return {}, {}, emitted
+
+    def shared_by(self, spec):
+        # A value feeds the gb FACCs of its row.
+        return spec.gb
