@@ -10,7 +10,7 @@ import pytest
 from cliutil import assert_user_error, run
 
 from sw.compiler import layers, planner
-from sw.compiler.fc_plan import DESC_BYTES
+from sw.compiler.fc_plan import ENTRY_BYTES
 from sw.compiler.program import pass_images
 from sw.models import choose
 from sw.spec.arch import ArrayParams
@@ -50,7 +50,7 @@ def test_consecutive_passes_use_alternate_halves_and_context_ids():
     plan = planner.plan_fc(128, 1024, 16, "dense", _params(32768), double_buffer=True)
     assert plan.passes >= 3
     half = plan.region_bytes
-    assert [plan.pass_ctx_base(p) for p in range(3)] == [0, half // DESC_BYTES, 0]
+    assert [plan.pass_ctx_base(p) for p in range(3)] == [0, half // ENTRY_BYTES, 0]
     images = _passes(plan)
     for p, (img, reads) in enumerate(images):
         assert img.ctx_base == plan.pass_ctx_base(p)
@@ -60,7 +60,7 @@ def test_consecutive_passes_use_alternate_halves_and_context_ids():
     # The engines read their descriptor at desc_base + 16 x (ctx_base + context).
     for p, (img, _) in enumerate(images[:2]):
         for e in range(plan.engines):
-            assert plan.desc_base[e] + DESC_BYTES * img.ctx_base in img.segments
+            assert plan.desc_base[e] + ENTRY_BYTES * img.ctx_base in img.segments
 
 
 def test_job_plan_refuses_passes_that_share_dbuf_bytes():

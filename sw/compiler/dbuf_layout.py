@@ -22,17 +22,22 @@ do not fit the Dbufs runs in several passes (one memory image each, the same pro
 ``p`` fills ``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
 ``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
 
-:func:`pass_memory` returns the image of pass ``p`` of an :class:`~sw.compiler.fc_plan.FcPlan`
-and where each item's output goes; :func:`gather_outputs` assembles the ``N x K`` result from
+:func:`pass_layout` computes where everything of pass ``p`` of an
+:class:`~sw.compiler.fc_plan.FcPlan` goes (addresses and sizes: the one layout, which the
+performance model reads too); :func:`pass_memory` fills it with the bytes and says where each
+item's output goes; :func:`gather_outputs` assembles the ``N x K`` result from
 the outputs after the run.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.compiler.fc_plan import ENTRY_BYTES, LANES, align
 from sw.spec.errors import FdpuError
 
-__all__ = ["pass_memory", "shared_inputs", "gather_outputs"]
+__all__ = ["ItemPlace", "PassLayout", "pass_layout", "pass_memory", "shared_inputs",
+           "gather_outputs"]
 
 
 def _item_width(plan):
@@ -75,42 +80,77 @@ def _input_block(plan, x16, key):
     return np.ascontiguousarray(t).view(np.uint8).tobytes()
 
 
-def pass_memory(plan, weights, inputs, p, stage=None):
-    """Return ``(segments, outputs)`` of pass ``p``.
+@dataclass(frozen=True)
+class ItemPlace:
+    """Where one context slot of a pass lives: engine ``engine``'s context ``context`` runs
+    item ``item`` (``None``: a dummy item), whose ``nbytes`` of data are at ``data``, bias
+    block at ``bias`` (0: no bias), outputs at ``output``, and whose input block is at
+    ``input`` (all global addresses)."""
+    engine: int
+    context: int
+    item: object
+    data: int
+    nbytes: int
+    bias: int
+    output: int
+    input: int
 
-    ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
-    ``(item index, global output address)``.  ``stage`` (a layer chained on chip,
-    :mod:`sw.compiler.chain`): ``(bases, reserved)``, where ``bases`` maps each item's
-    ``(kbi, gbi)`` to the address its outputs go to (in the next layer's input layout, at the
-    top of some Dbuf) and ``reserved`` each Dbuf to the bytes at the top of its region those
-    stages take; the dummy items' outputs then go below the reserved bytes, downwards, so
-    that nothing of the pass is where the next layer's input blocks go.
+
+@dataclass(frozen=True)
+class PassLayout:
+    """The addresses and sizes of one pass's Dbuf data (:func:`pass_layout`).
+
+    ``tables``: per engine ``(address, bytes)`` of its descriptor table; ``inputs``: per input
+    block key (``(gbi, slice)``, in order of first use) its slot and ``((dbuf, address), ...)``
+    of every copy; ``places``: an :class:`ItemPlace` per context slot, in slot order (slot
+    ``s`` is engine ``s % E``, context ``s // E``).
+    """
+    tables: tuple
+    inputs: dict
+    places: tuple
+
+
+def pass_layout(plan, p, item_bytes, stage=None):
+    """Return the :class:`PassLayout` of pass ``p`` of ``plan`` (the module doc's layout).
+
+    ``item_bytes(i)`` is the data bytes of item ``i`` (``None``: a dummy item, zero
+    weights).  ``stage`` (a layer chained on chip, :mod:`sw.compiler.chain`): ``(bases,
+    reserved)``, where ``bases`` maps each item's ``(kbi, gbi)`` to the address its outputs
+    go to (in the next layer's input layout, at the top of some Dbuf) and ``reserved`` each
+    Dbuf to the bytes at the top of its region those stages take; the dummy items' outputs
+    then go below the reserved bytes, downwards, so that nothing of the pass is where the
+    next layer's input blocks go.  The one place the layout is computed: the image builder
+    (:func:`pass_memory`) fills it, the performance model sizes its DMA from it.
+
+    Raises
+    ------
+    FdpuError
+        When the pass does not fit a Dbuf's region.
     """
     params = plan.params
-    spec, kind = plan.engine, plan.graph
-    w16 = np.asarray(weights, dtype=np.float16)
-    x16 = np.asarray(inputs, dtype=np.float16)
     items = list(plan.pass_items(p))
     ctxs = plan.pass_contexts(p)
     regions = {d: plan.data_region(d, p) for _, d in plan.homes}
-    segments, outputs = {}, []
     blocks = plan.pass_inputs(p)
-    holds = {}                       # Dbuf -> {(gbi, slice): global address of its copy}
+    holds, inputs = {}, {}           # Dbuf -> {(gbi, slice): global address of its copy}
     for key, (slot, ds) in blocks.items():
-        blob = _input_block(plan, x16, key)
+        copies = []
         for d in ds:
             addr = plan.pass_base(d, p) + plan.input_offset(slot)
             holds.setdefault(d, {})[key] = addr
-            segments[addr] = blob
+            copies.append((d, addr))
+        inputs[key] = (slot, tuple(copies))
+
+    def overflow(d):
+        return FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
+                         + (", half for each pass" if plan.double_buffer else "") + ")")
+
     cursor = {}
     for d in regions:
         top = max((blocks[g][0] for g in holds.get(d, {})), default=0)
         cursor[d] = plan.pass_base(d, p) + plan.input_offset(top + 1)
         if cursor[d] > regions[d][1]:
-            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
-                            + (", half for each pass" if plan.double_buffer else "") + ")")
-    desc = {e: bytearray(ctxs * DESC_BYTES) for e in range(plan.engines)}
-
+            raise overflow(d)
     bases, reserved = stage or ({}, {})
     top = {d: hi - reserved.get(d, 0) for d, (_, hi) in regions.items()}
 
@@ -122,44 +162,68 @@ def pass_memory(plan, weights, inputs, p, stage=None):
             addr = align(cursor[d], 8)
             cursor[d] = addr + nbytes
         if cursor[d] > top[d]:
-            raise FdpuError(f"pass {p} overflows Dbuf {d} ({params.dbuf_bytes} bytes"
-                            + (", half for each pass" if plan.double_buffer else "") + ")")
+            raise overflow(d)
         return addr
 
+    places = []
     for slot in range(ctxs * plan.engines):
         e, t = slot % plan.engines, slot // plan.engines
         d = plan.homes[e][1]
         if slot < len(items):
             i = items[slot]
-            kbi, gbi = plan.item(i)
             xaddr = holds[d][plan.item_input(i)]
-            blk = _item_weights(plan, w16, kbi)
         else:
             # A dummy item reads any input block of its Dbuf (its weights are zero).
             i = None
             xaddr = min(holds[d].values()) if d in holds else \
                 plan.pass_base(d, p) + plan.input_offset(0)
-            blk = np.zeros((plan.kb, _item_width(plan)), dtype=np.float16)
-        enc, nbytes = kind.encode(spec, blk)
+        nbytes = item_bytes(i)
         baddr = alloc(d, nbytes)
-        if nbytes:
-            segments[baddr] = kind.item_data(spec, blk, enc, nbytes, baddr)
-        caddr = 0
-        if plan.bias is not None:
-            caddr = alloc(d, plan.bias_bytes)
-            segments[caddr] = _bias_bytes(plan, None if i is None else plan.item(i)[0])
+        caddr = alloc(d, plan.bias_bytes) if plan.bias is not None else 0
         if stage is None:
             oaddr = alloc(d, plan.output_bytes)
         elif i is None:
             oaddr = alloc(d, plan.output_span, high=True)
         else:
             oaddr = bases[plan.item(i)]
-        if i is not None:
-            outputs.append((i, oaddr))
-        entry = np.array([baddr, xaddr, oaddr, caddr], dtype="<u4").tobytes()
-        desc[e][t * DESC_BYTES:(t + 1) * DESC_BYTES] = entry
-    for e in range(plan.engines):
-        segments[plan.desc_base[e] + plan.pass_ctx_base(p) * DESC_BYTES] = bytes(desc[e])
+        places.append(ItemPlace(e, t, i, baddr, nbytes, caddr, oaddr, xaddr))
+    base = plan.pass_ctx_base(p) * ENTRY_BYTES
+    tables = tuple((plan.desc_base[e] + base, ctxs * ENTRY_BYTES) for e in range(plan.engines))
+    return PassLayout(tables, inputs, tuple(places))
+
+
+def pass_memory(plan, weights, inputs, p, stage=None):
+    """Return ``(segments, outputs)`` of pass ``p``: its :func:`pass_layout` filled.
+
+    ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
+    ``(item index, global output address)``.  ``stage``: as for :func:`pass_layout`.
+    """
+    spec, kind = plan.engine, plan.graph
+    w16 = np.asarray(weights, dtype=np.float16)
+    x16 = np.asarray(inputs, dtype=np.float16)
+    blocks = {i: _item_weights(plan, w16, plan.item(i)[0]) for i in plan.pass_items(p)}
+    blocks[None] = np.zeros((plan.kb, _item_width(plan)), dtype=np.float16)
+    coded = {i: kind.encode(spec, blk) for i, blk in blocks.items()}
+    layout = pass_layout(plan, p, lambda i: coded[i][1], stage)
+    segments, outputs = {}, []
+    for key, (_, copies) in layout.inputs.items():
+        blob = _input_block(plan, x16, key)
+        for _, addr in copies:
+            segments[addr] = blob
+    desc = {e: bytearray(n) for e, (_, n) in enumerate(layout.tables)}
+    for at in layout.places:
+        enc, nbytes = coded[at.item]
+        if nbytes:
+            segments[at.data] = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
+        if plan.bias is not None:
+            segments[at.bias] = _bias_bytes(plan, None if at.item is None
+                                            else plan.item(at.item)[0])
+        if at.item is not None:
+            outputs.append((at.item, at.output))
+        entry = np.array([at.data, at.input, at.output, at.bias], dtype="<u4").tobytes()
+        desc[at.engine][at.context * ENTRY_BYTES:(at.context + 1) * ENTRY_BYTES] = entry
+    for e, (addr, _) in enumerate(layout.tables):
+        segments[addr] = bytes(desc[e])
     return segments, outputs
 
 

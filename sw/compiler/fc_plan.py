@@ -38,12 +38,13 @@ from sw.compiler.graph_kinds import (DEFAULT_SPARSE_GRAPH, MODES, SPARSE_GRAPHS,
                                      EngineSpec, GraphKind, align)
 from sw.spec.arch import ArrayParams
 
-__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "DEFAULT_SPARSE_GRAPH", "LANES", "DESC_BYTES",
+__all__ = ["MODES", "WFANS", "SPARSE_GRAPHS", "DEFAULT_SPARSE_GRAPH", "LANES", "ENTRY_BYTES",
            "FcPlan", "align"]
 
 LANES = ArrayParams.LANES
-#: Bytes of one descriptor: item base, input base, output base, pad.
-DESC_BYTES = 16
+#: Bytes of one entry of an engine's descriptor table (one a context): item base, input base,
+#: output base, bias block or pad.  (A DMA descriptor is ``sw.spec.dma.DESC_BYTES``.)
+ENTRY_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class FcPlan:
         """Return the first context ID of pass ``p``: 0, or for the odd passes of a
         double-buffered plan the region size in descriptors, so that their engines read the
         copy of their descriptor table at the start of the second half of the Dbuf."""
-        return (p % 2) * (self.region_bytes // DESC_BYTES) if self.double_buffer else 0
+        return (p % 2) * (self.region_bytes // ENTRY_BYTES) if self.double_buffer else 0
 
     def pass_inputs(self, p):
         """Return ``{(gbi, slice): (slot, [dbufs])}``: the input blocks pass ``p``'s items read
@@ -237,7 +238,7 @@ class FcPlan:
         """Return the offset of input slot ``slot`` in a pass's half (or whole) of a Dbuf:
         after the largest descriptor table of any Dbuf, ``input_bytes`` (8-aligned) apart."""
         most = max(len(self.engines_at(d)) for _, d in self.homes)
-        return align(most * self.contexts * DESC_BYTES, 8) + slot * align(self.input_bytes, 8)
+        return align(most * self.contexts * ENTRY_BYTES, 8) + slot * align(self.input_bytes, 8)
 
     def engines_at(self, d):
         """Return the engines homed at Dbuf ``d``."""
@@ -245,7 +246,7 @@ class FcPlan:
 
     def pass_base(self, d, p):
         """Return the global address of pass ``p``'s half (or whole) of Dbuf ``d``."""
-        return self.params.dbuf_base(d) + self.pass_ctx_base(p) * DESC_BYTES
+        return self.params.dbuf_base(d) + self.pass_ctx_base(p) * ENTRY_BYTES
 
     def data_region(self, d, p):
         """Return ``(lo, hi)``: the global byte addresses of pass ``p``'s data in Dbuf ``d``,
@@ -253,7 +254,7 @@ class FcPlan:
         half of the Dbuf of pass ``p``'s parity, which begins with its own copy of the
         tables)."""
         base = self.pass_base(d, p)
-        return (base + len(self.engines_at(d)) * self.contexts * DESC_BYTES,
+        return (base + len(self.engines_at(d)) * self.contexts * ENTRY_BYTES,
                 base + self.region_bytes)
 
     @property

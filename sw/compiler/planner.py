@@ -7,7 +7,7 @@ Contract (``docs/mapping.md`` has the reasoning)
 (:func:`sw.compiler.blocking.choose_blocking`) whose single item fits a Dbuf, one engine per PE
 up to the number of items with its home Dbuf (:func:`sw.compiler.home_dbufs.engine_homes`),
 as many contexts per pass as fit the Dbufs, and each engine's descriptor table
-(:data:`~sw.compiler.fc_plan.DESC_BYTES` per context) at the start of its home Dbuf, the
+(:data:`~sw.compiler.fc_plan.ENTRY_BYTES` per context) at the start of its home Dbuf, the
 tables of a Dbuf's engines in engine order.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from sw.compiler import home_dbufs
 from sw.compiler.balance import balanced_rows
 from sw.compiler.blocking import SKIP_DENSITY, blocking_costs, choose_blocking, engine_costs
-from sw.compiler.fc_plan import DESC_BYTES, LANES, FcPlan, align
+from sw.compiler.fc_plan import ENTRY_BYTES, LANES, FcPlan, align
 from sw.compiler.graph_kinds import (GRAPHS, MODES, SPARSE_GRAPHS, WFANS, graph_kind,
                                      may_skip_zeros)
 from sw.spec.arch import ArrayParams
@@ -178,7 +178,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     for pe, d in plan.homes:
         i = per_dbuf.get(d, 0)
         per_dbuf[d] = i + 1
-        desc_base.append(params.dbuf_base(d) + i * int(contexts) * DESC_BYTES)
+        desc_base.append(params.dbuf_base(d) + i * int(contexts) * ENTRY_BYTES)
     plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
     if double_buffer is None and plan.passes > 1:
         # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.

@@ -48,9 +48,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from sw.compiler import balance, blocking, chain, dma_plan, home_dbufs
+from sw.compiler import balance, blocking, chain, dbuf_layout, dma_plan, home_dbufs
 from sw.compiler.asm import assemble
-from sw.compiler.fc_plan import DESC_BYTES, LANES, align
+from sw.compiler.fc_plan import LANES
 from sw.compiler.program import program
 from sw.models import figures
 from sw.spec.arch import ArrayParams
@@ -242,14 +242,19 @@ class Workload:
         p = plan.params
         w16 = np.asarray(weights, dtype=np.float16)
         rows = balance.row_steps(plan, w16).reshape(plan.kblocks, plan.kb)
-        steps, chain = rows.sum(axis=1), rows.max(axis=1)
+        steps, longest = rows.sum(axis=1), rows.max(axis=1)
         nnz_rows = _row_nnz(plan, w16)
         self.work = _Work(plan)
         self.cfg_words, cbuf_words = _config_words(plan, image, system.config_ports)
         self.passes = []
+        laid, stage = plan, None
+        if chained_to is not None:
+            # The outputs go into the next layer's input layout, as chain lays them.
+            laid = chain.producer_plan(plan)
+            stage = chain.stages(plan, chained_to)[:2]
         for q in range(plan.passes):
-            dens = self.work.densities(q, steps, chain)
-            segs, groups = _pass_segments(plan, q, nnz_rows, chained_from is not None)
+            dens = self.work.densities(q, steps, longest)
+            segs, groups = _pass_segments(laid, q, nnz_rows, chained_from is not None, stage)
             cbuf = cbuf_words if q == 0 else []
             moves = None if chained_from is None else \
                 _move_load(chained_from, plan, system.dma_channels, sum(cbuf))
@@ -437,51 +442,33 @@ def _config_words(plan, image, ports):
     return max(len(c) for c in cfgs), [n for n in loads if n]
 
 
-def _pass_segments(plan, q, nnz_rows, chained_in=False):
-    """Return ``(segments, groups)`` of pass ``q``'s Dbuf data, laid out as
-    :func:`sw.compiler.dbuf_layout.pass_memory` lays them out (sizes only): ``segments``
-    ``[(global address, bytes)]`` loaded one Dbuf at a time, ``groups`` ``([[address]],
-    bytes)``: the input blocks several Dbufs hold (multicast, ``dbuf_layout.shared_inputs``).
-    ``chained_in``: no input block (a chained previous layer writes them; their few padding
-    words are left out)."""
-    items = list(plan.pass_items(q))
-    ctxs = plan.pass_contexts(q)
-    base = plan.pass_ctx_base(q) * DESC_BYTES
-    segs = [(plan.desc_base[e] + base, ctxs * DESC_BYTES) for e in range(plan.engines)]
-    blocks = plan.pass_inputs(q)
-    groups, top = [], {}
-    for slot, ds in blocks.values():
-        addrs = [plan.pass_base(d, q) + plan.input_offset(slot) for d in ds]
-        if chained_in:
-            pass
-        elif len(ds) > 1:
-            groups.append(addrs)
-        else:
-            segs.append((addrs[0], plan.input_bytes))
-        for d in ds:
-            top[d] = max(top.get(d, 0), slot)
-    cursor = {d: plan.pass_base(d, q) + plan.input_offset(top.get(d, 0) + 1)
-              for _, d in plan.homes}
+def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
+    """Return ``(segments, groups)`` of pass ``q``'s Dbuf data, from its layout
+    (:func:`sw.compiler.dbuf_layout.pass_layout`, items sized by their stored weights
+    ``nnz_rows`` per row block): ``segments`` ``[(global address, bytes)]`` loaded one Dbuf at
+    a time, ``groups`` ``([[address]], bytes)``: the input blocks several Dbufs hold
+    (multicast, ``dbuf_layout.shared_inputs``).  ``chained_in``: no input block (a chained
+    previous layer writes them; their few padding words are left out); ``stage``: the outputs
+    go to a chained next layer's input layout (``pass_layout``'s)."""
+    kind, spec = plan.graph, plan.engine
+    # A dummy item has zero weights (the skip graph stores one a row).
+    dummy = int(kind.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
 
-    def alloc(d, n):
-        a = align(cursor[d], 8)
-        cursor[d] = a + n
-        return a
+    def item_bytes(i):
+        return kind.item_bytes(spec, dummy if i is None else int(nnz_rows[plan.item(i)[0]]))
 
-    for slot in range(ctxs * plan.engines):
-        d = plan.homes[slot % plan.engines][1]
-        if slot < len(items):
-            nz = int(nnz_rows[plan.item(items[slot])[0]])
+    layout = dbuf_layout.pass_layout(plan, q, item_bytes, stage)
+    segs, groups = list(layout.tables), []
+    for _, copies in ([] if chained_in else layout.inputs.values()):
+        if len(copies) > 1:
+            groups.append([a for _, a in copies])
         else:
-            # A dummy item: zero weights (the skip graph stores one a row).
-            nz = int(plan.graph.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
-        nbytes = plan.graph.item_bytes(plan.engine, nz)
-        a = alloc(d, nbytes)
-        if nbytes:
-            segs.append((a, nbytes))
+            segs.append((copies[0][1], plan.input_bytes))
+    for at in layout.places:
+        if at.nbytes:
+            segs.append((at.data, at.nbytes))
         if plan.bias_bytes:
-            segs.append((alloc(d, plan.bias_bytes), plan.bias_bytes))
-        alloc(d, plan.output_bytes)
+            segs.append((at.bias, plan.bias_bytes))
     return segs, (groups, plan.input_bytes)
 
 

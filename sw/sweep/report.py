@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sw.compiler.graph_kinds import GRAPHS  # noqa: E402
 from sw.sweep import paper, table  # noqa: E402
 
 __all__ = ["write", "FIG10", "FIG11"]
@@ -22,10 +23,16 @@ __all__ = ["write", "FIG10", "FIG11"]
 FIG10 = "fig10_utilization.png"
 FIG11 = "fig11_bandwidth.png"
 
-#: Bar colours of the graphs (dense grey, the paper's SWITCH graph orange, ours blue/green).
+#: Bar colours of the graphs (dense grey, the paper's SWITCH graph orange, ours blue/green; a
+#: graph not listed takes the next of matplotlib's default colours).
 _COLOURS = {"dense": "#7f7f7f", "switch": "#ff7f0e", "gather": "#1f77b4", "skip": "#2ca02c"}
-_LABELS = {"dense": "dense", "switch": "sparse: SWITCH (paper)", "gather": "sparse: gather",
-           "skip": "sparse: skip (zero-skipping)"}
+_MORE = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+
+
+def _colour(g):
+    """Return the bar colour of graph ``g``."""
+    extra = [name for name in GRAPHS if name not in _COLOURS]
+    return _COLOURS.get(g) or _MORE[extra.index(g) % len(_MORE)]
 _SHORT = {"alexnet-fc6": "AlexNet FC6\n9 %", "alexnet-fc8": "AlexNet FC8\n25 %",
           "vgg16-fc7": "VGG-16 FC7\n4 %"}
 
@@ -44,7 +51,7 @@ def _grouped(ax, by, layers, batch, graphs, value, scale=1.0):
             if v is not None:
                 xs.append(j - 0.4 + width * (i + 0.5))
                 ys.append(v * scale)
-        ax.bar(xs, ys, width, color=_COLOURS[g], label=_LABELS[g])
+        ax.bar(xs, ys, width, color=_colour(g), label=GRAPHS[g].title)
     ax.set_xticks(range(len(layers)), [_SHORT.get(layer, layer) for layer in layers],
                   fontsize=8)
     ax.set_title(f"batch {batch}", fontsize=10)

@@ -12,9 +12,10 @@ its name.  What a kind says:
 
 * **format**: ``mode`` (the weight format the user names: ``dense`` or ``sparse``, FD-CSR or
   its bitmask), ``column_unit`` (an item's width is a multiple of it), ``fanouts`` (the
-  ``wfan`` values its value loads may take), whether its work scales with the stored weights
-  (``skips_zeros``: :meth:`stored`, :meth:`stored_count`, :meth:`steps`) and whether it has
-  feedback edges (``has_feedback``: ``feedback=False`` is its option);
+  ``wfan`` values its value loads may take), ``title`` (a figure's legend), whether its work
+  scales with the stored weights (``skips_zeros``: :meth:`stored`, :meth:`stored_count`,
+  :meth:`steps`) and whether it has feedback edges (``has_feedback``: ``feedback=False`` is
+  its option);
 * **item data**: :meth:`item_bytes` for ``nnz`` stored weights (the largest,
   ``kb x Cw`` stored, sizes the Dbuf plan), :meth:`encode` and :meth:`item_data` (the bytes a
   Dbuf holds; ``docs/dataflow.md``, "Item data");
@@ -91,6 +92,8 @@ class GraphKind:
     """The contract of a graph kind (module doc); the defaults are the dense graph's."""
     #: The kind's name (the ``sparse_graph`` option of a sparse kind; ``dense``).
     name = ""
+    #: How a figure's legend names it.
+    title = ""
     #: The weight format the user names: ``dense`` or ``sparse``.
     mode = "dense"
     #: The columns an item's width is a multiple of.

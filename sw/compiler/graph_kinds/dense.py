@@ -18,6 +18,7 @@ __all__ = ["Dense"]
 class Dense(GraphKind):
     """The dense graph (module doc)."""
     name = "dense"
+    title = "dense"
     mode = "dense"
 
     def add_streams(self, g, spec, add, ld_b, ld_x, facc):

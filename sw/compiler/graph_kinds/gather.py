@@ -19,6 +19,7 @@ __all__ = ["Gather"]
 class Gather(FdcsrKind):
     """The gather graph (module doc)."""
     name = "gather"
+    title = "sparse: gather"
 
     def row_addresses(self, g, spec, add, k, bs, lds):
         # No branch: BSCAN's tokens are the value loads' addresses.

@@ -52,6 +52,7 @@ def offsets(spec):
 class Skip(SparseKind):
     """The zero-skipping graph (module doc)."""
     name = "skip"
+    title = "sparse: skip (zero-skipping)"
     column_unit = SKIP_WORD
     skips_zeros = True
 

@@ -44,6 +44,7 @@ SPARSE_P0_UTIL = 0.5
 class Switch(FdcsrKind):
     """The paper's SWITCH graph (module doc)."""
     name = "switch"
+    title = "sparse: SWITCH (paper)"
     has_feedback = True
 
     def row_addresses(self, g, spec, add, k, bs, lds):
