@@ -17,12 +17,15 @@ two agree byte for byte:
 * :func:`multicast_windows`: a block that several Dbufs hold at the same offset is loaded by
   one descriptor per channel and window of ``1 + COPIES_BITS`` consecutive Dbufs
   (``sw.spec.dma``): its bytes cross the external port once per window, not once per Dbuf.
+* :func:`move_windows`: a chained layer's on-chip copies (MOVE descriptors) go first, each
+  destination Dbuf on one channel, one descriptor per channel and multicast window; the words
+  they send count in the channels' load before the pass's own data are assigned.
 """
 
 from sw.spec.dma import COPIES_BITS
 from sw.spec.ports import dma_ports
 
-__all__ = ["MERGE_GAP", "merge_runs", "assign_channels", "multicast_windows"]
+__all__ = ["MERGE_GAP", "merge_runs", "assign_channels", "multicast_windows", "move_windows"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
@@ -98,4 +101,25 @@ def multicast_windows(groups, params, chan):
                 dl = dl[len(win):]
                 out.append((c, params.dbuf_base(first) + off,
                             sum(1 << (d - first - 1) for d in win[1:]), g))
+    return out
+
+
+def move_windows(moves, params, channels, load):
+    """Return ``[(channel, move, global address of its first copy, copies mask)]``: the MOVE
+    descriptors of ``moves`` (``sw.compiler.chain.Move``: a source and the destinations of
+    its copies, in order).  The destination Dbufs are assigned to channels by their words
+    (:func:`assign_channels`, which adds them to ``load``), each move cut into multicast
+    windows (:func:`multicast_windows`), and every descriptor's words are added to its
+    channel's ``load`` too (``load`` is updated in place)."""
+    words = {}
+    for m in moves:
+        for a in m.dsts:
+            d = params.dbuf_of(a)[0]
+            words[d] = words.get(d, 0) + m.nbytes // 8
+    chan = assign_channels(words, channels, params, load)
+    out = []
+    for m in moves:
+        for c, lo, copies, _ in multicast_windows([list(m.dsts)], params, chan):
+            out.append((c, m, lo, copies))
+            load[c] += m.nbytes // 8
     return out

@@ -479,25 +479,18 @@ def _output_segments(plan, q):
 
 
 def _move_load(plan, nxt, channels, cbuf_words=0):
-    """Return per DMA channel ``(external bytes, descriptors, words sent)`` of the MOVE
-    descriptors that put ``plan``'s outputs into ``nxt``'s input blocks (``tb.host.job_plan``'s
-    rules: each destination Dbuf on one channel, one descriptor per channel window; a word
-    sent per LOAD and per STORE; channel 0 starts with the pass's ``cbuf_words``)."""
-    p = plan.params
-    moves = chain.moves(plan, nxt)
-    words = {}
-    for m in moves:
-        for a in m.dsts:
-            d = p.dbuf_of(a)[0]
-            words[d] = words.get(d, 0) + m.nbytes // 8
-    chan = dma_plan.assign_channels(words, channels, p,
-                                    [cbuf_words if c == 0 else 0 for c in range(channels)])
+    """Return ``(per DMA channel (external bytes, descriptors, words sent), load)`` of the
+    MOVE descriptors that put ``plan``'s outputs into ``nxt``'s input blocks
+    (:func:`sw.compiler.dma_plan.move_windows`, the runtime's rule; a word sent per LOAD and
+    per STORE); ``load``: the words on each channel afterwards, channel 0 starting with the
+    pass's ``cbuf_words``, as the runtime counts them before assigning the pass's data."""
+    load = [cbuf_words if c == 0 else 0 for c in range(channels)]
     desc, sent = [0] * channels, [0] * channels
-    for m in moves:
-        for c, _, copies, _ in dma_plan.multicast_windows([list(m.dsts)], p, chan):
-            desc[c] += 1
-            sent[c] += m.nbytes // 8 * (2 + bin(copies).count("1"))
-    return [(0, r, w) for r, w in zip(desc, sent)]
+    for c, m, _, copies in dma_plan.move_windows(chain.moves(plan, nxt), plan.params,
+                                                channels, load):
+        desc[c] += 1
+        sent[c] += m.nbytes // 8 * (2 + bin(copies).count("1"))
+    return [(0, r, w) for r, w in zip(desc, sent)], load
 
 
 def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None):
@@ -506,8 +499,9 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     DMA-in: ``segs`` are ``(global address, bytes)`` and ``groups`` the multicast blocks
     (``([[address of each copy]], bytes)``), cut into runs, channels and multicast windows by
     the runtime's rules (:mod:`sw.compiler.dma_plan`); the Cbuf words (``cbuf_words``: per
-    configuration port, a descriptor each) go over channel 0, then ``pre`` (per channel
-    ``(bytes, descriptors, words)`` already placed: a chained layer's moves).  DMA-out:
+    configuration port, a descriptor each) go over channel 0, then ``pre`` (a chained layer's
+    moves, :func:`_move_load`: per channel ``(bytes, descriptors, words)`` already placed, and
+    the channels' load after them).  DMA-out:
     ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.
     """
     bytes_, desc, sent = [0] * channels, [0] * channels, [0] * channels
@@ -529,9 +523,10 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         words[d] = words.get(d, 0) + n // 8
     load = [sum(cbuf_words) if c == 0 else 0 for c in range(channels)]
     bytes_[0], desc[0], sent[0] = 8 * sum(cbuf_words), len(cbuf_words), sum(cbuf_words)
-    for c, (b, r, w) in enumerate(pre or ()):
-        bytes_[c], desc[c], sent[c], load[c] = bytes_[c] + b, desc[c] + r, sent[c] + w, \
-            load[c] + w
+    if pre is not None:
+        placed, load = pre[0], list(pre[1])
+        for c, (b, r, w) in enumerate(placed):
+            bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + w
     chan = dma_plan.assign_channels(words, channels, p, load)
     for lo, hi, _ in runs:
         c = chan[p.dbuf_of(lo)[0]]

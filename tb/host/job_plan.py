@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.spec.arch import ArrayParams
-from sw.compiler.dma_plan import MERGE_GAP, assign_channels, merge_runs, multicast_windows
+from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, merge_runs, move_windows,
+                                  multicast_windows)
 from sw.spec.dma import DescFlag, copy_targets, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
@@ -344,13 +345,9 @@ def _plan_moves(p, moves, lists, touched, load):
     ranges to ``touched``; return the bytes they store."""
     if not moves:
         return 0
-    nch = len(lists)
-    chan = assign_channels(_words_per_dbuf(p, [(a, m.nbytes) for m in moves for a in m.dsts]),
-                           nch, p, load)
+    for c, m, lo, copies in move_windows(moves, p, len(lists), load):
+        lists[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
     for m in moves:
-        for c, lo, copies, _ in multicast_windows([list(m.dsts)], p, chan):
-            lists[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
-            load[c] += m.nbytes // 8
         touched.append((m.src, m.src + m.nbytes))
         touched += [(a, a + m.nbytes) for a in m.dsts]
     return sum(m.nbytes * len(m.dsts) for m in moves)
