@@ -44,6 +44,7 @@ import numpy as np
 
 from sw.cli.rtl import figures
 from sw.compiler import fc_plan, layers, planner
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams
 from sw.spec.system import System
@@ -69,10 +70,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     else:
         w = layers.make_weights((K, C), density, seed)
     x = layers.make_inputs(w.shape[1], N, seed)
-    skip = mode == "sparse" and sparse_graph == "skip"
-    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if skip else None
-    plan = planner.plan_fc(w.shape[0], w.shape[1], x.shape[0], mode, p,
-                           sparse_graph=sparse_graph, row_nnz=nnz)
+    plan = planner.plan_fc(FcLayer.of(w, N), p, PlanOptions(mode, sparse_graph))
     t0 = time.perf_counter()
     ref = golden_fc.run_fc(plan, w, x, exact=exact)
     golden_s = time.perf_counter() - t0
@@ -142,9 +140,8 @@ def first_passes(args, mode):
     n = args.batch[0]
     x = layers.make_inputs(w.shape[1], n, 0)
     graph = args.sparse_graph if mode == "sparse" else None
-    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
-    plan = planner.plan_fc(w.shape[0], w.shape[1], n, mode, p, sparse_graph=graph, row_nnz=nnz,
-                           double_buffer=args.double_buffer)
+    plan = planner.plan_fc(FcLayer.of(w, n), p,
+                           PlanOptions(mode, graph, double_buffer=args.double_buffer))
     k = min(args.first_passes, plan.passes)
     ref = golden_fc.run_fc(plan, w, x, exact=False).result.copy()
     mask = np.zeros(ref.shape, dtype=bool)

@@ -10,6 +10,7 @@ import pytest
 from cliutil import assert_user_error, run
 
 from sw.compiler import layers, planner
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.fc_plan import ENTRY_BYTES
 from sw.compiler.program import pass_images
 from sw.models import choose
@@ -126,9 +127,8 @@ def test_default_is_the_plan_the_model_predicts_faster(K, N, dbuf, mode, graph, 
                                                        tmp_path, capsys):
     density = 1.0 if mode == "dense" else 0.25
     w = layers.make_weights((K, 1024), density, 1)
-    nnz = np.count_nonzero(w.view(np.uint16), axis=1) if graph == "skip" else None
-    plan, cycles = choose.best_plan(K, 1024, N, mode, _params(dbuf), w, row_nnz=nnz,
-                                    sparse_graph=graph)
+    plan, cycles = choose.best_plan(FcLayer.of(w, N), _params(dbuf),
+                                    PlanOptions(mode, sparse_graph=graph))
     assert set(cycles) == {False, True} and plan.double_buffer is double
     assert cycles[double] < cycles[not double]
     # The CLI's default is that choice; an explicit option is honoured.
@@ -143,8 +143,8 @@ def test_default_is_the_plan_the_model_predicts_faster(K, N, dbuf, mode, graph, 
     assert run(capsys, *argv, "--double-buffer" if not double else "--no-double-buffer")[0] == 0
     assert json.loads(path.read_text())["double_buffer"] is not double
     # One pass: nothing to overlap, nothing compared.
-    _, none = choose.best_plan(64, 256, 16, "dense", _params(1 << 21),
-                               layers.make_weights((64, 256), 1.0, 1))
+    _, none = choose.best_plan(FcLayer.of(layers.make_weights((64, 256), 1.0, 1), 16),
+                               _params(1 << 21), PlanOptions("dense"))
     assert none == {}
 
 

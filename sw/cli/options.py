@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from sw.compiler import fc_plan, layers
-from sw.compiler.graph_kinds import may_skip_zeros
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.prune import check_density, prune
 from sw.models import choose, golden_fc
 from sw.spec.arch import ArrayParams
@@ -19,7 +19,7 @@ from sw.spec.system import System
 
 _ARRAY = ArrayParams()
 
-__all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options",
+__all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "layer_of",
            "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
            "add_array_args", "add_hw_args", "array_params"]
 
@@ -73,32 +73,33 @@ def add_layer_args(parser):
                      help=f"PE columns (default {DEFAULTS['cols']})")
 
 
-def plan_options(args, weights=None):
-    """Return the :func:`sw.compiler.planner.plan_fc` keywords of the graph options (with
-    ``weights``, the ``skip`` graph's rows are balanced by their stored weights and ``--bias``
-    is read and checked against their ``K``)."""
+def plan_options(args, feedback=True):
+    """Return the :class:`~sw.compiler.fc_layer.PlanOptions` of the graph options (checked;
+    ``feedback``: the SWITCH graph's feedback edges)."""
     if args.mode != "sparse":
         given = [flag for flag, v in (("--sparse-graph", args.sparse_graph is not None),
                                       ("--wfan", args.wfan is not None)) if v]
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise FdpuError(f"{', '.join(given)} {verb} to --mode sparse only")
-    graph = args.sparse_graph
-    opts = dict(kb=args.kb, gb=args.gb, wfan=args.wfan, sparse_graph=graph)
     double = getattr(args, "double_buffer", None)
     if double and not getattr(args, "overlap", True):
         raise FdpuError("--double-buffer overlaps the DMA with the contexts: it cannot run with "
                         "--no-overlap")
     if double is None and not getattr(args, "overlap", True):
         double = False
-    opts["double_buffer"] = double
-    if weights is not None and may_skip_zeros(args.mode, graph):
-        opts["row_nnz"] = np.count_nonzero(np.asarray(weights).view(np.uint16), axis=1)
-    if getattr(args, "relu", False):
-        opts["relu"] = True
-    if weights is not None and getattr(args, "bias", None):
-        opts["bias"] = layers.load_bias(args.bias, np.asarray(weights).shape[0])
-    return opts
+    return PlanOptions(mode=args.mode, sparse_graph=args.sparse_graph, kb=args.kb, gb=args.gb,
+                       wfan=args.wfan, feedback=feedback, double_buffer=double)
+
+
+def layer_of(args, w, n, bias=None, relu=None):
+    """Return the :class:`~sw.compiler.fc_layer.FcLayer` of weights ``w`` at batch ``n``: its
+    ``bias`` (default: ``--bias``, read and checked against ``K``) and ``relu`` (default:
+    ``--relu``)."""
+    if bias is None and getattr(args, "bias", None):
+        bias = layers.load_bias(args.bias, np.asarray(w).shape[0])
+    relu = bool(getattr(args, "relu", False)) if relu is None else relu
+    return FcLayer.of(w, n, bias=bias, relu=relu)
 
 
 def check_system(system, params):
@@ -127,12 +128,13 @@ def system_of(args, params):
     return system
 
 
-def plan_layer(args, w, x, params, **extra):
-    """Return the plan of the layer: :func:`plan_options`, and without ``--[no-]double-buffer``
-    the choice the performance model predicts faster (:func:`sw.models.choose.best_plan`)."""
+def plan_layer(args, w, x, params, feedback=True, bias=None, relu=None):
+    """Return the plan of the layer (:func:`layer_of`, :func:`plan_options`): without
+    ``--[no-]double-buffer`` the choice the performance model predicts faster
+    (:func:`sw.models.choose.best_plan`)."""
     with as_options("kb", "gb"):
-        plan, _ = choose.best_plan(w.shape[0], w.shape[1], x.shape[0], args.mode, params, w,
-                                   system_of(args, params), **plan_options(args, w), **extra)
+        plan, _ = choose.best_plan(layer_of(args, w, x.shape[0], bias, relu), params,
+                                   plan_options(args, feedback), system_of(args, params))
     return plan
 
 

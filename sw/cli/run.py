@@ -106,7 +106,7 @@ def check_options(args):
     check_layer_options(args)
     params = array_params(args)
     system_of(args, params)
-    plan_options(args)
+    plan_options(args, feedback=not args.no_feedback)
 
 
 def run_command(args):

@@ -18,19 +18,32 @@ import numpy as np
 from sw.compiler import home_dbufs
 from sw.compiler.balance import balanced_rows
 from sw.compiler.blocking import SKIP_DENSITY, blocking_costs, choose_blocking, engine_costs
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.fc_plan import ENTRY_BYTES, LANES, FcPlan, align
-from sw.compiler.graph_kinds import (GRAPHS, MODES, SPARSE_GRAPHS, WFANS, graph_kind,
-                                     may_skip_zeros)
+from sw.compiler.graph_kinds import GRAPHS, WFANS, graph_kind, may_skip_zeros
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
 __all__ = ["plan_fc"]
 
 
-def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
-            contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
-            double_buffer=None, bias=None, relu=False, split=1):
-    """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a ``K x C`` layer at batch ``N``.
+def plan_fc(layer, *args, **kwargs):
+    """Return the :class:`~sw.compiler.fc_plan.FcPlan` of a layer, built once and whole.
+
+    Two forms, one planner:
+
+    * ``plan_fc(layer, params=None, options=None)``: ``layer`` an
+      :class:`~sw.compiler.fc_layer.FcLayer` (shape and batch, the rows' stored weights or a
+      density, bias, ReLU), ``params`` an :class:`~sw.spec.arch.ArrayParams` (default: the
+      README's configuration), ``options`` a :class:`~sw.compiler.fc_layer.PlanOptions`
+      (default: every choice the planner's).  The layer's ``row_nnz`` is used where the plan
+      runs a graph that skips zero weights (its rows balanced over the engines; not for a
+      split plan, whose rows keep their order).
+    * ``plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
+      contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
+      double_buffer=None, bias=None, relu=False, split=1)``: the same from loose arguments
+      (as below); a ``row_nnz`` given for a graph that does the same work per row, or with a
+      split, is refused.
 
     ``kb``/``gb`` (and, sparse, ``wfan``: lane groups per value load, one of
     :data:`~sw.compiler.fc_plan.WFANS`) default to the blocking with the lowest estimated time
@@ -62,14 +75,40 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     FdpuError
         For a bad mode, shape or batch, or a layer whose single item does not fit a Dbuf.
     """
+    if isinstance(layer, FcLayer):
+        return _plan(layer, *args, **kwargs)
+    return _plan_args(layer, *args, **kwargs)
+
+
+def _plan_args(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
+               contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
+               double_buffer=None, bias=None, relu=False, split=1):
+    """Return :func:`plan_fc` of its loose-argument form."""
+    options = PlanOptions(mode, sparse_graph, kb, gb, wfan, contexts, feedback, fan_pipe0,
+                          double_buffer, split)
+    layer = FcLayer(K, C, N, bias=bias, relu=relu)
+    if row_nnz is not None:
+        if not may_skip_zeros(mode, sparse_graph):
+            names = [k for k in GRAPHS.values() if k.skips_zeros]
+            raise FdpuError(f"row_nnz balances the {' and '.join(k.name for k in names)} "
+                            f"graph's rows: it needs mode {names[0].mode!r} and sparse_graph "
+                            f"{' or '.join(repr(k.name) for k in names)} or None (the other "
+                            f"graphs do the same work per row)")
+        layer = FcLayer(K, C, N, row_nnz=row_nnz, bias=layer.bias_values, relu=relu)
+        if split != 1:
+            raise FdpuError("a split plan keeps its rows in order (row_nnz would balance them "
+                            "across slices)")
+    return _plan(layer, params, options)
+
+
+def _plan(layer, params=None, options=None):
+    """Return the plan of ``layer`` with ``options`` on ``params`` (see :func:`plan_fc`)."""
     params = params or ArrayParams()
-    asked = dict(kb=kb, gb=gb, contexts=contexts, wfan=wfan)
-    if mode not in MODES:
-        raise FdpuError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    for name, v in (("out_features K", K), ("in_features C", C), ("batch", N)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise FdpuError(f"{name} must be a positive integer, got {v!r}")
-    K, C, N = int(K), int(C), int(N)
+    opts = options or PlanOptions()
+    mode, kb, gb, wfan, contexts = opts.mode, opts.kb, opts.gb, opts.wfan, opts.contexts
+    feedback, split, double_buffer = opts.feedback, opts.split, opts.double_buffer
+    K, C, N = layer.K, layer.C, layer.N
+    bias, relu = layer.bias, layer.relu
     kinds = [k for k in GRAPHS.values() if k.mode == mode]
     if align(C, min(k.column_unit for k in kinds)) > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the ITER/FACC count limit of 65535")
@@ -79,44 +118,17 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
                               or not 1 <= v <= most):
             raise FdpuError(f"{name} must be an integer in 1..{most} ({what}), got {v!r}")
-    if sparse_graph is not None and sparse_graph not in SPARSE_GRAPHS:
-        raise FdpuError(f"sparse_graph must be one of {', '.join(SPARSE_GRAPHS)}, "
-                        f"got {sparse_graph!r}")
-    # wfan is a choice of the modes whose graphs' value loads fan out to more than 4 groups.
-    fanning = sorted({k.mode for k in GRAPHS.values() if len(k.fanouts(WFANS[-1])) > 1})
-    if wfan is not None and (wfan not in WFANS or mode not in fanning):
-        raise FdpuError(f"wfan (lane groups per value load) is one of "
-                        f"{', '.join(map(str, WFANS))} in mode "
-                        f"{' or '.join(map(repr, fanning))}, got {wfan!r} in mode {mode!r}")
-    if row_nnz is not None:
-        if not may_skip_zeros(mode, sparse_graph):
-            names = [k for k in GRAPHS.values() if k.skips_zeros]
-            raise FdpuError(f"row_nnz balances the {' and '.join(k.name for k in names)} "
-                            f"graph's rows: it needs mode {names[0].mode!r} and sparse_graph "
-                            f"{' or '.join(repr(k.name) for k in names)} or None (the other "
-                            f"graphs do the same work per row)")
-        row_nnz = np.asarray(row_nnz)
-        if row_nnz.shape != (K,) or row_nnz.dtype.kind not in "iu" or (row_nnz < 0).any() \
-                or (row_nnz > C).any():
-            raise FdpuError(f"row_nnz must be {K} integers in 0..{C} (one per weight row), "
-                            f"got shape {row_nnz.shape} of {row_nnz.dtype}")
-    _check_split(split, K, C, kb, gb, row_nnz, FcPlan(
-        graph_kind(mode, sparse_graph), K, C, N, params, 1, 1,
-        split=split if isinstance(split, int) and split >= 1 else 1))
-    if not isinstance(relu, bool):
-        raise FdpuError(f"relu must be True or False, got {relu!r}")
-    bias = _bias_bits(bias, K)
-    if double_buffer is not None and not isinstance(double_buffer, bool):
-        raise FdpuError(f"double_buffer must be True, False or None (automatic), got "
-                        f"{double_buffer!r}")
-    if sparse_graph is None:
+    _check_split(split, K, C, kb, gb, FcPlan(opts.named_graph, K, C, N, params, 1, 1,
+                                            split=split))
+    row_nnz = None if split != 1 or layer.row_nnz is None else np.asarray(layer.row_nnz)
+    if opts.sparse_graph is None:
         kind = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
     else:
-        kind = graph_kind(mode, sparse_graph)
+        kind = opts.named_graph
     if not kind.skips_zeros:
         row_nnz = None
-    density = (SKIP_DENSITY if row_nnz is None
-               else float(np.maximum(1, row_nnz).sum()) / (K * C))
+    density = layer.stored_density if split == 1 else None
+    density = SKIP_DENSITY if density is None or not kind.skips_zeros else density
     cw = FcPlan(kind, K, C, N, params, 1, 1, split=split).Cw
     if cw > 0xFFFF:
         raise FdpuError(f"in_features {C} exceeds the {kind.name} graph's limit of "
@@ -149,7 +161,7 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
                             f"fewer in_features, bigger Dbufs or another blocking"
                             + (" or no double buffering" if double_buffer else ""))
     wfan = WFANS[0] if wfan is None else wfan
-    plan = FcPlan(kind, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=bool(fan_pipe0),
+    plan = FcPlan(kind, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=opts.fan_pipe0,
                   bias=bias, relu=relu, split=split, double_buffer=bool(double_buffer))
     slots = engine_costs(replace(plan.engine, Cw=min(cw, 64)))[0]
     if slots > params.slots:
@@ -183,21 +195,16 @@ def plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True
     if double_buffer is None and plan.passes > 1:
         # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.
         try:
-            return plan_fc(K, C, N, mode, params, feedback=feedback, fan_pipe0=fan_pipe0,
-                           row_nnz=row_nnz, double_buffer=True, relu=relu,
-                           bias=None if bias is None
-                           else np.array(bias, dtype=np.uint16).view(np.float16),
-                           sparse_graph=plan.sparse_graph, split=split, **asked)
+            return _plan(layer, params, replace(opts, double_buffer=True,
+                                                sparse_graph=plan.sparse_graph))
         except FdpuError:
             pass
     return plan
 
 
-def _check_split(split, K, C, kb, gb, row_nnz, probe):
-    """Refuse a ``split`` that is not a positive integer or does not fit the layer (see
-    :func:`plan_fc`); ``probe`` is the plan's shape with ``split`` (or 1 if it is bad)."""
-    if isinstance(split, bool) or not isinstance(split, (int, np.integer)) or split < 1:
-        raise FdpuError(f"split must be a positive integer (column slices), got {split!r}")
+def _check_split(split, K, C, kb, gb, probe):
+    """Refuse a ``split`` that does not fit the layer (see :func:`plan_fc`); ``probe`` is the
+    plan's shape with ``split``."""
     if split == 1:
         return
     if kb is None or gb is None:
@@ -206,30 +213,10 @@ def _check_split(split, K, C, kb, gb, row_nnz, probe):
     if K % split or (K // split) % kb:
         raise FdpuError(f"split {split}: out_features {K} must be split x a multiple of kb "
                         f"({kb}): each slice's rows padded to whole row blocks")
-    if row_nnz is not None:
-        raise FdpuError("a split plan keeps its rows in order (row_nnz would balance them "
-                        "across slices)")
     if (split - 1) * probe.Cw >= C:
         raise FdpuError(f"split {split}: slices of {probe.Cw} columns leave the last one "
                         f"without any of the {C} in_features; use at most "
                         f"{-(-C // probe.Cw) if probe.Cw < C else 1} slices")
-
-
-def _bias_bits(bias, K):
-    """Return ``bias`` (``K`` finite real values, or ``None``) as a tuple of binary16 bit
-    patterns, rounded to nearest even, or ``None``."""
-    if bias is None:
-        return None
-    arr = np.asarray(bias)
-    if arr.shape != (K,) or arr.dtype.kind not in "iuf":
-        raise FdpuError(f"bias must be {K} real values (one per output), got shape {arr.shape} "
-                        f"of {arr.dtype}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        half = arr.astype(np.float16)
-    if not np.isfinite(half).all():
-        raise FdpuError("bias values must be finite and within the binary16 range "
-                        "(|b| <= 65504)")
-    return tuple(int(v) for v in half.view(np.uint16))
 
 
 def _room(plan):

@@ -33,6 +33,7 @@ import dataclasses
 
 import numpy as np
 
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.fc_plan import FcPlan, align
 from sw.compiler.graph_kinds import GRAPHS
 from sw.compiler.planner import plan_fc
@@ -104,15 +105,15 @@ def split_layer(plan, weights, split=None):
     if split == 1:
         return None
     kp = plan.kblocks * plan.kb
-    part = plan_fc(split * kp, plan.C, plan.N, plan.mode, plan.params, kb=plan.kb, gb=plan.gb,
-                   feedback=plan.feedback, wfan=plan.wfan if plan.graph.sparse else None,
-                   sparse_graph=plan.sparse_graph, split=split)
+    part = plan_fc(FcLayer(split * kp, plan.C, plan.N), plan.params, PlanOptions(
+        plan.mode, plan.sparse_graph, plan.kb, plan.gb,
+        wfan=plan.wfan if plan.graph.sparse else None, feedback=plan.feedback, split=split))
     if part.passes != 1:
         raise FdpuError(f"split {split}: the partial sums of the {plan.K} x {plan.C} layer "
                         f"take {part.passes} passes; a split layer runs in one")
     bias = None if plan.bias is None else \
         np.array(plan.bias, dtype=np.uint16).view(np.float16)
-    total = plan_fc(plan.K, split * kp, plan.N, SUM_GRAPH.mode, plan.params,
-                    sparse_graph=SUM_GRAPH.name, bias=bias, relu=plan.relu)
+    total = plan_fc(FcLayer(plan.K, split * kp, plan.N, bias=bias, relu=plan.relu),
+                    plan.params, PlanOptions(SUM_GRAPH.mode, SUM_GRAPH.name))
     return Split(split, part, partial_weights(weights, split, kp, part.Cw), total,
                  sum_weights(plan.K, split, kp))

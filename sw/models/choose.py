@@ -3,8 +3,9 @@ predicts faster end to end.
 
 Contract
 --------
-:func:`best_plan` takes :func:`sw.compiler.planner.plan_fc`'s arguments, the layer's weights and
-the :class:`~sw.models.perf.System` it will run in.  An explicit ``double_buffer`` (``True`` or
+:func:`best_plan` takes an :class:`~sw.compiler.fc_layer.FcLayer` with its weights, the
+:class:`~sw.spec.arch.ArrayParams`, the :class:`~sw.compiler.fc_layer.PlanOptions` and the
+:class:`~sw.models.perf.System` it will run in.  An explicit ``double_buffer`` (``True`` or
 ``False``) is honoured.  Otherwise, when the layer takes more than one pass (double buffering
 halves the Dbuf space a pass has, so it can add passes and re-read the inputs more often: a
 loss for some layers, alexnet-fc6 sparse among them, docs/system.md) both plans are predicted
@@ -13,26 +14,33 @@ buffered.  Without ``system.overlap`` nothing overlaps, so no plan is double-buf
 return is ``(plan, {double_buffer: predicted cycles})`` (empty when nothing was compared).
 """
 
+from dataclasses import replace
+
 from sw.compiler import planner
+from sw.compiler.fc_layer import PlanOptions
 from sw.models import perf
 from sw.spec.errors import FdpuError
 
 __all__ = ["best_plan"]
 
 
-def best_plan(K, C, N, mode, params, weights, system=perf.System(), **opts):
+def best_plan(layer, params, options=None, system=perf.System()):
     """Return ``(plan, predicted cycles per choice)`` (see the module doc)."""
-    if opts.get("double_buffer") is not None:
-        return planner.plan_fc(K, C, N, mode, params, **opts), {}
+    options = options or PlanOptions()
+    if layer.weights is None:
+        raise FdpuError("choosing between plans by their predicted cycles needs the layer's "
+                        "weights (FcLayer.of)")
+    if options.double_buffer is not None:
+        return planner.plan_fc(layer, params, options), {}
     if not system.overlap:
-        return planner.plan_fc(K, C, N, mode, params, **{**opts, "double_buffer": False}), {}
-    single = planner.plan_fc(K, C, N, mode, params, **{**opts, "double_buffer": False})
+        return planner.plan_fc(layer, params, replace(options, double_buffer=False)), {}
+    single = planner.plan_fc(layer, params, replace(options, double_buffer=False))
     if single.passes == 1:
         return single, {}
     try:
-        double = planner.plan_fc(K, C, N, mode, params, **{**opts, "double_buffer": True})
+        double = planner.plan_fc(layer, params, replace(options, double_buffer=True))
     except FdpuError:           # one item does not fit half a Dbuf
         return single, {}
-    cycles = {False: perf.predict(single, weights, system).cycles,
-              True: perf.predict(double, weights, system).cycles}
+    cycles = {False: perf.predict(single, layer.weights, system).cycles,
+              True: perf.predict(double, layer.weights, system).cycles}
     return (double if cycles[True] < cycles[False] else single), cycles

@@ -27,6 +27,7 @@ from dataclasses import asdict
 import numpy as np
 
 from sw.compiler import layers, planner
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.graph_kinds import graph_kind
 from sw.models import perf
 from sw.models.perf import Constants, System, Workload
@@ -110,13 +111,10 @@ def rebuild(pt):
         w = layers.make_weights((c["K"], c["C"]), 1.0 if c["density"] is None else c["density"],
                                 c["seed"])
     x = layers.make_inputs(c["C"], c["N"], c["seed"])
-    kind = graph_kind(c["mode"], c["sparse_graph"])
-    plan = planner.plan_fc(c["K"], c["C"], c["N"], c["mode"], params, kb=c["kb"], gb=c["gb"],
-                           wfan=c["wfan"] if kind.sparse else None,
-                           sparse_graph=c["sparse_graph"],
-                           row_nnz=np.count_nonzero(w.view(np.uint16), axis=1)
-                           if kind.skips_zeros else None,
-                           double_buffer=c.get("double_buffer", False))
+    plan = planner.plan_fc(FcLayer.of(w, c["N"]), params, PlanOptions(
+        c["mode"], c["sparse_graph"], c["kb"], c["gb"],
+        wfan=c["wfan"] if graph_kind(c["mode"], c["sparse_graph"]).sparse else None,
+        double_buffer=c.get("double_buffer", False)))
     if (plan.passes, plan.contexts) != (c["passes"], c["contexts"]):
         raise FdpuError(f"calibration point {pt['name']}: the plan now has {plan.passes} passes "
                         f"of {plan.contexts} contexts, the RTL ran {c['passes']} of "
