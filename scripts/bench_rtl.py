@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from sw.cli.rtl import figures
+from sw.runtime.layer import rtl_figures as figures
 from sw.compiler import fc_plan, layers, planner
 from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.models import golden_fc

@@ -16,7 +16,7 @@ import sys
 import time
 
 
-from sw.cli.rtl import figures
+from sw.runtime.layer import rtl_figures as figures
 from sw.compiler import fc_plan, layers, planner
 from sw.models import golden_fc
 from sw.spec.arch import ArrayParams

@@ -36,22 +36,19 @@ import dataclasses
 import importlib.util
 import os
 import sys
-import time
-import warnings
 
 import numpy as np
 from rich.table import Table
 
-from sw.cli import rtl
-from sw.cli.options import (DEFAULTS, add_hw_args, array_params, graph_name, plan_layer,
-                            plan_options, system_of)
-from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
-from sw.compiler import chain, fc_plan, layers, net, onnx_import, split
+from sw.cli.options import DEFAULTS, add_hw_args, array_params, plan_options, system_of
+from sw.cli.output import Bars, check_outputs, console, save_npy, write_json
+from sw.compiler import fc_plan, layers, net, onnx_import
 from sw.compiler.prune import check_density, prune
-from sw.models import figures, golden_fc, perf, reference
-from sw.spec.errors import FdpuError, FdpuWarning
+from sw.models import golden_fc
+from sw.runtime.layer import RtlOptions
+from sw.runtime.network import NetOptions, run_network
+from sw.spec.errors import FdpuError
 from sw.spec.system import SIMULATORS
-from tb.host import runtime
 from tb.host.job_plan import MemModel
 
 __all__ = ["register", "check_options", "load_model", "load_labels", "net_command"]
@@ -270,224 +267,12 @@ def _prepared_inputs(path, model):
     return layers.check_inputs(x, model.C, os.fspath(path)), arr.astype(np.float32)
 
 
-def _nnz(w):
-    return int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16)))
-
-
-def plan_layers(args, layers_, ws, n, params):
-    """Return every layer's plan (``plan_layer``: the chooser's blocking, its own bias and
-    ReLU) for a batch of ``n``."""
-    plans = []
-    for layer, w in zip(layers_, ws):
-        x = np.broadcast_to(np.float16(0), (n, w.shape[1]))     # the planner reads N only
-        plans.append(plan_layer(args, w, x, params, bias=layer.bias,
-                                relu=layer.activation == "relu"))
-    return plans
-
-
-@dataclasses.dataclass(frozen=True)
-class Stage:
-    """One run of the array in a network: a layer, or one of a split layer's two stages."""
-    layer: int          # the network's layer
-    name: str
-    weights: np.ndarray
-    plan: fc_plan.FcPlan
-    bias: object = None
-    activation: str = None
-    role: str = None    # None, "partial sums" or "sum" (sw.compiler.split)
-
-
-def _split_wins(args, plan, w, parts, system):
-    """Return whether ``parts`` (:class:`~sw.compiler.split.Split`) is predicted faster than
-    ``plan`` (the performance model, the two stages chained when they can be)."""
-    if args.split:
-        return True
-    whole = perf.predict(plan, w, system).cycles
-    on_chip = chain.link_error(parts.partial, parts.total, parts.partial_weights,
-                               parts.total_weights) is None
-    first = perf.predict(parts.partial, parts.partial_weights, system,
-                         chained_to=parts.total if on_chip else None).cycles
-    second = perf.predict(parts.total, parts.total_weights, system,
-                          chained_from=parts.partial if on_chip else None).cycles
-    return first + second < whole
-
-
-def stages_of(args, layers_, ws, plans, system):
-    """Return the network's :class:`Stage` list: each layer as planned, or (``--split``, or by
-    default where the performance model predicts it faster) a layer with few work items as
-    its two split-reduction stages (:func:`sw.compiler.split.split_layer`)."""
-    out = []
-    for i, (layer, w, plan) in enumerate(zip(layers_, ws, plans)):
-        name = _short(layer.name)
-        parts = None
-        if args.split is not False and split.ways(plan) > 1:
-            try:
-                parts = split.split_layer(plan, w)
-            except FdpuError as exc:
-                if args.split:
-                    raise FdpuError(f"--split: layer {i} ({name}): {exc}") from None
-                parts = None         # the partial sums do not fit one pass: the layer stays
-            if parts is not None and not _split_wins(args, plan, w, parts, system):
-                parts = None
-        if parts is None:
-            out.append(Stage(i, name, w, plan, layer.bias, layer.activation))
-            continue
-        out.append(Stage(i, f"{name}: partial sums ({parts.ways} slices)",
-                         parts.partial_weights, parts.partial, role="partial sums"))
-        out.append(Stage(i, f"{name}: sum of {parts.ways}", parts.total_weights, parts.total,
-                         layer.bias, layer.activation, role="sum"))
-    if args.split and len(out) == len(plans):
-        raise FdpuError(f"--split: no layer of {args.model} can split its reduction on "
-                        f"{plans[0].params.num_pes} PEs (a layer splits when it runs in one "
-                        f"pass and its work items fill at most half of the PEs, and its "
-                        f"inputs hold two column units or more); leave --split out")
-    return out
-
-
-def link_notes(args, plans, ws):
-    """Return per link (layer ``i`` to ``i + 1``) ``None`` when its activations stay on chip,
-    else why the host streams them; ``--chain`` with a link that cannot chain is an error.
-
-    A layer whose outputs stay on chip keeps its rows in order (``plans`` is updated): the
-    skip graph's row balancing would scatter an item's outputs over the next layer's inputs,
-    which the stage needs in runs (the numbers do not depend on the order; the cycles do, and
-    the report's plan says which ran)."""
-    notes = []
-    for i in range(len(plans) - 1):
-        if args.sim == "golden":
-            why = "the golden model runs layer by layer"
-        elif args.chain is False:
-            why = "--no-chain"
-        else:
-            ordered = dataclasses.replace(plans[i], row_order=())
-            why = chain.link_error(ordered, plans[i + 1], ws[i], ws[i + 1])
-            if why is None and i and notes[-1] is None and plans[i].row_order:
-                # the previous link was checked against this layer's balanced layout
-                why = chain.link_error(plans[i - 1], ordered, ws[i - 1], ws[i]) and \
-                    "this layer's rows in order do not fit behind the previous layer's stages"
-            if why is None:
-                plans[i] = ordered
-        if why and args.chain:
-            raise FdpuError(f"--chain: layers {i} and {i + 1} cannot be chained on chip: {why}")
-        notes.append(why)
-    return notes
-
-
-def _record(i, stage, w, plan):
-    nnz = _nnz(w)
-    return dict(index=i, name=stage.name, layer=stage.layer, stage=stage.role, K=plan.K,
-                C=plan.C, N=plan.N, nnz=nnz,
-                density=nnz / (plan.K * plan.C), graph=graph_name(plan), plan=plan.describe(),
-                bias=stage.bias is not None, relu=stage.activation == "relu",
-                passes=plan.passes, double_buffer=plan.double_buffer, chained_in=False,
-                chained_out=False)
-
-
-def _golden(args, i, plan, w, x, exact):
-    with progress_bar(f"golden model: layer {i}", "passes" if exact else "input columns") \
-            as show:
-        return golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
-
-
-def run_layer(args, i, stage, w, x, plan, system, mem, chained_from=None, chained_to=None):
-    """Run one planned :class:`Stage` on ``args.sim``; return ``(outputs, record)``.
-    ``chained_from`` and ``chained_to`` (the previous and next plans) are the model's chaining
-    (``perf.predict``)."""
-    rec = _record(i, stage, w, plan)
-    t0 = time.perf_counter()
-    if args.sim in ("golden", "model"):
-        exact = golden_fc.exact_for(args.engine, plan)
-        res = _golden(args, i, plan, w, x, exact)
-        with warnings.catch_warnings():         # infinite inputs from an overflowed layer
-            warnings.simplefilter("ignore", RuntimeWarning)
-            chk = reference.check(res.result, w, x, mu=res.running, steps=plan.Cw,
-                                  bias=plan.bias, relu=plan.relu)
-        rec.update(engine="exact" if exact else "fast", match=chk.holds, check=chk.as_dict(),
-                   instructions=res.counters.instructions)
-        y = res.result
-        if args.sim == "model":
-            pred = perf.predict(plan, w, system, chained_from=chained_from,
-                                chained_to=chained_to).as_dict()
-            rec.update({k: pred[k] for k in FIGURES}, chained_in=chained_from is not None,
-                       chained_out=chained_to is not None)
-    else:
-        exact = golden_fc.exact_for(args.golden, plan)
-        ref = _golden(args, i, plan, w, x, exact)
-        y, job = rtl.simulate(plan, w, x, args, mem, what=f"layer {i}")
-        fig = rtl.figures(plan, w, x, ref, y, job)
-        rec.update({k: fig[k] for k in FIGURES}, golden="exact" if exact else "fast",
-                   match=fig["match"], mismatches=fig["mismatches"],
-                   rtl_instructions=fig["rtl_instructions"],
-                   golden_instructions=fig["golden_instructions"])
-    rec["seconds"] = time.perf_counter() - t0
-    return y, rec
-
-
-def run_chain(args, first, stages, ws, x, plans, mem):
-    """Run layers ``first ..`` (``plans``, every link chainable) chained on chip in one RTL
-    simulation; return ``(last layer's outputs, records)``.
-
-    Only the last layer's outputs leave the chip: it is compared bit for bit with the golden
-    model's run of the chain (each layer on the previous one's golden outputs); the layers
-    before it are checked through it (``checked_at``), their figures are their passes' of the
-    job.
-    """
-    t0 = time.perf_counter()
-    refs, xs = [], [x]
-    for n, (plan, w) in enumerate(zip(plans, ws)):
-        ref = _golden(args, first + n, plan, w, xs[-1], golden_fc.exact_for(args.golden, plan))
-        refs.append(ref)
-        xs.append(ref.result)
-    last = first + len(plans) - 1
-    y, job = rtl.simulate_chain(plans, ws, x, args, mem, what=f"layers {first}-{last}")
-    recs = []
-    for n, (plan, w) in enumerate(zip(plans, ws)):
-        end = n + 1 == len(plans)
-        fig = rtl.figures(plan, w, xs[n], refs[n], y if end else refs[n].result,
-                          runtime.layer_job(job, n))
-        rec = _record(first + n, stages[n], w, plan)
-        rec.update({k: fig[k] for k in FIGURES},
-                   golden="exact" if golden_fc.exact_for(args.golden, plan) else "fast",
-                   rtl_instructions=fig["rtl_instructions"],
-                   golden_instructions=fig["golden_instructions"], chained_in=n > 0,
-                   chained_out=not end, checked_at=last)
-        recs.append(rec)
-    match = not (y.view(np.uint16) != refs[-1].result.view(np.uint16)).any()
-    mism = int((y.view(np.uint16) != refs[-1].result.view(np.uint16)).sum())
-    for rec in recs:
-        rec.update(match=match, mismatches=mism if rec["index"] == last else None,
-                   seconds=time.perf_counter() - t0)
-    return y, recs
-
-
-#: The figures of a layer's model or RTL run that the report keeps.
-FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilization",
-           "utilization_end_to_end", "ext_read_bytes", "ext_write_bytes", "external_bytes",
-           "min_external_bytes", "peak_bandwidth", "pass_cycles")
-
-
-def _short(name):
-    """Return a layer's name without its file (``"PATH: node Gemm 'fc0'"`` -> the node)."""
-    return name.split(": ", 1)[1] if ": " in name else name
-
-
-def _non_finite(rec, y, layers_):
-    """Count (and warn of) the layer's outputs beyond the binary16 range."""
-    rec["non_finite"] = int((~np.isfinite(y)).sum())
-    if rec["non_finite"]:
-        warnings.warn(FdpuWarning(
-            f"layer {rec['index']} ({rec['name']}): {rec['non_finite']:,} output(s) beyond "
-            f"the binary16 range (infinite or NaN)"
-            + (", given to the next layer as they are" if rec["index"] + 1 < layers_ else "")))
-
-
 def net_command(args):
     """Run the network; return 0 if every layer matches, 1 if not."""
     params = check_options(args)
     check_outputs([("--out", args.out), ("--json", args.json)],
                   [("MODEL", args.model), ("--inputs", args.inputs), ("--labels", args.labels)])
     system = system_of(args, params)
-    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
     model = load_model(args.model)
     x0, raw, labels = _inputs(args, model)
     ws = [layer.weights if args.density is None else prune(layer.weights, args.density)
@@ -495,50 +280,13 @@ def net_command(args):
     run_net = dataclasses.replace(model, layers=tuple(
         net.Dense(w, layer.bias, layer.activation, layer.name)
         for w, layer in zip(ws, model.layers)))
-    stages = stages_of(args, run_net.layers, ws,
-                       plan_layers(args, run_net.layers, ws, x0.shape[0], params), system)
-    plans = [st.plan for st in stages]
-    ws = [st.weights for st in stages]
-    notes = link_notes(args, plans, ws)
-    start = time.perf_counter()
-    x, recs, i = x0, [], 0
-    while i < len(plans):
-        j = i          # layers i .. j are chained
-        while j + 1 < len(plans) and notes[j] is None:
-            j += 1
-        if args.sim in SIMULATORS and j > i:
-            x, got = run_chain(args, i, stages[i:j + 1], ws[i:j + 1], x, plans[i:j + 1],
-                               mem)
-            recs += got
-            _non_finite(got[-1], x, len(ws))
-        else:
-            for k in range(i, j + 1):
-                x, rec = run_layer(args, k, stages[k], ws[k], x, plans[k], system, mem,
-                                   chained_from=plans[k - 1] if k > i else None,
-                                   chained_to=plans[k + 1] if k < j else None)
-                recs.append(rec)
-                _non_finite(rec, x, len(ws))
-        i = j + 1
-    seconds = time.perf_counter() - start
-    record = dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
-                  labels=args.labels, mode=args.mode, density=args.density, rows=params.rows,
-                  cols=params.cols, slots=params.slots, int_issue=params.int_issue,
-                  operand_depth=params.operand_depth, dbuf_bytes=params.dbuf_bytes,
-                  match=all(r["match"] for r in recs), layers=recs, seconds=seconds,
-                  links=[dict(layers=[i, i + 1], on_chip=why is None, streamed_because=why)
-                         for i, why in enumerate(notes)])
-    if args.sim != "golden":
-        tot = {k: sum(r[k] for r in recs) for k in ("cycles", "compute_cycles", "dma_cycles",
-                                                    "useful_flops", "ext_read_bytes",
-                                                    "ext_write_bytes", "external_bytes",
-                                                    "min_external_bytes")}
-        tot.update(figures.utilizations(params, useful=tot["useful_flops"],
-                                        compute_cycles=tot["compute_cycles"],
-                                        cycles=tot["cycles"]))
-        record["total"] = tot
-        record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
-                      mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
-                      overlap=system.overlap)
+    rtl = RtlOptions(max_cycles=args.max_cycles, waves=args.waves)
+    x, ran = run_network(run_net.layers, x0, params, plan_options(args), system,
+                         NetOptions(args.sim, args.engine, args.golden, args.chain, args.split,
+                                    rtl, args.model), Bars())
+    record = {**dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
+                     labels=args.labels, mode=args.mode, density=args.density), **ran}
+    recs = record["layers"]
     y_ref = net.reference(run_net, x0)
     record.update(task=run_net.task, outputs=list(run_net.outputs),
                   host_steps=dict(before=[s.label for s in run_net.pre],

@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["MB", "console", "megabytes", "progress_bar", "check_outputs", "replacing",
-           "write_json", "save_npy"]
+__all__ = ["MB", "console", "megabytes", "progress_bar", "rtl_bar", "Bars", "check_outputs",
+           "replacing", "write_json", "save_npy"]
 
 MB = 1e6
 
@@ -49,6 +49,34 @@ def progress_bar(description, unit):
         def update(done, total):
             bar.update(task, completed=done, total=total)
         yield update
+
+
+@contextmanager
+def rtl_bar(head, total, unit):
+    """Show a transient progress bar of an RTL run of ``total`` ``unit`` s (passes, chained
+    layers); yield the callback the runtime calls with its notes (``pass_index``, ``phase``,
+    ``cycles``)."""
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console(),
+                  transient=True) as bar:
+        task = bar.add_task(f"{head}: building", total=total, info="")
+
+        def show(note):
+            now = min(note["pass_index"] + 1, total)
+            bar.update(task, completed=note["pass_index"],
+                       description=f"{head}: {unit} {now}/{total}",
+                       info=f"{note['phase']}, {note['cycles']:,} cycles")
+        yield show
+
+
+class Bars:
+    """The commands' :class:`sw.runtime.layer.Reporter`: transient progress bars."""
+
+    def golden(self, label, unit):
+        return progress_bar(label, unit)
+
+    def rtl(self, head, total, unit):
+        return rtl_bar(head, total, unit)
 
 
 def megabytes(n):

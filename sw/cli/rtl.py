@@ -31,22 +31,15 @@ import os
 import sys
 import time
 
-import numpy as np
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sw.cli.options import add_hw_args, add_layer_args, graph_name, plan_layer, resolve
-from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
-from sw.compiler import balance
-from sw.models import figures as _figures
-from sw.models import golden_fc, perf
+from sw.cli.options import add_hw_args, add_layer_args, plan_layer, resolve, system_of
+from sw.cli.output import Bars, check_outputs, console, save_npy, write_json
+from sw.runtime import layer
+from sw.runtime.layer import RtlOptions
 from sw.spec.errors import FdpuError
 from sw.spec.system import SIMULATORS
-from tb.host import runtime
 from tb.host.job_plan import MemModel
-
-#: Floating-point operations per firing (4 lanes; FMA = 2 operations per lane).
-FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4, "FMAX": 4}
 
 
 def register(subparsers):
@@ -94,6 +87,13 @@ def check_checkpoint_args(args):
                         f"directory, new or kept by an earlier run)")
 
 
+def rtl_options(args):
+    """Return the :class:`~sw.runtime.layer.RtlOptions` of the simulation options."""
+    return RtlOptions(max_cycles=args.max_cycles, waves=args.waves,
+                      checkpoint=getattr(args, "checkpoint", None),
+                      segment_passes=getattr(args, "segment_passes", None))
+
+
 def run_rtl_command(args):
     """Run the layer on the RTL; return 0 on a bit-exact match with the golden model."""
     check_outputs([("--out", args.out), ("--json", args.json)],
@@ -104,23 +104,22 @@ def run_rtl_command(args):
                         f"{args.max_cycles}")
     check_checkpoint_args(args)
     name, w, x, params = resolve(args)
-    mem = MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth)
-    mem.registers()                                   # bad values fail before anything runs
+    # The memory's registers, then the system: bad values fail before anything runs.
+    MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth).registers()
+    system = system_of(args, params)
     plan = plan_layer(args, w, x, params)
     t0 = time.perf_counter()
-    exact = golden_fc.exact_for(args.golden, plan)
-    with progress_bar("golden model", "passes" if exact else "input columns") as show:
-        ref = golden_fc.run_fc(plan, w, x, exact=exact, progress=show)
+    ref, exact = layer.golden(plan, w, x, args.golden, reporter=Bars())
     golden_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    y, job = simulate(plan, w, x, args, mem)
+    y, job = layer.simulate(plan, w, x, args.sim, system, rtl_options(args), reporter=Bars())
     rtl_s = time.perf_counter() - t0
-    rec = figures(plan, w, x, ref, y, job)
+    rec = layer.rtl_figures(plan, w, x, ref, y, job)
     rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
                golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
-               mem_latency=mem.latency, mem_bandwidth=mem.bandwidth,
-               dma_channels=args.dma_channels, config_ports=args.config_ports,
-               overlap=args.overlap,
+               mem_latency=system.mem_latency, mem_bandwidth=system.mem_bandwidth,
+               dma_channels=system.dma_channels, config_ports=system.config_ports,
+               overlap=system.overlap,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
                segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))
@@ -192,97 +191,3 @@ def run_rtl_command(args):
               f"{rec['mismatches']} outputs", file=sys.stderr)
         return 1
     return 0
-
-
-def simulate(plan, w, x, args, mem, what=""):
-    """Run ``plan`` on the RTL simulator ``args.sim`` with the system options of ``args``
-    under a progress bar (``what`` names the layer in it); return ``(result, job)``."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console(), transient=True) as bar:
-        head = f"RTL on {args.sim}{': ' + what if what else ''}"
-        task = bar.add_task(f"{head}: building", total=plan.passes, info="")
-
-        def show(note):
-            now = min(note["pass_index"] + 1, plan.passes)
-            bar.update(task, completed=note["pass_index"],
-                       description=f"{head}: pass {now}/{plan.passes}",
-                       info=f"{note['phase']}, {note['cycles']:,} cycles")
-        return runtime.run_fc_rtl(plan, w, x, args.sim, max_cycles=args.max_cycles,
-                                  waves=args.waves, mem=mem, progress=show,
-                                  dma_channels=args.dma_channels,
-                                  config_ports=args.config_ports, overlap=args.overlap,
-                                  double_buffer=plan.double_buffer,
-                                  checkpoint=getattr(args, "checkpoint", None),
-                                  segment_passes=getattr(args, "segment_passes", None))
-
-
-def simulate_chain(plans, ws, x, args, mem, what=""):
-    """Run ``plans`` chained on chip (:func:`tb.host.runtime.run_chain_rtl`) on ``args.sim``
-    under a progress bar; return ``(last layer's result, job)``."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), console=console(), transient=True) as bar:
-        head = f"RTL on {args.sim}{': ' + what if what else ''}, chained on chip"
-        task = bar.add_task(f"{head}: building", total=len(plans), info="")
-
-        def show(note):
-            bar.update(task, completed=note["pass_index"],
-                       description=f"{head}: layer {min(note['pass_index'] + 1, len(plans))}"
-                                   f"/{len(plans)}",
-                       info=f"{note['phase']}, {note['cycles']:,} cycles")
-        return runtime.run_chain_rtl(plans, ws, x, args.sim, max_cycles=args.max_cycles,
-                                     waves=args.waves, mem=mem, progress=show,
-                                     dma_channels=args.dma_channels,
-                                     config_ports=args.config_ports, overlap=args.overlap)
-
-
-def figures(plan, w, x, ref, y, job):
-    """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
-    p = plan.params
-    runs = job.passes
-    compute = job.compute_cycles
-    cycles = job.cycles
-    diff = y.view(np.uint16) != ref.result.view(np.uint16)
-    flops = sum(FLOPS.get(op, 0) * n for op, n in ref.counters.ops.items())
-    busy = np.zeros(p.num_pes)
-    rtl_insns = 0
-    for r in runs:
-        fires = np.array(r.status["int_fires"]) + np.array(r.status["fp_fires"])
-        busy += fires
-        rtl_insns += int(fires.sum())
-    dma = job.dma_cycles
-    ctx_cycles = job.context_cycles
-    rd, wr = job.final["o_ext_rd_bytes"], job.final["o_ext_wr_bytes"]
-    over = job.overlaps() if job.double_buffer else [{} for _ in runs]
-    nnz = int(np.count_nonzero(np.asarray(w, dtype=np.float16).view(np.uint16)))
-    useful = _figures.useful_flops(plan, nnz)
-    return dict(
-        match=not diff.any(), mismatches=int(diff.sum()), K=plan.K, C=plan.C, N=plan.N,
-        mode=plan.mode, rows=p.rows, cols=p.cols, slots=p.slots, int_issue=p.int_issue,
-        operand_depth=p.operand_depth, dbuf_bytes=p.dbuf_bytes, passes=plan.passes,
-        contexts=plan.contexts, cycles=cycles, compute_cycles=compute, dma_cycles=dma,
-        double_buffer=job.double_buffer,
-        pass_cycles=[dict(dma_in=r.in_cycles, compute=r.compute_cycles, config=r.config_cycles,
-                          config_hidden=r.config_hidden_cycles, hold=r.hold_cycles,
-                          contexts=r.context_cycles, span=v.get("span_cycles", r.span_cycles),
-                          dma_out=r.out_cycles, ext_in=i, ext_out=o,
-                          in_hidden=v.get("in_hidden", 0), out_hidden=v.get("out_hidden", 0))
-                     for r, i, o, v in zip(runs, job.ext_in, job.ext_out, over)],
-        config_cycles=job.config_cycles, context_cycles=ctx_cycles,
-        config_hidden_cycles=job.config_hidden_cycles,
-        config_exposed_cycles=job.config_cycles - job.config_hidden_cycles,
-        hold_cycles=job.hold_cycles,
-        flops=flops, useful_flops=useful,
-        **_figures.utilizations(p, useful=useful, flops=flops, dense=_figures.dense_flops(plan),
-                               compute_cycles=compute, context_cycles=ctx_cycles,
-                               cycles=cycles),
-        nnz=nnz, graph=graph_name(plan), load_balance=balance.load_balance(plan, w),
-        plan=plan.describe(),
-        rtl_instructions=rtl_insns, golden_instructions=ref.counters.instructions,
-        ext_read_bytes=rd, ext_write_bytes=wr, external_bytes=rd + wr,
-        min_external_bytes=perf.min_external_bytes(plan, nnz),
-        peak_bandwidth=job.peak_bandwidth, dma_bandwidth=(rd + wr) / max(1, dma),
-        dbuf_requests=sum(r.status["o_dbuf_reqs"] for r in runs),
-        mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),
-        busy_map=(busy / max(1, compute)).reshape(p.rows, p.cols).tolist(),
-        golden_counters=ref.counters.as_dict(), dma_in_backdoor=job.backdoor_in,
-        dma_descriptors=job.descriptors)

@@ -3,9 +3,11 @@
 Contract
 --------
 The performance model's :class:`~sw.models.perf.Prediction`, the RTL run's figures
-(:func:`sw.cli.rtl.figures`) and a network's totals (``fdpu net``) all report the same
-utilizations; they are computed here and nowhere else.
+(:func:`sw.runtime.layer.rtl_figures`) and a network's totals (:mod:`sw.runtime.network`) all
+report the same utilizations; they are computed here and nowhere else.
 
+* :data:`FLOPS`: the floating-point operations one issue of an FP instruction performs
+  (SIMD-4: a multiply-add is 2 a lane), what an issue count turns into.
 * :func:`useful_flops`: 2 per multiply-add of a weight (every weight of a dense layer, each
   stored one of a sparse layer) with a real batch element: no lane, row or column padding, no
   dummy item.
@@ -18,7 +20,10 @@ utilizations; they are computed here and nowhere else.
   counts as 1.
 """
 
-__all__ = ["useful_flops", "dense_flops", "utilizations"]
+__all__ = ["FLOPS", "useful_flops", "dense_flops", "utilizations"]
+
+#: Floating-point operations per issue of each FP instruction (4 lanes).
+FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4, "FMAX": 4}
 
 
 def useful_flops(plan, nnz):

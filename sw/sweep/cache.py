@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _COMMON = ("sw/spec", "sw/compiler", "sw/models", "sw/cli/options.py")
 SOURCES = {"golden": _COMMON + ("sw/cli/run.py",),
            "model": _COMMON + ("sw/cli/model.py",),
-           "rtl": _COMMON + ("hw", "tb", "sw/cli/rtl.py")}
+           "rtl": _COMMON + ("hw", "tb", "sw/runtime", "sw/cli/rtl.py")}
 
 
 def _kind(sim):
