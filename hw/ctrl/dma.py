@@ -78,6 +78,8 @@ Dbufs
     words).
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -169,312 +171,353 @@ class Dma(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        s = SimpleNamespace()           # the signals the parts below share
+        self._registers(m, s)
+        self._read_side(m, s)
+        self._descriptor(m, s)
+        self._checks(m, s)
+        self._requests(m, s)
+        self._cbuf_words(m, s)
+        self._pops(m, s)
+        self._replies(m, s)
+        self._sequencer(m, s)
+        return m
+
+    def _edge(self, index):
+        """Return the edge coordinate ``(x + 1, y + 1)`` of Dbuf ``index`` (a signal).
+
+        A Mux chain, not an Array: Yosys writes an Array lookup as a case statement in an
+        ``always @*`` block, which Icarus never evaluates while its index keeps the value it had
+        at time 0 (a first descriptor of all-zero words left the target X).
+        """
         p = self.params
-        depth = self.outstanding
-        lbits = depth.bit_length()              # counts 0 .. depth
+        x, y = Const(0, p.x_bits), Const(0, p.y_bits)
+        for k in reversed(range(p.num_dbufs)):
+            hit = equals(index, k)
+            x = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), x)
+            y = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), y)
+        return x, y
 
-        # The sequencer's state; ``o_state`` shows it to the host.  A typed register rather than
-        # ``m.FSM``: a start (from IDLE or DONE) is one transition of two states, and the host
-        # reads fixed values.
-        state = Signal(DmaState)
-        err = Signal(len(DmaError))
-        cycles, rd_bytes, wr_bytes = Signal(32), Signal(40), Signal(40)
-        list_addr, count, index = Signal(32), Signal(16), Signal(16)
-
-        def is_state(s):
-            return equals(state, s)
-
+    def _registers(self, m, s):
+        """The sequencer's state and the host's registers."""
+        # A typed register rather than ``m.FSM``: a start (from IDLE or DONE) is one transition
+        # of two states, and the host reads fixed values (``o_state``).
+        s.state = state = Signal(DmaState)
+        s.err = err = Signal(len(DmaError))
+        s.cycles, s.rd_bytes, s.wr_bytes = Signal(32), Signal(40), Signal(40)
+        s.list_addr, s.count, s.index = Signal(32), Signal(16), Signal(16)
         m.d.comb += [
-            self.o_state.eq(state), self.o_error.eq(err), self.o_desc.eq(index),
-            self.o_busy.eq(~is_state(DmaState.IDLE) & ~is_state(DmaState.DONE)),
-            self.o_done.eq(is_state(DmaState.DONE) & ~err.any()),
-            self.o_halt.eq(is_state(DmaState.DONE)),
-            self.o_rd_bytes.eq(rd_bytes), self.o_wr_bytes.eq(wr_bytes), self.o_cycles.eq(cycles),
+            self.o_state.eq(state), self.o_error.eq(err), self.o_desc.eq(s.index),
+            self.o_busy.eq(~equals(state, DmaState.IDLE) & ~equals(state, DmaState.DONE)),
+            self.o_done.eq(equals(state, DmaState.DONE) & ~err.any()),
+            self.o_halt.eq(equals(state, DmaState.DONE)),
+            self.o_rd_bytes.eq(s.rd_bytes), self.o_wr_bytes.eq(s.wr_bytes),
+            self.o_cycles.eq(s.cycles),
         ]
         with m.If(self.o_busy):
-            m.d.sync += cycles.eq(increment(cycles))
+            m.d.sync += s.cycles.eq(increment(s.cycles))
 
-        # Read side: words requested from external memory, and a MOVE's words loaded from its
-        # source Dbuf, land in rdq, in order.  A read or a MOVE's LOAD is issued only while rdq
-        # has room for it counting the words in flight to it (``rd_flight``: reads and MOVE
-        # loads).  The two never overlap (a MOVE issues no external read before its last
-        # STORE, so not before its last LOAD), but a MOVE's reply would win a cycle where both
-        # arrive.
-        m.submodules.rdq = rdq = fifo.SyncFIFO(width=64, depth=depth)
-        rd_addr, rd_left = Signal(32), Signal(32)
-        rd_flight = Signal(lbits, name="rd_flight")
-        room = Signal()
-        m.d.comb += room.eq(Bits(_wide(m, rd_flight + rdq.w_level, lbits + 1, "rd_used")) < depth)
-        rep = self.i_rep.payload
-        rbody = body_view(rep, FlitKind.REPLY, p)
-        mv_back = self.i_rep.valid & equals(rbody.tag, 1)
+    def _read_side(self, m, s):
+        """External reads and a MOVE's replies into ``rdq``, in order.
+
+        A read or a MOVE's LOAD is issued only while rdq has room for it counting the words in
+        flight to it (``rd_flight``: reads and MOVE loads).  The two never overlap (a MOVE
+        issues no external read before its last STORE, so not before its last LOAD), but a
+        MOVE's reply would win a cycle where both arrive.
+        """
+        p, depth = self.params, self.outstanding
+        s.lbits = lbits = depth.bit_length()              # counts 0 .. depth
+        m.submodules.rdq = s.rdq = rdq = fifo.SyncFIFO(width=64, depth=depth)
+        s.rd_addr, s.rd_left = Signal(32), Signal(32)
+        s.rd_flight = Signal(lbits, name="rd_flight")
+        s.room = Signal()
+        used = _wide(m, s.rd_flight + rdq.w_level, lbits + 1, "rd_used")
+        m.d.comb += s.room.eq(Bits(used) < depth)
+        s.rbody = body_view(self.i_rep.payload, FlitKind.REPLY, p)
+        s.mv_back = self.i_rep.valid & equals(s.rbody.tag, 1)
         m.d.comb += [
-            self.o_ext_rd.valid.eq(rd_left.any() & room),
-            self.o_ext_rd.payload.eq(rd_addr),
-            rdq.w_en.eq(self.i_ext_rdata.valid | mv_back),
-            rdq.w_data.eq(Mux(mv_back, rbody.data, self.i_ext_rdata.payload)),
-            self.i_ext_rdata.ready.eq(rdq.w_rdy & ~mv_back),
+            self.o_ext_rd.valid.eq(s.rd_left.any() & s.room),
+            self.o_ext_rd.payload.eq(s.rd_addr),
+            rdq.w_en.eq(self.i_ext_rdata.valid | s.mv_back),
+            rdq.w_data.eq(Mux(s.mv_back, s.rbody.data, self.i_ext_rdata.payload)),
+            self.i_ext_rdata.ready.eq(rdq.w_rdy & ~s.mv_back),
         ]
-        rd_go = self.o_ext_rd.valid & self.o_ext_rd.ready
-        rd_back = self.i_ext_rdata.valid & self.i_ext_rdata.ready
-        with m.If(rd_go):
-            m.d.sync += [rd_addr.eq(_add8(rd_addr)), rd_left.eq(rd_left - 1)]
-        with m.If(rd_back):
-            m.d.sync += rd_bytes.eq(_add8(rd_bytes))
+        s.rd_go = self.o_ext_rd.valid & self.o_ext_rd.ready
+        s.rd_back = self.i_ext_rdata.valid & self.i_ext_rdata.ready
+        with m.If(s.rd_go):
+            m.d.sync += [s.rd_addr.eq(_add8(s.rd_addr)), s.rd_left.eq(s.rd_left - 1)]
+        with m.If(s.rd_back):
+            m.d.sync += s.rd_bytes.eq(_add8(s.rd_bytes))
 
-        # The descriptor being run.
-        # Its two words shift in through desc1 (word 0 ends in desc0); the fields are those of
-        # the one descriptor layout (sw.spec.dma).
-        desc0, desc1 = Signal(WORD_BITS), Signal(WORD_BITS)
-        got = Signal(2)
-        pre, mode_out = Signal(), Signal()
-        desc_layout = data.StructLayout(descriptor_layout().struct_fields())
-        desc = data.View(desc_layout, Cat(desc0, desc1))
-        ext, loc = desc.ext, desc.local
-        length = desc.length                            # 31 bits
-        is_out, is_cbuf, is_move, copies = desc.out, desc.cbuf, desc.move, desc.copies
+    def _descriptor(self, m, s):
+        """The descriptor being run and its Dbuf targets.
 
-        # Dbuf target of the descriptor: its number and edge coordinate (biased).
-        shift = (p.dbuf_bytes - 1).bit_length()
+        Its two words shift in through ``desc1`` (word 0 ends in ``desc0``); the fields are
+        those of the one descriptor layout (:mod:`sw.spec.dma`).  The targets: the first Dbuf
+        of ``local`` (its edge coordinate ``xs, ys``), its copy targets as a mask of Dbufs (bit
+        ``d``: Dbuf ``d``) and whether one is past the last Dbuf; a MOVE's source Dbuf (from
+        ``ext``, ``sx, sy``); the next target of the current word (the lowest Dbuf of
+        ``rest``: ``nx, ny, nk``).
+        """
+        p = self.params
+        s.desc0, s.desc1 = Signal(WORD_BITS), Signal(WORD_BITS)
+        s.got = Signal(2)
+        s.pre, s.mode_out = Signal(), Signal()
+        desc = data.View(data.StructLayout(descriptor_layout().struct_fields()),
+                         Cat(s.desc0, s.desc1))
+        s.ext, s.loc, s.length = desc.ext, desc.local, desc.length      # length: 31 bits
+        s.is_out, s.is_cbuf, s.is_move, s.copies = desc.out, desc.cbuf, desc.move, desc.copies
+        s.shift = shift = (p.dbuf_bytes - 1).bit_length()
         # end = loc + length without a wider adder: the wrap shows as end < loc.
-        end, last = Signal(32), Signal(32)
-        m.d.comb += [end.eq(_add_length(loc, length)), last.eq((end - 1)[:32])]
-        wraps = end < loc
-        first_idx, last_idx = loc[shift:], last[shift:]
-        # The descriptor's first Dbuf: its edge coordinate (xs, ys), its copy targets as a mask
-        # of Dbufs (bit d: Dbuf d; ``copies`` shifted past the first Dbuf) and whether a copy
-        # target is past the last Dbuf.  A Mux chain, not an Array: Yosys writes an Array
-        # lookup as a case statement in an ``always @*`` block, which Icarus never evaluates
-        # while its index keeps the value it had at time 0 (a first descriptor of all-zero
-        # words left the target X).
+        s.end, last = Signal(32), Signal(32)
+        m.d.comb += [s.end.eq(_add_length(s.loc, s.length)), last.eq((s.end - 1)[:32])]
+        s.wraps = s.end < s.loc
+        s.first_idx, s.last_idx = s.loc[shift:], last[shift:]
         nd = p.num_dbufs
-        kbits = (nd - 1).bit_length()
-        xs, ys, targets = Signal(p.x_bits), Signal(p.y_bits), Signal(nd)
-        tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)
-        tm, past = Const(0, nd), Const(0, 1)
+        s.kbits = kbits = (nd - 1).bit_length()
+        s.xs, s.ys, s.targets = Signal(p.x_bits), Signal(p.y_bits), Signal(nd)
+        mask, past = Const(0, nd), Const(0, 1)
         for k in reversed(range(nd)):
-            hit = equals(first_idx, k)
-            tx = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), tx)
-            ty = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ty)
-            tm = Mux(hit, zero_extend(Cat(Const(0, k + 1), copies), nd), tm)
-            if nd - 1 - k < len(copies):
-                past = Mux(hit, copies[nd - 1 - k:].any(), past)
-        m.d.comb += [xs.eq(tx), ys.eq(ty), targets.eq(tm)]
-        # A MOVE's source Dbuf (from ``ext``): its edge coordinate (sx, sy), a Mux chain too.
-        src_end, src_last = Signal(32), Signal(32)
-        m.d.comb += [src_end.eq(_add_length(ext, length)), src_last.eq((src_end - 1)[:32])]
-        src_first_idx = ext[shift:]
-        sx, sy = Signal(p.x_bits), Signal(p.y_bits)
-        tx, ty = Const(0, p.x_bits), Const(0, p.y_bits)
-        for k in reversed(range(nd)):
-            hit = equals(src_first_idx, k)
-            tx = Mux(hit, Const(p.dbuf_coord(k)[0] + 1, p.x_bits), tx)
-            ty = Mux(hit, Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ty)
-        m.d.comb += [sx.eq(tx), sy.eq(ty)]
+            hit = equals(s.first_idx, k)
+            mask = Mux(hit, zero_extend(Cat(Const(0, k + 1), s.copies), nd), mask)
+            if nd - 1 - k < len(s.copies):
+                past = Mux(hit, s.copies[nd - 1 - k:].any(), past)
+        s.past = past
+        xs, ys = self._edge(s.first_idx)
+        m.d.comb += [s.xs.eq(xs), s.ys.eq(ys), s.targets.eq(mask)]
+        s.src_end, src_last = Signal(32), Signal(32)
+        m.d.comb += [s.src_end.eq(_add_length(s.ext, s.length)), src_last.eq((s.src_end - 1)[:32])]
+        s.src_first_idx, s.src_last_idx = s.ext[shift:], src_last[shift:]
+        s.sx, s.sy = Signal(p.x_bits), Signal(p.y_bits)
+        sx, sy = self._edge(s.src_first_idx)
+        m.d.comb += [s.sx.eq(sx), s.sy.eq(sy)]
         # The current STORE target (edge coordinate and Dbuf number), the LOAD target (OUT: the
         # Dbuf of ``local``, MOVE: the source Dbuf), the descriptor's copy targets and those the
         # current word still goes to after this one.
-        dst_x, dst_y, dst_k = Signal(p.x_bits), Signal(p.y_bits), Signal(kbits)
-        ld_x, ld_y = Signal(p.x_bits), Signal(p.y_bits)
-        copy_mask, rest = Signal(nd), Signal(nd)
-        # The next target: the lowest Dbuf of ``rest`` (a priority Mux chain, lowest wins).
+        s.dst_x, s.dst_y, s.dst_k = Signal(p.x_bits), Signal(p.y_bits), Signal(kbits)
+        s.ld_x, s.ld_y = Signal(p.x_bits), Signal(p.y_bits)
+        s.copy_mask, s.rest = Signal(nd), Signal(nd)
         nx, ny, nk = Const(0, p.x_bits), Const(0, p.y_bits), Const(0, kbits)
-        for k in reversed(range(nd)):
-            nx = Mux(rest[k], Const(p.dbuf_coord(k)[0] + 1, p.x_bits), nx)
-            ny = Mux(rest[k], Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ny)
-            nk = Mux(rest[k], Const(k, kbits), nk)
+        for k in reversed(range(nd)):                   # a priority Mux chain, lowest wins
+            nx = Mux(s.rest[k], Const(p.dbuf_coord(k)[0] + 1, p.x_bits), nx)
+            ny = Mux(s.rest[k], Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ny)
+            nk = Mux(s.rest[k], Const(k, kbits), nk)
+        s.nx, s.ny, s.nk = nx, ny, nk
 
-        # Checks (CHECK state).
-        wb = self.word_bytes
-        wshift = (wb - 1).bit_length()
-        misaligned = ext[:3].any() | loc[:3].any() | length[:3].any()
+    def _checks(self, m, s):
+        """``s.bad``: the descriptor breaks a rule of the module doc (checked in CHECK)."""
+        p, wb = self.params, self.word_bytes
+        s.wshift = wshift = (wb - 1).bit_length()
+        misaligned = s.ext[:3].any() | s.loc[:3].any() | s.length[:3].any()
         # An empty descriptor spans no Dbuf: its ``last`` (loc - 1) may be in the one before.
-        dbuf_bad = (wraps | (length.any() & (first_idx != last_idx))
-                    | ~(Bits(first_idx) < p.num_dbufs))
+        dbuf_bad = (s.wraps | (s.length.any() & (s.first_idx != s.last_idx))
+                    | ~(Bits(s.first_idx) < p.num_dbufs))
         # Multicast is for IN and MOVE descriptors into the Dbufs, to Dbufs that exist.
-        copies_bad = copies.any() & (is_out | is_cbuf | past)
+        copies_bad = s.copies.any() & (s.is_out | s.is_cbuf | s.past)
         # A MOVE: neither OUT nor CBUF, its source (aligned with ``ext``) inside one Dbuf.
-        src_bad = ((src_end < ext) | (length.any() & (src_first_idx != src_last[shift:]))
-                   | ~(Bits(src_first_idx) < p.num_dbufs))
-        move_bad = is_move & (is_out | is_cbuf | src_bad)
-        cbuf_bad = (is_out | loc[:wshift].any() | length[:wshift].any() | wraps
-                    | (Bits(end) > self.cbuf_words * wb))
+        src_bad = ((s.src_end < s.ext) | (s.length.any() & (s.src_first_idx != s.src_last_idx))
+                   | ~(Bits(s.src_first_idx) < p.num_dbufs))
+        move_bad = s.is_move & (s.is_out | s.is_cbuf | src_bad)
+        cbuf_bad = (s.is_out | s.loc[:wshift].any() | s.length[:wshift].any() | s.wraps
+                    | (Bits(s.end) > self.cbuf_words * wb))
         if not self.cbuf:
             cbuf_bad = Const(1, 1)
-        bad = misaligned | Mux(is_cbuf, cbuf_bad, dbuf_bad) | copies_bad | move_bad
+        s.bad = misaligned | Mux(s.is_cbuf, cbuf_bad, dbuf_bad) | copies_bad | move_bad
 
-        # Move counters.
-        st_addr, st_left, acks = Signal(32), Signal(32), Signal(32)
-        ld_addr, ld_left, ld_flight = Signal(32), Signal(32), Signal(lbits)
-        wr_addr, wr_left = Signal(32), Signal(32)
-        cb_addr, beat = Signal(len(self.cbuf_wr_addr)), Signal(max(1, wshift - 3))
-        beats = wb // 8
-        cb_word = Signal(wb * 8)
+    def _requests(self, m, s):
+        """STOREs (IN and MOVE into the Dbufs) of the words in ``rdq`` and LOADs (OUT into
+        ``repq``, MOVE into ``rdq``, ``tag`` 1 marking the MOVE's) into the request mesh.
 
-        # Requests into the request mesh: STOREs (IN and MOVE into the Dbufs) of the words in
-        # rdq, LOADs (OUT into repq, MOVE into rdq, ``tag`` 1 marking the MOVE's).  A MOVE has
-        # both; a STORE goes first (it frees rdq), a LOAD takes the cycles without one.
+        A MOVE has both; a STORE goes first (it frees rdq), a LOAD takes the cycles without
+        one.  A word is done with its last target's STORE: then rdq pops and the next word
+        starts at the first Dbuf; else the next target of the same word follows.
+        """
+        p, depth = self.params, self.outstanding
+        s.st_addr, s.st_left, s.acks = Signal(32), Signal(32), Signal(32)
+        s.ld_addr, s.ld_left, s.ld_flight = Signal(32), Signal(32), Signal(s.lbits)
+        s.wr_addr, s.wr_left = Signal(32), Signal(32)
         req = self.o_req.payload
         body = body_view(req, FlitKind.STORE, p)
         cx, cy = self.coord
-        moving = is_state(DmaState.MOVE)
-        store_v = moving & ~is_out & ~is_cbuf & st_left.any() & rdq.r_rdy
-        m.submodules.repq = repq = fifo.SyncFIFO(width=64, depth=depth)
+        s.moving = moving = equals(s.state, DmaState.MOVE)
+        s.store_v = store_v = (moving & ~s.is_out & ~s.is_cbuf & s.st_left.any()
+                               & s.rdq.r_rdy)
+        m.submodules.repq = s.repq = repq = fifo.SyncFIFO(width=64, depth=depth)
         ld_room = Signal()
-        ld_used = _wide(m, ld_flight + repq.w_level, lbits + 1, "ld_used")
+        ld_used = _wide(m, s.ld_flight + repq.w_level, s.lbits + 1, "ld_used")
         m.d.comb += ld_room.eq(Bits(ld_used) < depth)
-        load_v = moving & ld_left.any() & Mux(is_move, room, is_out & ld_room)
+        load_v = moving & s.ld_left.any() & Mux(s.is_move, s.room, s.is_out & ld_room)
         # A STORE's address: the word's offset in the current target Dbuf.
-        st_at = zero_extend(Cat(st_addr[:shift], dst_k), 32)
+        st_at = zero_extend(Cat(s.st_addr[:s.shift], s.dst_k), 32)
         m.d.comb += [
             req.kind.eq(Mux(store_v, FlitKind.STORE, FlitKind.LOAD)),
-            req.dst_x.eq(Mux(store_v, dst_x, ld_x)), req.dst_y.eq(Mux(store_v, dst_y, ld_y)),
-            body.addr.eq(Mux(store_v, st_at, ld_addr)), body.size.eq(3), body.bcast.eq(0),
+            req.dst_x.eq(Mux(store_v, s.dst_x, s.ld_x)),
+            req.dst_y.eq(Mux(store_v, s.dst_y, s.ld_y)),
+            body.addr.eq(Mux(store_v, st_at, s.ld_addr)), body.size.eq(3), body.bcast.eq(0),
             body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0),
-            body.tag.eq(~store_v & is_move),
-            body.data.eq(rdq.r_data),
+            body.tag.eq(~store_v & s.is_move),
+            body.data.eq(s.rdq.r_data),
             self.o_req.valid.eq(store_v | load_v),
         ]
         sent = self.o_req.valid & self.o_req.ready
-        st_sent, ld_sent = sent & store_v, sent & ~store_v
-        # A word is done with its last target's STORE: then rdq pops, the next word starts at
-        # the first Dbuf (the descriptor's words stay put while it moves: the next one is
-        # popped in FETCH); else the next target of the same word follows in the next cycle.
-        word_done = ~rest.any()
-        with m.If(st_sent):
-            with m.If(word_done):
-                m.d.sync += [st_addr.eq(_add8(st_addr)), st_left.eq(st_left - 1),
-                             dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
-                             rest.eq(copy_mask)]
+        s.st_sent, s.ld_sent = sent & store_v, sent & ~store_v
+        s.word_done = ~s.rest.any()
+        with m.If(s.st_sent):
+            with m.If(s.word_done):
+                m.d.sync += [s.st_addr.eq(_add8(s.st_addr)), s.st_left.eq(s.st_left - 1)]
+                m.d.sync += self._first_target(s)
             with m.Else():
-                m.d.sync += [dst_x.eq(nx), dst_y.eq(ny), dst_k.eq(nk),
-                             rest.eq(rest & ~lowest_one(rest))]
-        with m.If(ld_sent):
-            m.d.sync += [ld_addr.eq(_add8(ld_addr)), ld_left.eq(ld_left - 1)]
+                m.d.sync += [s.dst_x.eq(s.nx), s.dst_y.eq(s.ny), s.dst_k.eq(s.nk),
+                             s.rest.eq(s.rest & ~lowest_one(s.rest))]
+        with m.If(s.ld_sent):
+            m.d.sync += [s.ld_addr.eq(_add8(s.ld_addr)), s.ld_left.eq(s.ld_left - 1)]
 
-        # Cbuf words: beats of one word collect in cb_word, then one write.
-        cbuf_v = moving & ~is_out & is_cbuf & st_left.any() & rdq.r_rdy
+    def _first_target(self, s, copies=None):
+        """Return the assignments that make the descriptor's first Dbuf the STORE target, with
+        ``copies`` (default: the descriptor's copy mask) still to go."""
+        return [s.dst_x.eq(s.xs), s.dst_y.eq(s.ys), s.dst_k.eq(s.first_idx[:s.kbits]),
+                s.rest.eq(s.copy_mask if copies is None else copies)]
+
+    def _cbuf_words(self, m, s):
+        """Cbuf words: beats of one word collect in ``cb_word``, then one write."""
+        wb = self.word_bytes
+        beats = wb // 8
+        s.cb_addr, s.beat = Signal(len(self.cbuf_wr_addr)), Signal(max(1, s.wshift - 3))
+        cb_word = Signal(wb * 8)
+        s.cbuf_v = cbuf_v = (s.moving & ~s.is_out & s.is_cbuf & s.st_left.any()
+                             & s.rdq.r_rdy)
         full = Signal(wb * 8)
-        m.d.comb += full.eq(Cat(cb_word[64:], rdq.r_data) if beats > 1 else rdq.r_data)
-        last_beat = equals(beat, beats - 1) if beats > 1 else Const(1, 1)
-        m.d.comb += [self.cbuf_wr_addr.eq(cb_addr), self.cbuf_wr_data.eq(full),
+        m.d.comb += full.eq(Cat(cb_word[64:], s.rdq.r_data) if beats > 1 else s.rdq.r_data)
+        last_beat = equals(s.beat, beats - 1) if beats > 1 else Const(1, 1)
+        m.d.comb += [self.cbuf_wr_addr.eq(s.cb_addr), self.cbuf_wr_data.eq(full),
                      self.cbuf_wr_en.eq(cbuf_v & last_beat)]
         with m.If(cbuf_v):
-            m.d.sync += [cb_word.eq(full), st_left.eq(st_left - 1)]
+            m.d.sync += [cb_word.eq(full), s.st_left.eq(s.st_left - 1)]
             if beats > 1:
-                m.d.sync += beat.eq(Mux(last_beat, 0, increment(beat)))
+                m.d.sync += s.beat.eq(Mux(last_beat, 0, increment(s.beat)))
             with m.If(last_beat):
-                m.d.sync += cb_addr.eq(increment(cb_addr))
+                m.d.sync += s.cb_addr.eq(increment(s.cb_addr))
 
-        # Pops of rdq: descriptor words (FETCH), STORE data, Cbuf beats.
-        fetch_pop = is_state(DmaState.FETCH) & rdq.r_rdy & ~got[1]
-        # After an error the prefetched words of the next descriptor are dropped (FINISH).
-        drop = is_state(DmaState.FINISH) & err.any() & rdq.r_rdy
-        m.d.comb += rdq.r_en.eq(fetch_pop | (store_v & self.o_req.ready & word_done) | cbuf_v
-                                | drop)
+    def _pops(self, m, s):
+        """Pops of ``rdq``: descriptor words (FETCH), STORE data, Cbuf beats; after an error
+        the prefetched words of the next descriptor are dropped (FINISH)."""
+        fetch_pop = equals(s.state, DmaState.FETCH) & s.rdq.r_rdy & ~s.got[1]
+        drop = equals(s.state, DmaState.FINISH) & s.err.any() & s.rdq.r_rdy
+        m.d.comb += s.rdq.r_en.eq(fetch_pop | (s.store_v & self.o_req.ready & s.word_done)
+                                  | s.cbuf_v | drop)
         with m.If(fetch_pop):
-            m.d.sync += [desc1.eq(rdq.r_data), desc0.eq(desc1), got.eq(increment(got))]
+            m.d.sync += [s.desc1.eq(s.rdq.r_data), s.desc0.eq(s.desc1), s.got.eq(increment(s.got))]
 
-        # Replies: store acks are counted, OUT load data goes to repq, then to external memory,
-        # MOVE load data (``tag`` 1) to rdq (above).
+    def _replies(self, m, s):
+        """Replies: STORE acks are counted, OUT load data go to ``repq`` and on to external
+        memory, MOVE load data (``tag`` 1) to ``rdq`` (:meth:`_read_side`).
+
+        ``mode_out`` (the flags of the descriptor that last started moving) tells acks from
+        load data: an OUT descriptor starts only when no ack is outstanding, and the next one
+        only when its loads are all back, so replies of the two kinds never mix.  ``acks``
+        counts the STOREs sent and not yet acknowledged (one ack each, so a descriptor expects
+        words * (1 + popcount(copies))); a descriptor leaves MOVE only with every STORE sent,
+        so ``acks = 0`` then means every STORE so far is acknowledged.  A MOVE descriptor runs
+        with ``mode_out`` 0: the acks of its STOREs (tag 0) are counted, the replies of its
+        LOADs (tag 1) go to rdq.
+        """
         m.d.comb += self.i_rep.ready.eq(1)
-        rep_ok = self.i_rep.valid & ~equals(rbody.tag, 1)
-        with m.If(self.i_rep.valid & rbody.err):
-            m.d.sync += err[DmaError.DBUF_ERROR].eq(1)
-        # ``mode_out`` (the flags of the descriptor that last started moving) tells acks from
-        # load data: an OUT descriptor starts only when no ack is outstanding, and the next one
-        # only when its loads are all back, so replies of the two kinds never mix.  ``acks``
-        # counts the STOREs sent and not yet acknowledged (one ack each, so a descriptor
-        # expects words * (1 + popcount(copies))); a descriptor leaves MOVE only with every
-        # STORE sent, so ``acks = 0`` then means every STORE so far is acknowledged.
-        # A MOVE descriptor runs with ``mode_out`` 0: the acks of its STOREs (tag 0) are
-        # counted, the replies of its LOADs (tag 1) go to rdq.
-        m.d.sync += acks.eq(acks + st_sent - (rep_ok & ~mode_out))
-        m.d.comb += [repq.w_en.eq(rep_ok & mode_out), repq.w_data.eq(rbody.data)]
-        m.d.sync += ld_flight.eq(ld_flight + (ld_sent & is_out) - (rep_ok & mode_out))
+        rep_ok = self.i_rep.valid & ~equals(s.rbody.tag, 1)
+        with m.If(self.i_rep.valid & s.rbody.err):
+            m.d.sync += s.err[DmaError.DBUF_ERROR].eq(1)
+        m.d.sync += s.acks.eq(s.acks + s.st_sent - (rep_ok & ~s.mode_out))
+        m.d.comb += [s.repq.w_en.eq(rep_ok & s.mode_out), s.repq.w_data.eq(s.rbody.data)]
+        m.d.sync += s.ld_flight.eq(s.ld_flight + (s.ld_sent & s.is_out) - (rep_ok & s.mode_out))
         # Words in flight to rdq: an external read or a MOVE's LOAD goes out, one comes back.
-        m.d.sync += rd_flight.eq(rd_flight + (rd_go | (ld_sent & is_move)) - (rd_back | mv_back))
+        m.d.sync += s.rd_flight.eq(s.rd_flight + (s.rd_go | (s.ld_sent & s.is_move))
+                                   - (s.rd_back | s.mv_back))
         wpay = self.o_ext_wr.payload
-        m.d.comb += [self.o_ext_wr.valid.eq(repq.r_rdy), wpay.addr.eq(wr_addr),
-                     wpay.data.eq(repq.r_data), repq.r_en.eq(self.o_ext_wr.ready)]
+        m.d.comb += [self.o_ext_wr.valid.eq(s.repq.r_rdy), wpay.addr.eq(s.wr_addr),
+                     wpay.data.eq(s.repq.r_data), s.repq.r_en.eq(self.o_ext_wr.ready)]
         with m.If(self.o_ext_wr.valid & self.o_ext_wr.ready):
-            m.d.sync += [wr_addr.eq(_add8(wr_addr)), wr_left.eq(wr_left - 1),
-                         wr_bytes.eq(_add8(wr_bytes))]
+            m.d.sync += [s.wr_addr.eq(_add8(s.wr_addr)), s.wr_left.eq(s.wr_left - 1),
+                         s.wr_bytes.eq(_add8(s.wr_bytes))]
 
-        # Sequencer.  Descriptor i + 1 is fetched while descriptor i moves (its two reads are
-        # issued once the data reads of i are), and a descriptor into the Dbufs does not wait
-        # for its STORE acks: ``acks`` counts the acks of every descriptor in flight, awaited
-        # before an OUT descriptor starts (its LOADs then see every earlier STORE) and at the
-        # end of the list.  So a run of IN descriptors streams with a few cycles between them.
-        # A MOVE starts with no ack outstanding too (its LOADs see every earlier STORE), and
-        # fetches the next descriptor only after its last STORE, so that the fetched words never
-        # land in rdq among its words.
-        words = length[3:]
+    def _sequencer(self, m, s):
+        """The states.  Descriptor i + 1 is fetched while descriptor i moves (its two reads
+        are issued once the data reads of i are), and a descriptor into the Dbufs does not
+        wait for its STORE acks: ``acks`` counts the acks of every descriptor in flight,
+        awaited before an OUT descriptor starts (its LOADs then see every earlier STORE) and at
+        the end of the list.  So a run of IN descriptors streams with a few cycles between
+        them.  A MOVE starts with no ack outstanding too (its LOADs see every earlier STORE),
+        and fetches the next descriptor only after its last STORE, so that the fetched words
+        never land in rdq among its words.
+        """
+        words = zero_extend(s.length[3:], 32)
         dshift = (DESC_BYTES - 1).bit_length()          # descriptors are DESC_BYTES-aligned
         last = Signal()
-        m.d.comb += last.eq(increment(index) == count)
-        next_list = Cat(list_addr[:dshift], increment(list_addr[dshift:]))
+        m.d.comb += last.eq(increment(s.index) == s.count)
 
-        def fetch_next():
-            # Issue the two reads of the next descriptor unless they are issued already.
-            return [rd_left.eq(2), rd_addr.eq(list_addr), list_addr.eq(next_list), pre.eq(1)]
+        def read_next():
+            # The two reads of the next descriptor in the list.
+            return [s.rd_left.eq(2), s.rd_addr.eq(s.list_addr),
+                    s.list_addr.eq(Cat(s.list_addr[:dshift], increment(s.list_addr[dshift:])))]
 
-        with m.If(self.i_start & (is_state(DmaState.IDLE) | is_state(DmaState.DONE))):
-            m.d.sync += [state.eq(DmaState.FETCH), err.eq(0), cycles.eq(0),
-                         list_addr.eq(Cat(self.i_list[:dshift],
-                                          increment(self.i_list[dshift:]))),
-                         count.eq(self.i_count), index.eq(0),
-                         rd_addr.eq(self.i_list), rd_left.eq(Mux(self.i_count.any(), 2, 0)),
-                         got.eq(0), pre.eq(0), mode_out.eq(0)]
+        def fetch(index):
+            return [s.state.eq(DmaState.FETCH), s.got.eq(0), s.pre.eq(0), s.index.eq(index)]
+
+        def state(value):
+            return equals(s.state, value)
+
+        # An If chain on the state, not m.Switch: Yosys writes a Switch as one case statement
+        # per register without the encodings no state has, which the lint counts
+        # (CASEINCOMPLETE).
+        with m.If(self.i_start & (state(DmaState.IDLE) | state(DmaState.DONE))):
+            m.d.sync += fetch(0) + [
+                s.err.eq(0), s.cycles.eq(0), s.mode_out.eq(0),
+                s.list_addr.eq(Cat(self.i_list[:dshift], increment(self.i_list[dshift:]))),
+                s.count.eq(self.i_count),
+                s.rd_addr.eq(self.i_list), s.rd_left.eq(Mux(self.i_count.any(), 2, 0))]
             with m.If(~self.i_count.any()):
-                m.d.sync += state.eq(DmaState.DONE)
+                m.d.sync += s.state.eq(DmaState.DONE)
             with m.If(self.i_list[:dshift].any()):
-                m.d.sync += [state.eq(DmaState.DONE), err[DmaError.BAD_DESC].eq(1)]
-        with m.Elif(is_state(DmaState.FETCH)):
-            with m.If(got[1]):
-                m.d.sync += state.eq(DmaState.CHECK)
-        with m.Elif(is_state(DmaState.CHECK)):
-            with m.If(bad):
-                m.d.sync += [err[DmaError.BAD_DESC].eq(1), state.eq(DmaState.FINISH)]
-            with m.Elif(~length.any()):
-                m.d.sync += state.eq(DmaState.FINISH)
-            with m.Elif(~(is_out | is_move) | ~acks.any()):
-                m.d.sync += [
-                    state.eq(DmaState.MOVE), mode_out.eq(is_out),
-                    dst_x.eq(xs), dst_y.eq(ys), dst_k.eq(first_idx[:kbits]),
-                    ld_x.eq(Mux(is_move, sx, xs)), ld_y.eq(Mux(is_move, sy, ys)),
-                    copy_mask.eq(targets), rest.eq(targets),
-                    st_addr.eq(loc), st_left.eq(Mux(is_out, 0, zero_extend(words, 32))),
-                    ld_addr.eq(Mux(is_move, ext, loc)),
-                    ld_left.eq(Mux(is_out | is_move, zero_extend(words, 32), 0)),
-                    wr_addr.eq(ext), wr_left.eq(Mux(is_out, zero_extend(words, 32), 0)),
-                    rd_addr.eq(ext), rd_left.eq(Mux(is_out | is_move, 0, zero_extend(words, 32))),
-                    cb_addr.eq(loc[wshift:wshift + len(cb_addr)]), beat.eq(0),
+                m.d.sync += [s.state.eq(DmaState.DONE), s.err[DmaError.BAD_DESC].eq(1)]
+        with m.Elif(state(DmaState.FETCH)):
+            with m.If(s.got[1]):
+                m.d.sync += s.state.eq(DmaState.CHECK)
+        with m.Elif(state(DmaState.CHECK)):
+            with m.If(s.bad):
+                m.d.sync += [s.err[DmaError.BAD_DESC].eq(1), s.state.eq(DmaState.FINISH)]
+            with m.Elif(~s.length.any()):
+                m.d.sync += s.state.eq(DmaState.FINISH)
+            with m.Elif(~(s.is_out | s.is_move) | ~s.acks.any()):
+                out, move = s.is_out, s.is_move
+                m.d.sync += self._first_target(s, s.targets) + [
+                    s.state.eq(DmaState.MOVE), s.mode_out.eq(out),
+                    s.ld_x.eq(Mux(move, s.sx, s.xs)), s.ld_y.eq(Mux(move, s.sy, s.ys)),
+                    s.copy_mask.eq(s.targets),
+                    s.st_addr.eq(s.loc), s.st_left.eq(Mux(out, 0, words)),
+                    s.ld_addr.eq(Mux(move, s.ext, s.loc)),
+                    s.ld_left.eq(Mux(out | move, words, 0)),
+                    s.wr_addr.eq(s.ext), s.wr_left.eq(Mux(out, words, 0)),
+                    s.rd_addr.eq(s.ext), s.rd_left.eq(Mux(out | move, 0, words)),
+                    s.cb_addr.eq(s.loc[s.wshift:s.wshift + len(s.cb_addr)]), s.beat.eq(0),
                 ]
-        with m.Elif(is_state(DmaState.MOVE)):
-            with m.If(~rd_left.any() & ~pre & ~last & ~(is_move & st_left.any())):
-                m.d.sync += fetch_next()
-            with m.If(~st_left.any() & ~ld_left.any() & (pre | last)):
-                with m.If(mode_out | last | err.any()):
-                    m.d.sync += state.eq(DmaState.FINISH)
+        with m.Elif(state(DmaState.MOVE)):
+            with m.If(~s.rd_left.any() & ~s.pre & ~last & ~(s.is_move & s.st_left.any())):
+                m.d.sync += read_next() + [s.pre.eq(1)]
+            with m.If(~s.st_left.any() & ~s.ld_left.any() & (s.pre | last)):
+                with m.If(s.mode_out | last | s.err.any()):
+                    m.d.sync += s.state.eq(DmaState.FINISH)
                 with m.Else():
-                    m.d.sync += [state.eq(DmaState.FETCH), got.eq(0), pre.eq(0),
-                                 index.eq(increment(index))]
-        with m.Elif(is_state(DmaState.FINISH)):
+                    m.d.sync += fetch(increment(s.index))
+        with m.Elif(state(DmaState.FINISH)):
             # Every store acknowledged and every load's word written out.
-            with m.If(~acks.any() & ~wr_left.any() & ~ld_flight.any()):
-                with m.If(err.any()):
-                    with m.If(~rd_left.any() & ~rd_flight.any() & ~rdq.r_rdy):
-                        m.d.sync += state.eq(DmaState.DONE)
+            with m.If(~s.acks.any() & ~s.wr_left.any() & ~s.ld_flight.any()):
+                with m.If(s.err.any()):
+                    with m.If(~s.rd_left.any() & ~s.rd_flight.any() & ~s.rdq.r_rdy):
+                        m.d.sync += s.state.eq(DmaState.DONE)
                 with m.Elif(last):
-                    m.d.sync += [state.eq(DmaState.DONE), index.eq(increment(index))]
+                    m.d.sync += [s.state.eq(DmaState.DONE), s.index.eq(increment(s.index))]
                 with m.Else():
-                    m.d.sync += [state.eq(DmaState.FETCH), got.eq(0), pre.eq(0),
-                                 index.eq(increment(index))]
-                    with m.If(~pre):
-                        m.d.sync += [rd_left.eq(2), rd_addr.eq(list_addr),
-                                     list_addr.eq(next_list)]
-        return m
+                    m.d.sync += fetch(increment(s.index))
+                    with m.If(~s.pre):
+                        m.d.sync += read_next()
 
 
 def build_dma(rows=1, cols=1, cbufs=1, cbuf_bytes=1024, dbuf_bytes=4096, outstanding=64):
