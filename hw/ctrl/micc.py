@@ -57,6 +57,8 @@ DRAIN), ``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the 
 that ran behind the DMA).
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -77,6 +79,11 @@ __all__ = ["Micc", "MiccState", "build_micc"]
 #: The MicC's state register: :class:`sw.spec.status.MiccState` with its
 #: :data:`~sw.spec.status.STATE_BITS`-bit shape.
 MiccState = shaped_enum(status.MiccState, status.STATE_BITS, module=__name__)
+
+
+def _zx(value, width=32):
+    """Return ``value`` (a value or a view) zero-extended to ``width`` bits."""
+    return zero_extend(value.as_value() if hasattr(value, "as_value") else value, width)
 
 
 def _sfx(port):
@@ -140,237 +147,250 @@ class Micc(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p = self.params
-        lay = flit_layout(p)
-        table = 1 << max(1, (p.operand_depth - 1).bit_length())
-        tbits = (table - 1).bit_length()
+        s = SimpleNamespace()           # the signals the parts below share
+        self._registers(m, s)
+        s.ports = [self._port(m, s, q) for q in range(self.ports)]
+        sent = [q.o_flit.valid & q.o_flit.ready for q in s.ports]
+        m.d.sync += s.flits.eq((s.flits + popcount(sent, 32))[:32])
+        self._ends(m, s)
+        self._counters(m, s)
+        self._sequencer(m, s)
+        return m
 
-        def zx(value, width=32):
-            return zero_extend(value.as_value() if hasattr(value, "as_value") else value, width)
-
-        def is_state(s):
-            return equals(state, s)
-
-        # The sequencer's state; ``o_state`` shows it to the host.  A typed register rather than
-        # ``m.FSM``: the error exit (any state -> DONE) and the start (IDLE or DONE -> CONFIG)
-        # take priority over every state's own transition, and the host reads fixed values.
-        state = Signal(MiccState)
-        err = Signal(len(MiccError))
-        issued, retired, ends_seen = Signal(32), Signal(32), Signal(32)
-        cycles, config_cycles, hold_cycles, flits = Signal(48), Signal(48), Signal(48), \
-            Signal(32)
-        hidden = Signal(48)
-        n_ctx, contexts = Signal(32), Signal(32)
-        window, ends, ctx_base = Signal(32), Signal(16), Signal(32)
-        running = ~is_state(MiccState.IDLE) & ~is_state(MiccState.DONE)
+    def _registers(self, m, s):
+        """The sequencer's state, the job's registers and the host's counters."""
+        # A typed register rather than ``m.FSM``: the error exit (any state -> DONE) and the
+        # start (IDLE or DONE -> CONFIG) take priority over every state's own transition, and
+        # the host reads fixed values (``o_state``).
+        s.state = state = Signal(MiccState)
+        s.err = err = Signal(len(MiccError))
+        s.issued, s.retired, s.ends_seen = Signal(32), Signal(32), Signal(32)
+        s.cycles, s.config_cycles, s.hold_cycles = Signal(48), Signal(48), Signal(48)
+        s.flits, s.hidden = Signal(32), Signal(48)
+        s.n_ctx, s.contexts = Signal(32), Signal(32)
+        s.window, s.ends, s.ctx_base = Signal(32), Signal(16), Signal(32)
+        s.running = ~equals(state, MiccState.IDLE) & ~equals(state, MiccState.DONE)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err),
-            self.o_done.eq(is_state(MiccState.DONE) & ~err.any()),
-            self.o_issued.eq(issued), self.o_retired.eq(retired), self.o_ends.eq(ends_seen),
-            self.o_cycles.eq(cycles), self.o_config_cycles.eq(config_cycles),
-            self.o_hold_cycles.eq(hold_cycles), self.o_flits.eq(flits),
-            self.o_config_hidden.eq(hidden),
+            self.o_done.eq(equals(state, MiccState.DONE) & ~err.any()),
+            self.o_issued.eq(s.issued), self.o_retired.eq(s.retired),
+            self.o_ends.eq(s.ends_seen), self.o_cycles.eq(s.cycles),
+            self.o_config_cycles.eq(s.config_cycles), self.o_hold_cycles.eq(s.hold_cycles),
+            self.o_flits.eq(s.flits), self.o_config_hidden.eq(s.hidden),
         ]
-        hdr_lay = data.StructLayout(cbuf_header_layout(p).struct_fields())
-        tpl_lay = data.StructLayout(cbuf_template_layout(p).struct_fields())
-        parts = word_parts(p)
 
-        # One reader per configuration port: a Cbuf read (one cycle) into a small FIFO; a read
-        # is issued only when the FIFO has room for it counting the read in flight, so nothing
-        # is ever dropped.  Port 0 also reads the CTX templates once configured.
-        ports = []
-        for q in range(self.ports):
-            s = _sfx(q)
-            rd_en, rd_addr, rd_data = (getattr(self, f"{n}{s}")
-                                       for n in ("rd_en", "rd_addr", "rd_data"))
-            o_flit = getattr(self, f"o_flit{s}")
-            out = fifo.SyncFIFO(width=lay.size, depth=4)
-            m.submodules[f"out{s}"] = out
-            pend = Signal(name=f"pend{s}")
-            can_read = Signal(name=f"can_read{s}")
-            level = Bits(out.w_level)
-            m.d.comb += can_read.eq((level < 3) | ((level == 3) & ~pend))
-            m.d.sync += pend.eq(rd_en)
-            hdr = data.View(hdr_lay, rd_data)
-            r_what, r_x, r_y = Signal(2, name=f"r_what{s}"), Signal(p.x_bits, name=f"r_x{s}"), \
-                Signal(p.y_bits, name=f"r_y{s}")
-            r_slot = Signal(p.slot_bits, name=f"r_slot{s}")
-            r_index = Signal(len(hdr.index), name=f"r_index{s}")
-            r_left = Signal(16, name=f"r_left{s}")
-            is_data = r_left.any()
-            cfg_flit = Signal(lay, name=f"cfg_flit{s}")
-            cview = body_view(cfg_flit, Kind.CONFIG, p)
+    def _port(self, m, s, q):
+        """Return configuration port ``q``'s reader: a Cbuf read (one cycle) into a small
+        FIFO, issued only when the FIFO has room for it counting the read in flight, so nothing
+        is ever dropped; the records' words become CONFIG flits.  Port 0 also reads the CTX
+        templates once configured (``pend_is_ctx``, ``pend_ctx``: the ID the flit carries)."""
+        p = self.params
+        lay = flit_layout(p)
+        sfx = _sfx(q)
+        rd_en, rd_addr, rd_data = (getattr(self, f"{n}{sfx}")
+                                   for n in ("rd_en", "rd_addr", "rd_data"))
+        o_flit = getattr(self, f"o_flit{sfx}")
+        out = fifo.SyncFIFO(width=lay.size, depth=4)
+        m.submodules[f"out{sfx}"] = out
+        pend = Signal(name=f"pend{sfx}")
+        can_read = Signal(name=f"can_read{sfx}")
+        level = Bits(out.w_level)
+        m.d.comb += can_read.eq((level < 3) | ((level == 3) & ~pend))
+        m.d.sync += pend.eq(rd_en)
+        hdr = data.View(data.StructLayout(cbuf_header_layout(p).struct_fields()), rd_data)
+        r_what, r_x, r_y = Signal(2, name=f"r_what{sfx}"), \
+            Signal(p.x_bits, name=f"r_x{sfx}"), Signal(p.y_bits, name=f"r_y{sfx}")
+        r_slot = Signal(p.slot_bits, name=f"r_slot{sfx}")
+        r_index = Signal(len(hdr.index), name=f"r_index{sfx}")
+        r_left = Signal(16, name=f"r_left{sfx}")
+        is_data = r_left.any()
+        cfg_flit = Signal(lay, name=f"cfg_flit{sfx}")
+        cview = body_view(cfg_flit, Kind.CONFIG, p)
+        m.d.comb += [
+            cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x),
+            cfg_flit.dst_y.eq(r_y), cview.what.eq(r_what), cview.index.eq(r_index),
+            cview.slot.eq(r_slot), cview.data.eq(rd_data),
+        ]
+        pend_cfg = pend
+        if q == 0:
+            s.pend_is_ctx, s.pend_ctx = Signal(), Signal(32)
+            pend_cfg = pend & ~s.pend_is_ctx
+        with m.If(pend_cfg):
+            with m.If(is_data):
+                # INSN: index counts the instruction word's parts, then the slot moves on.
+                wrap = equals(r_what, ConfigWhat.INSN) & equals(r_index, word_parts(p) - 1)
+                m.d.sync += [r_left.eq(r_left - 1),
+                             r_index.eq(Mux(wrap, 0, increment(r_index))),
+                             r_slot.eq(Mux(wrap, increment(r_slot), r_slot))]
+            with m.Else():
+                m.d.sync += [r_what.eq(hdr.what), r_x.eq(hdr.dst_x), r_y.eq(hdr.dst_y),
+                             r_slot.eq(hdr.slot), r_index.eq(hdr.index),
+                             r_left.eq(hdr.count)]
+        if q == 0:
+            tpl = data.View(data.StructLayout(cbuf_template_layout(p).struct_fields()), rd_data)
+            ctx_flit = Signal(lay)
+            oview = body_view(ctx_flit, Kind.OPERAND, p)
             m.d.comb += [
-                cfg_flit.kind.eq(FlitKind.CONFIG), cfg_flit.dst_x.eq(r_x),
-                cfg_flit.dst_y.eq(r_y), cview.what.eq(r_what), cview.index.eq(r_index),
-                cview.slot.eq(r_slot), cview.data.eq(rd_data),
+                ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
+                ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
+                oview.operand.eq(tpl.operand), oview.data.eq(_zx(s.pend_ctx, 64)),
+                out.w_en.eq(pend & (s.pend_is_ctx | is_data)),
+                out.w_data.eq(Mux(s.pend_is_ctx, ctx_flit.as_value(), cfg_flit.as_value())),
             ]
-            pend_cfg = pend
-            if q == 0:
-                pend_is_ctx, pend_ctx = Signal(), Signal(32)
-                pend_cfg = pend & ~pend_is_ctx
-            with m.If(pend_cfg):
-                with m.If(is_data):
-                    # INSN: index counts the instruction word's parts, then the slot moves on.
-                    wrap = equals(r_what, ConfigWhat.INSN) & equals(r_index, parts - 1)
-                    m.d.sync += [r_left.eq(r_left - 1),
-                                 r_index.eq(Mux(wrap, 0, increment(r_index))),
-                                 r_slot.eq(Mux(wrap, increment(r_slot), r_slot))]
-                with m.Else():
-                    m.d.sync += [r_what.eq(hdr.what), r_x.eq(hdr.dst_x), r_y.eq(hdr.dst_y),
-                                 r_slot.eq(hdr.slot), r_index.eq(hdr.index),
-                                 r_left.eq(hdr.count)]
-            if q == 0:
-                tpl = data.View(tpl_lay, rd_data)
-                ctx_flit = Signal(lay)
-                oview = body_view(ctx_flit, Kind.OPERAND, p)
-                m.d.comb += [
-                    ctx_flit.kind.eq(FlitKind.OPERAND), ctx_flit.dst_x.eq(tpl.dst_x),
-                    ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
-                    oview.operand.eq(tpl.operand), oview.data.eq(zx(pend_ctx, 64)),
-                    out.w_en.eq(pend & (pend_is_ctx | is_data)),
-                    out.w_data.eq(Mux(pend_is_ctx, ctx_flit.as_value(), cfg_flit.as_value())),
-                ]
-            else:
-                m.d.comb += [out.w_en.eq(pend & is_data), out.w_data.eq(cfg_flit.as_value())]
-            m.d.comb += [o_flit.valid.eq(out.r_rdy), o_flit.payload.eq(out.r_data),
-                         out.r_en.eq(o_flit.ready)]
-            rptr = Signal(32, name=f"rptr{s}")
-            left = Signal(32, name=f"left{s}")
-            ports.append(dict(rd_en=rd_en, rd_addr=rd_addr, can_read=can_read, pend=pend,
-                              out=out, o_flit=o_flit, rptr=rptr, left=left, r_left=r_left,
-                              n_config=getattr(self, f"i_n_config{s}")))
-        sent = [q["o_flit"].valid & q["o_flit"].ready for q in ports]
-        m.d.sync += flits.eq((flits + popcount(sent, 32))[:32])
+        else:
+            m.d.comb += [out.w_en.eq(pend & is_data), out.w_data.eq(cfg_flit.as_value())]
+        m.d.comb += [o_flit.valid.eq(out.r_rdy), o_flit.payload.eq(out.r_data),
+                     out.r_en.eq(o_flit.ready)]
+        return SimpleNamespace(rd_en=rd_en, rd_addr=rd_addr, can_read=can_read, pend=pend,
+                               out=out, o_flit=o_flit, rptr=Signal(32, name=f"rptr{sfx}"),
+                               left=Signal(32, name=f"left{sfx}"), r_left=r_left,
+                               n_config=getattr(self, f"i_n_config{sfx}"))
 
-        # End counters: one per context in flight, indexed by the ID's low bits (the window is
-        # at most operand_depth <= table, so two contexts in flight never share an entry).
-        counts = [Signal(16, name=f"ends{i}") for i in range(table)]
+    def _ends(self, m, s):
+        """CTX_END flits: counted per context in flight, checked, and the oldest context
+        retired when its count reaches ``ends``.
+
+        One counter per context in flight, indexed by the ID's low bits (the window is at most
+        operand_depth <= table, so two contexts in flight never share an entry).
+        """
+        p = self.params
+        table = 1 << max(1, (p.operand_depth - 1).bit_length())
+        tbits = (table - 1).bit_length()
+        s.counts = counts = [Signal(16, name=f"ends{i}") for i in range(table)]
         inc = Signal(table)
         fl = self.i_flit.payload
         end_body = body_view(fl, Kind.CTX_END, p)
-        end_id, age, outstanding = Signal(32), Signal(32), Signal(32)
+        end_id, age, s.outstanding = Signal(32), Signal(32), Signal(32)
         m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
-                     age.eq(end_id - retired), outstanding.eq(issued - retired)]
+                     age.eq(end_id - s.retired), s.outstanding.eq(s.issued - s.retired)]
         got = self.i_flit.valid
         is_end = Bits(fl.kind.as_value()) == Kind.CTX_END.value
         # In flight: retired <= id <= issued (the context being started counts) and inside
         # the table.
-        in_flight = (age <= outstanding) & ~age[tbits:].any()
-        good_end = got & is_end & in_flight & (end_id < contexts)
+        in_flight = (age <= s.outstanding) & ~age[tbits:].any()
+        good_end = got & is_end & in_flight & (end_id < s.contexts)
         # a CTX_END flit stands for ``count`` END messages (0 counts as 1).
         n_end = Signal(16)
         m.d.comb += n_end.eq(Mux(end_body.count.any(), end_body.count, 1))
         with m.If(got):
-            m.d.sync += ends_seen.eq((ends_seen + Mux(is_end, zx(n_end), Const(1, 32)))[:32])
+            m.d.sync += s.ends_seen.eq((s.ends_seen + Mux(is_end, _zx(n_end), Const(1, 32)))[:32])
         with m.If(got & ~is_end):
-            m.d.sync += err[MiccError.BAD_FLIT].eq(1)
+            m.d.sync += s.err[MiccError.BAD_FLIT].eq(1)
         with m.If(got & is_end & ~good_end):
-            m.d.sync += err[MiccError.BAD_END].eq(1)
+            m.d.sync += s.err[MiccError.BAD_END].eq(1)
         # The Cbufs are single-ported: a write while the MicC reads them corrupts its reads.
-        with m.If(self.i_cbuf_write & running):
-            m.d.sync += err[MiccError.CBUF_BUSY].eq(1)
+        with m.If(self.i_cbuf_write & s.running):
+            m.d.sync += s.err[MiccError.CBUF_BUSY].eq(1)
         for i in range(table):
             m.d.comb += inc[i].eq(good_end & equals(end_id[:tbits], i))
         head = Signal(16)
         m.d.comb += head.eq(counts[0])
         for i in range(1, table):
-            with m.If(equals(retired[:tbits], i)):
+            with m.If(equals(s.retired[:tbits], i)):
                 m.d.comb += head.eq(counts[i])
         retire = Signal()
-        m.d.comb += retire.eq((retired < issued) & (head == ends) & ends.any())
+        m.d.comb += retire.eq((s.retired < s.issued) & (head == s.ends) & s.ends.any())
         for i in range(table):
-            mine = equals(retired[:tbits], i)
+            mine = equals(s.retired[:tbits], i)
             with m.If(retire & mine):
                 m.d.sync += counts[i].eq(Mux(inc[i], n_end, 0))
                 with m.If(inc[i]):
-                    m.d.sync += err[MiccError.BAD_END].eq(1)
+                    m.d.sync += s.err[MiccError.BAD_END].eq(1)
             with m.Elif(inc[i]):
                 m.d.sync += counts[i].eq((counts[i] + n_end)[:16])
-                with m.If(n_end > (ends - counts[i])[:16]):     # (counts[i] <= ends holds)
-                    m.d.sync += err[MiccError.BAD_END].eq(1)
+                with m.If(n_end > (s.ends - counts[i])[:16]):     # (counts[i] <= ends holds)
+                    m.d.sync += s.err[MiccError.BAD_END].eq(1)
         with m.If(retire):
-            m.d.sync += retired.eq(increment(retired))
+            m.d.sync += s.retired.eq(increment(s.retired))
 
-        # Sequencer.
-        k, k_next = Signal(32), Signal(32)
-        in_ctx = Signal()
-        wait = Signal(16)
-        m.d.comb += k_next.eq(increment(k))
-        with m.If(running):
-            m.d.sync += cycles.eq(increment(cycles))
-        with m.If(is_state(MiccState.CONFIG) | is_state(MiccState.DRAIN)):
-            m.d.sync += config_cycles.eq(increment(config_cycles))
+    def _counters(self, m, s):
+        """The host's cycle counters, and the error exit (any state -> DONE)."""
+        state = s.state
+        with m.If(s.running):
+            m.d.sync += s.cycles.eq(increment(s.cycles))
+        with m.If(equals(state, MiccState.CONFIG) | equals(state, MiccState.DRAIN)):
+            m.d.sync += s.config_cycles.eq(increment(s.config_cycles))
             with m.If(self.i_hold):
-                m.d.sync += hidden.eq(increment(hidden))
-        with m.If(is_state(MiccState.HOLD)):
-            m.d.sync += hold_cycles.eq(increment(hold_cycles))
-        with m.If(err.any() & ~is_state(MiccState.IDLE)):
+                m.d.sync += s.hidden.eq(increment(s.hidden))
+        with m.If(equals(state, MiccState.HOLD)):
+            m.d.sync += s.hold_cycles.eq(increment(s.hold_cycles))
+        with m.If(s.err.any() & ~equals(state, MiccState.IDLE)):
             m.d.sync += state.eq(MiccState.DONE)
+
+    def _start_errors(self, s):
+        """Return the error bits a start raises: a configuration larger than a port's region,
+        bad window or end registers, a Cbuf write in progress."""
+        p = self.params
         # A port's words > its region, with truncated (lint-clean) adds that cannot overflow.
         nb = self.region.bit_length() + 1
-        total = Signal(nb)
-        m.d.comb += total.eq((self.i_n_config[:nb - 1] + self.i_n_ctx[:nb - 1])[:nb])
+        total = (self.i_n_config[:nb - 1] + self.i_n_ctx[:nb - 1])[:nb]
         too_big = (self.i_n_config[nb - 1:].any() | self.i_n_ctx[nb - 1:].any()
                    | (Bits(total) > self.region))
-        for q in ports[1:]:
-            too_big = too_big | (Bits(q["n_config"]) > self.region)
+        for q in s.ports[1:]:
+            too_big = too_big | (Bits(q.n_config) > self.region)
         bad = (~self.i_window.any() | (Bits(self.i_window) > p.operand_depth)
                | (self.i_contexts.any() & (~self.i_n_ctx.any() | ~self.i_ends.any())))
         start_err = {MiccError.CONFIG_TOO_BIG: too_big, MiccError.BAD_REGS: bad,
                      MiccError.CBUF_BUSY: self.i_cbuf_write}
-        idle_out = Cat(*[~q["left"].any() & ~q["pend"] & ~q["out"].r_rdy for q in ports]).all()
-        with m.If(self.i_start & ~running):
+        return Cat(*[start_err.get(e, Const(0, 1)) for e in MiccError])
+
+    def _sequencer(self, m, s):
+        """The states: CONFIG (the ports read their records), DRAIN (the last CONFIG flits
+        reach their PEs), HOLD (the host's DMA-in), CTX (one context's templates at a time,
+        while fewer than ``window`` are in flight), WAIT (the last ones retire), DONE."""
+        state, ports = s.state, s.ports
+        k, k_next = Signal(32), Signal(32)
+        in_ctx = Signal()
+        wait = Signal(16)
+        m.d.comb += k_next.eq(increment(k))
+        idle_out = Cat(*[~q.left.any() & ~q.pend & ~q.out.r_rdy for q in ports]).all()
+        with m.If(self.i_start & ~s.running):
             m.d.sync += [
-                state.eq(MiccState.CONFIG),
-                err.eq(Cat(*[start_err.get(e, Const(0, 1)) for e in MiccError])),
-                n_ctx.eq(zx(self.i_n_ctx)),
-                contexts.eq(self.i_contexts), window.eq(zx(self.i_window)),
-                ends.eq(self.i_ends), ctx_base.eq(self.i_ctx_base),
-                issued.eq(0), retired.eq(0), ends_seen.eq(0), cycles.eq(0),
-                config_cycles.eq(0), hold_cycles.eq(0), flits.eq(0), in_ctx.eq(0), hidden.eq(0),
-                wait.eq(self.drain),
-            ] + [c.eq(0) for c in counts]
+                state.eq(MiccState.CONFIG), s.err.eq(self._start_errors(s)),
+                s.n_ctx.eq(_zx(self.i_n_ctx)),
+                s.contexts.eq(self.i_contexts), s.window.eq(_zx(self.i_window)),
+                s.ends.eq(self.i_ends), s.ctx_base.eq(self.i_ctx_base),
+                s.issued.eq(0), s.retired.eq(0), s.ends_seen.eq(0), s.cycles.eq(0),
+                s.config_cycles.eq(0), s.hold_cycles.eq(0), s.flits.eq(0), in_ctx.eq(0),
+                s.hidden.eq(0), wait.eq(self.drain),
+            ] + [c.eq(0) for c in s.counts]
             for q in ports:
-                m.d.sync += [q["rptr"].eq(0), q["left"].eq(q["n_config"]), q["r_left"].eq(0)]
-            m.d.sync += pend_is_ctx.eq(0)
-        with m.Elif(~err.any()):
-            with m.If(is_state(MiccState.CONFIG)):
+                m.d.sync += [q.rptr.eq(0), q.left.eq(q.n_config), q.r_left.eq(0)]
+            m.d.sync += s.pend_is_ctx.eq(0)
+        with m.Elif(~s.err.any()):
+            with m.If(equals(state, MiccState.CONFIG)):
                 for q in ports:
-                    with m.If(q["left"].any() & q["can_read"]):
-                        m.d.comb += [q["rd_en"].eq(1), q["rd_addr"].eq(q["rptr"])]
-                        m.d.sync += [q["rptr"].eq(increment(q["rptr"])),
-                                     q["left"].eq(q["left"] - 1)]
+                    with m.If(q.left.any() & q.can_read):
+                        m.d.comb += [q.rd_en.eq(1), q.rd_addr.eq(q.rptr)]
+                        m.d.sync += [q.rptr.eq(increment(q.rptr)), q.left.eq(q.left - 1)]
                 with m.If(idle_out):
                     m.d.sync += [state.eq(MiccState.DRAIN), wait.eq(self.drain)]
-            with m.Elif(is_state(MiccState.DRAIN)):
+            with m.Elif(equals(state, MiccState.DRAIN)):
                 with m.If(wait.any()):
                     m.d.sync += wait.eq(wait - 1)
-                delivered = (self.i_delivered == flits) if self.delivered else Const(1, 1)
+                delivered = (self.i_delivered == s.flits) if self.delivered else Const(1, 1)
                 with m.If(~wait.any() & delivered):
                     m.d.sync += state.eq(MiccState.HOLD)
-            with m.Elif(is_state(MiccState.HOLD)):
+            with m.Elif(equals(state, MiccState.HOLD)):
                 with m.If(~self.i_hold):
                     m.d.sync += state.eq(MiccState.CTX)
-            with m.Elif(is_state(MiccState.CTX)):
+            with m.Elif(equals(state, MiccState.CTX)):
                 q0 = ports[0]
                 with m.If(~in_ctx):
-                    with m.If(issued == contexts):
+                    with m.If(s.issued == s.contexts):
                         m.d.sync += state.eq(MiccState.WAIT)
-                    with m.Elif(outstanding < window):
+                    with m.Elif(s.outstanding < s.window):
                         m.d.sync += [in_ctx.eq(1), k.eq(0)]
-                with m.Elif(q0["can_read"]):
+                with m.Elif(q0.can_read):
                     addr = Signal(32)
-                    m.d.comb += [addr.eq(q0["rptr"] + k), q0["rd_en"].eq(1),
-                                 q0["rd_addr"].eq(addr)]
-                    m.d.sync += [k.eq(k_next), pend_is_ctx.eq(1),
-                                 pend_ctx.eq((issued + ctx_base)[:32])]
-                    with m.If(k_next == n_ctx):
-                        m.d.sync += [in_ctx.eq(0), issued.eq(increment(issued))]
-            with m.Elif(is_state(MiccState.WAIT)):
-                with m.If(retired == contexts):
+                    m.d.comb += [addr.eq(q0.rptr + k), q0.rd_en.eq(1), q0.rd_addr.eq(addr)]
+                    m.d.sync += [k.eq(k_next), s.pend_is_ctx.eq(1),
+                                 s.pend_ctx.eq((s.issued + s.ctx_base)[:32])]
+                    with m.If(k_next == s.n_ctx):
+                        m.d.sync += [in_ctx.eq(0), s.issued.eq(increment(s.issued))]
+            with m.Elif(equals(state, MiccState.WAIT)):
+                with m.If(s.retired == s.contexts):
                     m.d.sync += state.eq(MiccState.DONE)
-        return m
 
 
 def build_micc(rows=2, cols=2, cbufs=2, cbuf_bytes=1024, operand_depth=ArrayParams().operand_depth,
