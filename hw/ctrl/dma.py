@@ -204,8 +204,12 @@ class Dma(wiring.Component):
         # of two states, and the host reads fixed values (``o_state``).
         s.state = state = Signal(DmaState)
         s.err = err = Signal(len(DmaError))
-        s.cycles, s.rd_bytes, s.wr_bytes = Signal(32), Signal(40), Signal(40)
-        s.list_addr, s.count, s.index = Signal(32), Signal(16), Signal(16)
+        s.cycles = Signal(32)
+        s.rd_bytes = Signal(40)
+        s.wr_bytes = Signal(40)
+        s.list_addr = Signal(32)
+        s.count = Signal(16)
+        s.index = Signal(16)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err), self.o_desc.eq(s.index),
             self.o_busy.eq(~equals(state, DmaState.IDLE) & ~equals(state, DmaState.DONE)),
@@ -228,7 +232,7 @@ class Dma(wiring.Component):
         p, depth = self.params, self.outstanding
         s.lbits = lbits = depth.bit_length()              # counts 0 .. depth
         m.submodules.rdq = s.rdq = rdq = fifo.SyncFIFO(width=64, depth=depth)
-        s.rd_addr, s.rd_left = Signal(32), Signal(32)
+        s.rd_addr, s.rd_left = Signal(32, name="rd_addr"), Signal(32, name="rd_left")
         s.rd_flight = Signal(lbits, name="rd_flight")
         s.room = Signal()
         used = _wide(m, s.rd_flight + rdq.w_level, lbits + 1, "rd_used")
@@ -260,22 +264,24 @@ class Dma(wiring.Component):
         ``rest``: ``nx, ny, nk``).
         """
         p = self.params
-        s.desc0, s.desc1 = Signal(WORD_BITS), Signal(WORD_BITS)
+        s.desc0, s.desc1 = Signal(WORD_BITS, name="desc0"), Signal(WORD_BITS, name="desc1")
         s.got = Signal(2)
-        s.pre, s.mode_out = Signal(), Signal()
+        s.pre, s.mode_out = Signal(name="pre"), Signal(name="mode_out")
         desc = data.View(data.StructLayout(descriptor_layout().struct_fields()),
                          Cat(s.desc0, s.desc1))
         s.ext, s.loc, s.length = desc.ext, desc.local, desc.length      # length: 31 bits
         s.is_out, s.is_cbuf, s.is_move, s.copies = desc.out, desc.cbuf, desc.move, desc.copies
         s.shift = shift = (p.dbuf_bytes - 1).bit_length()
         # end = loc + length without a wider adder: the wrap shows as end < loc.
-        s.end, last = Signal(32), Signal(32)
+        s.end, last = Signal(32, name="end"), Signal(32, name="last")
         m.d.comb += [s.end.eq(_add_length(s.loc, s.length)), last.eq((s.end - 1)[:32])]
         s.wraps = s.end < s.loc
         s.first_idx, s.last_idx = s.loc[shift:], last[shift:]
         nd = p.num_dbufs
         s.kbits = kbits = (nd - 1).bit_length()
-        s.xs, s.ys, s.targets = Signal(p.x_bits), Signal(p.y_bits), Signal(nd)
+        s.xs = Signal(p.x_bits)
+        s.ys = Signal(p.y_bits)
+        s.targets = Signal(nd)
         mask, past = Const(0, nd), Const(0, 1)
         for k in reversed(range(nd)):
             hit = equals(s.first_idx, k)
@@ -285,18 +291,20 @@ class Dma(wiring.Component):
         s.past = past
         xs, ys = self._edge(s.first_idx)
         m.d.comb += [s.xs.eq(xs), s.ys.eq(ys), s.targets.eq(mask)]
-        s.src_end, src_last = Signal(32), Signal(32)
+        s.src_end, src_last = Signal(32, name="src_end"), Signal(32, name="src_last")
         m.d.comb += [s.src_end.eq(_add_length(s.ext, s.length)), src_last.eq((s.src_end - 1)[:32])]
         s.src_first_idx, s.src_last_idx = s.ext[shift:], src_last[shift:]
-        s.sx, s.sy = Signal(p.x_bits), Signal(p.y_bits)
+        s.sx, s.sy = Signal(p.x_bits, name="sx"), Signal(p.y_bits, name="sy")
         sx, sy = self._edge(s.src_first_idx)
         m.d.comb += [s.sx.eq(sx), s.sy.eq(sy)]
         # The current STORE target (edge coordinate and Dbuf number), the LOAD target (OUT: the
         # Dbuf of ``local``, MOVE: the source Dbuf), the descriptor's copy targets and those the
         # current word still goes to after this one.
-        s.dst_x, s.dst_y, s.dst_k = Signal(p.x_bits), Signal(p.y_bits), Signal(kbits)
-        s.ld_x, s.ld_y = Signal(p.x_bits), Signal(p.y_bits)
-        s.copy_mask, s.rest = Signal(nd), Signal(nd)
+        s.dst_x = Signal(p.x_bits)
+        s.dst_y = Signal(p.y_bits)
+        s.dst_k = Signal(kbits)
+        s.ld_x, s.ld_y = Signal(p.x_bits, name="ld_x"), Signal(p.y_bits, name="ld_y")
+        s.copy_mask, s.rest = Signal(nd, name="copy_mask"), Signal(nd, name="rest")
         nx, ny, nk = Const(0, p.x_bits), Const(0, p.y_bits), Const(0, kbits)
         for k in reversed(range(nd)):                   # a priority Mux chain, lowest wins
             nx = Mux(s.rest[k], Const(p.dbuf_coord(k)[0] + 1, p.x_bits), nx)
@@ -333,9 +341,13 @@ class Dma(wiring.Component):
         starts at the first Dbuf; else the next target of the same word follows.
         """
         p, depth = self.params, self.outstanding
-        s.st_addr, s.st_left, s.acks = Signal(32), Signal(32), Signal(32)
-        s.ld_addr, s.ld_left, s.ld_flight = Signal(32), Signal(32), Signal(s.lbits)
-        s.wr_addr, s.wr_left = Signal(32), Signal(32)
+        s.st_addr = Signal(32)
+        s.st_left = Signal(32)
+        s.acks = Signal(32)
+        s.ld_addr = Signal(32)
+        s.ld_left = Signal(32)
+        s.ld_flight = Signal(s.lbits)
+        s.wr_addr, s.wr_left = Signal(32, name="wr_addr"), Signal(32, name="wr_left")
         req = self.o_req.payload
         body = body_view(req, FlitKind.STORE, p)
         cx, cy = self.coord
@@ -382,7 +394,8 @@ class Dma(wiring.Component):
         """Cbuf words: beats of one word collect in ``cb_word``, then one write."""
         wb = self.word_bytes
         beats = wb // 8
-        s.cb_addr, s.beat = Signal(len(self.cbuf_wr_addr)), Signal(max(1, s.wshift - 3))
+        s.cb_addr = Signal(len(self.cbuf_wr_addr))
+        s.beat = Signal(max(1, s.wshift - 3))
         cb_word = Signal(wb * 8)
         s.cbuf_v = cbuf_v = (s.moving & ~s.is_out & s.is_cbuf & s.st_left.any()
                              & s.rdq.r_rdy)

@@ -164,11 +164,17 @@ class Micc(wiring.Component):
         # the host reads fixed values (``o_state``).
         s.state = state = Signal(MiccState)
         s.err = err = Signal(len(MiccError))
-        s.issued, s.retired, s.ends_seen = Signal(32), Signal(32), Signal(32)
-        s.cycles, s.config_cycles, s.hold_cycles = Signal(48), Signal(48), Signal(48)
-        s.flits, s.hidden = Signal(32), Signal(48)
-        s.n_ctx, s.contexts = Signal(32), Signal(32)
-        s.window, s.ends, s.ctx_base = Signal(32), Signal(16), Signal(32)
+        s.issued = Signal(32)
+        s.retired = Signal(32)
+        s.ends_seen = Signal(32)
+        s.cycles = Signal(48)
+        s.config_cycles = Signal(48)
+        s.hold_cycles = Signal(48)
+        s.flits, s.hidden = Signal(32, name="flits"), Signal(48, name="hidden")
+        s.n_ctx, s.contexts = Signal(32, name="n_ctx"), Signal(32, name="contexts")
+        s.window = Signal(32)
+        s.ends = Signal(16)
+        s.ctx_base = Signal(32)
         s.running = ~equals(state, MiccState.IDLE) & ~equals(state, MiccState.DONE)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err),
@@ -213,7 +219,7 @@ class Micc(wiring.Component):
         ]
         pend_cfg = pend
         if q == 0:
-            s.pend_is_ctx, s.pend_ctx = Signal(), Signal(32)
+            s.pend_is_ctx, s.pend_ctx = Signal(name="pend_is_ctx"), Signal(32, name="pend_ctx")
             pend_cfg = pend & ~s.pend_is_ctx
         with m.If(pend_cfg):
             with m.If(is_data):
@@ -260,7 +266,9 @@ class Micc(wiring.Component):
         inc = Signal(table)
         fl = self.i_flit.payload
         end_body = body_view(fl, Kind.CTX_END, p)
-        end_id, age, s.outstanding = Signal(32), Signal(32), Signal(32)
+        end_id = Signal(32)
+        age = Signal(32)
+        s.outstanding = Signal(32)
         m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
                      age.eq(end_id - s.retired), s.outstanding.eq(s.issued - s.retired)]
         got = self.i_flit.valid
@@ -339,7 +347,7 @@ class Micc(wiring.Component):
         reach their PEs), HOLD (the host's DMA-in), CTX (one context's templates at a time,
         while fewer than ``window`` are in flight), WAIT (the last ones retire), DONE."""
         state, ports = s.state, s.ports
-        k, k_next = Signal(32), Signal(32)
+        k, k_next = Signal(32, name="k"), Signal(32, name="k_next")
         in_ctx = Signal()
         wait = Signal(16)
         m.d.comb += k_next.eq(increment(k))
