@@ -70,6 +70,8 @@ Contract
   ``cbuf.bank<i>.bank.storage``), as ``tb.top.bench_run`` does.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -181,6 +183,16 @@ class FDPU(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        s = SimpleNamespace()           # what the parts below share
+        self._control(m, s)
+        self._pes(m, s)
+        self._dbufs(m, s)
+        self._status(m, s)
+        return m
+
+    def _control(self, m, s):
+        """The meshes, the Cbufs, the MicC and the DMA channels; the start (armed until the
+        DMA has written the Cbuf words the host named), the DMA's registers and counters."""
         p = self.params
         m.submodules.req = req = Mesh(p, depth=self.depth)
         m.submodules.rep = rep = Mesh(p, depth=self.depth)
@@ -194,11 +206,11 @@ class FDPU(wiring.Component):
             m.submodules[f"dma{c}"] = ch
             dmas.append(ch)
         for q in range(nports):
-            s = f"_{q}" if q else ""
-            m.d.comb += [getattr(cbuf, f"rd_en{s}").eq(getattr(micc, f"rd_en{s}")),
-                         getattr(cbuf, f"rd_addr{s}").eq(getattr(micc, f"rd_addr{s}")),
-                         getattr(micc, f"rd_data{s}").eq(getattr(cbuf, f"rd_data{s}")),
-                         getattr(micc, f"i_n_config{s}").eq(getattr(self, f"i_n_config{s}"))]
+            sfx = f"_{q}" if q else ""
+            m.d.comb += [getattr(cbuf, f"rd_en{sfx}").eq(getattr(micc, f"rd_en{sfx}")),
+                         getattr(cbuf, f"rd_addr{sfx}").eq(getattr(micc, f"rd_addr{sfx}")),
+                         getattr(micc, f"rd_data{sfx}").eq(getattr(cbuf, f"rd_data{sfx}")),
+                         getattr(micc, f"i_n_config{sfx}").eq(getattr(self, f"i_n_config{sfx}"))]
         m.d.comb += [cbuf.wr_en.eq(dma.cbuf_wr_en), cbuf.wr_addr.eq(dma.cbuf_wr_addr),
                      cbuf.wr_data.eq(dma.cbuf_wr_data)]
         for name in ("i_n_ctx", "i_contexts", "i_window", "i_ends", "i_ctx_base"):
@@ -247,6 +259,13 @@ class FDPU(wiring.Component):
         ]
         m.d.sync += self.o_clock.eq(increment(self.o_clock))
 
+        s.p, s.req, s.rep, s.micc, s.dma, s.dmas = p, req, rep, micc, dma, dmas
+        s.start, s.armed = start, armed
+
+    def _pes(self, m, s):
+        """The PEs on the meshes (one shared Verilog module), their errors and fire counters,
+        the CONFIG flits they take (``s.ejected_config``) and the flits they send."""
+        p, req, rep, start = s.p, s.req, s.rep, s.start
         pe_err_any = Signal(len(PeError))
         ejected_config = []
         stray_req, stray_edge = Signal(), Signal()
@@ -288,6 +307,14 @@ class FDPU(wiring.Component):
             Cat(*[self.o_pe_error[n][b] for n in range(p.num_pes)]).any()
             for b in range(len(PeError))]))
 
+        s.pe_err_any, s.ejected_config, s.injected = pe_err_any, ejected_config, injected
+        s.stray_req, s.stray_edge = stray_req, stray_edge
+
+    def _dbufs(self, m, s):
+        """The Dbufs at the edge ports, merged with the MicC's outputs at the configuration
+        ports and with the DMA channels at theirs; stray flits at the other edges."""
+        p, req, rep, micc, dma, dmas = s.p, s.req, s.rep, s.micc, s.dma, s.dmas
+        stray_edge = s.stray_edge
         accepted = []
         for k in range(p.num_dbufs):
             dbuf = Dbuf(p, k, inline_bits=0 if self.behavioural else 1 << 20)
@@ -336,6 +363,14 @@ class FDPU(wiring.Component):
                 m.d.comb += rep.o_edge[k].ready.eq(1)
                 with m.If(rep.o_edge[k].valid):
                     m.d.sync += stray_edge.eq(1)
+        s.accepted = accepted
+
+    def _status(self, m, s):
+        """The MicC's CONFIG deliveries, the request and flit counters, the errors and the
+        host's status registers."""
+        micc, start, armed = s.micc, s.start, s.armed
+        accepted, injected, ejected_config = s.accepted, s.injected, s.ejected_config
+        stray_req, stray_edge, pe_err_any = s.stray_req, s.stray_edge, s.pe_err_any
         # CONFIG flits ejected into PEs since the start (at most one per PE and cycle): the
         # MicC starts contexts only when every CONFIG flit it sent is in its PE.
         delivered = Signal(32)
@@ -365,7 +400,7 @@ class FDPU(wiring.Component):
             self.o_hold_cycles.eq(micc.o_hold_cycles),
             self.o_config_hidden.eq(micc.o_config_hidden),
         ]
-        return m
+
 
 
 _ARRAY, _SYSTEM = ArrayParams(), System()

@@ -72,6 +72,8 @@ Contract
   ``int_*``, ``fp_*`` and, with ``int_issue == 2``, ``int2_*``.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -221,7 +223,59 @@ class Pe(wiring.Component):
             m.d.comb += coord.eq(self.i_coord)
         else:
             m.d.comb += [coord.x.eq(self._x), coord.y.eq(self._y)]
+        # The parts below share what they make through `ns` (names as in one function).
+        ns = SimpleNamespace(p=p, S=S, K=K, ND=ND, NP=NP, coord=coord, insn_l=insn_l,
+                             int_pipes=int_pipes, hot=hot)
+        self._storage(m, ns)
+        self._units(m, ns)
+        self._pick(m, ns)
+        self._issue(m, ns)
+        alus, busy, clear = ns.alus, ns.busy, ns.clear
+        cmid, disp, fpu, inputs = ns.cmid, ns.disp, ns.fpu, ns.inputs
+        insn_mem, noroom, pipes = ns.insn_mem, ns.noroom, ns.pipes
+        pool, raise_err, state, store = ns.pool, ns.raise_err, ns.state, ns.store
 
+        # ---- unit results to the dispatchers -----------------------------------------------
+        self._unit_results(m, alus, fpu, disp, state, pipes[1])
+
+        # ---- load/store replies: the reorder pool, retired in issue order ------------------
+        m.d.comb += pool.i_reply.eq(inputs.o_reply)
+        raise_err.append((inputs.o_reply.valid & inputs.o_reply.body.err, PeError.DBUF_ERROR,
+                          pool.o_reply_slot))
+        for j in range(2):
+            self._retire_lane(m, j, pool.o_retire[j], pool.i_retire_go[j], disp[2 + j],
+                              insn_mem, store.i_resv[j], store.o_room[j], coord)
+
+        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced) ----
+        m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
+        for j, d in enumerate(disp):
+            wiring.connect(m, d.o_flit, rep_port.i_flit[j])
+        wiring.connect(m, rep_port.o_rep, wiring.flipped(self.o_rep))
+
+        # ---- slot flags: no room, busy --------------------------------------------------------
+        nr = noroom
+        for pipe in pipes:                        # (a slot is in one pipe's S1 at a time)
+            nr = (nr & ~pipe.hot) | (pipe.hot & pipe.last.replicate(S))
+        m.d.sync += noroom.eq(nr)
+        bset = any_of([hot(q.slot) & q.busy_set.replicate(S) for q in pipes])
+        bclr = any_of([hot(q.busy_clr_slot) & q.busy_clr.replicate(S) for q in pipes])
+        m.d.sync += busy.eq((busy | bset) & ~bclr)
+        fp = pipes[1]
+        fdone = hot(fp.busy_clr_slot) & fp.busy_clr.replicate(S)
+        m.d.sync += cmid.eq(((cmid & ~fdone) | (fdone & fp.facc_mid.replicate(S)))
+                            & ~(clear.hot & clear.part0.replicate(S)))
+
+        # ---- sticky errors ---------------------------------------------------------------------
+        m.submodules.errors = errors = ErrorLatch(p, [flag for _, flag, _ in raise_err])
+        for port, (cond_, _, slot) in zip(errors.i_raise, raise_err):
+            m.d.comb += [port.valid.eq(cond_), port.slot.eq(slot)]
+        m.d.comb += self.o_error.eq(errors.o_error)
+        return m
+
+    def _storage(self, m, ns):
+        """Instructions, configuration, operands and slot state."""
+        p, S, K, ND = ns.p, ns.S, ns.K, ns.ND
+        NP, coord, insn_l, int_pipes = ns.NP, ns.coord, ns.insn_l, ns.int_pipes
         # ---- storage: instructions, configuration, operands, slot state ------------------
         m.submodules.insn_mem = insn_mem = Memory(shape=insn_l.size, depth=S, init=[])
         insn_w = insn_mem.write_port(granularity=64)
@@ -279,7 +333,13 @@ class Pe(wiring.Component):
             m.d.comb += [Signal(K, name=f"ne{s}").eq(Cat(*[nonempty[k][s] for k in range(K)])),
                          Signal(name=f"noroom{s}").eq(noroom[s]),
                          Signal(name=f"busy{s}").eq(busy[s])]
+        ns.busy, ns.clear, ns.disp, ns.inputs, ns.insn_mem = busy, clear, disp, inputs, insn_mem
+        ns.nonempty, ns.noroom, ns.raise_err = nonempty, noroom, raise_err
+        ns.slots, ns.state, ns.store = slots, state, store
 
+    def _units(self, m, ns):
+        """The ALUs, the FPU, the request queue and the reorder pool."""
+        p, int_pipes = ns.p, ns.int_pipes
         # ---- units ---------------------------------------------------------------------------
         alus = {}
         for pp in int_pipes:
@@ -294,7 +354,13 @@ class Pe(wiring.Component):
         # in each slot's issue order on two lanes (hw.pe.pool).
         m.submodules.pool = pool = ReorderPool(p, self._pool)
         m.d.comb += Signal(self._pool, name="pool_alloc").eq(pool.o_alloc)  # (tb/pe/probe.py)
+        ns.alus, ns.fpu, ns.req_q, ns.pool = alus, fpu, req_q, pool
 
+    def _pick(self, m, ns):
+        """S0: each pipe picks one ready slot (round robin)."""
+        K, NP, S, busy, insn_mem = ns.K, ns.NP, ns.S, ns.busy, ns.insn_mem
+        int_pipes, nonempty, noroom = ns.int_pipes, ns.nonempty, ns.noroom
+        slots, state, store = ns.slots, ns.state, ns.store
         # ---- S0: pick one ready slot per pipe (round robin) ----------------------------------
         # A FACC with a count operand needs operand 2 at the first step of an accumulation
         # only: `cmid` (bit s) says slot s is past that step, i.e. its FACC count is not 0
@@ -329,7 +395,13 @@ class Pe(wiring.Component):
             s1_valid = Signal(name=f"s1_valid{pp}")   # (tb/pe/probe.py)
             m.d.comb += s1_valid.eq(picker.o_s1.valid)
             pipes.append(_Pipe(pp, s1_valid, picker.o_s1, insn_r.data))
+        ns.cmid, ns.pipes = cmid, pipes
 
+    def _issue(self, m, ns):
+        """S1 of each pipe: operands, room check, fire."""
+        p, alus, coord, fpu, inputs, insn_l = ns.p, ns.alus, ns.coord, ns.fpu, ns.inputs, ns.insn_l
+        int_pipes, pipes, pool = ns.int_pipes, ns.pipes, ns.pool
+        raise_err, req_q, state, store = ns.raise_err, ns.req_q, ns.state, ns.store
         # ---- S1 of each pipe: operands, room check, fire ----------------------------------
         for pp, pipe in enumerate(pipes):
             insn = Signal(insn_l, name=f"insn{pp}")
@@ -409,43 +481,6 @@ class Pe(wiring.Component):
             # stale flag said "no room" although its consumers were waiting for it (a load's
             # flag is only refreshed when it is picked: the 8 x 8's ~1,000-cycle tails).
             m.d.comb += pipe.last.eq((~room | pipe.is_mem) & ~go)
-
-        # ---- unit results to the dispatchers -----------------------------------------------
-        self._unit_results(m, alus, fpu, disp, state, pipes[1])
-
-        # ---- load/store replies: the reorder pool, retired in issue order ------------------
-        m.d.comb += pool.i_reply.eq(inputs.o_reply)
-        raise_err.append((inputs.o_reply.valid & inputs.o_reply.body.err, PeError.DBUF_ERROR,
-                          pool.o_reply_slot))
-        for j in range(2):
-            self._retire_lane(m, j, pool.o_retire[j], pool.i_retire_go[j], disp[2 + j],
-                              insn_mem, store.i_resv[j], store.o_room[j], coord)
-
-        # ---- remote flits: dispatchers -> o_rep (CTX_END messages coalesced) ----
-        m.submodules.rep_port = rep_port = ReplyPort(p, self._micc, len(disp))
-        for j, d in enumerate(disp):
-            wiring.connect(m, d.o_flit, rep_port.i_flit[j])
-        wiring.connect(m, rep_port.o_rep, wiring.flipped(self.o_rep))
-
-        # ---- slot flags: no room, busy --------------------------------------------------------
-        nr = noroom
-        for pipe in pipes:                        # (a slot is in one pipe's S1 at a time)
-            nr = (nr & ~pipe.hot) | (pipe.hot & pipe.last.replicate(S))
-        m.d.sync += noroom.eq(nr)
-        bset = any_of([hot(q.slot) & q.busy_set.replicate(S) for q in pipes])
-        bclr = any_of([hot(q.busy_clr_slot) & q.busy_clr.replicate(S) for q in pipes])
-        m.d.sync += busy.eq((busy | bset) & ~bclr)
-        fp = pipes[1]
-        fdone = hot(fp.busy_clr_slot) & fp.busy_clr.replicate(S)
-        m.d.sync += cmid.eq(((cmid & ~fdone) | (fdone & fp.facc_mid.replicate(S)))
-                            & ~(clear.hot & clear.part0.replicate(S)))
-
-        # ---- sticky errors ---------------------------------------------------------------------
-        m.submodules.errors = errors = ErrorLatch(p, [flag for _, flag, _ in raise_err])
-        for port, (cond_, _, slot) in zip(errors.i_raise, raise_err):
-            m.d.comb += [port.valid.eq(cond_), port.slot.eq(slot)]
-        m.d.comb += self.o_error.eq(errors.o_error)
-        return m
 
     def _unit_results(self, m, alus, fpu, disp, state, fp_pipe):
         """Hand the ALUs' and the FPU's results to their dispatchers (``disp``: INT, FP, ...,
