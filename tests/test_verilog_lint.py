@@ -213,3 +213,13 @@ def test_cli_lint(capsys, monkeypatch):
     assert main(["lint", "--top", "fifo"]) == 1
     out = capsys.readouterr().out
     assert "1 lint warning(s)" in out and "%Warning-WIDTH" in out
+
+
+def test_a_lint_past_its_bound_is_one_error_line(capsys):
+    # A top whose lint outlasts --timeout is a one-line error naming it, not a traceback.
+    assert main(["lint", "--top", "fifo", "--timeout", "0.001"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fdpu: error: verilator --lint-only of fifo did not finish in "
+                          "0.001 s") and err.count("\n") == 1, err
+    assert main(["lint", "--top", "fifo", "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number of seconds, got 0.0" in capsys.readouterr().err
