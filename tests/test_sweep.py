@@ -107,16 +107,54 @@ def test_cache_key_format_is_stable(monkeypatch):
         "35b88133b9e976668e6b494caaba118b603eb83db945308edc2882578e786b10"
 
 
+def _record(k, **more):
+    rec = dict(key=k, name="batch=1", point={"batch": 1}, args=["--batch", "1"], sim="model",
+               status=0, result={"cycles": 210_976, "match": True}, wall={"point_s": 1.5},
+               command="fdpu run --batch 1", tools={}, source="a" * 64)
+    rec.update(more)
+    return rec
+
+
 def test_store_round_trip_and_corrupt_file(tmp_path):
     s = cache.Store(tmp_path / "c")
     assert s.get("k1") is None
-    s.put("k1", {"key": "k1", "x": 1})
-    assert s.get("k1") == {"key": "k1", "x": 1}
+    s.put("k1", _record("k1"))
+    got = s.get("k1")
+    assert got == {**_record("k1"), "integrity": cache.integrity(got)}
     s.path("k1").write_text("{not json")
-    assert s.get("k1") is None                                        # a miss, not an error
+    assert s.get("k1") is None and "not readable JSON" in s.problems["k1"]   # a miss
     with pytest.raises(ValueError):
-        s.put("k2", {"key": "k2", "x": float("nan")})                 # strict JSON only
+        s.put("k2", _record("k2", wall={"point_s": float("nan")}))    # strict JSON only
     assert not list((tmp_path / "c").glob(".tmp-*"))                  # no partial file left
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda r: r["result"].update(cycles=1), "does not match its integrity digest"),
+    (lambda r: r.pop("result"), "field 'result' missing"),
+    (lambda r: r.update(status="0"), "field 'status' is not a int"),
+    (lambda r: r.update(status=True), "field 'status' is not a int"),
+    (lambda r: r.update(key="other"), "its key is"),
+    (lambda r: r["result"].update(cycles="many"), "result 'cycles' is not a number"),
+    (lambda r: r.update(integrity=1), "field 'integrity' is not a str"),
+])
+def test_a_record_edited_or_malformed_is_never_used(tmp_path, edit, problem):
+    # A cached record is checked against its fields and its integrity digest before use: a
+    # hand edit (cycles 210,976 -> 1 with the right key) or a missing or mistyped field makes
+    # it a miss with the problem kept for the report, not a figure in the table.
+    s = cache.Store(tmp_path / "c")
+    s.put("k1", _record("k1"))
+    rec = json.loads(s.path("k1").read_text())
+    edit(rec)
+    s.path("k1").write_text(json.dumps(rec))
+    assert s.get("k1") is None
+    assert problem in s.problems["k1"]
+
+
+def test_a_record_that_is_not_a_regular_file_is_a_miss(tmp_path):
+    s = cache.Store(tmp_path / "c")
+    (tmp_path / "c").mkdir()
+    os.mkfifo(s.path("k1"))
+    assert s.get("k1") is None and "not a regular file" in s.problems["k1"]
 
 
 # --- the command: bad input before anything runs ----------------------------------------------
@@ -147,6 +185,121 @@ def test_unreachable_scheduler(capsys, tmp_path, monkeypatch):
                       "--scheduler", "tcp://127.0.0.1:9", "--out", tmp_path / "o",
                       "--cache", tmp_path / "c", match="cannot reach the Dask scheduler")
     assert not list((tmp_path / "o").glob("points/*"))
+
+
+@pytest.mark.parametrize("address, match", [
+    ("tls://127.0.0.1:8786", "the tls:// transport is not supported"),
+    ("ucx://127.0.0.1:8786", "the ucx:// transport is not supported"),
+    ("inproc://x", "the inproc:// transport is not supported"),
+    ("tcp://a:b", "tcp://HOST:PORT (port 1..65535)"),
+    ("tcp://127.0.0.1:99999", "tcp://HOST:PORT (port 1..65535)"),
+])
+def test_scheduler_schemes_are_checked_by_name(capsys, tmp_path, address, match):
+    assert_user_error(capsys, "sweep", *SMALL, "--set", "sim=model", "--scheduler", address,
+                      "--out", tmp_path / "o", "--cache", tmp_path / "c", match=match)
+
+
+def test_a_scheduler_that_never_answers_is_given_up_on(capsys, tmp_path, monkeypatch):
+    # A server that accepts the connection and says nothing: bounded, one error line.
+    import socket
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    monkeypatch.setattr(execute, "CONNECT_TIMEOUT", 1)
+    try:
+        assert_user_error(capsys, "sweep", *SMALL, "--set", "sim=model", "--set", "seed=99",
+                          "--scheduler", f"tcp://127.0.0.1:{server.getsockname()[1]}",
+                          "--out", tmp_path / "o", "--cache", tmp_path / "c",
+                          match="cannot reach the Dask scheduler")
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_point_file_that_is_not_a_regular_file_is_refused_before_hashing(capsys, tmp_path,
+                                                                          kind):
+    path = {"fifo": tmp_path / "w.npy", "device": "/dev/zero", "directory": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    assert_user_error(capsys, "sweep", "--set", f"weights={path}", "--dry-run", "--out",
+                      tmp_path / "o", "--cache", tmp_path / "c", match="not a regular file")
+
+
+def test_sweep_files_and_grids_are_bounded(capsys, tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("[grid]\nbatch = " + "[" * 40 + "1" + "]" * 40 + "\n")
+    assert_user_error(capsys, "sweep", "--file", deep, "--dry-run", "--out", tmp_path / "o",
+                      match="levels deep; a sweep file lists options (at most 16 levels)")
+    deeper = tmp_path / "deeper.toml"
+    deeper.write_text("a = " + "[" * 20000 + "]" * 20000 + "\n")
+    assert_user_error(capsys, "sweep", "--file", deeper, "--dry-run", "--out", tmp_path / "o",
+                      match="nested deeper than 16 levels")
+    many = ",".join(str(i) for i in range(1, 1001))
+    assert_user_error(capsys, "sweep", "--grid", f"batch={many}", "--grid",
+                      f"seed={many}", "--set", "in-features=32", "--set", "out-features=8",
+                      "--dry-run", "--out", tmp_path / "o",
+                      match="the sweep has 1,000,000 points (the grid's product 1000 x 1000); "
+                            "at most 100,000")
+
+
+def test_outputs_never_go_through_a_link_nor_over_an_input(capsys, tmp_path):
+    out, victim = tmp_path / "o", tmp_path / "victim.txt"
+    out.mkdir()
+    victim.write_text("keep\n")
+    (out / "table.csv").symlink_to(victim)
+    (out / "table.md").symlink_to(victim)
+    status, _, err = run(capsys, "sweep", *SMALL, "--set", "sim=model", "--scheduler",
+                         "serial", "--out", out, "--cache", tmp_path / "c")
+    assert status == 0, err
+    assert victim.read_text() == "keep\n"                       # the link replaced, not followed
+    assert not (out / "table.csv").is_symlink()
+    assert "in-features" in (out / "table.csv").read_text()
+    # A sweep file (or a point's input) that is one of the outputs is refused before any work.
+    own = out / "table.md"
+    own.write_text("[grid]\nbatch = [1]\n[fixed]\nin-features = 32\nout-features = 8\n")
+    assert_user_error(capsys, "sweep", "--file", own, "--out", out, "--cache", tmp_path / "c",
+                      match="is a file the command writes into --out")
+    assert "[grid]" in own.read_text()
+    # An output name that is a directory: refused before the points run.
+    bad = tmp_path / "b"
+    (bad / "table.csv").mkdir(parents=True)
+    assert_user_error(capsys, "sweep", *SMALL, "--set", "sim=model", "--scheduler", "serial",
+                      "--out", bad, "--cache", tmp_path / "c", match="table.csv is a directory")
+    assert not (bad / "points").exists()
+
+
+def test_two_commands_on_one_out_directory(capsys, tmp_path):
+    import fcntl
+    out = tmp_path / "o"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)                  # as a running sweep holds it
+        assert_user_error(capsys, "sweep", *SMALL, "--set", "sim=model", "--scheduler",
+                          "serial", "--out", out, "--cache", tmp_path / "c",
+                          match="another fdpu command is writing into it")
+        assert_user_error(capsys, "paper", "--layers", "alexnet-fc8", "--batches", "1",
+                          "--graphs", "dense", "--scheduler", "serial", "--out", out,
+                          "--cache", tmp_path / "c", match="another fdpu command is writing")
+    finally:
+        os.close(fd)
+    assert not list(out.iterdir())
+
+
+def test_an_edited_cache_record_is_reported_and_recomputed(capsys, tmp_path):
+    c, out = tmp_path / "c", tmp_path / "o"
+    argv = ["sweep", *SMALL, "--set", "sim=model", "--scheduler", "serial", "--cache", c,
+            "--out", out]
+    assert run(capsys, *argv)[0] == 0
+    (path,) = c.glob("*.json")
+    rec = json.loads(path.read_text())
+    cycles = rec["result"]["cycles"]
+    rec["result"]["cycles"] = 1
+    path.write_text(json.dumps(rec))
+    status, out_text, _ = run(capsys, *argv)
+    assert status == 0 and "not used" in out_text and "integrity digest" in out_text
+    (point,) = (out / "points").glob("*.json")
+    assert json.loads(point.read_text())["result"]["cycles"] == cycles
 
 
 # --- running: cache, serial against Dask ------------------------------------------------------

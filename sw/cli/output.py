@@ -1,9 +1,9 @@
 """What every ``fdpu`` command prints and writes: the rich console, byte figures, output files.
 
 Output files are checked before a command does any work (:func:`check_outputs`) and written
-through :func:`replacing`: to a temporary file beside the target, renamed over it only when
-complete, so a failed or interrupted write (a full disk) leaves no partial file and an older
-file intact.  JSON is strict (:func:`write_json`: a value that is not finite is written as
+through :func:`sw.spec.files.replacing`: to a temporary file beside the target, renamed over it
+only when complete, so a failed or interrupted write (a full disk) leaves no partial file and an
+older file intact, and a symbolic link at the target is replaced, never written through.  JSON is strict (:func:`write_json`: a value that is not finite is written as
 ``null`` and listed under ``"non_finite"``).
 """
 
@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sw.spec.errors import FdpuError
+from sw.spec.files import replacing
 
 __all__ = ["MB", "console", "megabytes", "progress_bar", "rtl_bar", "Bars", "check_outputs",
            "replacing", "write_json", "save_npy"]
@@ -130,33 +131,6 @@ def check_outputs(outputs, inputs=()):
         for other_flag, other in given[:i]:
             if _same(path, other):
                 raise FdpuError(f"{other_flag} and {flag} are the same file ({path})")
-
-
-@contextmanager
-def replacing(path):
-    """Yield a temporary path beside ``path`` (with the same suffix); when the block ends
-    without an exception, rename it to ``path``; otherwise remove it.  A write error becomes an
-    :class:`FdpuError` naming ``path``."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    suffix = os.path.splitext(base)[1]
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=f".tmp{suffix}")
-    except OSError as exc:
-        raise FdpuError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    os.close(fd)
-    try:
-        yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise FdpuError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _finite(value, where, bad):

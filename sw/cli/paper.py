@@ -20,6 +20,7 @@ from sw.cli.options import DEFAULTS
 from sw.cli.output import console
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
+from sw.spec.files import lock_dir
 from sw.sweep import grid, paper, report
 
 __all__ = ["register", "paper_command"]
@@ -73,10 +74,18 @@ def paper_command(args):
                         "with it")
     pts = paper.points(args.source, layers, batches, graphs)
     model_pts = paper.points("model", layers, batches, graphs) if args.source == "rtl" else []
-    records, failed = sweep.execute_points(pts + model_pts, args, args.out,
-                                           dry_run=args.dry_run, cached_only=args.cached_only)
+    prepared = sweep.prepare_points(pts + model_pts, args)
     if args.dry_run:
+        sweep.run_points(prepared, args.out, dry_run=True)
         return 0
+    sweep.prepare_out(args.out)
+    with lock_dir(args.out, "--out"):
+        return _run_and_report(args, prepared, pts)
+
+
+def _run_and_report(args, prepared, pts):
+    """Run (or read from the cache) the points and write the report (``--out`` is locked)."""
+    records, failed = sweep.run_points(prepared, args.out, cached_only=args.cached_only)
     sim = paper.SOURCES[args.source]
     ours = [r for r in records if r["sim"] == sim]
     model = [r for r in records if r["sim"] == "model"] if args.source == "rtl" else None

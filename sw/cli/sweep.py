@@ -26,9 +26,11 @@ from rich.table import Table
 from sw.cli import run
 from sw.cli.output import console
 from sw.spec.errors import FdpuError
+from sw.spec.files import lock_dir, write_text
 from sw.sweep import cache, execute, grid, table
 
-__all__ = ["register", "run_parser", "add_execution_args", "prepare_out", "execute_points"]
+__all__ = ["register", "run_parser", "add_execution_args", "prepare_out", "check_inputs_apart",
+           "prepare_points", "run_points", "execute_points"]
 
 #: Where results are cached unless ``--cache`` says otherwise.
 DEFAULT_CACHE = cache.ROOT / "build" / "sweep-cache"
@@ -82,13 +84,41 @@ def run_parser():
     return sub.choices["run"]
 
 
+#: The files ``fdpu sweep`` and ``fdpu paper`` write into ``--out`` (besides ``points/``).
+OUT_FILES = ("table.csv", "table.md", "report.md", "records.json", "fig10_utilization.png",
+             "fig11_bandwidth.png")
+
+
 def prepare_out(path):
-    """Create the output directory ``path`` (checked writable before anything runs)."""
+    """Create the output directory ``path`` (checked writable before anything runs); an
+    output name in it that is a directory is refused now, not after the points ran."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise FdpuError(f"--out {path}: exists and is not a directory")
     os.makedirs(path, exist_ok=True)
     if not os.access(path, os.W_OK):
         raise FdpuError(f"--out {path}: not writable")
+    for name in OUT_FILES:
+        target = os.path.join(path, name)
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise FdpuError(f"--out {path}: {name} is a directory; the command writes a file "
+                            f"there")
+
+
+def check_inputs_apart(out_dir, inputs):
+    """Refuse an input file (``(what, path)`` pairs) that is one of the files the command
+    writes into ``out_dir`` (its tables, report and ``points/`` records): a sweep must never
+    replace its own input."""
+    outs = [os.path.join(out_dir, n) for n in OUT_FILES]
+    points = os.path.realpath(os.path.join(out_dir, "points"))
+    for what, path in inputs:
+        if not path or not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        hit = [o for o in outs if os.path.exists(o) and os.path.samefile(o, path)]
+        if hit or real in (os.path.realpath(o) for o in outs) \
+                or os.path.dirname(real) == points:
+            raise FdpuError(f"{what} {path}: is a file the command writes into --out "
+                            f"{out_dir}; move it or give another --out")
 
 
 def _scheduler(args):
@@ -102,9 +132,16 @@ def _scheduler(args):
         return None, None
     if args.scheduler == "local":
         return "local", args.workers or os.cpu_count() or 1
-    if not re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+", args.scheduler):
+    scheme = args.scheduler.split("://", 1)[0] if "://" in args.scheduler else None
+    if scheme in ("tls", "ucx", "inproc", "ws", "wss"):
+        raise FdpuError(f"--scheduler {args.scheduler!r}: the {scheme}:// transport is not "
+                        f"supported (it needs a configuration fdpu does not make); give a "
+                        f"tcp://HOST:PORT address")
+    m = re.fullmatch(r"tcp://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})", args.scheduler)
+    if not m or not 1 <= int(m.group(2)) <= 65535:
         raise FdpuError(f"--scheduler {args.scheduler!r}: expected local, serial or a Dask "
-                        f"scheduler address such as tcp://10.0.0.1:8786")
+                        f"scheduler address tcp://HOST:PORT (port 1..65535), such as "
+                        f"tcp://10.0.0.1:8786")
     return args.scheduler, None
 
 
@@ -112,11 +149,10 @@ def _slug(name, key):
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", name)[:120] + f"-{key[:8]}"
 
 
-def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
-    """Check ``points``, run those the cache lacks as ``args`` says (``--scheduler``,
-    ``--workers``, ``--cache``; none with ``cached_only``), write their records to
-    ``out_dir/points``; return ``(records, failed)``: the records in point order and
-    ``{name: error}`` of the points without one."""
+def prepare_points(points, args):
+    """Check ``points`` (each by ``fdpu run``'s parser and checks, their input files regular
+    and bounded) and the execution options; return what :func:`run_points` runs: the
+    scheduler, the cache and per point ``(key, name, argv, point)``.  Nothing is written."""
     scheduler, workers = _scheduler(args)
     checked = grid.check_points(points, run_parser(), run.check_options)
     store = cache.Store(args.cache)
@@ -124,9 +160,24 @@ def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
     for point, (argv, options) in zip(points, checked):
         k = cache.key(options, options["sim"], files=[f for f in grid.FILES if f in options])
         items.append((k, grid.point_name(point), argv, point))
+    return scheduler, workers, store, items
+
+
+def run_points(prepared, out_dir, *, dry_run=False, cached_only=False):
+    """Run the prepared points (:func:`prepare_points`) the cache lacks (none with
+    ``cached_only``), write their records to ``out_dir/points``; return ``(records,
+    failed)``: the records in point order and ``{name: error}`` of the points without one.
+    A cached record that is not sound is reported and recomputed (or, with ``cached_only``,
+    counted as missing), never used (:func:`sw.sweep.cache.record_problem`)."""
+    scheduler, workers, store, items = prepared
     cached = {k: store.get(k) for k, *_ in items}
     todo = [it for it in items if cached[it[0]] is None]
     con = console()
+    for k, name, _, _ in items:
+        if k in store.problems:
+            con.print(f"[yellow]cache record of {name} not used[/yellow] "
+                      f"({store.path(k)}: {store.problems[k]})"
+                      + ("" if cached_only else "; it is recomputed"), highlight=False)
     con.print(f"{len(items)} point(s): {len(items) - len(todo)} cached, {len(todo)} to run "
               f"({'serially' if scheduler is None else scheduler}"
               f"{f', {workers} workers' if workers else ''}; cache {store.dir})")
@@ -137,7 +188,9 @@ def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
     prepare_out(out_dir)
     failed = {}
     if cached_only:
-        failed = {k: "not in the cache (--cached-only)" for k, *_ in todo}
+        failed = {k: f"cache record not usable: {store.problems[k]} (--cached-only)"
+                  if k in store.problems else "not in the cache (--cached-only)"
+                  for k, *_ in todo}
     elif todo:
         failed = execute.run_sweep(todo, store, scheduler=scheduler, workers=workers,
                                    console=con)
@@ -148,12 +201,16 @@ def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
         if rec is None:
             continue
         records.append(rec)
-        with open(os.path.join(out_dir, "points", _slug(name, k) + ".json"), "w",
-                  encoding="utf-8") as f:
-            json.dump(rec, f, indent=1, allow_nan=False)
-            f.write("\n")
+        write_text(os.path.join(out_dir, "points", _slug(name, k) + ".json"),
+                   json.dumps(rec, indent=1, allow_nan=False) + "\n")
     names = {k: name for k, name, _, _ in items}
     return records, {names[k]: e for k, e in failed.items()}
+
+
+def execute_points(points, args, out_dir, *, dry_run=False, cached_only=False):
+    """Check ``points`` and run them (:func:`prepare_points`, :func:`run_points`)."""
+    return run_points(prepare_points(points, args), out_dir, dry_run=dry_run,
+                      cached_only=cached_only)
 
 
 def sweep_command(args):
@@ -171,13 +228,18 @@ def sweep_command(args):
     if not g and not singles and not fixed:
         raise FdpuError("no points: give --grid NAME=V,..., --set NAME=V or --file SWEEP.toml")
     points = grid.expand(g, fixed, singles)
-    records, failed = execute_points(points, args, args.out, dry_run=args.dry_run)
+    check_inputs_apart(args.out, [("--file", args.file)] + [
+        (f"point {grid.point_name(p)}: {name}", p[name])
+        for p in points for name in grid.FILES if isinstance(p.get(name), str)])
+    prepared = prepare_points(points, args)
     if args.dry_run:
+        run_points(prepared, args.out, dry_run=True)
         return 0
-    with open(os.path.join(args.out, "table.csv"), "w", encoding="utf-8") as f:
-        f.write(table.to_csv(records))
-    with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as f:
-        f.write(table.to_markdown(records))
+    prepare_out(args.out)
+    with lock_dir(args.out, "--out"):
+        records, failed = run_points(prepared, args.out)
+        write_text(os.path.join(args.out, "table.csv"), table.to_csv(records))
+        write_text(os.path.join(args.out, "table.md"), table.to_markdown(records))
     if records:
         header, body = table.rows(records)
         t = Table(title=f"fdpu sweep: {len(records)} point(s)", title_justify="left")

@@ -24,14 +24,17 @@ results of older code are kept but never reused.
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from sw.spec.errors import FdpuError
 from sw.spec.provenance import tool_versions, tree_digest
 from sw.spec.system import SIMULATORS
+from sw.sweep.table import FIGURES
 
-__all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "file_digest", "key", "Store"]
+__all__ = ["ROOT", "SOURCES", "source_digest", "tool_versions", "file_digest", "key",
+           "RECORD_FIELDS", "integrity", "record_problem", "Store"]
 
 #: The project's checkout (the directory holding ``hw/``, ``sw/`` and ``tb/``).
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,9 +59,25 @@ def source_digest(sim="verilator", root=ROOT):
     return tree_digest(Path(root), SOURCES[_kind(sim)])
 
 
+#: The largest input file a point may name (a K x C binary16 matrix at the layers' element
+#: limit, ``sw.compiler.layers.MAX_ELEMENTS``, with room for an ``.npy`` header).
+MAX_INPUT_BYTES = 2 * (1 << 28) + (1 << 20)
+
+
 def file_digest(path):
     """Return the SHA-256 of a file's bytes (an input file of a point: its contents, not its
-    name, determine the result)."""
+    name, determine the result).  The file must be a regular file of at most
+    :data:`MAX_INPUT_BYTES`, checked before it is opened (a FIFO or a device would never end)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise FdpuError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise FdpuError(f"{path}: not a regular file (a point's input files are .npy files; "
+                        f"a FIFO or a device has no end to hash)")
+    if info.st_size > MAX_INPUT_BYTES:
+        raise FdpuError(f"{path}: {info.st_size:,} bytes; a point's input file holds at most "
+                        f"{MAX_INPUT_BYTES:,} (2^28 binary16 values)")
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -81,11 +100,62 @@ def key(options, sim, digest=None, files=()):
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+#: The fields every cached record has, with their types (:func:`record_problem`).
+RECORD_FIELDS = {"key": str, "name": str, "point": dict, "args": list, "sim": str,
+                 "status": int, "result": dict, "wall": dict, "command": str, "tools": dict,
+                 "source": str, "integrity": str}
+
+
+def integrity(record):
+    """Return the SHA-256 of a record's content (every field but ``integrity``, canonical
+    JSON): what :meth:`Store.put` stores with it and :meth:`Store.get` checks."""
+    body = {k: v for k, v in record.items() if k != "integrity"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def record_problem(record, k):
+    """Return what is wrong with ``record`` as the cached record of key ``k`` (``None``: it is
+    sound): not a JSON object, a field of :data:`RECORD_FIELDS` missing or of another type,
+    another key, a figure of the result that is not a number, or content that does not match
+    its integrity digest (edited after it was written)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for field, kind in RECORD_FIELDS.items():
+        if field not in record:
+            return f"field {field!r} missing"
+        if not isinstance(record[field], kind) or isinstance(record[field], bool) \
+                and kind is int:
+            return f"field {field!r} is not a {kind.__name__}"
+    if record["key"] != k:
+        return f"its key is {record['key'][:16]}..., the file's name says {k[:16]}..."
+    if record["status"] not in (0, 1):
+        return f"status {record['status']} (a record holds a run that ended: 0 or 1)"
+    for _, field, fmt in FIGURES:               # the figures a table formats as numbers
+        v = record["result"].get(field)
+        if fmt != "{}" and v is not None and not _number(v):
+            return f"result {field!r} is not a number"
+    if not _number(record["wall"].get("point_s")):
+        return "wall 'point_s' is not a number"
+    if record["integrity"] != integrity(record):
+        return "its content does not match its integrity digest (edited after it was written)"
+    return None
+
+
+#: The largest cached record read (a record holds a point's figures, not its data).
+MAX_RECORD_BYTES = 64 << 20
+
+
 class Store:
     """A directory of cached point records, ``<key>.json`` each.
 
-    ``get(key)`` returns the record or ``None`` (a file that does not parse is a miss);
-    ``put(key, record)`` writes it atomically.  ``partial(key)`` is the directory where an RTL
+    ``get(key)`` returns the record or ``None``: a missing file is a miss, and so is a record
+    that is not sound (:func:`record_problem`), whose problem :attr:`problems` keeps, so that
+    it is reported and recomputed, never used; ``put(key, record)`` writes it atomically with
+    its integrity digest.  ``partial(key)`` is the directory where an RTL
     point keeps its finished segments while it runs (``fdpu run --checkpoint``), so that a
     stopped sweep resumes a long point where it stopped; it is removed once the point's
     record is in the store.
@@ -93,6 +163,7 @@ class Store:
 
     def __init__(self, directory):
         self.dir = Path(directory)
+        self.problems = {}
         if self.dir.exists() and not self.dir.is_dir():
             raise FdpuError(f"cache {self.dir}: exists and is not a directory")
 
@@ -103,15 +174,30 @@ class Store:
         return self.dir / "partial" / k
 
     def get(self, k):
+        path = self.path(k)
         try:
-            with open(self.path(k), encoding="utf-8") as f:
-                rec = json.load(f)
-        except (OSError, ValueError):
+            info = os.lstat(path)
+        except OSError:
             return None
-        return rec if isinstance(rec, dict) and rec.get("key") == k else None
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
+            self.problems[k] = "not a regular file of at most 64 MiB"
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                rec = json.load(f)
+        except (OSError, ValueError) as exc:
+            self.problems[k] = f"not readable JSON ({exc})"
+            return None
+        problem = record_problem(rec, k)
+        if problem:
+            self.problems[k] = problem
+            return None
+        self.problems.pop(k, None)
+        return rec
 
     def put(self, k, record):
         self.dir.mkdir(parents=True, exist_ok=True)
+        record = {**record, "integrity": integrity(record)}
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -108,7 +109,7 @@ def connect(scheduler, workers):
                                    dashboard_address=":0", silence_logs=logging.ERROR)
             client = Client(cluster)
         else:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            client = _bounded_client(Client, scheduler)
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()
@@ -131,6 +132,31 @@ def connect(scheduler, workers):
                         f"project's source than this checkout (source digests differ): install "
                         f"this version on them")
     return client, cluster
+
+
+def _bounded_client(client_class, address):
+    """Return a client of the scheduler at ``address``, connected within
+    :data:`CONNECT_TIMEOUT` seconds whatever the other end does (a server that accepts the
+    connection and never answers included): the handshake runs in a daemon thread that is
+    abandoned past the bound."""
+    result = {}
+
+    def connect_():
+        try:
+            result["client"] = client_class(address, timeout=CONNECT_TIMEOUT)
+        except BaseException as exc:  # noqa: BLE001: reported below, whatever it is
+            result["error"] = exc
+    thread = threading.Thread(target=connect_, daemon=True, name="fdpu-connect")
+    thread.start()
+    thread.join(CONNECT_TIMEOUT + 5)
+    if thread.is_alive():
+        raise TimeoutError(f"no handshake in {CONNECT_TIMEOUT + 5} s")
+    if "error" in result:
+        exc = result["error"]
+        if isinstance(exc, (OSError, TimeoutError)):
+            raise exc
+        raise OSError(f"{type(exc).__name__}: {exc}") from None
+    return result["client"]
 
 
 def _digests():

@@ -52,6 +52,10 @@ FILES = ("weights", "inputs", "bias")
 
 #: The largest sweep file read (a file of options; a bigger one is not a sweep file).
 MAX_TOML_BYTES = 2**20
+#: The deepest nesting of tables and arrays a sweep file may have (its options are flat).
+MAX_TOML_DEPTH = 16
+#: The most points one sweep may have (a grid is the product of its lists).
+MAX_POINTS = 100_000
 
 
 def normalize(name):
@@ -118,6 +122,12 @@ def load_toml(path):
             doc = tomllib.load(f)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise FdpuError(f"{path}: not valid TOML (UTF-8 text): {exc}") from None
+    except RecursionError:
+        raise FdpuError(f"{path}: nested deeper than {MAX_TOML_DEPTH} levels (a sweep file "
+                        f"lists options: at most {MAX_TOML_DEPTH})") from None
+    if _depth(doc) > MAX_TOML_DEPTH:
+        raise FdpuError(f"{path}: nested {_depth(doc)} levels deep; a sweep file lists options "
+                        f"(at most {MAX_TOML_DEPTH} levels)")
     unknown = sorted(set(doc) - {"grid", "fixed", "point"})
     if unknown:
         raise FdpuError(f"{path}: unknown top-level key(s) {', '.join(unknown)} (allowed: grid, "
@@ -140,6 +150,18 @@ def load_toml(path):
     return grid, fixed, singles
 
 
+def _depth(value):
+    """Return the nesting depth of a parsed TOML value: tables and arrays count one each
+    (iterative: a deep file must not exhaust the interpreter's stack)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, level = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, level)
+            todo += [(c, level + 1) for c in (v.values() if isinstance(v, dict) else v)]
+    return deepest
+
+
 def expand(grid, fixed=None, points=()):
     """Return the points of ``grid`` (their product) with ``fixed`` added to each, then
     ``points`` with ``fixed`` added (no grid and no points: the one point ``fixed``);
@@ -148,6 +170,13 @@ def expand(grid, fixed=None, points=()):
     both = sorted(set(fixed) & set(grid))
     if both:
         raise FdpuError(f"option {both[0]!r} is both fixed and varied: give it once")
+    size = 1
+    for values in grid.values():
+        size *= len(values)
+    if size + len(points) > MAX_POINTS:
+        raise FdpuError(f"the sweep has {size + len(points):,} points (the grid's product "
+                        f"{' x '.join(str(len(v)) for v in grid.values()) or 1}); at most "
+                        f"{MAX_POINTS:,}: split it into several sweeps")
     out = []
     if grid or not points:                    # no grid and no single points: ``fixed`` alone
         names = list(grid)

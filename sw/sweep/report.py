@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sw.compiler.graph_kinds import GRAPHS  # noqa: E402
+from sw.spec.files import replacing, write_text  # noqa: E402
 from sw.sweep import paper, table  # noqa: E402
 
 __all__ = ["write", "FIG10", "FIG11"]
@@ -71,7 +72,8 @@ def _figures(by, layers, batches, graphs, out_dir, source_note):
     fig.suptitle(f"Fig. 10: computing-resource utilization, dense vs sparse ({source_note})",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, FIG10), dpi=110)
+    with replacing(os.path.join(out_dir, FIG10)) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(1, len(batches), figsize=(4 * len(batches), 4.2), squeeze=False)
     for col, batch in enumerate(batches):
@@ -82,7 +84,8 @@ def _figures(by, layers, batches, graphs, out_dir, source_note):
     fig.suptitle(f"Fig. 11: peak memory-bandwidth requirement, dense vs sparse "
                  f"({source_note})", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(os.path.join(out_dir, FIG11), dpi=110)
+    with replacing(os.path.join(out_dir, FIG11)) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
 
@@ -299,10 +302,7 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
               _ratio_table(by, layers, batches, graphs), "",
               "The records of every point (all figures, the command, tool versions, the source "
               "digest) are in `records.json`; `table.csv` has one row per point.", ""]
-    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
-    with open(os.path.join(out_dir, "records.json"), "w", encoding="utf-8") as f:
-        json.dump(records + (model_records or []), f, indent=1, allow_nan=False)
-        f.write("\n")
-    with open(os.path.join(out_dir, "table.csv"), "w", encoding="utf-8") as f:
-        f.write(table.to_csv(records + (model_records or [])))
+    write_text(os.path.join(out_dir, "report.md"), "\n".join(lines))
+    write_text(os.path.join(out_dir, "records.json"),
+               json.dumps(records + (model_records or []), indent=1, allow_nan=False) + "\n")
+    write_text(os.path.join(out_dir, "table.csv"), table.to_csv(records + (model_records or [])))
