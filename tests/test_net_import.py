@@ -266,3 +266,66 @@ def test_net_cli_runs_external_data_from_another_folder(tmp_path, monkeypatch, c
     assert status == 0, err
     want = x.astype(np.float32) @ w.T
     np.testing.assert_allclose(np.load(out).astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+def _whole(tmp_path, name, nodes=None, inits=None, in_type=TensorProto.FLOAT, opset=13,
+           in_shape=(None, 8)):
+    w = numpy_helper.from_array(np.ones((4, 8), np.float32), "W")
+    b = numpy_helper.from_array(np.zeros(4, np.float32), "B")
+    nodes = nodes or [helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", in_type,
+                                                                     list(in_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])],
+                          inits if inits is not None else [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def _tensor(array, name="W", **fields):
+    t = numpy_helper.from_array(array, name)
+    for k, v in fields.items():
+        if k == "dims":
+            t.dims[:] = v
+        else:
+            setattr(t, k, v)
+    return t
+
+
+_B = numpy_helper.from_array(np.zeros(4, np.float32), "B")
+_ONES = np.ones((4, 8), np.float32)
+
+
+@pytest.mark.parametrize("case, match", [
+    (dict(inits=[_tensor(np.ones((4, 8), np.complex64)), _B]), "element type COMPLEX64"),
+    (dict(inits=[_tensor(np.ones((4, 8), bool)), _B]), "element type BOOL"),
+    (dict(inits=[_tensor(_ONES, data_type=99), _B]), "element type 99 is not supported"),
+    (dict(inits=[_tensor(_ONES, dims=[4, 9]), _B]), "do not match its dimensions [4, 9]"),
+    (dict(inits=[_tensor(_ONES, dims=[-4, -8]), _B]), "negative dimension"),
+    (dict(inits=[_tensor(_ONES, dims=[1 << 40, 8]), _B]), "exceed the size limit"),
+    (dict(nodes=[helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB="yes")]),
+     "attribute 'transB' is of type STRING; Gemm takes INT"),
+    (dict(nodes=[helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=[1, 0])]),
+     "attribute 'transB' is of type INTS"),
+    (dict(nodes=[helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=2)]),
+     "transB = 2; it is 0 or 1"),
+    (dict(nodes=[helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1, gamma=1.0)]),
+     "attribute 'gamma' is not one of Gemm's"),
+    (dict(nodes=[helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1,
+                                  domain="com.evil")]), "domain 'com.evil' is not supported"),
+    (dict(nodes=[helper.make_node("Frobnicate", ["x"], ["y"])]),
+     "ONNX defines no operator 'Frobnicate'"),
+    (dict(nodes=[helper.make_node("Relu", ["h"], ["y"]), helper.make_node("Relu", ["y"],
+                                                                          ["h"])]),
+     "reads 'h' before any node makes it (a cycle, or nodes out of order)"),
+    (dict(opset=999), "opset 999 of the default domain"),
+    (dict(in_type=TensorProto.INT64), "input 'x' is of type INT64"),
+])
+def test_a_model_is_checked_as_a_whole_before_use(tmp_path, capsys, case, match):
+    # Invalid ONNX that was accepted (complex or bool weights, bad attributes, a foreign
+    # domain, opset 999, an integer input) or a traceback (data against dims, unknown types,
+    # a cycle): one error line naming the node, tensor or input.
+    from cliutil import assert_user_error
+    path = _whole(tmp_path, "m", **case)
+    assert_user_error(capsys, "net", path, "--batch", "2", match=match)

@@ -125,6 +125,97 @@ def external_bytes(tensor, folder, path):
     return data
 
 
+#: The operator domains a model's nodes may use: ONNX's and (for skl2onnx's host steps)
+#: ONNX-ML's.
+DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+#: The element types of an initializer: binary floating point, and integers for the host steps'
+#: shapes and indices.
+TENSOR_TYPES = {1: "FLOAT", 10: "FLOAT16", 11: "DOUBLE", 16: "BFLOAT16", 6: "INT32",
+                7: "INT64"}
+#: The element types of the network's input (the layers take real values).
+INPUT_TYPES = {1: "FLOAT", 10: "FLOAT16", 11: "DOUBLE"}
+#: The opsets of the default domain the importer reads.
+MIN_OPSET = 7
+
+
+def _check_model(onnx, numpy_helper, model, path):
+    """Refuse, before anything is read from it, a model that is not sound as a whole: an
+    opset outside :data:`MIN_OPSET` .. the installed onnx's; a node of another domain than
+    :data:`DOMAINS`, of an operator ONNX does not define at the model's opset, with an
+    attribute the operator does not have or of another type, or that reads a value no
+    earlier node, initializer or input makes (a cycle, or nodes out of order); an initializer
+    of a type outside :data:`TENSOR_TYPES`, with a negative dimension, more than the size
+    limit, or data that disagree with its dimensions; an input of a type outside
+    :data:`INPUT_TYPES` or with a negative dimension.  Each is one error naming the node,
+    tensor or input."""
+    top = onnx.defs.onnx_opset_version()
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    opset = opsets.get("", opsets.get("ai.onnx", 13))
+    if not MIN_OPSET <= opset <= top:
+        raise FdpuError(f"{path}: opset {opset} of the default domain; the importer reads "
+                        f"opsets {MIN_OPSET}..{top} (the installed onnx's)")
+    graph = model.graph
+    made = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+    for node in graph.node:
+        where = f"{path}: {_label(node)}"
+        if node.domain not in DOMAINS:
+            raise FdpuError(f"{where}: domain {node.domain!r} is not supported (allowed: "
+                            f"{', '.join(repr(d) for d in DOMAINS)})")
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, opset), domain)
+        except Exception:  # noqa: BLE001: onnx raises SchemaError
+            raise FdpuError(f"{where}: ONNX defines no operator {node.op_type!r} in domain "
+                            f"{node.domain or 'ai.onnx'!r} at opset "
+                            f"{opsets.get(domain, opset)}") from None
+        for attr in node.attribute:
+            want = schema.attributes.get(attr.name)
+            if want is None:
+                raise FdpuError(f"{where}: attribute {attr.name!r} is not one of "
+                                f"{node.op_type}'s ({', '.join(sorted(schema.attributes))})")
+            if attr.type != want.type:
+                raise FdpuError(f"{where}: attribute {attr.name!r} is of type "
+                                f"{onnx.AttributeProto.AttributeType.Name(attr.type)}; "
+                                f"{node.op_type} takes "
+                                f"{onnx.AttributeProto.AttributeType.Name(want.type)}")
+        for value in node.input:
+            if value and value not in made:
+                raise FdpuError(f"{where}: reads '{value}' before any node makes it (a cycle, "
+                                f"or nodes out of order)")
+        made.update(node.output)
+    for tensor in graph.initializer:
+        where = f"{path}: initializer '{tensor.name}'"
+        if tensor.data_type not in TENSOR_TYPES:
+            name = onnx.TensorProto.DataType.Name(tensor.data_type) \
+                if tensor.data_type in onnx.TensorProto.DataType.values() else tensor.data_type
+            raise FdpuError(f"{where}: element type {name} is not supported (allowed: "
+                            f"{', '.join(TENSOR_TYPES.values())})")
+        if any(d < 0 for d in tensor.dims):
+            raise FdpuError(f"{where}: negative dimension in {list(tensor.dims)}")
+        if int(np.prod(tensor.dims, dtype=object)) * 8 > MAX_ARRAY_BYTES:
+            raise FdpuError(f"{where}: dimensions {list(tensor.dims)} exceed the size limit of "
+                            f"{MAX_ARRAY_BYTES:,} bytes")
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            try:
+                numpy_helper.to_array(tensor)
+            except Exception as exc:  # noqa: BLE001: onnx and numpy raise several types
+                raise FdpuError(f"{where}: its data do not match its dimensions "
+                                f"{list(tensor.dims)} ({type(exc).__name__})") from None
+    inits = {t.name for t in graph.initializer}
+    for value in graph.input:
+        if value.name in inits:
+            continue
+        tt = value.type.tensor_type
+        if tt.elem_type not in INPUT_TYPES:
+            name = onnx.TensorProto.DataType.Name(tt.elem_type) \
+                if tt.elem_type in onnx.TensorProto.DataType.values() else tt.elem_type
+            raise FdpuError(f"{path}: input '{value.name}' is of type {name}; the layers take "
+                            f"{', '.join(INPUT_TYPES.values())}")
+        dims = [d.dim_value for d in tt.shape.dim if d.HasField("dim_value")]
+        if any(d < 0 for d in dims):
+            raise FdpuError(f"{path}: input '{value.name}' has a negative dimension")
+
+
 def _label(node):
     return f"node {node.op_type} '{node.name or node.output[0]}'"
 
@@ -145,6 +236,7 @@ def load(path):
     except Exception as exc:  # noqa: BLE001: protobuf raises DecodeError and friends
         raise FdpuError(f"{path}: not a readable ONNX model ({type(exc).__name__}: "
                         f"{str(exc)[:120]})") from None
+    _check_model(onnx, _onnx()[1], model, path)
     graph = _Graph(path, model)
     pre, value, node = graph.pre_steps()
     layers, core, node = graph.fc_layers(value, node)
@@ -283,6 +375,9 @@ class _Graph:
     def _gemm(self, node):
         """Return the layer of a ``Gemm`` node (alpha and beta folded in)."""
         path, attrs = self.path, _attrs(node)
+        for name in ("transA", "transB"):
+            if attrs.get(name, 0) not in (0, 1):
+                raise FdpuError(f"{path}: {_label(node)}: {name} = {attrs[name]}; it is 0 or 1")
         if attrs.get("transA", 0):
             raise FdpuError(f"{path}: {_label(node)}: transA = 1 (transposed activations) is "
                             f"not supported")
