@@ -90,7 +90,9 @@ def test_asm_writes_the_name_given(capsys, tmp_path):
     (("--sweep", "s.png", "--points", 0), "--points must be in 1..100"),
     (("--points", 3), "--points sets the points of a --sweep"),
     (("--rate", 0), "--rate must be in (0, 1]"),
-    (("--depth", 0), "--depth must be in 1..64"),
+    (("--depth", 0), "--depth must be in 2..64"),
+    (("--depth", 1), "--depth must be in 2..64"),
+    (("--cycles", 10 ** 12), "--cycles must be in 100..10,000,000"),
     (("--rows", 0), "--rows must be an integer"),
     (("--json", "/dev/full"), "not a regular file"),
 ])
@@ -103,3 +105,25 @@ def test_noc_bench_bad_input(capsys, tmp_path, monkeypatch, argv, match):
 def test_verilog_output_checked_first(capsys, tmp_path):
     assert_user_error(capsys, "verilog", "--top", "fifo", "-o", tmp_path / "no" / "f.v",
                       match="does not exist")
+
+
+def test_a_name_with_control_characters_stays_one_escaped_line(capsys, tmp_path):
+    # A newline in a file name must not split the error, nor start a fake "fdpu: error:"
+    # line; an escape sequence must not reach the terminal raw.
+    for name in ("a\nfdpu: error: fake.npy", "b\x1b[31mred.npy"):
+        path = tmp_path / name
+        path.write_bytes(b"x")
+        status, _, err = run(capsys, "run", "--weights", path)
+        assert status == 2 and err.count("\n") == 1 and err.startswith("fdpu: error: ")
+        assert "\x1b" not in err and ("\\n" in err or "\\x1b" in err)
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--top", "fifo", "--param", f"depth={2 ** 30}"], "depth=1073741824 is above the most it "
+                                                        "builds, 65536"),
+    (["--top", "fifo", "--param", "width=100000"], "width=100000 is above the most it builds"),
+    (["--top", "router", "--param", "depth=5000"], "depth=5000 is above the most it builds"),
+])
+def test_rtl_tool_sizes_are_bounded_before_elaboration(capsys, tmp_path, argv, match):
+    assert_user_error(capsys, "verilog", *argv, "-o", tmp_path / "x.v", match=match)
+    assert not (tmp_path / "x.v").exists()

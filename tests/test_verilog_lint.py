@@ -209,7 +209,7 @@ def test_cli_lint(capsys, monkeypatch):
     assert main(["lint", "--all"]) == 0
     assert capsys.readouterr().out.count("lint clean") == len(small)
     monkeypatch.setattr(hw.tooling.verilog, "lint",
-                        lambda text, top: ["%Warning-WIDTH: x.v:1:1: bad"])
+                        lambda text, top, **kw: ["%Warning-WIDTH: x.v:1:1: bad"])
     assert main(["lint", "--top", "fifo"]) == 1
     out = capsys.readouterr().out
     assert "1 lint warning(s)" in out and "%Warning-WIDTH" in out

@@ -3,7 +3,9 @@
 Each subcommand lives in a module of :mod:`sw.cli` that exposes ``register(subparsers)``;
 ``register`` adds its parser and sets ``func`` to a callable taking the parsed arguments and
 returning an exit status.  User mistakes raise :class:`sw.spec.errors.FdpuError` (or ``OSError`` for
-files); they are printed on one line as ``fdpu: error: ...`` with exit status 2.
+files); they are printed on one line as ``fdpu: error: ...`` with exit status 2.  A message is
+always one line: a newline or another control character in it (a file or node name) is
+printed escaped (:func:`one_line`), so no name can split an error or fake another line.
 """
 
 import argparse
@@ -20,12 +22,18 @@ COMMANDS = ("fdcsr", "layers", "verilog", "lint", "fpu_check", "synth", "run", "
             "noc_bench", "rtl", "model", "sweep", "paper")
 
 
+def one_line(text):
+    """Return ``text`` with every non-printable character escaped (``\\n``, ``\\x1b``...)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, ``fdpu: error: COMMAND: ...``,
     with exit status 2 (the subcommands' parsers are of this class too)."""
 
     def error(self, message):
-        self.exit(2, f"fdpu: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"fdpu: error: {one_line(self.prog)}: {one_line(message)} (see "
+                     f"{self.prog} --help)\n")
 
 
 def build_parser():
@@ -43,7 +51,7 @@ def build_parser():
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """Print an :class:`FdpuWarning` as one ``fdpu: warning:`` line (others as Python does)."""
     if issubclass(category, FdpuWarning):
-        print(f"fdpu: warning: {message}", file=sys.stderr)
+        print(f"fdpu: warning: {one_line(message)}", file=sys.stderr)
     else:
         _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
 
@@ -79,11 +87,11 @@ def main(argv=None):
         print("fdpu: terminated", file=sys.stderr)
         return 143
     except FdpuError as exc:
-        print(f"fdpu: error: {exc}", file=sys.stderr)
+        print(f"fdpu: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
         name = exc.filename if exc.filename is not None else ""
-        print(f"fdpu: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"fdpu: error: {one_line(name)}: {one_line(exc.strerror or exc)}", file=sys.stderr)
         return 2
     finally:
         if main_thread:

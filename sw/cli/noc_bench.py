@@ -22,6 +22,10 @@ from tb.host import runner
 from tb.noc.bench import BIN_SHIFT, BINS, NocBench
 
 
+#: The most cycles a bench may measure or warm up (its counters hold 2^31 - 1 with room).
+MAX_CYCLES = 10_000_000
+
+
 def register(subparsers):
     """Add the ``noc-bench`` parser."""
     parser = subparsers.add_parser(
@@ -34,7 +38,8 @@ def register(subparsers):
                         help="offered load, flits/node/cycle in (0, 1]")
     parser.add_argument("--cycles", type=int, default=20000, help="measured cycles")
     parser.add_argument("--warmup", type=int, default=2000, help="cycles before measuring")
-    parser.add_argument("--depth", type=int, default=4, help="router input FIFO depth")
+    parser.add_argument("--depth", type=int, default=4,
+                        help="router input FIFO depth (2..64)")
     parser.add_argument("--sim", default="verilator", choices=["verilator", "icarus"])
     parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
     parser.add_argument("--sweep", metavar="PNG",
@@ -168,11 +173,13 @@ def check_args(args):
         raise FdpuError(f"pattern transpose needs a square array, not {args.rows}x{args.cols}")
     if not 0 < args.rate <= 1:
         raise FdpuError(f"--rate must be in (0, 1] flits/node/cycle, not {args.rate}")
-    if args.cycles < 100 or args.warmup < 0:
-        raise FdpuError(f"--cycles must be >= 100 and --warmup >= 0, not "
+    if not 100 <= args.cycles <= MAX_CYCLES or not 0 <= args.warmup <= MAX_CYCLES:
+        raise FdpuError(f"--cycles must be in 100..{MAX_CYCLES:,} and --warmup in "
+                        f"0..{MAX_CYCLES:,} (the bench's cycle counters), not "
                         f"{args.cycles}/{args.warmup}")
-    if not 1 <= args.depth <= 64:
-        raise FdpuError(f"--depth must be in 1..64 flits, got {args.depth}")
+    if not 2 <= args.depth <= 64:
+        raise FdpuError(f"--depth must be in 2..64 flits (the routers' input FIFOs hold at "
+                        f"least 2), got {args.depth}")
     if args.points != 10 and not args.sweep:
         raise FdpuError("--points sets the points of a --sweep; give --sweep PNG")
     if not 1 <= args.points <= 100:

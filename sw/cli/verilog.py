@@ -47,7 +47,7 @@ def describe_tops():
         lines.append(f"{name}: {top.doc}")
         for param in top.params:
             lines.append(f"    {param.name}={param.default!r} ({param.type.__name__}): "
-                         f"{param.doc}")
+                         f"{param.doc}" + (f" (at most {param.most})" if param.most is not None else ""))
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import tempfile
 import threading
 
@@ -43,6 +44,11 @@ from tb.host.checkpoint import Checkpoint, default_segment_passes, segment_key
 from tb.host.extmem import FdpuSystem
 from tb.host.job_plan import DESC_CBUF, MemModel, cbuf_port_words, plan_job
 from tb.host.run_results import JobRun, RtlError, RtlRun, describe_dma, describe_status
+
+#: Where RTL runs keep their run folders (default ``build/runtime`` in the checkout).
+WORK_DIR_ENV = "FDPU_WORK_DIR"
+#: Set (to anything) to keep a run's folder (its memories, spec and result) after it ends.
+KEEP_RUNS_ENV = "FDPU_KEEP_RUNS"
 
 __all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
            "fc_cycle_bound"]
@@ -195,9 +201,32 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
         max_cycles = plan.default_max_cycles()
     if dma_max_cycles is None:
         dma_max_cycles = plan.default_dma_max_cycles(regs_mem)
-    root = os.path.join(os.getcwd(), "build", "runtime")
-    os.makedirs(root, exist_ok=True)
-    work_dir = tempfile.mkdtemp(prefix="run-", dir=root)
+    work_dir = tempfile.mkdtemp(prefix="run-", dir=work_root())
+    try:
+        return _run_in(work_dir, p, plan, size, regs_mem, passes, sim, max_cycles,
+                       dma_max_cycles, waves, progress, timeout_s, depth, dma_channels,
+                       config_ports, backdoor_in, overlap, double_buffer, store)
+    finally:
+        if not waves and not os.environ.get(KEEP_RUNS_ENV):
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def work_root():
+    """Return the folder RTL runs keep their run folders in while they run
+    (``$FDPU_WORK_DIR``, else ``build/runtime`` in the checkout), created if needed."""
+    root = os.environ.get(WORK_DIR_ENV) or os.path.join(runner.BUILD_ROOT.parent, "runtime")
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise FdpuError(f"{root}: cannot create the RTL runs' folder ({exc.strerror or exc}); "
+                        f"set {WORK_DIR_ENV} to a writable folder") from None
+    return root
+
+
+def _run_in(work_dir, p, plan, size, regs_mem, passes, sim, max_cycles, dma_max_cycles, waves,
+            progress, timeout_s, depth, dma_channels, config_ports, backdoor_in, overlap,
+            double_buffer, store):
+    """Run the planned job with its files in ``work_dir`` (see :func:`_run_segment`)."""
     mem_path = os.path.join(work_dir, "memories.npz")
     arrays = plan.memory_arrays(size)
     np.savez(mem_path, **arrays)

@@ -7,7 +7,7 @@ defaults and documentation. A new block registers itself by adding one :class:`T
 :data:`TOPS`::
 
     Top("router", "hw.noc.router:Router", "One mesh router.", (
-        Param("width", int, 64, "flit width in bits"),
+        Param("width", int, 64, "flit width in bits", most=1024),
     )),
 
 Parameter values given as text (``--param width=16``) are parsed by :func:`parse_params`;
@@ -43,11 +43,15 @@ class Param:
         Value used when the parameter is not given.
     doc : str
         One line for ``--help`` and error messages.
+    most : int, optional
+        The largest value built (a size the generated Verilog grows with; checked before
+        elaboration, so a value that would take gigabytes is one error, not a MemoryError).
     """
     name: str
     type: type
     default: object
     doc: str
+    most: int = None
 
     def parse(self, text):
         """Return ``text`` converted to this parameter's type, or raise ``ValueError``."""
@@ -102,12 +106,12 @@ class Top:
 #: Every top, by name. Add one entry per block.
 TOPS = {top.name: top for top in (
     Top("fifo", "hw.lib.fifo:StreamFIFO", "Stream FIFO (amaranth.lib.fifo behind stream ports).", (
-        Param("width", int, 8, "payload width in bits, >= 1"),
-        Param("depth", int, 4, "capacity in words, >= 1"),
+        Param("width", int, 8, "payload width in bits, >= 1", most=4096),
+        Param("depth", int, 4, "capacity in words, >= 1", most=65536),
     )),
     Top("fpu", 
         "hw.pe.fpu:SimdFpu", "Pipelined SIMD-4 binary16 FMA unit (FMADD FMUL FADD FSUB MOV MAX).", (
-        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
+        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1", most=64),
     )),
     Top("pe", 
         "hw.pe.pe:make_pe", "Processing element: operand buffer, dataflow issue, INT+FP pipes.", (
@@ -126,31 +130,33 @@ TOPS = {top.name: top for top in (
         Param("banks", int, 4, "operand memories per operand index (2 or 4, by slot bits)"),
     )),
     Top("alu", "hw.pe.alu:IntAlu", "Pipelined 32-bit integer unit (add, mul, logic, compares).", (
-        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1"),
+        Param("tag_width", int, 8, "width of the pass-through result tag, >= 1", most=64),
     )),
     Top("router", "hw.noc.router:build_router", "5-port mesh router, XY routing (docs/noc.md).", (
         Param("rows", int, 4, "array rows, 1..16"),
         Param("cols", int, 4, "array columns, 1..16"),
-        Param("width", int, 0, "flit width in bits (0: the sw.spec.packet flit width)"),
-        Param("depth", int, 4, "flits per input FIFO, >= 2"),
+        Param("width", int, 0, "flit width in bits (0: the sw.spec.packet flit width)",
+              most=1024),
+        Param("depth", int, 4, "flits per input FIFO, >= 2", most=1024),
     )),
     Top("mesh", "hw.noc.mesh:build_mesh", "R x C mesh of routers, one network (docs/noc.md).", (
         Param("rows", int, 4, "array rows, 1..16"),
         Param("cols", int, 4, "array columns, 1..16"),
-        Param("width", int, 0, "flit width in bits (0: the sw.spec.packet flit width)"),
-        Param("depth", int, 4, "flits per router input FIFO, >= 2"),
+        Param("width", int, 0, "flit width in bits (0: the sw.spec.packet flit width)",
+              most=1024),
+        Param("depth", int, 4, "flits per router input FIFO, >= 2", most=1024),
     )),
     Top("noc", "hw.noc.mesh:build_noc", "Request and reply meshes with per-PE steering.", (
         Param("rows", int, 2, "array rows, 1..16"),
         Param("cols", int, 2, "array columns, 1..16"),
-        Param("depth", int, 4, "flits per router input FIFO, >= 2"),
+        Param("depth", int, 4, "flits per router input FIFO, >= 2", most=1024),
     )),
     Top("dbuf", "hw.noc.dbuf:build_dbuf", "Dbuf scratch-pad serving LOAD/STORE flits.", (
         Param("rows", int, 2, "array rows (sizes the address map and coordinates)"),
         Param("cols", int, 2, "array columns"),
         Param("index", int, 0, "Dbuf number"),
         Param("dbuf_bytes", int, 4096, "bytes per Dbuf, a power of two"),
-        Param("reply_depth", int, 4, "reply FIFO depth, >= 2"),
+        Param("reply_depth", int, 4, "reply FIFO depth, >= 2", most=1024),
     )),
     Top("cbuf", 
         "hw.ctrl.cbuf:build_cbuf", "Cbufs: configuration flits for the MicC (docs/system.md).", (
@@ -177,7 +183,8 @@ TOPS = {top.name: top for top in (
         Param("cbufs", int, 1, "number of Cbufs"),
         Param("cbuf_bytes", int, 1024, "bytes per Cbuf"),
         Param("dbuf_bytes", int, 4096, "bytes per Dbuf"),
-        Param("outstanding", int, 64, "external reads / Dbuf loads in flight (power of two)"),
+        Param("outstanding", int, 64, "external reads / Dbuf loads in flight (power of two)",
+              most=4096),
     )),
     Top("fdpu_system", "tb.host.extmem:build_system", "The FDPU top with the behavioural external "
         "memory on its DMA port (simulation; docs/system.md).", (
@@ -303,6 +310,11 @@ def build(top, params=None):
         raise FdpuError(f"top {top.name!r} has no parameter {unknown[0]!r}; allowed: "
                         f"{top.describe_params()}")
     full = {**top.defaults, **params}
+    for param in top.params:
+        value = full[param.name]
+        if param.most is not None and isinstance(value, int) and value > param.most:
+            raise FdpuError(f"top {top.name!r}: {param.name}={value} is above the most it "
+                            f"builds, {param.most} ({param.doc}; the Verilog grows with it)")
     module_name, _, attribute = top.factory.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
     try:
