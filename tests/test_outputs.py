@@ -127,3 +127,8 @@ def test_a_name_with_control_characters_stays_one_escaped_line(capsys, tmp_path)
 def test_rtl_tool_sizes_are_bounded_before_elaboration(capsys, tmp_path, argv, match):
     assert_user_error(capsys, "verilog", *argv, "-o", tmp_path / "x.v", match=match)
     assert not (tmp_path / "x.v").exists()
+
+
+def test_fpu_check_random_cases_are_bounded(capsys):
+    assert_user_error(capsys, "fpu-check", "--sim", "icarus", "--op", "fma", "--random",
+                      10 ** 12, match="--random N must be a number of cases in 1..100,000,000")

@@ -32,6 +32,11 @@ from tb.fpu.check import mismatches, run_vectors
 _OPS = ("fma", "mul", "add", "sub")
 
 
+#: The most random cases one run generates (tests/test_fpu.py's slow runs take 10^6 at a
+#: time; 10^8 cases of four lanes are a few GB).
+MAX_RANDOM = 100_000_000
+
+
 def register(subparsers):
     """Add the ``fpu-check`` command."""
     parser = subparsers.add_parser(
@@ -62,8 +67,9 @@ def register(subparsers):
 
 
 def _check_args(args):
-    if args.random is not None and args.random < 1:
-        raise FdpuError(f"--random N must be a positive number of cases, not {args.random}")
+    if args.random is not None and not 1 <= args.random <= MAX_RANDOM:
+        raise FdpuError(f"--random N must be a number of cases in 1..{MAX_RANDOM:,} (each is "
+                        f"held in memory for the run), not {args.random}")
     for name in ("idle", "stall"):
         value = getattr(args, name)
         if not 0.0 <= value < 1.0:
