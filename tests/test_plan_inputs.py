@@ -17,6 +17,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
 SMALL = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1, dbuf_bytes=1 << 14)
+# (the small PE of tests/conftest.py's small_pe, 2 x 2 with 16 KiB Dbufs)
 
 
 def _weights(k, c, density, seed=3):
@@ -132,13 +133,13 @@ def test_the_registry_holds_every_graph_once_with_its_contract():
 @pytest.mark.parametrize("mode, graph, bias", [("dense", None, False), ("sparse", "gather", True),
                                                ("sparse", "switch", False),
                                                ("sparse", "skip", True)])
-def test_the_model_sizes_the_dma_from_the_image_layout(mode, graph, bias):
+def test_the_model_sizes_the_dma_from_the_image_layout(mode, graph, bias, seed, small_pe):
     # Every segment the image builder writes is one the performance model counts, at the
     # same address and of the same size (input blocks several Dbufs hold: its groups).
-    w = _weights(48, 200, 0.3)
-    x = layers.make_inputs(200, 12, 3)
+    w = _weights(48, 200, 0.3, seed)
+    x = layers.make_inputs(200, 12, seed)
     plan = planner.plan_fc(FcLayer.of(w, 12, bias=np.ones(48) if bias else None),
-                           dataclasses.replace(SMALL, dbuf_bytes=1 << 12),
+                           small_pe(2, 2, dbuf_bytes=1 << 12),
                            PlanOptions(mode, graph, double_buffer=False))
     assert plan.passes > 1
     nnz = perf._row_nnz(plan, np.asarray(w, dtype=np.float16))
