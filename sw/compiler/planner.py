@@ -32,11 +32,13 @@ def plan_fc(layer, *args, **kwargs):
 
     Two forms, one planner:
 
-    * ``plan_fc(layer, params=None, options=None)``: ``layer`` an
+    * ``plan_fc(layer, params=None, options=None, cost=None)``: ``layer`` an
       :class:`~sw.compiler.fc_layer.FcLayer` (shape and batch, the rows' stored weights or a
       density, bias, ReLU), ``params`` an :class:`~sw.spec.arch.ArrayParams` (default: the
       README's configuration), ``options`` a :class:`~sw.compiler.fc_layer.PlanOptions`
-      (default: every choice the planner's).  The layer's ``row_nnz`` is used where the plan
+      (default: every choice the planner's); ``cost(plan)``, if given, is what double
+      buffering is decided by (below; :func:`sw.models.choose.best_plan` gives the
+      performance model's end-to-end cycles).  The layer's ``row_nnz`` is used where the plan
       runs a graph that skips zero weights (its rows balanced over the engines; not for a
       split plan, whose rows keep their order).
     * ``plan_fc(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
@@ -62,8 +64,9 @@ def plan_fc(layer, *args, **kwargs):
     (:func:`sw.compiler.balance.balanced_rows`); without it the rows go in order.
     ``double_buffer`` gives consecutive passes alternate halves of the Dbufs (the DMA of the
     next and previous passes then overlaps a pass's contexts, ``docs/system.md``); ``None``
-    (the default) turns it on when the layer takes more than one pass with whole Dbufs and
-    one item fits half a Dbuf.  ``bias`` (``K`` finite values, rounded to binary16) and
+    (the default) turns it on when the layer takes more than one pass with whole Dbufs, one
+    item fits half a Dbuf and, given a ``cost``, the double-buffered plan costs less (the one
+    place this is decided).  ``bias`` (``K`` finite values, rounded to binary16) and
     ``relu`` add the epilogue ``y = relu(acc + bias)`` after each output's FACC
     (:attr:`~sw.compiler.fc_plan.FcPlan.bias`, docs/dataflow.md).  ``split`` (``S > 1``)
     plans the partial sums of a split reduction (:mod:`sw.compiler.split`): ``K`` is ``S``
@@ -101,7 +104,7 @@ def _plan_args(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=T
     return _plan(layer, params, options)
 
 
-def _plan(layer, params=None, options=None):
+def _plan(layer, params=None, options=None, cost=None):
     """Return the plan of ``layer`` with ``options`` on ``params`` (see :func:`plan_fc`)."""
     params = params or ArrayParams()
     opts = options or PlanOptions()
@@ -193,12 +196,15 @@ def _plan(layer, params=None, options=None):
         desc_base.append(params.dbuf_base(d) + i * int(contexts) * ENTRY_BYTES)
     plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
     if double_buffer is None and plan.passes > 1:
-        # More than one pass: the same layer double-buffered, if one item fits half a Dbuf.
+        # The one rule of double buffering: a layer of several passes is double-buffered if
+        # one item fits half a Dbuf and (with a cost) it costs less.
         try:
-            return _plan(layer, params, replace(opts, double_buffer=True,
-                                                sparse_graph=plan.sparse_graph))
+            double = _plan(layer, params, replace(opts, double_buffer=True,
+                                                  sparse_graph=plan.sparse_graph))
         except FdpuError:
-            pass
+            return plan
+        if cost is None or cost(double) < cost(plan):
+            return double
     return plan
 
 

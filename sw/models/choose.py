@@ -10,7 +10,8 @@ Contract
 halves the Dbuf space a pass has, so it can add passes and re-read the inputs more often: a
 loss for some layers, alexnet-fc6 sparse among them, docs/system.md) both plans are predicted
 and the one with fewer end-to-end cycles is returned; a layer of one pass is not double-
-buffered.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
+buffered.  The decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with
+the performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
 return is ``(plan, {double_buffer: predicted cycles})`` (empty when nothing was compared).
 """
 
@@ -25,22 +26,18 @@ __all__ = ["best_plan"]
 
 
 def best_plan(layer, params, options=None, system=perf.System()):
-    """Return ``(plan, predicted cycles per choice)`` (see the module doc)."""
+    """Return ``(plan, predicted cycles per choice)`` (see the module doc): the planner
+    decides double buffering (:func:`sw.compiler.planner.plan_fc`) by the cost this gives it,
+    the performance model's end-to-end cycles in ``system``."""
     options = options or PlanOptions()
     if layer.weights is None:
         raise FdpuError("choosing between plans by their predicted cycles needs the layer's "
                         "weights (FcLayer.of)")
-    if options.double_buffer is not None:
-        return planner.plan_fc(layer, params, options), {}
-    if not system.overlap:
-        return planner.plan_fc(layer, params, replace(options, double_buffer=False)), {}
-    single = planner.plan_fc(layer, params, replace(options, double_buffer=False))
-    if single.passes == 1:
-        return single, {}
-    try:
-        double = planner.plan_fc(layer, params, replace(options, double_buffer=True))
-    except FdpuError:           # one item does not fit half a Dbuf
-        return single, {}
-    cycles = {False: perf.predict(single, layer.weights, system).cycles,
-              True: perf.predict(double, layer.weights, system).cycles}
-    return (double if cycles[True] < cycles[False] else single), cycles
+    if options.double_buffer is None and not system.overlap:
+        options = replace(options, double_buffer=False)
+    cycles = {}
+
+    def cost(plan):
+        cycles[plan.double_buffer] = perf.predict(plan, layer.weights, system).cycles
+        return cycles[plan.double_buffer]
+    return planner.plan_fc(layer, params, options, cost=cost), cycles
