@@ -29,7 +29,6 @@ from sw.compiler import balance
 from sw.models import figures, golden_fc, perf, reference
 from sw.spec.system import System
 from tb.host import runtime
-from tb.host.job_plan import MemModel
 
 __all__ = ["RtlOptions", "Reporter", "FIGURES", "golden", "simulate", "simulate_chain",
            "rtl_figures", "run_layer", "layer_record"]
@@ -76,20 +75,14 @@ def golden(plan, weights, inputs, engine="auto", label="golden model", reporter=
         return golden_fc.run_fc(plan, weights, inputs, exact=exact, progress=show), exact
 
 
-def _mem(system):
-    return MemModel(latency=system.mem_latency, bandwidth=system.mem_bandwidth)
-
-
 def simulate(plan, weights, inputs, sim, system=System(), rtl=RtlOptions(), what="",
              reporter=Reporter()):
     """Run ``plan`` on the RTL simulator ``sim`` in ``system``; return ``(result, job)``
     (:func:`tb.host.runtime.run_fc_rtl`).  ``what`` names the layer in the progress."""
     head = f"RTL on {sim}{': ' + what if what else ''}"
     with reporter.rtl(head, plan.passes, "pass") as show:
-        return runtime.run_fc_rtl(plan, weights, inputs, sim, max_cycles=rtl.max_cycles,
-                                  waves=rtl.waves, mem=_mem(system), progress=show,
-                                  dma_channels=system.dma_channels,
-                                  config_ports=system.config_ports, overlap=system.overlap,
+        return runtime.run_fc_rtl(plan, weights, inputs, sim, system=system,
+                                  max_cycles=rtl.max_cycles, waves=rtl.waves, progress=show,
                                   double_buffer=plan.double_buffer,
                                   checkpoint=rtl.checkpoint,
                                   segment_passes=rtl.segment_passes)
@@ -101,10 +94,9 @@ def simulate_chain(plans, weights, inputs, sim, system=System(), rtl=RtlOptions(
     on ``sim`` in ``system``; return ``(last layer's result, job)``."""
     head = f"RTL on {sim}{': ' + what if what else ''}, chained on chip"
     with reporter.rtl(head, len(plans), "layer") as show:
-        return runtime.run_chain_rtl(plans, weights, inputs, sim, max_cycles=rtl.max_cycles,
-                                     waves=rtl.waves, mem=_mem(system), progress=show,
-                                     dma_channels=system.dma_channels,
-                                     config_ports=system.config_ports, overlap=system.overlap)
+        return runtime.run_chain_rtl(plans, weights, inputs, sim, system=system,
+                                     max_cycles=rtl.max_cycles, waves=rtl.waves,
+                                     progress=show)
 
 
 def rtl_figures(plan, w, x, ref, y, job):

@@ -57,7 +57,7 @@ __all__ = ["run_job", "run_rtl", "run_fc_rtl", "run_chain_rtl", "layer_job",
 def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cycles=None,
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
-            double_buffer=False, checkpoint=None, segment_passes=None):
+            double_buffer=False, checkpoint=None, segment_passes=None, system=None):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
     ``checkpoint`` in resumable segments.
 
@@ -121,6 +121,12 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         anyway, and the cycles then differ (:mod:`tb.host.checkpoint`).  A chained job (passes
         with moves) is one segment: its Dbufs carry the activations.
 
+    system : sw.spec.system.System, optional
+        The system around the array as one value, the one the performance model takes: its
+        DMA channels, memory latency and bandwidth, configuration ports and overlap replace
+        ``dma_channels``, ``mem`` (latency and bandwidth; ``mem.stall`` is kept),
+        ``config_ports`` and ``overlap``.
+
     Returns
     -------
     JobRun
@@ -132,6 +138,11 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     """
     if sim not in SIMULATORS:
         raise FdpuError(f"sim must be icarus or verilator, not {sim!r}")
+    if system is not None:
+        mem = MemModel(latency=system.mem_latency, bandwidth=system.mem_bandwidth,
+                       stall=mem.stall)
+        dma_channels, config_ports = system.dma_channels, system.config_ports
+        overlap = system.overlap
     mem.registers()
     if double_buffer and (not overlap or backdoor_in):
         raise FdpuError("double buffering overlaps the DMA with the contexts: it needs overlap "
@@ -399,7 +410,9 @@ def run_fc_rtl(plan, weights, inputs, sim, first_passes=None, **kwargs):
         outs.append(outputs)
     if kwargs.get("max_cycles") is None:
         kwargs["max_cycles"] = fc_cycle_bound(plan)
-    kwargs.setdefault("double_buffer", bool(plan.double_buffer and kwargs.get("overlap")
+    system = kwargs.get("system")
+    overlap = system.overlap if system is not None else kwargs.get("overlap")
+    kwargs.setdefault("double_buffer", bool(plan.double_buffer and overlap
                                             and not kwargs.get("backdoor_in")))
     job = run_job(plan.params, passes, sim, **kwargs)
     y = empty_result(plan)
