@@ -4,6 +4,7 @@ against a serial run, the paper's report."""
 import json
 import os
 
+import numpy as np
 import pytest
 
 from cliutil import assert_user_error, run
@@ -488,3 +489,18 @@ def test_paper_summary_by_hand():
     assert s["vs_cpu_gpu"]["switch"] == pytest.approx(0.83)
     one = [rec("alexnet-fc8", 1, "dense", 0.48, 60.0)]
     assert paper.summary(one)["small_batch_gap"] == {}                  # no sparse point
+
+
+def test_a_point_file_whose_name_is_not_utf8(capsys, tmp_path):
+    # A file name that is not UTF-8 (bytes 0xff) goes through the key, the subprocess, the
+    # record and the table as the bytes it is: a result, not a UnicodeError.
+    raw = os.fsencode(tmp_path) + b"/w\xff.npy"
+    with open(raw, "wb") as f:
+        np.save(f, np.ones((8, 32), dtype=np.float16))
+    name = os.fsdecode(raw)
+    out = tmp_path / "o"
+    status, _, err = run(capsys, "sweep", "--set", f"weights={name}", "--set", "batch=1",
+                         "--set", "sim=model", "--scheduler", "serial", "--out", out,
+                         "--cache", tmp_path / "c")
+    assert status == 0, err
+    assert b"w\xff.npy" in (out / "table.csv").read_bytes()

@@ -49,9 +49,10 @@ def replacing(path):
 
 
 def write_text(path, text):
-    """Write ``text`` (UTF-8) to ``path`` through :func:`replacing`."""
+    """Write ``text`` (UTF-8) to ``path`` through :func:`replacing`; a file name that is not
+    UTF-8 in it (held as surrogate escapes) is written as the bytes it was."""
     with replacing(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
 
 

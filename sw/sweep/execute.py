@@ -72,7 +72,8 @@ def run_point(args, sim, checkpoint=None):
                                                           env.get("PYTHONPATH"))))
         proc = subprocess.run([sys.executable, "-m", "sw.cli", "run", *args, *extra, "--json",
                                path],
-                              capture_output=True, text=True, env=env, cwd=tmp,
+                              capture_output=True, text=True, errors="replace", env=env,
+                              cwd=tmp,
                               preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         seconds = time.perf_counter() - start
         if proc.returncode not in (0, 1) or not os.path.exists(path):
