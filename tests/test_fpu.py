@@ -216,7 +216,7 @@ def test_cli_fpu_check_reports_mismatch(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--vectors", "MISSING.txt"], "MISSING.txt"),
-    (["--random", "0"], "--random N must be a positive number"),
+    (["--random", "0"], "--random N must be a number of cases in 1..100,000,000"),
     (["--random", "4", "--idle", "1.5"], "--idle must be a probability"),
 ])
 def test_cli_fpu_check_bad_input(argv, message, capsys):
