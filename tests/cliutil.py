@@ -10,6 +10,17 @@ def run(capsys, *argv):
     return status, out, err
 
 
+def call(capsys, *argv):
+    """Run ``fdpu ARGV...`` as a fuzz case does; return ``(status, stderr)`` (an argparse exit,
+    ``--help`` or a usage error, counts as its status)."""
+    try:
+        status = sw.cli.main([str(a) for a in argv])
+    except SystemExit as exc:
+        status = exc.code
+    _, err = capsys.readouterr()
+    return status, err
+
+
 def assert_user_error(capsys, *argv, match):
     """Check that ``fdpu ARGV...`` fails with one ``fdpu: error:`` line containing ``match``."""
     status, out, err = run(capsys, *argv)

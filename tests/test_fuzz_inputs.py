@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sw.cli
+from cliutil import call
 from sw.sweep import cache
 
 onnx = pytest.importorskip("onnx")
@@ -24,12 +24,7 @@ SLOW = settings(max_examples=1000, deadline=None, suppress_health_check=list(Hea
 
 def _call(argv, capsys):
     """Run ``fdpu argv``; return ``(status, stderr)``, failing on any exception."""
-    try:
-        status = sw.cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        status = exc.code
-    _, err = capsys.readouterr()
-    return status, err
+    return call(capsys, *argv)
 
 
 def _one_line_or_result(status, err, what):

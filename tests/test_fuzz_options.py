@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sw.cli
+from cliutil import call
 
 FAST = settings(max_examples=80, deadline=None,
                 suppress_health_check=list(HealthCheck))
@@ -41,12 +41,7 @@ FLAGS = ["--no-feedback", "--waves", "--double-buffer", "--no-double-buffer", "-
 
 def _call(argv, capsys):
     """Run ``fdpu argv``; return ``(status, stderr)``, failing on any exception."""
-    try:
-        status = sw.cli.main([str(a) for a in argv])
-    except SystemExit as exc:                  # argparse: --help, or a usage error
-        status = exc.code
-    _, err = capsys.readouterr()
-    return status, err
+    return call(capsys, *argv)
 
 
 def _check(status, err, argv):
