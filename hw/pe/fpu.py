@@ -156,14 +156,21 @@ def _zext(value, width):
     return Cat(value, Const(0, width - len(value)))
 
 
-def _shift_left(value, amount):
-    """Shift ``value`` left by ``amount`` bits, keeping ``len(value)`` bits (log shifter)."""
-    width = len(value)
-    for k, bit in enumerate(amount):
-        step = 1 << k
-        shifted = Const(0, width) if step >= width else Cat(Const(0, step), value[:width - step])
-        value = Mux(bit, shifted, value)
-    return value
+def _shift_left(value, amount, width):
+    """Return ``value`` shifted left by ``amount`` bits, truncated or zero-extended to ``width``.
+
+    One shift operator (synthesis makes it a log shifter): a chain of constant shifts and
+    multiplexers written out costs Verilator a wide shift and select per stage, which made the
+    FPU the PE's most expensive part to simulate.  Written as a right shift by ``~amount`` of
+    ``value`` placed above ``2**len(amount) - 1`` zeros: a right shift keeps its operand's
+    width, so the emitted Verilog has no WIDTH warning (a variable left shift widens its
+    result).  ``value``'s top bit must not be a constant, and the shifted operand is at least
+    ``width`` wide: Yosys drops constant top bits, and the operators reading the result would
+    then see a narrower operand."""
+    while (1 << len(amount)) - 1 + len(value) < width:    # (so no constant top bits)
+        amount = Cat(amount, Const(0, 1))
+    pad = (1 << len(amount)) - 1
+    return (Cat(Const(0, pad), value) >> ~amount)[:width]
 
 
 def _unpack(x):
@@ -243,8 +250,8 @@ def _stage2(m, s1, s2):
     prod = Signal(_WINDOW - 1)
     addend = Signal(_WINDOW - 1)
     m.d.comb += [
-        prod.eq(_shift_left(_zext(s1.prod, _WINDOW - 1), s1.psh)),
-        addend.eq(_shift_left(_zext(Cat(Const(0, 24), s1.sigc), _WINDOW - 1), s1.csh)),
+        prod.eq(_shift_left(s1.prod, s1.psh, _WINDOW - 1)),
+        addend.eq(Cat(Const(0, 24), _shift_left(s1.sigc, s1.csh, _WINDOW - 1 - 24))),
     ]
     sum_ = (prod + addend)[:_WINDOW]
     p_minus_c = (prod - addend)[:_WINDOW - 1]
@@ -274,7 +281,7 @@ def _stage3(m, s2, s3):
     shift = Signal(range(_MAX_NORM_SHIFT + 1))
     m.d.comb += shift.eq(count)
     norm = Signal(_WINDOW)
-    m.d.comb += norm.eq(_shift_left(s2.mag, shift))
+    m.d.comb += norm.eq(_shift_left(s2.mag, shift, _WINDOW))
     return [
         s3.man.eq(norm[_WINDOW - 11:]),
         s3.guard.eq(norm[_WINDOW - 12]),

@@ -23,7 +23,7 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.lib.logic import equals
+from hw.lib.select import onehot
 from hw.lib.spec import check_params
 from hw.pe.layouts import local_layout
 
@@ -59,42 +59,54 @@ class OperandWriteArbiter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         K, NB = self._params.MAX_OPERANDS, self._banks
+        M = K * NB                               # operand memories, numbered k * NB + b
         lgb = NB.bit_length() - 1                # bank = slot[:lgb]
         net_valid, net_tok = self.i_net.valid, self.i_net.tok
         ports = list(self.i_local)
         srcs = [(net_valid, net_tok)] + [(port.valid, port.payload) for port in ports]
+        n = len(srcs)
 
-        def targets(tok, k, b):
-            if NB == 2:
-                return equals(tok.operand, k) & (tok.slot[0] if b else ~tok.slot[0])
-            return equals(tok.operand, k) & equals(tok.slot[:lgb], b)
+        # Each source names one memory (none for an operand index of K or more): its number
+        # and that number one-hot, computed once per source; the priority is a running mask
+        # of the memories taken by the sources before it (word operations, not one test per
+        # source, memory and bit).
+        hot, wins = [], []
+        taken = Const(0, M)
+        for j, (valid, tok) in enumerate(srcs):
+            h = onehot(m, Cat(tok.slot[:lgb], tok.operand), M, f"wr_hot_src{j}")
+            free = Signal(name=f"wr_free{j}")
+            win = Signal(name=f"wr_win{j}")
+            m.d.comb += [free.eq((h & ~taken).any()), win.eq(valid & free)]
+            if j < n - 1:
+                t = Signal(M, name=f"wr_taken{j}")
+                m.d.comb += t.eq(taken | (h & valid.replicate(M)))
+                taken = t
+            hot.append(h)
+            wins.append((win, free))
+        granted = Signal(M, name="wr_granted")
+        m.d.comb += granted.eq(taken | (hot[-1] & srcs[-1][0].replicate(M)))
 
-        # Priority per operand memory port: the mesh token, then the local ports in order.
-        # before[j][k][b]: a source ahead of source j wants port (k, b).
-        before = [[[Const(0, 1)] * NB for k in range(K)]]
-        for j, (valid, tok) in enumerate(srcs[:-1]):
-            row = []
-            for k in range(K):
-                row.append([])
-                for b in range(NB):
-                    t = Signal(name=f"wr_taken{j}_{k}_{b}")
-                    m.d.comb += t.eq(before[j][k][b] | (valid & targets(tok, k, b)))
-                    row[k].append(t)
-            before.append(row)
+        # The winning source of each memory, by number (at most one wins a memory).
+        idx = [Signal(range(n), name=f"wr_src{i}") for i in range(M)]
+        for j in range(n):
+            for i in range(M):
+                with m.If(wins[j][0] & hot[j][i]):
+                    m.d.comb += idx[i].eq(j)
         for k in range(K):
             for b in range(NB):
+                i = k * NB + b
                 grant = self.o_grant[k][b]
-                for j, (valid, tok) in enumerate(srcs):
-                    with m.If(valid & targets(tok, k, b) & ~before[j][k][b]):
-                        m.d.comb += grant.tok.eq(tok)
+                with m.Switch(idx[i]):
+                    for j, (valid, tok) in enumerate(srcs[:-1]):
+                        with m.Case(j):
+                            m.d.comb += grant.tok.eq(tok)
+                    with m.Default():
+                        m.d.comb += grant.tok.eq(srcs[-1][1])
                 # (The enables as continuous assignments: Icarus runs no `always @*` block at
                 # time 0.)
-                m.d.comb += [grant.valid.eq(before[-1][k][b]
-                                            | (srcs[-1][0] & targets(srcs[-1][1], k, b))),
-                             grant.net.eq(net_valid & targets(net_tok, k, b))]
-        # A local port is ready when its operand memory port granted it this cycle.
+                m.d.comb += [grant.valid.eq(granted[i]),
+                             grant.net.eq(net_valid & hot[0][i])]
+        # A local port is ready when its operand memory port is free of the sources before it.
         for j, port in enumerate(ports, start=1):
-            tok = port.payload
-            m.d.comb += port.ready.eq(Cat(*[targets(tok, k, b) & ~before[j][k][b]
-                                           for k in range(K) for b in range(NB)]).any())
+            m.d.comb += port.ready.eq(wins[j][1])
         return m
