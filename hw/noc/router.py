@@ -59,7 +59,6 @@ from amaranth import C, Cat, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.lib.logic import lowest_one
 from hw.lib.spec import check_params
 from hw.noc.flit import Bits, flit_layout
 from sw.spec.arch import ArrayParams, Dir
@@ -127,6 +126,19 @@ def route_onehot(m, params, bx, by, dst_x, dst_y, prefix="route"):
 def _any(bits):
     """Return the OR of the bits of ``bits`` (0 for no bits)."""
     return bits.any() if len(bits) else C(0, 1)
+
+
+def _lowest(value):
+    """Return ``value`` with only its lowest set bit kept: ``value & -value`` (word operations)."""
+    return value & (~value + 1)[:len(value)]
+
+
+def _or_of(values):
+    """Return the OR of ``values`` (equal widths)."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
 
 
 def _check_int(name, value, low):
@@ -212,8 +224,7 @@ class Router(wiring.Component):
             # to this output unchanged meanwhile (only younger flits arrive).
             hold = Signal(name=f"hold_{name}")
             held = Signal(n, name=f"held_{name}")
-            m.d.comb += grant.eq(Mux(hold, held,
-                                     Mux(masked.any(), lowest_one(masked), lowest_one(request))))
+            m.d.comb += grant.eq(Mux(hold, held, _lowest(Mux(masked.any(), masked, request))))
             out = self.o_flit[o]
             m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
             with m.If(out.valid & out.ready):
@@ -271,21 +282,25 @@ class VoqBuffer(wiring.Component):
         width = Shape.cast(self.layout).width
         valid = Signal(depth)
         slot = [Signal(width, name=f"slot{i}") for i in range(depth)]
-        route = [Signal(n, name=f"route{i}") for i in range(depth)]
+        # Per output, the slots routed there (bit i: slot i's flit goes to that output): the
+        # route is kept transposed, so each output's candidates are one AND with ``valid``.
+        routed = [Signal(depth, name=f"routed_{d.name.lower()}") for d in PORTS]
         older = [Signal(depth, name=f"older{i}") for i in range(depth)]
 
         free = Signal(depth)
-        m.d.comb += [free.eq(lowest_one(~valid)), self.i_flit.ready.eq(~valid.all())]
-        write = self.i_flit.valid & self.i_flit.ready
+        m.d.comb += [free.eq(_lowest(~valid)), self.i_flit.ready.eq(~valid.all())]
+        write = Signal()
+        m.d.comb += write.eq(self.i_flit.valid & self.i_flit.ready)
 
-        taken = C(0, depth)
+        taken = []
         for o in range(n):
-            wants = [valid[i] & route[i][o] for i in range(depth)]
-            # The oldest: no other slot that also wants o is older.
+            wants = Signal(depth, name=f"wants_{PORTS[o].name.lower()}")
+            m.d.comb += wants.eq(valid & routed[o])
+            # The oldest: no other slot that also wants o is older (row j of ``older``: the
+            # slots younger than slot j).
+            blocked = _or_of([Mux(wants[j], older[j], 0) for j in range(depth)])
             oldest = Signal(depth, name=f"oldest_{PORTS[o].name.lower()}")
-            m.d.comb += oldest.eq(Cat(*(
-                wants[i] & ~_any(Cat(*(wants[j] & older[j][i] for j in range(depth) if j != i)))
-                for i in range(depth))))
+            m.d.comb += oldest.eq(wants & ~blocked)
             offer = self.o_voq[o]
             # ``oldest`` is one-hot (or zero, and then the payload is not looked at), so a
             # chain of 2:1 multiplexers selects its slot.
@@ -293,15 +308,19 @@ class VoqBuffer(wiring.Component):
             for i in reversed(range(depth - 1)):
                 payload = Mux(oldest[i], slot[i], payload)
             m.d.comb += [offer.valid.eq(oldest.any()), offer.payload.eq(payload)]
-            taken = taken | Mux(offer.ready, oldest, 0)
+            taken.append(Mux(offer.ready, oldest, 0))
 
         # State changes only under ``If``s: a simulator's unknown (an undriven ``valid`` or
         # ``ready`` is X on Icarus before the bench drives it) then leaves the state alone
         # instead of making the slot bits X for good.
+        taken = _or_of(taken)
+        with m.If(write):
+            for o in range(n):
+                m.d.sync += routed[o].eq((routed[o] & ~free)
+                                         | Mux(self.i_route[o], free, 0))
         for i in range(depth):
             with m.If(write & free[i]):
-                m.d.sync += [valid[i].eq(1), slot[i].eq(self.i_flit.payload),
-                             route[i].eq(self.i_route)]
+                m.d.sync += [valid[i].eq(1), slot[i].eq(self.i_flit.payload)]
             with m.Elif(taken[i]):
                 m.d.sync += valid[i].eq(0)
             # A new flit is younger than every stored one: its row clears, and it joins the

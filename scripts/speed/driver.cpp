@@ -6,6 +6,8 @@
 // "timeout ... deadlock" and exits 3), then one more edge, exactly as tb/top/bench_run.py does.
 //
 //   Vfdpu_system JOB.txt [--idle N]      (--idle: after reset, N idle cycles and no job)
+//   Vfdpu_system JOB.txt --compute-cycles N   (the first N cycles of the first compute phase,
+//                                              then stop: a long layer's busy rate)
 //
 // Prints one JSON line: cycles and wall seconds per phase, cycles per wall and per CPU second
 // (with --threads N the CPU time is the sum over threads), the hardware counters at the end.
@@ -81,12 +83,13 @@ static uint64_t wait_halt(F halt, uint64_t bound, const char* what) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s JOB.txt [--idle N]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s JOB.txt [--idle N | --compute-cycles N]\n", argv[0]);
         return 2;
     }
-    long idle = -1;
+    long idle = -1, compute_cycles = -1;
     for (int i = 2; i + 1 < argc; ++i)
         if (!std::strcmp(argv[i], "--idle")) idle = std::atol(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--compute-cycles")) compute_cycles = std::atol(argv[i + 1]);
     std::ifstream job(argv[1]);
     if (!job) {
         std::fprintf(stderr, "driver: cannot read %s\n", argv[1]);
@@ -149,6 +152,14 @@ int main(int argc, char** argv) {
                 top->i_start = 1;
                 tick();
                 top->i_start = 0;
+                if (compute_cycles >= 0) {              // the first N cycles only, then stop
+                    for (long i = 0; i < compute_cycles && !top->o_halt; ++i) tick();
+                    std::printf("%s{\"phase\": \"compute\", \"cycles\": %llu, \"s\": %.3f, "
+                                "\"partial\": %s}", n++ ? ", " : "",
+                                (unsigned long long)(top->o_clock - before), now() - ts,
+                                top->o_halt ? "false" : "true");
+                    break;
+                }
                 wait_halt([] { return top->o_halt; }, bound, "compute");
                 if (!top->o_done || top->o_error) {
                     std::fprintf(stderr, "driver: compute ended with error %u\n",
