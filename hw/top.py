@@ -37,8 +37,13 @@ Contract
   n > 0`` arms the start: the MicC starts once the DMA has written ``n`` Cbuf words since
   ``i_dma_start`` (pulse ``i_dma_start`` first or in the same cycle; channel 0's list begins
   with the Cbuf descriptors), so it configures while the DMA goes on filling the Dbufs.
-  While a DMA channel is busy the MicC holds its first context back (``HOLD`` after
-  configuring): contexts start only after both.  A Cbuf write while the MicC runs is its
+  While the DMA-in that was running when the MicC started is busy, the MicC holds its
+  contexts back (``HOLD`` after configuring): contexts start only after both.  With
+  ``i_ctx_gate`` (sampled at the MicC's start) a context starts as soon as its own data are
+  in instead: context ``c`` waits until every DMA channel is done or has passed
+  ``(c >> i_gate_shift) + 1`` fences (empty descriptors, :mod:`hw.ctrl.dma`), the host
+  having put one on every channel after the data of each group of ``2 ** i_gate_shift``
+  contexts (``docs/system.md``, "Contexts start when their data are in").  A Cbuf write while the MicC runs is its
   error ``MICC_CBUF_BUSY`` (the Cbufs are single-ported).  ``o_halt``/``o_done`` stay low
   while a start is armed.
 * DMA: ``i_dma_start`` with ``i_dma_list``/``i_dma_count``; ``o_dma_busy``, ``o_dma_done``,
@@ -79,7 +84,7 @@ from amaranth.lib.wiring import In, Out
 from hw.ctrl.cbuf import Cbuf
 from hw.ctrl.dma import Dma, DmaState, ext_write_layout
 from hw.ctrl.micc import Micc, MiccState
-from hw.lib.logic import any_of, equals, increment, popcount, sum_of
+from hw.lib.logic import any_of, equals, increment, popcount, sum_of, zero_extend
 from hw.lib.shared import Shared
 from hw.lib.spec import check_params
 from hw.noc.dbuf import Dbuf
@@ -162,6 +167,7 @@ class FDPU(wiring.Component):
         super().__init__({**extra,
             "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16), "i_ctx_base": In(32),
+            "i_ctx_gate": In(1), "i_gate_shift": In(5),
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(MiccState),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
@@ -231,7 +237,8 @@ class FDPU(wiring.Component):
         with m.Elif(start):
             m.d.sync += armed.eq(0)
         m.d.comb += [start.eq(armed & ~(written < need)), micc.i_start.eq(start),
-                     micc.i_hold.eq(dma_busy), micc.i_cbuf_write.eq(dma.cbuf_wr_en)]
+                     micc.i_hold.eq(~self._ready(m, micc, dmas, start, dma_busy)),
+                     micc.i_cbuf_write.eq(dma.cbuf_wr_en)]
         for c, d in enumerate(dmas):
             sfx = f"_{c}" if c else ""
             m.d.comb += [d.i_start.eq(self.i_dma_start),
@@ -261,6 +268,23 @@ class FDPU(wiring.Component):
 
         s.p, s.req, s.rep, s.micc, s.dma, s.dmas = p, req, rep, micc, dma, dmas
         s.start, s.armed = start, armed
+
+    def _ready(self, m, micc, dmas, start, dma_busy):
+        """Return whether the MicC's next context (``o_issued``) may start: the DMA job that
+        was running when the MicC started (``start``) is over, or, gated (``i_ctx_gate``),
+        every channel is done or has passed the fence of that context's group."""
+        # ``loaded``: no DMA job of this MicC run is still going (a later job, e.g. the next
+        # double-buffered pass's DMA-in, started while the contexts run, is not waited for).
+        loaded, gate, shift = Signal(), Signal(), Signal(5, name="gate_shift")
+        with m.If(start):
+            m.d.sync += [loaded.eq(~dma_busy), gate.eq(self.i_ctx_gate),
+                         shift.eq(self.i_gate_shift)]
+        with m.Elif(~dma_busy):
+            m.d.sync += loaded.eq(1)
+        group = Signal(32, name="gate_group")
+        m.d.comb += group.eq(micc.o_issued >> shift)
+        passed = Cat(*[~d.o_busy | (group < zero_extend(d.o_fences, 32)) for d in dmas]).all()
+        return loaded | ~dma_busy | (gate & passed)
 
     def _pes(self, m, s):
         """The PEs on the meshes (one shared Verilog module), their errors and fire counters,

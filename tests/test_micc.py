@@ -325,8 +325,10 @@ def _run_ports(ports, sizes, *, hold=0, cbuf_write_at=None, regs_override=None,
                max_cycles=5_000):
     """Run a PortsRig with ``sizes[q]`` CONFIG flits on port ``q``, 2 contexts of one template.
 
-    ``hold``: cycles ``i_hold`` stays high after the start; ``cbuf_write_at``: a cycle (after
-    the start) in which the Cbufs are written.  Returns (per-port flits, records, log).
+    ``hold``: cycles ``i_hold`` stays high after the start, or a function of the cycle and
+    ``o_issued`` (the context to start next) that says whether it is high; ``cbuf_write_at``:
+    a cycle (after the start) in which the Cbufs are written.  Returns (per-port flits,
+    records, log).
     """
     rng = random.Random(SEED)
     print(f"seed {SEED} (set FDPU_SEED to change)")
@@ -351,14 +353,14 @@ def _run_ports(ports, sizes, *, hold=0, cbuf_write_at=None, regs_override=None,
         regs.update(regs_override or {})
         for k, v in regs.items():
             ctx.set(getattr(m, k), v)
+        held = hold if callable(hold) else (lambda cycle, issued: cycle < hold)
         ctx.set(m.i_start, 1)
-        ctx.set(m.i_hold, 1 if hold else 0)
+        ctx.set(m.i_hold, held(-1, 0))
         await ctx.tick()
         ctx.set(m.i_start, 0)
         started, first_ctx = [], None
         for cycle in range(max_cycles):
-            if cycle == hold:
-                ctx.set(m.i_hold, 0)
+            ctx.set(m.i_hold, held(cycle, ctx.get(m.o_issued)))
             ctx.set(c.wr_en, int(cycle == cbuf_write_at))
             ctx.set(m.i_cbuf_write, int(cycle == cbuf_write_at))
             ends = [n for n in started if n[0] <= cycle]
@@ -380,6 +382,7 @@ def _run_ports(ports, sizes, *, hold=0, cbuf_write_at=None, regs_override=None,
                     kind, _, body = unpack_flit(Q, word)
                     if kind is Kind.OPERAND:
                         first_ctx = cycle if first_ctx is None else first_ctx
+                        log.setdefault("ctx_at", []).append(cycle)
                         started.append((cycle + 5,
                                         body_layout(Kind.OPERAND, Q).unpack(body)["data"]))
             await ctx.tick()
@@ -415,6 +418,18 @@ def test_hold_keeps_contexts_back_until_the_dma_is_done():
     assert log["done"] and not log["error"], log
     assert log["first_ctx"] >= 200 and log["hold"] + log["config_cycles"] >= 198
     assert log["hidden"] == log["config_cycles"]         # configured while "the DMA" ran
+
+
+def test_hold_per_context_keeps_each_context_back_until_its_data_are_in():
+    # Early start: the top holds context c until its own data are in; the others run.
+    until = {0: 0, 1: 300, 2: 500}
+    out, _, log = _run_ports(1, [4], hold=lambda cycle, issued: cycle < until.get(issued, 0),
+                             regs_override=dict(i_contexts=3, i_window=2))
+    assert log["done"] and not log["error"] and log["retired"] == 3, log
+    first, second, third = log["ctx_at"]
+    assert first < 100 and 300 <= second < 320 and 500 <= third < 520, log["ctx_at"]
+    # The waits for data count as hold cycles (not those of a full window).
+    assert 450 <= log["hold"] <= 500, log
 
 
 def test_cbuf_write_while_running_is_an_error():

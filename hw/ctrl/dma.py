@@ -29,7 +29,11 @@ Descriptors
     ``cbuf=False``, nor ``move`` with ``out`` or ``cbuf``; a MOVE's source range lies inside
     one Dbuf (like the destination, checked also when ``length = 0`` for the Dbuf of its
     first byte); ``copies`` is 0 with ``out`` or ``cbuf`` and names no Dbuf past the last
-    one (also when ``length = 0``).  ``length = 0`` is a no-op.  A MOVE whose source range
+    one (also when ``length = 0``).  ``length = 0`` moves nothing: it is a *fence*, which
+    waits until every STORE before it is acknowledged and then counts one in ``o_fences``
+    (the host puts one after the data each group of contexts reads, and the top lets those
+    contexts start when every channel has passed it: ``docs/system.md``, "Contexts start
+    when their data are in").  A MOVE whose source range
     overlaps a destination range (its copies included) is not checked: its result is
     undefined, and the host must not write one.  A descriptor list runs with the next
     descriptor's fetch overlapping the current one's move, and without waiting for the STORE
@@ -44,7 +48,8 @@ Host
     ``o_busy`` until DONE; ``o_done`` (no error) / ``o_halt`` (done or error) stay until the
     next start.  ``o_rd_bytes`` / ``o_wr_bytes`` count the external bytes read (descriptors
     included) and written since reset (a MOVE adds only its descriptor's 16 bytes read);
-    ``o_cycles`` the cycles of the last job.
+    ``o_cycles`` the cycles of the last job; ``o_fences`` the fences passed since the start
+    (16 bits, wrapping).
 External port
     ``o_ext_rd`` carries 8-aligned byte addresses; ``i_ext_rdata`` returns one word per
     request, in request order, any latency later.  At most ``outstanding`` reads are in
@@ -160,6 +165,7 @@ class Dma(wiring.Component):
             "o_state": Out(DmaState), "o_busy": Out(1), "o_done": Out(1), "o_halt": Out(1),
             "o_error": Out(len(DmaError)), "o_desc": Out(16),
             "o_rd_bytes": Out(40), "o_wr_bytes": Out(40), "o_cycles": Out(32),
+            "o_fences": Out(16),
             "o_ext_rd": Out(stream.Signature(32)),
             "i_ext_rdata": In(stream.Signature(64)),
             "o_ext_wr": Out(stream.Signature(ext_write_layout())),
@@ -210,13 +216,15 @@ class Dma(wiring.Component):
         s.list_addr = Signal(32)
         s.count = Signal(16)
         s.index = Signal(16)
+        s.fences = Signal(16)
+        s.fence = Signal()                  # the descriptor in CHECK .. FINISH is a fence
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err), self.o_desc.eq(s.index),
             self.o_busy.eq(~equals(state, DmaState.IDLE) & ~equals(state, DmaState.DONE)),
             self.o_done.eq(equals(state, DmaState.DONE) & ~err.any()),
             self.o_halt.eq(equals(state, DmaState.DONE)),
             self.o_rd_bytes.eq(s.rd_bytes), self.o_wr_bytes.eq(s.wr_bytes),
-            self.o_cycles.eq(s.cycles),
+            self.o_cycles.eq(s.cycles), self.o_fences.eq(s.fences),
         ]
         with m.If(self.o_busy):
             m.d.sync += s.cycles.eq(increment(s.cycles))
@@ -482,7 +490,7 @@ class Dma(wiring.Component):
         # (CASEINCOMPLETE).
         with m.If(self.i_start & (state(DmaState.IDLE) | state(DmaState.DONE))):
             m.d.sync += fetch(0) + [
-                s.err.eq(0), s.cycles.eq(0), s.mode_out.eq(0),
+                s.err.eq(0), s.cycles.eq(0), s.mode_out.eq(0), s.fences.eq(0), s.fence.eq(0),
                 s.list_addr.eq(Cat(self.i_list[:dshift], increment(self.i_list[dshift:]))),
                 s.count.eq(self.i_count),
                 s.rd_addr.eq(self.i_list), s.rd_left.eq(Mux(self.i_count.any(), 2, 0))]
@@ -497,7 +505,7 @@ class Dma(wiring.Component):
             with m.If(s.bad):
                 m.d.sync += [s.err[DmaError.BAD_DESC].eq(1), s.state.eq(DmaState.FINISH)]
             with m.Elif(~s.length.any()):
-                m.d.sync += s.state.eq(DmaState.FINISH)
+                m.d.sync += [s.state.eq(DmaState.FINISH), s.fence.eq(1)]
             with m.Elif(~(s.is_out | s.is_move) | ~s.acks.any()):
                 out, move = s.is_out, s.is_move
                 m.d.sync += self._first_target(s, s.targets) + [
@@ -520,8 +528,11 @@ class Dma(wiring.Component):
                 with m.Else():
                     m.d.sync += fetch(increment(s.index))
         with m.Elif(state(DmaState.FINISH)):
-            # Every store acknowledged and every load's word written out.
+            # Every store acknowledged and every load's word written out; a fence counts.
             with m.If(~s.acks.any() & ~s.wr_left.any() & ~s.ld_flight.any()):
+                m.d.sync += s.fence.eq(0)
+                with m.If(s.fence & ~s.err.any()):
+                    m.d.sync += s.fences.eq(increment(s.fences))
                 with m.If(s.err.any()):
                     with m.If(~s.rd_left.any() & ~s.rd_flight.any() & ~s.rdq.r_rdy):
                         m.d.sync += s.state.eq(DmaState.DONE)

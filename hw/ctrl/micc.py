@@ -33,11 +33,12 @@ expansion in Python.
    ``delivered=True`` (the top) also until ``i_delivered`` (CONFIG flits ejected into PEs
    since the start, counted by the top) equals the CONFIG flits sent, so no context token
    can overtake a CONFIG flit whatever the traffic on the mesh (``docs/system.md``).
-3. HOLD: while ``i_hold`` (the top: a DMA channel is busy, the DMA-in that overlaps the
-   configuration), no context starts.
-4. CTX: context ``c`` (0, 1, ...) is started only while ``issued - retired < window``; its
-   start is one OPERAND flit per template word with ``data = i_ctx_base + c`` (its ID), in
-   Cbuf order, on port 0.
+3. HOLD: while ``i_hold`` (the top: the data of context ``o_issued`` are not all in the
+   Dbufs yet, the DMA-in that overlaps the configuration), no context starts.
+4. CTX: context ``c`` (0, 1, ...) is started only while ``issued - retired < window`` and
+   ``i_hold`` is low (the top lowers it per context when its data are in: ``docs/system.md``,
+   "Contexts start when their data are in"); its start is one OPERAND flit per template word
+   with ``data = i_ctx_base + c`` (its ID), in Cbuf order, on port 0.
    With ``window = 1`` every context waits for the previous one to end: the dependence
    control for contexts that depend on each other (the image's ``window`` chooses it).
 5. Each CTX_END flit carries its context ID and a ``count`` of END messages (ISA
@@ -52,7 +53,8 @@ end the run in DONE with ``o_done`` low: a configuration larger than a port's Cb
 registers, a flit other than CTX_END, an end for a context not in flight, more ends than
 ``i_ends`` for a context, a Cbuf write (``i_cbuf_write``) while the MicC runs.  ``o_cycles``
 counts the cycles from start to DONE, ``o_config_cycles`` those spent configuring (CONFIG and
-DRAIN), ``o_hold_cycles`` those spent in HOLD (waiting for the DMA, not for the array),
+DRAIN), ``o_hold_cycles`` those in which the next context waited for ``i_hold`` with no
+context in flight (HOLD, and CTX with the array idle: waiting for the DMA, not for the array),
 ``o_config_hidden`` the configuring cycles during which ``i_hold`` was high (configuration
 that ran behind the DMA).
 """
@@ -170,6 +172,7 @@ class Micc(wiring.Component):
         s.cycles = Signal(48)
         s.config_cycles = Signal(48)
         s.hold_cycles = Signal(48)
+        s.held = Signal()
         s.flits, s.hidden = Signal(32, name="flits"), Signal(48, name="hidden")
         s.n_ctx, s.contexts = Signal(32, name="n_ctx"), Signal(32, name="contexts")
         s.window = Signal(32)
@@ -320,7 +323,7 @@ class Micc(wiring.Component):
             m.d.sync += s.config_cycles.eq(increment(s.config_cycles))
             with m.If(self.i_hold):
                 m.d.sync += s.hidden.eq(increment(s.hidden))
-        with m.If(equals(state, MiccState.HOLD)):
+        with m.If(equals(state, MiccState.HOLD) | s.held):
             m.d.sync += s.hold_cycles.eq(increment(s.hold_cycles))
         with m.If(s.err.any() & ~equals(state, MiccState.IDLE)):
             m.d.sync += state.eq(MiccState.DONE)
@@ -350,6 +353,10 @@ class Micc(wiring.Component):
         k, k_next = Signal(32, name="k"), Signal(32, name="k_next")
         in_ctx = Signal()
         wait = Signal(16)
+        # The array idle (no context in flight) and the next context waiting for its data
+        # (counted in o_hold_cycles, as HOLD is).
+        m.d.comb += s.held.eq(equals(state, MiccState.CTX) & ~in_ctx & (s.issued != s.contexts)
+                              & ~s.outstanding.any() & self.i_hold)
         m.d.comb += k_next.eq(increment(k))
         idle_out = Cat(*[~q.left.any() & ~q.pend & ~q.out.r_rdy for q in ports]).all()
         with m.If(self.i_start & ~s.running):
@@ -387,7 +394,7 @@ class Micc(wiring.Component):
                 with m.If(~in_ctx):
                     with m.If(s.issued == s.contexts):
                         m.d.sync += state.eq(MiccState.WAIT)
-                    with m.Elif(s.outstanding < s.window):
+                    with m.Elif((s.outstanding < s.window) & ~self.i_hold):
                         m.d.sync += [in_ctx.eq(1), k.eq(0)]
                 with m.Elif(q0.can_read):
                     addr = Signal(32)

@@ -2,7 +2,9 @@
 and Dbuf to Dbuf MOVE ones among them) against a Python model of the external memory, the Dbufs
 and the Cbufs, under random memory latency, bandwidth and stalls and random mesh backpressure;
 bad descriptors end in ``BAD_DESC``; long descriptors stream at one STORE a cycle, long MOVEs
-at ``2 + popcount(copies)`` cycles a word.
+at ``2 + popcount(copies)`` cycles a word; an empty descriptor (a fence) counts in ``o_fences``
+only when every Dbuf word of the descriptors before it is written (the Dbufs are compared
+with the model in the cycle the count rises).
 
 A descriptor here is ``(ext, local, length, flags)`` or ``(ext, local, length, flags, copies)``
 (the fields of :func:`sw.spec.dma.pack_descriptor`; ``copies`` 0 when left out).
@@ -123,8 +125,32 @@ class TB:
                 at = (k * self.p.dbuf_bytes + off) // 8
                 self.dbuf[at:at + w] = src
 
-    async def run(self, descs, mem, bound=200_000):
-        """Write the list, start the DMA, await halt; return (done, error, desc, bytes)."""
+    def dbuf_words(self):
+        """Return every Dbuf word the rig holds now (one array, Dbuf after Dbuf)."""
+        out = np.zeros_like(self.dbuf)
+        for k in range(self.p.num_dbufs):
+            st = getattr(self.dut, f"dbuf{k}").sram.bank.storage
+            for i in range(self.dwords):
+                out[k * self.dwords + i] = _int(st[i])
+        return out
+
+    async def watch_fences(self, snaps):
+        """Append ``(fences, Dbuf words)`` to ``snaps`` in each cycle ``o_fences`` rises,
+        until the DMA halts."""
+        dut, last = self.dut, 0
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            f = _int(dut.o_fences)
+            if f != last:
+                snaps.append((f, self.dbuf_words()))
+                last = f
+            if _int(dut.o_halt):
+                return
+
+    async def run(self, descs, mem, bound=200_000, snaps=None):
+        """Write the list, start the DMA, await halt; return (done, error, desc, bytes);
+        ``snaps``: a list to collect :meth:`watch_fences`'s snapshots in."""
         dut = self.dut
         words = []
         for desc in descs:
@@ -137,6 +163,8 @@ class TB:
         dut.i_start.value = 1
         await RisingEdge(dut.clk)
         dut.i_start.value = 0
+        if snaps is not None:
+            cocotb.start_soon(self.watch_fences(snaps))
         waited = 0
         while True:
             await ClockCycles(dut.clk, 32)
@@ -197,7 +225,7 @@ def _random_move(rng, tb):
 
 def _random_desc(rng, tb):
     kind = rng.choice(["in", "in", "multicast", "multicast", "cbuf", "out", "out", "zero",
-                       "move", "move", "move"])
+                       "zero", "move", "move", "move"])
     p = tb.p
     if kind == "move":
         return _random_move(rng, tb)
@@ -231,11 +259,23 @@ async def random_jobs(dut):
         mem = dict(latency=rng.choice([0, 2, 5, 17, 40]), bw=rng.choice([64, 64, 32, 8, 3]),
                    stall=rng.choice([0, 0, 64, 160]), req_stall=rng.choice([0, 0, 100, 200]))
         descs = [_random_desc(rng, tb) for _ in range(rng.randint(1, 6))]
-        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
+        snaps = []
+        done, err, idx, rd, wr, cycles = await tb.run(descs, mem, snaps=snaps)
         assert done and not err and idx == len(descs), \
             f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
-        for d in descs:
+        fences = 0
+        for i, d in enumerate(descs):
+            if d[2] == 0:
+                # A fence: every word of the descriptors before it is in its Dbuf.
+                fences += 1
+                assert len(snaps) >= fences and snaps[fences - 1][0] == fences, \
+                    f"job {job}: fence {fences} (descriptor {i}) not counted: {len(snaps)}"
+                bad = np.nonzero(snaps[fences - 1][1] != tb.dbuf)[0]
+                assert not len(bad), \
+                    f"job {job}: fence {fences} (descriptor {i}) counted with Dbuf word " \
+                    f"{bad[0]} not yet written"
             tb.apply(d)
+        assert len(snaps) == fences, f"job {job}: {len(snaps)} fence counts for {fences} fences"
         # A multicast word is read once, however many Dbufs it goes to; a MOVE reads and
         # writes no external byte (but its descriptor).
         want_rd = 16 * len(descs) + sum(d[2] for d in descs if not d[3] & (OUT | MOVE))

@@ -33,6 +33,7 @@ class DmaRig(wiring.Component):
             "o_busy": Out(1), "o_done": Out(1), "o_halt": Out(1),
             "o_error": Out(len(DmaError)), "o_desc": Out(16), "o_state": Out(DmaState),
             "o_rd_bytes": Out(40), "o_wr_bytes": Out(40), "o_cycles": Out(32),
+            "o_fences": Out(16),
             "i_mem_latency": In(16), "i_mem_bw": In(8), "i_mem_stall": In(8),
             "i_req_stall": In(8),
         })
@@ -55,7 +56,7 @@ class DmaRig(wiring.Component):
         for name in ("i_start", "i_list", "i_count"):
             m.d.comb += getattr(dma, name).eq(getattr(self, name))
         for name in ("o_busy", "o_done", "o_halt", "o_error", "o_desc", "o_state",
-                     "o_rd_bytes", "o_wr_bytes", "o_cycles"):
+                     "o_rd_bytes", "o_wr_bytes", "o_cycles", "o_fences"):
             m.d.comb += getattr(self, name).eq(getattr(dma, name))
         lfsr = Signal(16, init=0x1D2B)
         m.d.sync += lfsr.eq(Cat(lfsr[15] ^ lfsr[13] ^ lfsr[12] ^ lfsr[10], lfsr[:15]))
