@@ -14,13 +14,14 @@ paper's RTL evaluation by default) or else the performance model (``fdpu run --s
   port);
 * ``waits``: the cycles the contexts wait for their pass's DMA-in (HOLD);
 * ``overlapped``: the end-to-end cycles if each pass's contexts ran beside its own DMA-in
-  (per-item readiness), every pass taking max(DMA-in, compute) plus its exposed DMA-out;
+  (early start at the finest grain), every pass taking max(DMA-in, compute) plus its exposed DMA-out;
   ``one copy``: the same with the DMA-in at its port floor (inputs delivered without a
   STORE per copy); ``at minimum``: the bound itself.
 
     python scripts/bound_analysis.py                          # the issue's points
     python scripts/bound_analysis.py --points alexnet-fc8:64:skip vgg16-fc7:4:dense
     python scripts/bound_analysis.py --source model           # the model only
+    python scripts/bound_analysis.py --early-start            # the model, early start
 """
 
 import argparse
@@ -59,12 +60,12 @@ def rtl_record(records, point):
     return None
 
 
-def model_result(point):
-    """Return ``fdpu run --sim model``'s JSON record of ``point``."""
+def model_result(point, extra=()):
+    """Return ``fdpu run --sim model``'s JSON record of ``point`` (``extra``: more options)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.json"
         subprocess.run([sys.executable, "-m", "sw.cli", "run", "--sim", "model",
-                        *point_args(point), "--json", str(path)], cwd=ROOT, check=True,
+                        *point_args(point), *extra, "--json", str(path)], cwd=ROOT, check=True,
                        capture_output=True)
         return json.loads(path.read_text())
 
@@ -93,7 +94,12 @@ def main(argv=None):
     ap.add_argument("--source", choices=("rtl", "model"), default="rtl",
                     help="rtl: the RTL record where --records has one, else the model")
     ap.add_argument("--records", type=Path, default=RECORDS)
+    ap.add_argument("--early-start", action="store_true",
+                    help="the model with each context starting when its data are in "
+                         "(implies --source model)")
     args = ap.parse_args(argv)
+    if args.early_start:
+        args.source = "model"
     records = json.loads(args.records.read_text()) if args.source == "rtl" else []
     head = ["point", "from", "passes", "compute", "traffic floor", "end to end", "reached",
             "ext / min", "DMA-in", "x floor", "waits", "overlapped", "one copy", "at minimum"]
@@ -102,7 +108,8 @@ def main(argv=None):
     for point in args.points:
         x, src = rtl_record(records, point), "RTL"
         if x is None:
-            x, src = model_result(point), "model"
+            x, src = model_result(point, ["--early-start"] if args.early_start else []), \
+                "model"
         a = analyse(x)
         print(f"| {point} | {src} | {a['passes']} | {a['compute']:,} | {a['floor']:,.0f} | "
               f"{a['cycles']:,} | {a['reached']:.2f} | {a['ext']:.2f} | {a['dma_in']:,} | "

@@ -123,7 +123,10 @@ def system_of(args, params):
     command without them), checked (:func:`check_system`)."""
     system = System(**{f: getattr(args, f, getattr(SYSTEM, f)) for f in
                        ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
-                        "overlap")})
+                        "overlap", "early_start")})
+    if system.early_start and not system.overlap:
+        raise FdpuError("--early-start runs contexts beside their pass's DMA-in: it cannot run "
+                        "with --no-overlap")
     check_system(system, params)
     return system
 
@@ -286,6 +289,11 @@ def add_hw_args(parser):
                     default=SYSTEM.overlap,
                     help="configure the PEs while the DMA-in fills the Dbufs (default on; "
                          "--no-overlap: DMA-in, then configuration and contexts)")
+    hw.add_argument("--early-start", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.early_start,
+                    help="start each context as soon as its own data are in the Dbufs, beside "
+                         "the rest of its pass's DMA-in (default "
+                         f"{'on' if SYSTEM.early_start else 'off'}; needs --overlap)")
     hw.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=None,
                     help="give consecutive passes alternate halves of the Dbufs, so the DMA "
                          "loads the next pass and stores the previous one while a pass "

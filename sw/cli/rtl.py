@@ -119,7 +119,7 @@ def run_rtl_command(args):
                golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
                mem_latency=system.mem_latency, mem_bandwidth=system.mem_bandwidth,
                dma_channels=system.dma_channels, config_ports=system.config_ports,
-               overlap=system.overlap,
+               overlap=system.overlap, early_start=system.early_start,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
                segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))

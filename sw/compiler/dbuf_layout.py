@@ -25,8 +25,9 @@ do not fit the Dbufs runs in several passes (one memory image each, the same pro
 :func:`pass_layout` computes where everything of pass ``p`` of an
 :class:`~sw.compiler.fc_plan.FcPlan` goes (addresses and sizes: the one layout, which the
 performance model reads too); :func:`pass_memory` fills it with the bytes and says where each
-item's output goes; :func:`gather_outputs` assembles the ``N x K`` result from
-the outputs after the run.
+item's output goes; :func:`first_use` says which context of the pass first reads each
+segment (the order a DMA-in that lets each context start when its data are in follows);
+:func:`gather_outputs` assembles the ``N x K`` result from the outputs after the run.
 """
 
 from dataclasses import dataclass
@@ -36,8 +37,8 @@ import numpy as np
 from sw.compiler.fc_plan import ENTRY_BYTES, LANES, align
 from sw.spec.errors import FdpuError
 
-__all__ = ["ItemPlace", "PassLayout", "pass_layout", "pass_memory", "shared_inputs",
-           "gather_outputs"]
+__all__ = ["ItemPlace", "PassLayout", "pass_layout", "pass_memory", "pass_contents",
+           "first_use", "shared_inputs", "gather_outputs"]
 
 
 def _item_width(plan):
@@ -198,6 +199,13 @@ def pass_memory(plan, weights, inputs, p, stage=None):
     ``segments`` maps a global address to the bytes stored there; ``outputs`` lists
     ``(item index, global output address)``.  ``stage``: as for :func:`pass_layout`.
     """
+    segments, outputs, _ = pass_contents(plan, weights, inputs, p, stage)
+    return segments, outputs
+
+
+def pass_contents(plan, weights, inputs, p, stage=None):
+    """Return ``(segments, outputs, layout)``: :func:`pass_memory`'s and the
+    :class:`PassLayout` they fill."""
     spec, kind = plan.engine, plan.graph
     w16 = np.asarray(weights, dtype=np.float16)
     x16 = np.asarray(inputs, dtype=np.float16)
@@ -224,7 +232,24 @@ def pass_memory(plan, weights, inputs, p, stage=None):
         desc[at.engine][at.context * ENTRY_BYTES:(at.context + 1) * ENTRY_BYTES] = entry
     for e, (addr, _) in enumerate(layout.tables):
         segments[addr] = bytes(desc[e])
-    return segments, outputs
+    return segments, outputs, layout
+
+
+def first_use(layout):
+    """Return ``{global address: context}``: for each segment of ``layout`` (a
+    :class:`PassLayout`) the first context of the pass (``0 ..``) that reads it.
+
+    A context reads its engines' table entries (the tables count as context 0's: they are
+    small and every context's entry is in them), its items' data and bias blocks and the
+    input blocks those items read; a copy of an input block counts for the first context
+    that reads *that copy*.
+    """
+    first = {addr: 0 for addr, _ in layout.tables}
+    for at in layout.places:
+        for addr in (at.data if at.nbytes else None, at.bias or None, at.input):
+            if addr is not None:
+                first[addr] = min(first.get(addr, at.context), at.context)
+    return first
 
 
 def shared_inputs(plan, p):

@@ -20,16 +20,29 @@ two agree byte for byte:
 * :func:`move_windows`: a chained layer's on-chip copies (MOVE descriptors) go first, each
   destination Dbuf on one channel, one descriptor per channel and multicast window; the words
   they send count in the channels' load before the pass's own data are assigned.
+* Early start (contexts start when their own data are in, ``docs/system.md``): the pass's
+  contexts form *groups* of ``2 ** gate_shift(contexts)`` (:func:`gate_shift`: at most
+  :data:`MAX_GROUPS` groups); each segment belongs to the group of the first context that
+  reads it (:func:`group_of`), and every channel loads its segments group by group, with a
+  *fence* (an empty descriptor) after each group up to its last one with data.  Runs merge
+  only within a group (:func:`group_runs`), so that no run writes over another group's
+  bytes, nor over the outputs between them, which contexts of earlier groups may already
+  have written.
 """
 
 from sw.spec.dma import COPIES_BITS
 from sw.spec.ports import dma_ports
 
-__all__ = ["MERGE_GAP", "merge_runs", "assign_channels", "multicast_windows", "move_windows"]
+__all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
+           "move_windows", "gate_shift", "group_of", "group_runs"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
 MERGE_GAP = 256
+
+#: Early start: a pass's contexts form at most this many groups, one fence each per channel
+#: (a fence costs a descriptor fetch and the round trip of the last STORE's ack).
+MAX_GROUPS = 64
 
 
 def _edge(params, k):
@@ -122,4 +135,33 @@ def move_windows(moves, params, channels, load):
         for c, lo, copies, _ in multicast_windows([list(m.dsts)], params, chan):
             out.append((c, m, lo, copies))
             load[c] += m.nbytes // 8
+    return out
+
+
+def gate_shift(contexts):
+    """Return the early start's group size as a shift: the smallest ``s`` with
+    ``ceil(contexts / 2 ** s) <= MAX_GROUPS`` (the top's ``i_gate_shift``)."""
+    s = 0
+    while -(-contexts // (1 << s)) > MAX_GROUPS:
+        s += 1
+    return s
+
+
+def group_of(first, shift):
+    """Return ``{address: group}`` of the segments whose first reading context is
+    ``first[address]`` (``sw.compiler.dbuf_layout.first_use``), groups of ``2 ** shift``."""
+    return {a: c >> shift for a, c in first.items()}
+
+
+def group_runs(spans, groups, params, barriers=()):
+    """Return ``[(group, lo, hi, [indices into spans])]``: :func:`merge_runs` of each group's
+    ``spans`` (``groups[i]``: the group of ``spans[i]``), every other group's spans and
+    ``barriers`` being barriers, ordered by group."""
+    out = []
+    for g in sorted(set(groups)):
+        mine = [i for i, gi in enumerate(groups) if gi == g]
+        others = [spans[i] for i, gi in enumerate(groups) if gi != g]
+        for lo, hi, idx in merge_runs([spans[i] for i in mine], params,
+                                      list(barriers) + others):
+            out.append((g, lo, hi, [mine[i] for i in idx]))
     return out

@@ -7,7 +7,9 @@ Contract
   pass, since passes differ only in their data and context count.
 * :func:`pass_images` yields, pass after pass, the assembled :class:`~sw.compiler.image.Image`
   (its Dbuf segments: descriptors, weights, inputs; ``meta["shared"]``: the addresses of the
-  input blocks several Dbufs hold, which the runtime loads by multicast) and the pass's outputs
+  input blocks several Dbufs hold, which the runtime loads by multicast; ``meta["first_use"]``:
+  ``[address, context]`` per segment, the first context of the pass that reads it,
+  :func:`sw.compiler.dbuf_layout.first_use`) and the pass's outputs
   (``[(item, address)]``, :func:`sw.compiler.dbuf_layout.pass_memory`).
 * :func:`gather_pass` writes one pass's outputs, read back from the memory after the run,
   into the ``N x K`` float16 result.
@@ -41,9 +43,12 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
     if graph is None or placement is None:
         graph, placement = program(plan, graph)
     for p in range(plan.passes):
-        segments, outputs = dbuf_layout.pass_memory(plan, weights, inputs, p)
+        segments, outputs, layout = dbuf_layout.pass_contents(plan, weights, inputs, p)
+        first = dbuf_layout.first_use(layout)
         yield assemble(graph, placement, segments, plan.pass_contexts(p),
-                       meta=dict(shared=dbuf_layout.shared_inputs(plan, p)),
+                       meta=dict(shared=dbuf_layout.shared_inputs(plan, p),
+                                 first_use=sorted([a, c] for a, c in first.items()
+                                                  if a in segments)),
                        ctx_base=plan.pass_ctx_base(p)), outputs
 
 

@@ -33,7 +33,10 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   channel (the channels balanced by bytes), at the memory's bandwidth plus a cost per
   descriptor and the memory latency; the DMA-out moves the pass's output blocks.
 * **A pass** with ``overlap`` configures behind its DMA-in (its contexts wait for both);
-  without, DMA-in, configuration and contexts follow each other; the DMA-out follows.
+  without, DMA-in, configuration and contexts follow each other; the DMA-out follows.  With
+  ``early_start`` the DMA-in is cut into the runtime's groups of contexts
+  (:mod:`sw.compiler.dma_plan`, a fence costing a descriptor after each), and each context
+  starts no earlier than the cycle its group's data are in (on every channel).
 
 The rates and overheads are fitted to RTL runs by ``scripts/calibrate.py`` and stored with
 those runs in ``sw/models/calibration.json`` (:data:`CALIBRATION`, read by :func:`calibrated`;
@@ -254,11 +257,17 @@ class Workload:
             stage = chain.stages(plan, chained_to)[:2]
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, longest)
-            segs, groups = _pass_segments(laid, q, nnz_rows, chained_from is not None, stage)
+            segs, groups, first = _pass_segments(laid, q, nnz_rows, chained_from is not None,
+                                                 stage)
             cbuf = cbuf_words if q == 0 else []
             moves = None if chained_from is None else \
                 _move_load(chained_from, plan, system.dma_channels, sum(cbuf))
-            din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves)
+            early = None
+            if system.early_start and system.overlap:
+                shift = dma_plan.gate_shift(plan.pass_contexts(q))
+                early = (dma_plan.group_of(first, shift), shift)
+            din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves,
+                            early=early)
             dout = [] if chained_to is not None else \
                 _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
@@ -276,18 +285,30 @@ class Workload:
         passes, fsteps = [], 0.0
         for dens, din, dout in self.passes:
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
-            ctx_cycles = cyc(ctx_cycles)
             fsteps += fp
-            dma_in, moved, ndesc = _dma_cycles(din, system, k)
-            dma_out, ext_out, nout = _dma_cycles(dout, system, k)
-            dma_in, dma_out = cyc(dma_in), cyc(dma_out)
+            dout_c, ext_out, nout = _dma_cycles(dout, system, k)
+            dma_out = cyc(dout_c)
+            if isinstance(din, _Groups):
+                # Early start: context c no earlier than its group's data are in.
+                arrive = din.arrivals(system, k)
+                dma_in, moved, ndesc = arrive[-1], din.bytes, din.descriptors
+                ready = np.array([arrive[c >> din.shift] - config
+                                  for c in range(dens[0].shape[0])])
+                waited, _, _ = self.work.pass_cycles(dens, k, ready)
+                dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
+                span = cyc(config + max(waited, ctx_cycles))
+                hold = max(0, span - config - ctx_cycles)
+            else:
+                dma_in, moved, ndesc = _dma_cycles(din, system, k)
+                dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
+                if system.overlap:
+                    start, hold = max(dma_in, config), max(0, dma_in - config)
+                else:
+                    start, hold = dma_in + config, 0
+                span = start + ctx_cycles
             # The DMA reads its descriptor lists, in and out, from external memory.
             ext_in = moved + DMA_DESC_BYTES * (ndesc + nout)
-            if system.overlap:
-                ready, hold = max(dma_in, config), max(0, dma_in - config)
-            else:
-                ready, hold = dma_in + config, 0
-            passes.append(PassFigures(dma_in, config, ctx_cycles, hold, ready + ctx_cycles,
+            passes.append(PassFigures(dma_in, config, ctx_cycles, hold, span,
                                       dma_out, ext_in, ext_out, bound))
         if self.plan.double_buffer and system.overlap:
             _double_buffered(passes)
@@ -393,10 +414,11 @@ class _Work:
             return fp, other, p0, mem
         return fp, other + p0, None, mem
 
-    def pass_cycles(self, work, k):
+    def pass_cycles(self, work, k, ready=None):
         """Return ``(context cycles (float), busiest bound, FACC steps)`` of a pass whose
         contexts and engines have the stored-weight densities and accumulations ``work``
-        (:meth:`densities`)."""
+        (:meth:`densities`); ``ready``: per context the cycle (from the contexts' start) before
+        which it cannot start (early start: its data are not in)."""
         plan = self.plan
         dens, chain = work
         fp, p2, p0, mem = self._issues(dens)
@@ -425,6 +447,8 @@ class _Work:
         retired = []
         for c in range(dens.shape[0]):
             start = finish if c < self.window else np.maximum(finish, retired[c - self.window])
+            if ready is not None:
+                start = np.maximum(start, ready[c])
             finish = start + cyc[c]
             retired.append(finish.max())
         total = (retired[-1] if retired else 0.0) + k.tail
@@ -443,13 +467,14 @@ def _config_words(plan, image, ports):
 
 
 def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
-    """Return ``(segments, groups)`` of pass ``q``'s Dbuf data, from its layout
+    """Return ``(segments, groups, first)`` of pass ``q``'s Dbuf data, from its layout
     (:func:`sw.compiler.dbuf_layout.pass_layout`, items sized by their stored weights
     ``nnz_rows`` per row block): ``segments`` ``[(global address, bytes)]`` loaded one Dbuf at
     a time, ``groups`` ``([[address]], bytes)``: the input blocks several Dbufs hold
     (multicast, ``dbuf_layout.shared_inputs``).  ``chained_in``: no input block (a chained
     previous layer writes them; their few padding words are left out); ``stage``: the outputs
-    go to a chained next layer's input layout (``pass_layout``'s)."""
+    go to a chained next layer's input layout (``pass_layout``'s); ``first``: the first context
+    that reads each segment (``dbuf_layout.first_use``)."""
     kind, spec = plan.graph, plan.engine
     # A dummy item has zero weights (the skip graph stores one a row).
     dummy = int(kind.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
@@ -469,7 +494,7 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
             segs.append((at.data, at.nbytes))
         if plan.bias_bytes:
             segs.append((at.bias, plan.bias_bytes))
-    return segs, (groups, plan.input_bytes)
+    return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout)
 
 
 def _output_segments(plan, q):
@@ -493,7 +518,27 @@ def _move_load(plan, nxt, channels, cbuf_words=0):
     return [(0, r, w) for r, w in zip(desc, sent)], load
 
 
-def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None):
+class _Groups:
+    """An early-start DMA-in: per group of contexts, per channel ``(external bytes,
+    descriptors, words sent)`` (group 0 with the Cbuf words and moves; the fences counted as
+    descriptors), and the group size ``2 ** shift``."""
+
+    def __init__(self, loads, shift):
+        self.loads, self.shift = loads, shift
+        self.bytes = sum(b for g in loads for b, _, _ in g)
+        self.descriptors = sum(r for g in loads for _, r, _ in g)
+
+    def arrivals(self, system, k):
+        """Return per group the cycle its data are in on every channel (the last: the
+        DMA-in's end)."""
+        out, acc = [], [(0, 0, 0)] * len(self.loads[0])
+        for g in self.loads:
+            acc = [(a + b, r + s, w + v) for (a, r, w), (b, s, v) in zip(acc, g)]
+            out.append(_dma_cycles(acc, system, k)[0])
+        return out
+
+
+def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None, early=None):
     """Return per DMA channel ``(external bytes, descriptors, words sent)`` of one DMA phase.
 
     DMA-in: ``segs`` are ``(global address, bytes)`` and ``groups`` the multicast blocks
@@ -502,7 +547,8 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     configuration port, a descriptor each) go over channel 0, then ``pre`` (a chained layer's
     moves, :func:`_move_load`: per channel ``(bytes, descriptors, words)`` already placed, and
     the channels' load after them).  DMA-out:
-    ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.
+    ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.  ``early``
+    (``({address: group}, shift)``): the DMA-in of an early start, as a :class:`_Groups`.
     """
     bytes_, desc, sent = [0] * channels, [0] * channels, [0] * channels
     if out:
@@ -516,9 +562,11 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
             bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + b // 8
         return list(zip(bytes_, desc, sent))
     blocks, nbytes = groups
-    runs = dma_plan.merge_runs(segs, p, [(a, nbytes) for g in blocks for a in g])
+    group, shift = early or ({}, 0)
+    runs = dma_plan.group_runs(segs, [group.get(a, 0) for a, _ in segs], p,
+                               [(a, nbytes) for g in blocks for a in g])
     words = {}
-    for d, n in [(p.dbuf_of(lo)[0], hi - lo) for lo, hi, _ in runs] + \
+    for d, n in [(p.dbuf_of(lo)[0], hi - lo) for _, lo, hi, _ in runs] + \
             [(p.dbuf_of(a)[0], nbytes) for g in blocks for a in g]:
         words[d] = words.get(d, 0) + n // 8
     load = [sum(cbuf_words) if c == 0 else 0 for c in range(channels)]
@@ -528,13 +576,25 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         for c, (b, r, w) in enumerate(placed):
             bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + w
     chan = dma_plan.assign_channels(words, channels, p, load)
-    for lo, hi, _ in runs:
-        c = chan[p.dbuf_of(lo)[0]]
-        bytes_[c], desc[c], sent[c] = bytes_[c] + hi - lo, desc[c] + 1, sent[c] + (hi - lo) // 8
-    for c, _, copies, _ in dma_plan.multicast_windows(blocks, p, chan):
-        bytes_[c], desc[c] = bytes_[c] + nbytes, desc[c] + 1
-        sent[c] += nbytes // 8 * (1 + bin(copies).count("1"))
-    return list(zip(bytes_, desc, sent))
+    ngroups = 1 + max([g for g, _, _, _ in runs] + [group.get(a, 0) for b in blocks for a in b],
+                      default=0)
+    per = [[[0, 0, 0] for _ in range(channels)] for _ in range(ngroups)]
+    per[0] = [list(t) for t in zip(bytes_, desc, sent)]
+    for g, lo, hi, _ in runs:
+        t = per[g][chan[p.dbuf_of(lo)[0]]]
+        t[0], t[1], t[2] = t[0] + hi - lo, t[1] + 1, t[2] + (hi - lo) // 8
+    for c, _, copies, b in dma_plan.multicast_windows(blocks, p, chan):
+        t = per[min(group.get(a, 0) for a in blocks[b])][c]
+        t[0], t[1] = t[0] + nbytes, t[1] + 1
+        t[2] += nbytes // 8 * (1 + bin(copies).count("1"))
+    if early is None:
+        return [tuple(t) for t in per[0]]
+    for c in range(channels):
+        # A fence after each group up to the channel's last one with data (tb.host.job_plan).
+        last = max([g for g in range(ngroups) if per[g][c][2]], default=-1)
+        for g in range(last):
+            per[g][c][1] += 1
+    return _Groups([[tuple(t) for t in g] for g in per], shift)
 
 
 def _dma_cycles(load, system, k):

@@ -34,12 +34,17 @@ class System:
         MicC configuration ports (1, 2 or 4, each over its own Cbufs and mesh edge).
     overlap : bool
         The DMA of a pass overlaps its configuration (the contexts still wait for the DMA-in).
+    early_start : bool
+        Each context starts as soon as its own data are in the Dbufs, beside the rest of its
+        pass's DMA-in (needs ``overlap``; ``docs/system.md``, "Contexts start when their data
+        are in"); else a pass's contexts wait for its whole DMA-in.
     """
     dma_channels: int = 4
     mem_latency: int = 20
     mem_bandwidth: float = 8.0
     config_ports: int = 4
     overlap: bool = True
+    early_start: bool = False
 
 
 #: The README's system: 4 DMA channels at 8 B/cycle with 20 cycles of latency, 4 ports.

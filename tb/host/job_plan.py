@@ -22,6 +22,12 @@ Contract
   external byte moves for them but the descriptors.  The ranges an image lists in
   ``meta["on_chip"]`` (what the moves read and write) are left out of every DMA-in run, so the
   channels' runs and moves never touch the same byte.
+* Early start (``early_start``): each pass's Dbuf data are loaded group of contexts by group
+  (:mod:`sw.compiler.dma_plan`: the segments an image's ``meta["first_use"]`` gives the first
+  reading context of, the others with context 0), each channel's list with a fence (an empty
+  descriptor) after each group up to its last one with data, and the pass's registers set
+  ``i_ctx_gate`` and ``i_gate_shift``: the top starts each context when every channel has
+  passed its group's fence.
 * Double buffering (``double_buffer``): consecutive passes must touch disjoint Dbuf bytes
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
@@ -46,8 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.spec.arch import ArrayParams
-from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, merge_runs, move_windows,
-                                  multicast_windows)
+from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, gate_shift, group_of,
+                                  group_runs, move_windows, multicast_windows)
 from sw.spec.dma import DescFlag, copy_targets, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
@@ -127,21 +133,23 @@ def _words_per_dbuf(params, spans):
     return per
 
 
-def _runs(image, barriers=()):
-    """Return ``[(global address, uint64 words)]``: the image's segments as whole-word runs
-    (:func:`sw.compiler.dma_plan.merge_runs`; the ``barriers`` spans are left out and no run
-    reaches over one); every word a
+def _runs(image, barriers=(), group=None):
+    """Return ``[(group, global address, uint64 words)]``: the image's segments as whole-word
+    runs (:func:`sw.compiler.dma_plan.group_runs`; the ``barriers`` spans are left out and no
+    run reaches over one; ``group``: address -> group, default all in group 0); every word a
     run covers is written (zeros included), so a pass never sees the data of the pass before
     it where its own is zero."""
     skip = {a for a, _ in barriers}
     segs = [(a, bytes(b)) for a, b in image.segments.items() if len(b) and a not in skip]
+    groups = [(group or {}).get(a, 0) for a, _ in segs]
     out = []
-    for lo, hi, parts in merge_runs([(a, len(b)) for a, b in segs], image.params, barriers):
+    for g, lo, hi, parts in group_runs([(a, len(b)) for a, b in segs], groups, image.params,
+                                       barriers):
         buf = bytearray(hi - lo)
         for i in parts:
             addr, blob = segs[i]
             buf[addr - lo:addr - lo + len(blob)] = blob
-        out.append((lo, np.frombuffer(bytes(buf), dtype="<u8")))
+        out.append((g, lo, np.frombuffer(bytes(buf), dtype="<u8")))
     return out
 
 
@@ -271,10 +279,11 @@ def _cbuf_words(p, cfgs, templates, config_ports):
                      dtype=np.uint64) for q, c in enumerate(cfgs)]
 
 
-def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=()):
+def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(), early=False):
     """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
 
-    The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``.
+    The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``; ``early``: the
+    Dbuf data group by group of contexts, a fence after each (module doc).
     """
     nch = len(exts)
     region = cbuf_capacity(p) // config_ports
@@ -301,29 +310,47 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
     groups = [list(g) for g in image.meta.get("shared", ())]
     shared = {a for g in groups for a in g}
     keep = [tuple(f) for f in image.meta.get("on_chip", ())]
-    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + keep)
+    shift = gate_shift(image.contexts) if early else 0
+    group = group_of(dict(map(tuple, image.meta.get("first_use", ()))), shift) if early else {}
+    runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + keep, group)
     # Each Dbuf on one channel, its multicast copies counted in its load as if unicast (the
     # channel sends one STORE per copy).
-    chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for lo, w in runs]
+    chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for _, lo, w in runs]
                                            + [(a, len(image.segments[a])) for a in shared]),
                            nch, p, load)
+    # Per group: its multicast blocks (a block in the group of its first reading copy), then
+    # its runs, each channel's own-edge Dbuf last; then a fence on every channel that has
+    # data in a later group or this one.
+    data = [[] for _ in range(nch)]               # per channel: (group, descriptor)
     for c, lo, copies, g in multicast_windows(groups, p, chan):
         blob = bytes(image.segments[groups[g][0]])
         if lo % 8 or len(blob) % 8:
             raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
                             f"words")
-        descs[c].append(_desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
-                              copies=copies))
+        data[c].append((min(group.get(a, 0) for a in groups[g]),
+                        _desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
+                              copies=copies)))
         moved += len(blob)
         first = p.dbuf_of(lo)[0]
         for d in copy_targets(first, copies):
             at = lo + (d - first) * p.dbuf_bytes
             touched.append((at, at + len(blob)))
-    for c, lo, words in sorted([(chan[p.dbuf_of(lo)[0]], lo, w) for lo, w in runs],
-                               key=lambda t: p.dbuf_of(t[1])[0] == own[t[0]]):
-        descs[c].append(_desc(exts[c].put(words), lo, 8 * len(words)))
+    for c, g, lo, words in sorted([(chan[p.dbuf_of(lo)[0]], g, lo, w) for g, lo, w in runs],
+                                  key=lambda t: p.dbuf_of(t[2])[0] == own[t[0]]):
+        data[c].append((g, _desc(exts[c].put(words), lo, 8 * len(words))))
         moved += 8 * len(words)
         touched.append((lo, lo + 8 * len(words)))
+    for c, entries in enumerate(data):
+        entries.sort(key=lambda e: e[0])          # stable: the order above within a group
+        last = entries[-1][0] if entries and early else -1
+        by = {}
+        for g, d in entries:
+            by.setdefault(g, []).append(d)
+        for g in range(last + 1) if early else sorted(by):
+            descs[c] += by.get(g, [])
+            if g < last:
+                # The fence of group g (after its last group, the channel's end is its fence).
+                descs[c].append(_desc(0, 0, 0))
     outs, out_bytes, where = [[] for _ in range(nch)], 0, []
     for c, lo, hi, group in _out_runs(p, reads, nch):
         at = exts[c].reserve(hi - lo)
@@ -331,7 +358,8 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=())
         touched.append((lo, hi))
         where += [(addr, n, c, at + addr - lo) for addr, n in group]
         out_bytes += hi - lo
-    plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words,
+    plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words, early=early,
+                gate_shift=shift,
                 ndesc=sum(len(d) for d in descs), outs=outs,
                 nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
                 templates=len(templates), image=image, moved=moved, out_bytes=out_bytes,
@@ -395,18 +423,22 @@ def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
                   **{f"i_n_config_{q}": n for q, n in enumerate(pl["cfg"]) if q},
                   i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
                   i_contexts=image.contexts, i_window=image.window,
-                  i_ends=image.ends_per_context, i_ctx_base=image.ctx_base))
+                  i_ends=image.ends_per_context, i_ctx_base=image.ctx_base,
+                  i_ctx_gate=int(pl["early"] and not backdoor_in),
+                  i_gate_shift=pl["gate_shift"]))
 
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
-             overlap=False, double_buffer=False, cbuf_loaded=None):
+             overlap=False, double_buffer=False, cbuf_loaded=None, early_start=False):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
     out, and optionally third its moves (``sw.compiler.chain.Move``: Dbuf to Dbuf copies at
     the start of its DMA-in phase); ``configs``: per pass, Cbuf words (records, CTX templates)
     instead of the image's; ``cbuf_loaded``: the Cbuf words per configuration port
-    (:func:`cbuf_port_words`) the Cbufs hold when the job starts, or ``None`` (reset).
+    (:func:`cbuf_port_words`) the Cbufs hold when the job starts, or ``None`` (reset);
+    ``early_start``: each context starts when its own data are in (module doc; needs
+    ``overlap``).
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -423,7 +455,7 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     for j, (image, reads, *moves) in enumerate(passes):
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
                                           exts, prev_cbuf, config_ports,
-                                          moves[0] if moves else ())
+                                          moves[0] if moves else (), early_start)
         plan.append(pl)
         results.append(where)
     # The results: per channel one range of its external memory, read back at the end.
