@@ -148,7 +148,9 @@ def run_rtl_command(args):
                   f"port{'s' if rec['config_ports'] > 1 else ''})",
                   f"{rec['config_hidden_cycles']:,} / {rec['config_exposed_cycles']:,} cycles")
     if rec["overlap"]:
-        table.add_row("configured array waiting for the DMA-in (not compute)",
+        table.add_row("configured array waiting for the DMA-in (not compute)"
+                      + (", each context started when its data were in (--early-start)"
+                         if rec["early_start"] else ""),
                       f"{rec['hold_cycles']:,} cycles")
     if plan.double_buffer:
         pc = rec["pass_cycles"]
