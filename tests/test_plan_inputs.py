@@ -144,11 +144,13 @@ def test_the_model_sizes_the_dma_from_the_image_layout(mode, graph, bias, seed, 
     assert plan.passes > 1
     nnz = perf._row_nnz(plan, np.asarray(w, dtype=np.float16))
     for q in range(plan.passes):
-        segs, _ = dbuf_layout.pass_memory(plan, w, x, q)
-        modelled, (groups, nbytes) = perf._pass_segments(plan, q, nnz)
+        segs, _, layout = dbuf_layout.pass_contents(plan, w, x, q)
+        modelled, (groups, nbytes), first = perf._pass_segments(plan, q, nnz)
         shared = {a for g in groups for a in g}
         assert sorted(modelled + [(a, nbytes) for a in shared]) == \
             sorted((a, len(b)) for a, b in segs.items())
+        # The same first reading context of each segment (early start's groups).
+        assert first == dbuf_layout.first_use(layout)
 
 
 def test_a_chained_layer_is_modelled_with_its_outputs_in_the_next_layers_layout():
@@ -158,8 +160,8 @@ def test_a_chained_layer_is_modelled_with_its_outputs_in_the_next_layers_layout(
     x = layers.make_inputs(64, 8, 3)
     segs, _ = chain._producer_memory(prev, nxt, w, x)
     stage = chain.stages(prev, nxt)[:2]
-    modelled, (groups, nbytes) = perf._pass_segments(chain.producer_plan(prev), 0,
-                                                     perf._row_nnz(prev, w), stage=stage)
+    modelled, (groups, nbytes), _ = perf._pass_segments(chain.producer_plan(prev), 0,
+                                                        perf._row_nnz(prev, w), stage=stage)
     shared = {a for g in groups for a in g}
     assert sorted(modelled + [(a, nbytes) for a in shared]) == \
         sorted((a, len(b)) for a, b in segs.items())

@@ -153,8 +153,14 @@ def _zeros(n, c):
 
 
 def _producer_memory(prev, nxt, weights, inputs):
+    return _producer_contents(prev, nxt, weights, inputs)[:2]
+
+
+def _producer_contents(prev, nxt, weights, inputs):
+    """Return ``(segments, outputs, layout)`` of ``prev``'s pass 0, its outputs in ``nxt``'s
+    stages (``dbuf_layout.pass_contents``)."""
     bases, reserved, _ = stages(prev, nxt)
-    return dbuf_layout.pass_memory(producer_plan(prev), weights, inputs, 0, (bases, reserved))
+    return dbuf_layout.pass_contents(producer_plan(prev), weights, inputs, 0, (bases, reserved))
 
 
 def moves(prev, nxt):
@@ -192,19 +198,28 @@ def filled_ranges(nxt):
     return sorted(out)
 
 
-def consumer_image(nxt, segments, graph, placement, keep=()):
+def consumer_image(nxt, segments, graph, placement, keep=(), first=None):
     """Return ``nxt``'s pass-0 image without the input bytes a chained layer writes.
 
     ``segments``: :func:`~sw.compiler.dbuf_layout.pass_memory`'s of pass 0.  Each input
     block's copy is cut to what the DMA-in still loads (zeros: the padding columns ``C ..
     Cw-1`` and the padding lane groups); ``meta["shared"]`` lists those cuts that several
     Dbufs hold (multicast), ``meta["on_chip"]`` the ranges the moves write and ``keep`` (the
-    ranges they read): no DMA-in run may cover them.
+    ranges they read): no DMA-in run may cover them.  ``first``
+    (``dbuf_layout.first_use``): the first context reading each segment, kept for the segments
+    the image loads (the cut input blocks count as context 0's).
     """
     segs, shared = _consumer_segments(nxt, segments)
     return assemble(graph, placement, segs, nxt.pass_contexts(0),
-                    meta=dict(shared=shared, on_chip=filled_ranges(nxt) + list(keep)),
+                    meta=dict(shared=shared, on_chip=filled_ranges(nxt) + list(keep),
+                              first_use=_first_use(first or {}, segs)),
                     ctx_base=nxt.pass_ctx_base(0))
+
+
+def _first_use(first, segments):
+    """Return ``meta["first_use"]``: ``[address, context]`` of the ``segments`` that ``first``
+    names (the others count as context 0's)."""
+    return sorted([a, c] for a, c in first.items() if a in segments)
 
 
 def _consumer_segments(nxt, segments):
@@ -250,18 +265,21 @@ def chained_passes(plans, weights, inputs):
         x_li = x if li == 0 else _zeros(plan.N, plan.C)
         if last:
             run = plan
-            segments, outputs = dbuf_layout.pass_memory(plan, weights[li], x_li, 0)
+            segments, outputs, layout = dbuf_layout.pass_contents(plan, weights[li], x_li, 0)
         else:
             run = producer_plan(plan)
-            segments, outputs = _producer_memory(plan, plans[li + 1], weights[li], x_li)
+            segments, outputs, layout = _producer_contents(plan, plans[li + 1], weights[li],
+                                                           x_li)
+        first = dbuf_layout.first_use(layout)
         graph, placement = program(run)
         if li == 0:
             image = assemble(graph, placement, segments, plan.pass_contexts(0),
-                             meta=dict(shared=dbuf_layout.shared_inputs(plan, 0)),
+                             meta=dict(shared=dbuf_layout.shared_inputs(plan, 0),
+                                       first_use=_first_use(first, segments)),
                              ctx_base=plan.pass_ctx_base(0))
         else:
             image = consumer_image(plan, segments, graph, placement,
-                                   stage_ranges(plans[li - 1], plan))
+                                   stage_ranges(plans[li - 1], plan), first)
         reads = [(addr, plan.output_bytes) for _, addr in outputs] if last else []
         out.append((image, reads, moves(plans[li - 1], plan) if li else [], outputs))
     return out
