@@ -183,6 +183,9 @@ def test_contexts_run_beside_the_dma_in_on_the_rtl(sim):
     assert early.cycles < late.cycles
     assert b.hold_cycles < a.hold_cycles
     assert b.span_cycles < b.in_cycles + b.context_cycles
+    # Contexts provably started before the DMA-in ended (the count is taken a cycle after
+    # its end, in which at most one more can start); without early start none did.
+    assert b.started_in >= 2 and a.started_in == 0, (a.started_in, b.started_in)
     assert early.final["o_ext_wr_bytes"] == late.final["o_ext_wr_bytes"]
 
 

@@ -152,6 +152,10 @@ def run_rtl_command(args):
                       + (", each context started when its data were in (--early-start)"
                          if rec["early_start"] else ""),
                       f"{rec['hold_cycles']:,} cycles")
+    if rec["early_start"] and not plan.double_buffer:
+        started = sum(r["started_in"] or 0 for r in rec["pass_cycles"])
+        table.add_row("contexts started before their pass's DMA-in ended (+ at most 1 a pass)",
+                      f"{started:,} of {plan.contexts * plan.passes:,}")
     if plan.double_buffer:
         pc = rec["pass_cycles"]
         table.add_row("DMA behind other passes' contexts: in / out (of all DMA)",

@@ -129,7 +129,8 @@ def rtl_figures(plan, w, x, ref, y, job):
                           config_hidden=r.config_hidden_cycles, hold=r.hold_cycles,
                           contexts=r.context_cycles, span=v.get("span_cycles", r.span_cycles),
                           dma_out=r.out_cycles, ext_in=i, ext_out=o,
-                          in_hidden=v.get("in_hidden", 0), out_hidden=v.get("out_hidden", 0))
+                          in_hidden=v.get("in_hidden", 0), out_hidden=v.get("out_hidden", 0),
+                          started_in=r.started_in)
                      for r, i, o, v in zip(runs, job.ext_in, job.ext_out, over)],
         config_cycles=job.config_cycles, context_cycles=ctx_cycles,
         config_hidden_cycles=job.config_hidden_cycles,

@@ -53,7 +53,9 @@ class RtlRun:
     phase in which the DMA-in and the MicC run together (else ``in_cycles + cycles``);
     :meth:`read` returns what the DMA stored out of the Dbufs; ``clocks`` (double-buffered
     jobs): the ``o_clock`` at ``in_start``/``in_end``, ``micc_start``/``ctx_start``/
-    ``micc_end``, ``out_start``/``out_end`` of the pass.
+    ``micc_end``, ``out_start``/``out_end`` of the pass; ``started_in`` (with ``overlap``, not
+    double-buffered): the contexts the MicC had issued by the cycle after the DMA-in's end
+    (early start: those that started beside it, but for at most one).
     """
     params: ArrayParams
     status: dict
@@ -64,6 +66,7 @@ class RtlRun:
     overlap: bool = False
     span: int = 0
     clocks: dict = None
+    started_in: int = None
 
     @property
     def cycles(self):

@@ -294,7 +294,7 @@ def _run_in(work_dir, p, plan, size, regs_mem, passes, sim, max_cycles, dma_max_
                            _reader(plan.results[j], plan.result_base, blobs),
                            overlap=bool(overlap), span=rec.get("span_cycles", 0),
                            clocks={k: v for k, v in rec.items() if k.endswith(("_start", "_end"))}
-                           if double_buffer else None))
+                           if double_buffer else None, started_in=rec.get("started_in")))
     return JobRun(p, runs, out["final"], plan.ext_in, plan.ext_out,
                   dict(build_s=res.build_s if res else 0.0, load_s=out["load_s"],
                        run_s=out["run_s"], run_cpu_s=out.get("run_cpu_s"),

@@ -386,6 +386,8 @@ async def run_job(dut):
                                                     "dma_in", j, level=True)
                     ok = halted and _int(dut.o_dma_done)
                 rec["in_cycles"] = _int(dut.o_dma_cycles) if dma_on else 0
+                # Contexts issued by the cycle after the DMA-in's end (early start: > 0).
+                rec["started_in"] = _int(dut.o_issued) if dma_on else 0
                 if not ok:
                     phase = "in"
                 else:
