@@ -201,6 +201,24 @@ def test_run_sim_model(tmp_path, capsys):
         (128, 2, 2, 4)
     assert rec["cycles"] >= rec["compute_cycles"] > 0
     assert rec["external_bytes"] > rec["min_external_bytes"]
+    # The bound: the compute (663k cycles) above the traffic floor (3.2 MB at 4 x 8 B a cycle).
+    assert rec["bound_by"] == "compute" and rec["bound_cycles"] == rec["compute_cycles"]
+    assert rec["bound_reached"] == pytest.approx(rec["compute_cycles"] / rec["cycles"])
+    assert "end to end against its bound" in out
+
+
+@pytest.mark.parametrize("compute, nbytes, channels, bw, cycles, by, reached", [
+    (1000, 4_000, 2, 4.0, 4000, "compute", 0.25),         # floor 500
+    (1000, 64_000, 2, 4.0, 10_000, "traffic", 0.8),       # floor 8,000
+    (0, 0, 1, 8.0, 0, "compute", 0.0),
+])
+def test_bound_is_the_compute_or_the_traffic_floor(compute, nbytes, channels, bw, cycles, by,
+                                                   reached):
+    from sw.models import figures
+    b = figures.bound(compute_cycles=compute, min_bytes=nbytes, dma_channels=channels,
+                      mem_bandwidth=bw, cycles=cycles)
+    assert b["bound_by"] == by and b["bound_reached"] == pytest.approx(reached)
+    assert b["bound_cycles"] == max(compute, nbytes // (channels * bw))
 
 
 def test_run_sim_model_takes_the_system_options(tmp_path, capsys):

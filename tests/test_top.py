@@ -273,6 +273,13 @@ def test_cli_rtl_runs_and_writes_json(tmp_path, capsys):
     assert 0 < rec["config_cycles"] < rec["compute_cycles"]
     assert rec["config_cycles"] + rec["context_cycles"] == rec["compute_cycles"]
     assert rec["utilization_contexts"] > rec["utilization"]
+    # The bound it ran against: max(compute, minimal bytes / one channel's 8 B a cycle).
+    floor = rec["min_external_bytes"] / 8
+    assert rec["bound_cycles"] == round(max(rec["compute_cycles"], floor))
+    assert rec["bound_by"] == ("compute" if rec["compute_cycles"] >= floor else "traffic")
+    assert rec["bound_reached"] == pytest.approx(max(rec["compute_cycles"], floor)
+                                                 / rec["cycles"])
+    assert "end to end against its bound" in text
     assert rec["golden"] == "exact"                   # --golden auto: a small layer runs exactly
     assert (rec["slots"], rec["operand_depth"], rec["int_issue"], rec["dma_channels"]) == \
         (16, 4, 1, 1)                                 # the whole configuration, as given

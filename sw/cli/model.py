@@ -17,7 +17,7 @@ import numpy as np
 from rich.table import Table
 
 from sw.cli.options import graph_name, plan_layer, resolve, system_of
-from sw.cli.output import check_outputs, console, megabytes, write_json
+from sw.cli.output import BOUND_ROW, bound_text, check_outputs, console, megabytes, write_json
 from sw.compiler import balance
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
@@ -121,6 +121,7 @@ def _print(rec, pred, plan, params):
               f"{rec['issue_utilization']:.2%}")
     t.add_row("dense-equivalent utilization (2 K C N / peak)", f"{rec['dense_utilization']:.2%}")
     t.add_row("utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    t.add_row(BOUND_ROW, bound_text(rec))
     t.add_row("external MB read / written (DMA)",
               f"{megabytes(rec['ext_read_bytes'])} / {megabytes(rec['ext_write_bytes'])}")
     t.add_row("external MB: the layer's minimum (weights, sparse: values + 1-bit mask; "

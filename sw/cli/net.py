@@ -367,7 +367,8 @@ def _print(record, args, params):
         t.add_column(col, justify="right" if col in ("K x C", "non-zero (density)") else "left")
     if figures:
         t.add_column("inputs / outputs")
-        for col in ("cycles (compute)", "utilization", "external bytes (min)"):
+        for col in ("cycles (compute)", "utilization", "external bytes (min)",
+                    "bound reached"):
             t.add_column(col, justify="right")
     for r in recs:
         row = [f"{r['index']} {r['name']}", f"{r['K']} x {r['C']}",
@@ -378,7 +379,8 @@ def _print(record, args, params):
             row += [f"{'chip' if r['chained_in'] else 'host'} / "
                     f"{'chip' if r['chained_out'] else 'host'}",
                     f"{r['cycles']:,} ({r['compute_cycles']:,})", f"{r['utilization']:.2%}",
-                    f"{r['external_bytes']:,} ({r['min_external_bytes']:,})"]
+                    f"{r['external_bytes']:,} ({r['min_external_bytes']:,})",
+                    f"{r['bound_reached']:.0%} ({r['bound_by']})"]
         t.add_row(*row)
     if figures:
         tot = record["total"]
@@ -386,7 +388,8 @@ def _print(record, args, params):
         t.add_row("total", "", f"{sum(r['nnz'] for r in recs):,}", "", "",
                   "yes" if record["match"] else "NO", "",
                   f"{tot['cycles']:,} ({tot['compute_cycles']:,})", f"{tot['utilization']:.2%}",
-                  f"{tot['external_bytes']:,} ({tot['min_external_bytes']:,})")
+                  f"{tot['external_bytes']:,} ({tot['min_external_bytes']:,})",
+                  f"{tot['bound_reached']:.0%}")
     console().print(t)
     steps = record["host_steps"]
     for where in ("before", "after"):

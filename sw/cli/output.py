@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sw.spec.errors import FdpuError
 from sw.spec.files import replacing
 
-__all__ = ["MB", "console", "megabytes", "progress_bar", "rtl_bar", "Bars", "check_outputs",
+__all__ = ["MB", "BOUND_ROW", "bound_text", "console", "megabytes", "progress_bar", "rtl_bar", "Bars", "check_outputs",
            "replacing", "write_json", "save_npy"]
 
 MB = 1e6
@@ -78,6 +78,17 @@ class Bars:
 
     def rtl(self, head, total, unit):
         return rtl_bar(head, total, unit)
+
+
+#: The table row of a run's end-to-end bound (``sw.models.figures.bound``).
+BOUND_ROW = "end to end against its bound max(compute, minimal bytes / port bandwidth)"
+
+
+def bound_text(rec):
+    """Return the bound of a run record as the tables print it: cycles, what bounds it, the
+    fraction reached."""
+    return (f"{rec['bound_cycles']:,} cycles ({rec['bound_by']}), "
+            f"{rec['bound_reached']:.0%} reached")
 
 
 def megabytes(n):

@@ -34,7 +34,8 @@ import time
 from rich.table import Table
 
 from sw.cli.options import add_hw_args, add_layer_args, plan_layer, resolve, system_of
-from sw.cli.output import Bars, check_outputs, console, save_npy, write_json
+from sw.cli.output import (BOUND_ROW, Bars, bound_text, check_outputs, console, save_npy,
+                           write_json)
 from sw.runtime import layer
 from sw.runtime.layer import RtlOptions
 from sw.spec.errors import FdpuError
@@ -114,7 +115,7 @@ def run_rtl_command(args):
     t0 = time.perf_counter()
     y, job = layer.simulate(plan, w, x, args.sim, system, rtl_options(args), reporter=Bars())
     rtl_s = time.perf_counter() - t0
-    rec = layer.rtl_figures(plan, w, x, ref, y, job)
+    rec = layer.rtl_figures(plan, w, x, ref, y, job, system)
     rec.update(sim=args.sim, layer=name, golden="exact" if exact else "fast",
                golden_s=golden_s, rtl_s=rtl_s, waves=job.waves,
                mem_latency=system.mem_latency, mem_bandwidth=system.mem_bandwidth,
@@ -166,6 +167,7 @@ def run_rtl_command(args):
     table.add_row("dense-equivalent utilization (2 K C N / peak)",
                   f"{rec['dense_utilization']:.2%}")
     table.add_row("utilization end to end (with DMA)", f"{rec['utilization_end_to_end']:.2%}")
+    table.add_row(BOUND_ROW, bound_text(rec))
     table.add_row("external bytes read / written (DMA)",
                   f"{rec['ext_read_bytes']:,} / {rec['ext_write_bytes']:,}")
     table.add_row("external bytes: the layer's minimum (weights, sparse: values + 1-bit mask; "

@@ -18,9 +18,13 @@ report the same utilizations; they are computed here and nowhere else.
   ``dense_utilization`` counting the dense layer's), of the contexts alone
   (``utilization_contexts``) and end to end (``utilization_end_to_end``).  A cycle count of 0
   counts as 1.
+* :func:`bound`: the end-to-end bound a run is measured against, ``max(compute cycles, the
+  layer's minimal external bytes / the port bandwidth)`` (the port: every DMA channel's
+  bytes per cycle), which of the two it is, and the fraction of it the run reached
+  (``docs/system.md``, "End to end against the bound").
 """
 
-__all__ = ["FLOPS", "useful_flops", "dense_flops", "utilizations"]
+__all__ = ["FLOPS", "useful_flops", "dense_flops", "utilizations", "bound"]
 
 #: Floating-point operations per issue of each FP instruction (4 lanes).
 FLOPS = {"FACC": 8, "FMADD": 8, "FMUL": 4, "FADD": 4, "FSUB": 4, "FMAX": 4}
@@ -52,3 +56,13 @@ def utilizations(params, *, useful, compute_cycles, cycles, flops=None, dense=No
     if dense is not None:
         out["dense_utilization"] = dense / comp
     return out
+
+
+def bound(*, compute_cycles, min_bytes, dma_channels, mem_bandwidth, cycles):
+    """Return ``{"bound_cycles", "bound_by", "bound_reached"}``: ``max(compute_cycles,
+    min_bytes / (dma_channels x mem_bandwidth))``, ``"compute"`` or ``"traffic"``, and the
+    bound over the end-to-end ``cycles`` (1.0: the run is at its bound; 0 cycles count as 1)."""
+    floor = min_bytes / (dma_channels * mem_bandwidth)
+    top = max(compute_cycles, floor)
+    return dict(bound_cycles=round(top), bound_by="compute" if compute_cycles >= floor
+                else "traffic", bound_reached=top / max(1, cycles))

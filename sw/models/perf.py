@@ -167,6 +167,7 @@ class Prediction:
     min_external_bytes: int
     seconds: float = 0.0
     notes: dict = field(default_factory=dict)
+    port_bandwidth: float = 32.0   # bytes per cycle of every DMA channel together
 
     @property
     def compute_cycles(self):
@@ -212,6 +213,9 @@ class Prediction:
             ext_read_bytes=self.ext_in, ext_write_bytes=self.ext_out,
             external_bytes=self.ext_in + self.ext_out,
             min_external_bytes=self.min_external_bytes,
+            **figures.bound(compute_cycles=self.compute_cycles,
+                            min_bytes=self.min_external_bytes, dma_channels=1,
+                            mem_bandwidth=self.port_bandwidth, cycles=self.cycles),
             peak_bandwidth=self.peak_bandwidth, model_seconds=self.seconds, **self.notes)
 
 
@@ -315,7 +319,8 @@ class Workload:
         return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
                           useful_flops=self.useful_flops, dense_flops=self.dense_flops,
                           params=p,
-                          min_external_bytes=self.min_bytes)
+                          min_external_bytes=self.min_bytes,
+                          port_bandwidth=system.dma_channels * system.mem_bandwidth)
 
 
 def _double_buffered(passes):

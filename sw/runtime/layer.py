@@ -36,7 +36,8 @@ __all__ = ["RtlOptions", "Reporter", "FIGURES", "golden", "simulate", "simulate_
 #: The figures of a layer's model or RTL run that a network's report keeps.
 FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilization",
            "utilization_end_to_end", "ext_read_bytes", "ext_write_bytes", "external_bytes",
-           "min_external_bytes", "peak_bandwidth", "pass_cycles")
+           "min_external_bytes", "peak_bandwidth", "pass_cycles", "bound_cycles", "bound_by",
+           "bound_reached")
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ def simulate_chain(plans, weights, inputs, sim, system=System(), rtl=RtlOptions(
                                      progress=show)
 
 
-def rtl_figures(plan, w, x, ref, y, job):
-    """Return the JSON-friendly figures of an RTL job against its golden run ``ref``."""
+def rtl_figures(plan, w, x, ref, y, job, system=System()):
+    """Return the JSON-friendly figures of an RTL job against its golden run ``ref``, run in
+    ``system`` (its port bandwidth sets the bound, :func:`sw.models.figures.bound`)."""
     p = plan.params
     runs = job.passes
     compute = job.compute_cycles
@@ -150,7 +152,10 @@ def rtl_figures(plan, w, x, ref, y, job):
         mesh_flits=sum(r.status["o_mesh_flits"] for r in runs),
         busy_map=(busy / max(1, compute)).reshape(p.rows, p.cols).tolist(),
         golden_counters=ref.counters.as_dict(), dma_in_backdoor=job.backdoor_in,
-        dma_descriptors=job.descriptors)
+        dma_descriptors=job.descriptors,
+        **figures.bound(compute_cycles=compute, min_bytes=perf.min_external_bytes(plan, nnz),
+                        dma_channels=system.dma_channels, mem_bandwidth=system.mem_bandwidth,
+                        cycles=cycles))
 
 
 def layer_record(index, name, w, plan, layer=None, role=None, bias=False, relu=False):
@@ -195,7 +200,7 @@ def run_layer(plan, w, x, sim, system=System(), *, rec=None, engine="auto", gold
         ref, exact = golden(plan, w, x, gold, f"golden model: {what}" if what else
                             "golden model", reporter)
         y, job = simulate(plan, w, x, sim, system, rtl, what, reporter)
-        fig = rtl_figures(plan, w, x, ref, y, job)
+        fig = rtl_figures(plan, w, x, ref, y, job, system)
         rec.update({k: fig[k] for k in FIGURES}, golden="exact" if exact else "fast",
                    match=fig["match"], mismatches=fig["mismatches"],
                    rtl_instructions=fig["rtl_instructions"],

@@ -42,7 +42,7 @@ __all__ = ["NetOptions", "Stage", "plan_layers", "plan_stages", "link_notes", "r
 
 #: The figures a network's record sums over its layers.
 TOTALS = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "ext_read_bytes",
-          "ext_write_bytes", "external_bytes", "min_external_bytes")
+          "ext_write_bytes", "external_bytes", "min_external_bytes", "bound_cycles")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +189,7 @@ def run_chain(first, stages, ws, x, plans, sim, system=System(), rtl=RtlOptions(
     for n, (plan, w) in enumerate(zip(plans, ws)):
         end = n + 1 == len(plans)
         fig = run.rtl_figures(plan, w, xs[n], refs[n], y if end else refs[n].result,
-                              runtime.layer_job(job, n))
+                              runtime.layer_job(job, n), system)
         rec = _record(first + n, stages[n], w, plan)
         rec.update({k: fig[k] for k in FIGURES},
                    golden="exact" if golden_fc.exact_for(gold, plan) else "fast",
@@ -259,6 +259,9 @@ def run_network(layers_, x0, params, options, system=System(), net=NetOptions(),
         tot.update(figures.utilizations(params, useful=tot["useful_flops"],
                                         compute_cycles=tot["compute_cycles"],
                                         cycles=tot["cycles"]))
+        # Each layer's bound (sw.models.figures.bound), summed: the network's end to end
+        # against the sum.
+        tot["bound_reached"] = tot["bound_cycles"] / max(1, tot["cycles"])
         record["total"] = tot
         record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                       mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
