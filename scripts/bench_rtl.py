@@ -28,7 +28,8 @@ The array and system default to the README's configuration (``ArrayParams()``,
 ``--no-double-buffer``), checks their outputs against the golden model's and prints per pass
 the DMA-in, contexts, the DMA behind another pass's contexts and the hold.
 
-``--json PATH`` appends one JSON record per case.  ``--backdoor-in`` (not the default, and
+``--early-start`` starts each context when its own data are in (``docs/system.md``; every
+case and ``first``).  ``--json PATH`` appends one JSON record per case.  ``--backdoor-in`` (not the default, and
 labeled in every line and record) loads each pass's Dbufs and Cbufs by backdoor instead of
 simulating the DMA-in, to measure the compute of layers whose DMA-in would take too long to
 simulate; the line then also gives the DMA-in estimate of the measured DMA model (one word
@@ -57,7 +58,8 @@ ARRAY, SYSTEM = ArrayParams(), System()     # the defaults: the README's configu
 def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed=0,
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=ARRAY.int_issue,
              backdoor_in=False, dma_channels=SYSTEM.dma_channels, config_ports=4, overlap=True,
-             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=ARRAY.operand_depth):
+             sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=ARRAY.operand_depth,
+             early_start=SYSTEM.early_start):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
@@ -89,9 +91,12 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show,
                                 backdoor_in=backdoor_in, dma_channels=dma_channels,
-                                config_ports=config_ports, overlap=overlap)
+                                config_ports=config_ports, overlap=overlap,
+                                early_start=early_start)
     wall = time.perf_counter() - t0
-    rec = figures(plan, w, x, ref, y, job)
+    rec = figures(plan, w, x, ref, y, job,
+                  System(dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
+                         early_start=early_start))
     rec.pop("golden_counters")
     backdoor_s = job.wall_s.get("backdoor_s") or 0.0
     rec.update(sim=sim, layer=layer or f"{K}x{C}", density=density, golden_s=golden_s,
@@ -105,7 +110,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                timeline=job.wall_s.get("timeline"),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
-               overlap=overlap, wall_clock=time.strftime("%H:%M:%S"))
+               overlap=overlap, early_start=early_start,
+               wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
         mem = MemModel()
@@ -154,7 +160,8 @@ def first_passes(args, mode):
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, args.sim, first_passes=k,
                                 dma_channels=args.dma_channels, config_ports=args.config_ports,
-                                overlap=True, double_buffer=plan.double_buffer)
+                                overlap=True, double_buffer=plan.double_buffer,
+                                early_start=args.early_start)
     wall = time.perf_counter() - t0
     match = bool(np.array_equal(y.view(np.uint16), ref.view(np.uint16)))
     passes = job.overlaps() if job.double_buffer else [
@@ -165,7 +172,8 @@ def first_passes(args, mode):
         o.update(compute_cycles=r.compute_cycles, context_cycles=r.context_cycles)
     rec = dict(layer=args.layer, mode=mode, graph=plan.sparse_graph if mode == "sparse" else
                "dense", N=n, passes_run=k, passes=plan.passes, contexts=plan.contexts,
-               double_buffer=plan.double_buffer, match=match, cycles=job.cycles,
+               double_buffer=plan.double_buffer, early_start=args.early_start, match=match,
+               cycles=job.cycles,
                compute_cycles=job.compute_cycles, dma_cycles=job.dma_cycles,
                ext_read_bytes=job.final["o_ext_rd_bytes"], pass_cycles=passes,
                sim_s=job.wall_s["run_s"], wall_s=wall, rows=p.rows, cols=p.cols,
@@ -205,6 +213,9 @@ def main(argv=None):
                     help="MicC configuration ports (1..4; default 4)")
     ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
                     help="configure while the DMA-in runs (default on)")
+    ap.add_argument("--early-start", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.early_start,
+                    help="start each context when its own data are in (docs/system.md)")
     ap.add_argument("--golden", choices=("fast", "exact"), default="fast",
                     help="golden engine of the reference (both are bit-exact; fast: vectorized)")
     ap.add_argument("--backdoor-in", action="store_true",
@@ -240,7 +251,8 @@ def main(argv=None):
                                         config_ports=args.config_ports,
                                         overlap=args.overlap,
                                         sparse_graph=args.sparse_graph,
-                                        operand_depth=args.operand_depth))
+                                        operand_depth=args.operand_depth,
+                                        early_start=args.early_start))
     else:
         for n in args.batch:
             for mode in modes:
@@ -256,7 +268,8 @@ def main(argv=None):
                                         overlap=args.overlap,
                                         exact=args.golden == "exact",
                                         sparse_graph=args.sparse_graph,
-                                        operand_depth=args.operand_depth))
+                                        operand_depth=args.operand_depth,
+                                        early_start=args.early_start))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:
