@@ -212,14 +212,8 @@ def consumer_image(nxt, segments, graph, placement, keep=(), first=None):
     segs, shared = _consumer_segments(nxt, segments)
     return assemble(graph, placement, segs, nxt.pass_contexts(0),
                     meta=dict(shared=shared, on_chip=filled_ranges(nxt) + list(keep),
-                              first_use=_first_use(first or {}, segs)),
+                              first_use=dbuf_layout.first_use_meta(first or {}, segs)),
                     ctx_base=nxt.pass_ctx_base(0))
-
-
-def _first_use(first, segments):
-    """Return ``meta["first_use"]``: ``[address, context]`` of the ``segments`` that ``first``
-    names (the others count as context 0's)."""
-    return sorted([a, c] for a, c in first.items() if a in segments)
 
 
 def _consumer_segments(nxt, segments):
@@ -275,7 +269,8 @@ def chained_passes(plans, weights, inputs):
         if li == 0:
             image = assemble(graph, placement, segments, plan.pass_contexts(0),
                              meta=dict(shared=dbuf_layout.shared_inputs(plan, 0),
-                                       first_use=_first_use(first, segments)),
+                                       first_use=dbuf_layout.first_use_meta(first,
+                                                                            segments)),
                              ctx_base=plan.pass_ctx_base(0))
         else:
             image = consumer_image(plan, segments, graph, placement,

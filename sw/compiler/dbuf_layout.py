@@ -38,7 +38,7 @@ from sw.compiler.fc_plan import ENTRY_BYTES, LANES, align
 from sw.spec.errors import FdpuError
 
 __all__ = ["ItemPlace", "PassLayout", "pass_layout", "pass_memory", "pass_contents",
-           "first_use", "shared_inputs", "gather_outputs"]
+           "first_use", "first_use_meta", "shared_inputs", "gather_outputs"]
 
 
 def _item_width(plan):
@@ -250,6 +250,13 @@ def first_use(layout):
             if addr is not None:
                 first[addr] = min(first.get(addr, at.context), at.context)
     return first
+
+
+def first_use_meta(first, segments):
+    """Return an image's ``meta["first_use"]``: ``[address, context]`` of the ``segments``
+    that ``first`` (:func:`first_use`) names, in address order (the others count as context
+    0's)."""
+    return sorted([a, c] for a, c in first.items() if a in segments)
 
 
 def shared_inputs(plan, p):

@@ -34,7 +34,8 @@ from sw.spec.dma import COPIES_BITS
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
-           "move_windows", "gate_shift", "group_of", "group_runs"]
+           "move_windows", "gate_shift", "group_of", "group_runs", "block_group",
+           "fence_groups"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
@@ -51,12 +52,14 @@ def _edge(params, k):
     return 0 if y < 0 else 1 if x >= params.cols else 2 if y >= params.rows else 3
 
 
-def merge_runs(spans, params, barriers=()):
+def merge_runs(spans, params, barriers=(), groups=None):
     """Return ``[(lo, hi, [indices into spans])]``: whole-word runs of ``spans``.
 
     ``spans``: ``(global address, bytes)``; overlapping or touching spans merge, and so do
     spans of one Dbuf less than :data:`MERGE_GAP` bytes apart; ``barriers``: spans no run
-    may reach over (they are not in the result).
+    may reach over (they are not in the result); ``groups`` (``groups[i]``: the group of
+    ``spans[i]``, default all one): only spans of one group merge, and a span of another
+    group between two is a barrier to them.
     """
     marks = [(a & ~7, -(-(a + n) // 8) * 8, i) for i, (a, n) in enumerate(spans) if n]
     marks += [(a & ~7, -(-(a + n) // 8) * 8, -1) for a, n in barriers if n]
@@ -66,7 +69,8 @@ def merge_runs(spans, params, barriers=()):
             cut = True
             continue
         if runs and not cut and lo <= runs[-1][1] + MERGE_GAP and \
-                params.dbuf_of(lo)[0] == params.dbuf_of(runs[-1][0])[0]:
+                params.dbuf_of(lo)[0] == params.dbuf_of(runs[-1][0])[0] and \
+                (groups is None or groups[i] == groups[runs[-1][2][0]]):
             runs[-1][1] = max(runs[-1][1], hi)
             runs[-1][2].append(i)
         else:
@@ -154,14 +158,20 @@ def group_of(first, shift):
 
 
 def group_runs(spans, groups, params, barriers=()):
-    """Return ``[(group, lo, hi, [indices into spans])]``: :func:`merge_runs` of each group's
-    ``spans`` (``groups[i]``: the group of ``spans[i]``), every other group's spans and
-    ``barriers`` being barriers, ordered by group."""
-    out = []
-    for g in sorted(set(groups)):
-        mine = [i for i, gi in enumerate(groups) if gi == g]
-        others = [spans[i] for i, gi in enumerate(groups) if gi != g]
-        for lo, hi, idx in merge_runs([spans[i] for i in mine], params,
-                                      list(barriers) + others):
-            out.append((g, lo, hi, [mine[i] for i in idx]))
-    return out
+    """Return ``[(group, lo, hi, [indices into spans])]``: :func:`merge_runs` with
+    ``groups`` (``groups[i]``: the group of ``spans[i]``), each run with its group, in address
+    order."""
+    return [(groups[idx[0]], lo, hi, idx)
+            for lo, hi, idx in merge_runs(spans, params, barriers, groups)]
+
+
+def block_group(group, addrs):
+    """Return the group of a multicast block whose copies are at ``addrs`` (``group``:
+    address -> group, 0 where missing): its first reading copy's."""
+    return min(group.get(a, 0) for a in addrs)
+
+
+def fence_groups(data_groups):
+    """Return the groups a channel puts a fence after, given the groups it has data in: each
+    one up to, not including, its last (after that, the channel's end is the fence)."""
+    return range(max(data_groups, default=0))

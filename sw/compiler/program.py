@@ -44,11 +44,9 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
         graph, placement = program(plan, graph)
     for p in range(plan.passes):
         segments, outputs, layout = dbuf_layout.pass_contents(plan, weights, inputs, p)
-        first = dbuf_layout.first_use(layout)
+        first = dbuf_layout.first_use_meta(dbuf_layout.first_use(layout), segments)
         yield assemble(graph, placement, segments, plan.pass_contexts(p),
-                       meta=dict(shared=dbuf_layout.shared_inputs(plan, p),
-                                 first_use=sorted([a, c] for a, c in first.items()
-                                                  if a in segments)),
+                       meta=dict(shared=dbuf_layout.shared_inputs(plan, p), first_use=first),
                        ctx_base=plan.pass_ctx_base(p)), outputs
 
 

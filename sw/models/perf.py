@@ -589,15 +589,14 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         t = per[g][chan[p.dbuf_of(lo)[0]]]
         t[0], t[1], t[2] = t[0] + hi - lo, t[1] + 1, t[2] + (hi - lo) // 8
     for c, _, copies, b in dma_plan.multicast_windows(blocks, p, chan):
-        t = per[min(group.get(a, 0) for a in blocks[b])][c]
+        t = per[dma_plan.block_group(group, blocks[b])][c]
         t[0], t[1] = t[0] + nbytes, t[1] + 1
         t[2] += nbytes // 8 * (1 + bin(copies).count("1"))
     if early is None:
         return [tuple(t) for t in per[0]]
     for c in range(channels):
-        # A fence after each group up to the channel's last one with data (tb.host.job_plan).
-        last = max([g for g in range(ngroups) if per[g][c][2]], default=-1)
-        for g in range(last):
+        # A fence a descriptor (the runtime's rule, tb.host.job_plan).
+        for g in dma_plan.fence_groups([g for g in range(ngroups) if per[g][c][2]]):
             per[g][c][1] += 1
     return _Groups([[tuple(t) for t in g] for g in per], shift)
 

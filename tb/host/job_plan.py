@@ -52,8 +52,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.spec.arch import ArrayParams
-from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, gate_shift, group_of,
-                                  group_runs, move_windows, multicast_windows)
+from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, block_group, fence_groups,
+                                  gate_shift, group_of, group_runs, move_windows,
+                                  multicast_windows)
 from sw.spec.dma import DescFlag, copy_targets, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
@@ -327,7 +328,7 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
         if lo % 8 or len(blob) % 8:
             raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
                             f"words")
-        data[c].append((min(group.get(a, 0) for a in groups[g]),
+        data[c].append((block_group(group, groups[g]),
                         _desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
                               copies=copies)))
         moved += len(blob)
@@ -342,15 +343,14 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
         touched.append((lo, lo + 8 * len(words)))
     for c, entries in enumerate(data):
         entries.sort(key=lambda e: e[0])          # stable: the order above within a group
-        last = entries[-1][0] if entries and early else -1
         by = {}
         for g, d in entries:
             by.setdefault(g, []).append(d)
-        for g in range(last + 1) if early else sorted(by):
+        fences = set(fence_groups(by)) if early else set()
+        for g in sorted(set(by) | fences):
             descs[c] += by.get(g, [])
-            if g < last:
-                # The fence of group g (after its last group, the channel's end is its fence).
-                descs[c].append(_desc(0, 0, 0))
+            if g in fences:
+                descs[c].append(_desc(0, 0, 0))   # the fence of group g
     outs, out_bytes, where = [[] for _ in range(nch)], 0, []
     for c, lo, hi, group in _out_runs(p, reads, nch):
         at = exts[c].reserve(hi - lo)
