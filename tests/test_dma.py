@@ -206,3 +206,66 @@ def test_move_loads_its_source_and_stores_each_word_to_each_target():
     assert got["collisions"] == n
     for k in targets:
         assert models[k].contents()[doff:doff + 8 * n] == models[src].contents()[soff:soff + 8 * n]
+
+
+def test_fence_counts_only_when_every_earlier_store_is_acknowledged():
+    # A list IN (two Dbufs by multicast), fence, IN (amaranth.sim, Dbuf models acknowledging
+    # each STORE 10-60 cycles later, in arrival order per cycle): o_fences rises only after the
+    # last acknowledgement of the first descriptor's STOREs, and no STORE of the descriptor
+    # after the fence goes out before it rises.
+    seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"seed {seed} (set FDPU_SEED to repeat)")
+    rng = random.Random(seed)
+    p = ArrayParams(rows=1, cols=1, dbuf_bytes=256, slots=64, operand_depth=4, int_issue=1)
+    models = [DbufModel(p, k) for k in range(p.num_dbufs)]
+    descs = [pack_descriptor(0x400, p.dbuf_base(0) + 16, 32, copies=0b1),
+             pack_descriptor(0, 0, 0),
+             pack_descriptor(0x420, p.dbuf_base(2) + 8, 16)]
+    words = {0x100 + 8 * i: w for i, w in enumerate(w for d in descs for w in d)}
+    words.update({0x400 + 8 * i: rng.getrandbits(64) for i in range(6)})
+    dma = Dma(p)
+    got = dict(acks=[], stores=[], fence_at=None)
+
+    async def bench(ctx):
+        ctx.set(dma.i_list, 0x100)
+        ctx.set(dma.i_count, len(descs))
+        ctx.set(dma.i_start, 1)
+        ctx.set(dma.o_ext_rd.ready, 1)
+        ctx.set(dma.o_ext_wr.ready, 1)
+        ctx.set(dma.o_req.ready, 1)
+        await ctx.tick()
+        ctx.set(dma.i_start, 0)
+        pending, replies = [], []                    # external words; (cycle, REPLY flit)
+        for cycle in range(400):
+            if ctx.get(dma.o_ext_rd.valid):
+                pending.append(words[ctx.get(dma.o_ext_rd.payload)])
+            ctx.set(dma.i_ext_rdata.valid, bool(pending))
+            ctx.set(dma.i_ext_rdata.payload, pending[0] if pending else 0)
+            if pending and ctx.get(dma.i_ext_rdata.ready):
+                pending.pop(0)
+            replies.sort(key=lambda r: r[0])
+            reply = replies.pop(0)[1] if replies and replies[0][0] <= cycle else None
+            ctx.set(dma.i_rep.valid, reply is not None)
+            ctx.set(dma.i_rep.payload.as_value(), reply or 0)
+            if reply is not None:
+                got["acks"].append(cycle)
+            if ctx.get(dma.o_req.valid):
+                flit = ctx.get(dma.o_req.payload.as_value())
+                kind, dst, f = flit_fields(p, flit)
+                got["stores"].append((cycle, f["addr"]))
+                replies.append((cycle + rng.randint(10, 60),
+                                models[p.dbuf_at(*dst)].reply(flit)))
+            if ctx.get(dma.o_fences) and got["fence_at"] is None:
+                got["fence_at"] = cycle
+            await ctx.tick()
+        got.update(done=ctx.get(dma.o_done), fences=ctx.get(dma.o_fences))
+
+    sim = Simulator(dma)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got["done"] and got["fences"] == 1, got
+    first = 8                                        # 4 words to 2 Dbufs
+    assert len(got["stores"]) == first + 2 and len(got["acks"]) == first + 2, got
+    assert got["fence_at"] > max(got["acks"][:first]), got
+    assert min(c for c, _ in got["stores"][first:]) >= got["fence_at"], got

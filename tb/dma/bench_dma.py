@@ -19,7 +19,7 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, Edge, First, ReadOnly, RisingEdge
 
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
@@ -136,10 +136,10 @@ class TB:
 
     async def watch_fences(self, snaps):
         """Append ``(fences, Dbuf words)`` to ``snaps`` in each cycle ``o_fences`` rises,
-        until the DMA halts."""
+        until the DMA halts (woken by those two signals only, not every cycle)."""
         dut, last = self.dut, 0
         while True:
-            await RisingEdge(dut.clk)
+            await First(Edge(dut.o_fences), RisingEdge(dut.o_halt))
             await ReadOnly()
             f = _int(dut.o_fences)
             if f != last:
