@@ -31,9 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sw.models import figures
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from sw.models import figures  # noqa: E402  (the one definition of the bound)
 RECORDS = ROOT / "docs" / "paper" / "rtl" / "records.json"
 POINTS = ["alexnet-fc8:4:dense", "alexnet-fc8:4:skip", "alexnet-fc8:64:dense",
           "alexnet-fc8:64:skip", "alexnet-fc8:64:switch", "vgg16-fc7:4:dense",
