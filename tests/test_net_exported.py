@@ -248,18 +248,19 @@ def test_float16_converter_casts(tmp_path, capsys):
     x = RNG.standard_normal((4, 9)).astype(np.float16).astype(np.float32)
     rec, y, _ = _net(capsys, tmp_path, p, x)
     assert rec["host_steps"] == {"before": ["Cast 'graph_input_cast0'"],
+                                 "between": [],
                                  "after": ["Cast 'graph_output_cast0'"]}
     ref = _onnxruntime(p, x)[0]
     np.testing.assert_allclose(y.astype(np.float32), ref, atol=0.02)
 
 
 @pytest.mark.parametrize("case, match", [
-    ("sigmoid_between", "node Gemm 'fc2' is not on the chain of FC layers"),
+    ("sigmoid_between", "node Gemm 'fc2' is not on the chain of layers"),
     ("tanh_after", "node Tanh 't' after the last FC layer is not supported"),
-    ("tanh_before", "node Tanh 't' is not supported; before the first FC layer"),
+    ("tanh_before", "node Tanh 't' is not supported; before the first layer"),
     ("computed_shape", "its shape 's' must be an initializer"),
-    ("reads_input", "value 'x' feeds 2 nodes before the first FC layer"),
-    ("bad_flatten", "becomes (12,) before the first layer, which takes C = 6"),
+    ("reads_input", "value 'x' feeds 2 nodes before the first layer"),
+    ("bad_flatten", "becomes (12,) before the first layer, which takes N x 6"),
 ])
 def test_steps_that_cannot_run_are_refused_with_the_node(tmp_path, case, match):
     w = np.ones((4, 6), np.float32)

@@ -69,7 +69,7 @@ def test_gemm_alpha_beta_and_matmul_add(tmp_path):
 
 
 @pytest.mark.parametrize("case, match", [
-    ("conv", "node Conv 'bad' is not supported"),
+    ("unsupported", "node LeakyRelu 'bad' is not supported"),
     ("computed", "must be an initializer"),
     ("transA", "transA = 1"),
     ("mismatch", "takes C = 5 inputs but"),
@@ -80,8 +80,7 @@ def test_gemm_alpha_beta_and_matmul_add(tmp_path):
 def test_bad_models(tmp_path, case, match):
     w = np.ones((4, 6), np.float32)
     nodes, inits, c, k = {
-        "conv": ([helper.make_node("Conv", ["x", "w"], ["y"], name="bad")], [_init("w", w)],
-                 6, 4),
+        "unsupported": ([helper.make_node("LeakyRelu", ["x"], ["y"], name="bad")], [], 6, 6),
         "computed": ([helper.make_node("Gemm", ["x", "x"], ["y"])], [], 6, 6),
         "transA": ([helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)], [_init("w", w)],
                    6, 4),

@@ -56,6 +56,8 @@ static void set_reg(const std::string& name, uint64_t v) {
     else if (name == "i_ends") top->i_ends = v;
     else if (name == "i_cbuf_words") top->i_cbuf_words = v;
     else if (name == "i_ctx_base") top->i_ctx_base = v;
+    else if (name == "i_ctx_gate") top->i_ctx_gate = v;
+    else if (name == "i_gate_shift") top->i_gate_shift = v;
     else {
         std::fprintf(stderr, "driver: unknown register %s\n", name.c_str());
         std::exit(2);

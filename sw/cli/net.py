@@ -1,4 +1,5 @@
-"""``fdpu net``: run a whole MLP, layer by layer, on a simulator and check every layer.
+"""``fdpu net``: run a whole network (MLP or CNN), layer by layer, on a simulator and check
+every layer.
 
 ``fdpu net MODEL [--inputs X.npy [--labels y.npy] [--limit N] | --batch N [--seed S]]
 [--sim golden|model|icarus|verilator] [--mode dense|sparse] [--sparse-graph G] [--density D]
@@ -27,8 +28,13 @@ first layer and after the last) run on the host, in float32; the report lists th
 the same network (:func:`sw.compiler.net.reference`, the weights as run) on the same binary16
 inputs, as the model's task says (:attr:`sw.compiler.net.Net.task`: top-1, a binary class, or
 for a regressor the error against float32 instead); ``--reference onnxruntime`` compares
-every graph output with onnxruntime's run of the file.  Exit status 0 when every layer matches, 1 when one does not, 2 for bad
-input.
+every graph output with onnxruntime's run of the file.
+
+A convolution layer (:mod:`sw.compiler.conv`) runs as the matrix multiplication of its
+``K x (C R S)`` weights by its inputs unrolled on the host (one row per output position);
+pooling and flattening between layers run on the host (:data:`sw.compiler.host_steps.MID_OPS`)
+and the report names them.  Exit status 0 when every layer matches, 1 when one does not, 2
+for bad input.
 """
 
 import argparse
@@ -60,11 +66,14 @@ MODEL_TYPES = {".onnx": "an ONNX model", ".npz": "a network .npz (W0, b0, W1, ..
 def register(subparsers):
     """Add the ``net`` command."""
     parser = subparsers.add_parser(
-        "net", help="run an MLP (ONNX or .npz) layer by layer and check every layer",
-        description="Plan every FC layer of a network with its bias and ReLU on the array, run "
-                    "the layers one after the other on a simulator (each layer's binary16 "
-                    "outputs are the next one's inputs), check each layer and report per "
-                    "layer and in total; with --labels, the top-1 accuracy against the float32 "
+        "net", help="run a network (an MLP or a CNN: ONNX or .npz) layer by layer and check "
+                    "every layer",
+        description="Plan every FC and convolution layer of a network with its bias and ReLU "
+                    "on the array (a convolution as a matrix multiplication of its unrolled "
+                    "inputs), run the layers one after the other on a simulator (each layer's "
+                    "binary16 outputs are the next one's inputs, pooling and flattening on the "
+                    "host between them), check each layer and report per layer and in total; "
+                    "with --labels, the top-1 accuracy against the float32 "
                     "evaluation of the same network (docs/net.md).")
     parser.add_argument("model", metavar="MODEL",
                         help="the network: an ONNX model (.onnx) or a network .npz")
@@ -210,17 +219,22 @@ def load_labels(path, n, k):
 
 
 def _inputs(args, model):
-    """Return the first layer's inputs (binary16, ``N x C``: the model's input through its host
-    steps before the layers), the model's inputs as given (float32, for a reference run) and
-    the labels (or ``None``)."""
+    """Return the first layer's inputs (binary16, ``N x C`` or ``N x C x H x W``: the model's
+    input through its host steps before the layers), the model's inputs as given (float32,
+    for a reference run) and the labels (or ``None``)."""
     if args.inputs is None:
         if args.reference and model.pre:
             raise FdpuError(f"--reference onnxruntime: {args.model} has host steps before its "
                             f"layers, so its inputs are not the first layer's; give --inputs "
                             f"X.npy in the model's input shape")
-        x = layers.make_inputs(model.C, args.batch or 1, args.seed)
+        shape = net.first_shape(model)
+        if shape is None:
+            raise FdpuError(f"{args.model}: the model leaves its input's image size open, so "
+                            f"synthetic inputs have no shape; give --inputs X.npy")
+        x = layers.make_inputs(int(np.prod(shape)), args.batch or 1, args.seed)
+        x = x.reshape((-1,) + shape)
         return x, x.astype(np.float32), None
-    if model.pre:
+    if model.pre or model.convolutional:
         x, raw = _prepared_inputs(args.inputs, model)
     else:
         x = layers.load_inputs(args.inputs, model.C)
@@ -242,8 +256,8 @@ def _inputs(args, model):
 
 def _prepared_inputs(path, model):
     """Read the model's inputs from ``path`` (``N x input_shape``, any rank) and run the host
-    steps before the layers on them; return the first layer's ``N x C`` binary16 inputs and
-    the inputs as read (float32)."""
+    steps before the layers on them; return the first layer's binary16 inputs and the inputs
+    as read (float32)."""
     arr = layers.load_npy(path, "inputs")
     shape = model.input_shape
     if shape is not None:
@@ -261,6 +275,15 @@ def _prepared_inputs(path, model):
         x = net.prepare_inputs(model, arr)
     except FdpuError as exc:
         raise FdpuError(f"{path}: {exc}") from None
+    first = model.layers[0]
+    if isinstance(first, net.Conv):
+        if x.ndim != 4 or x.shape[1] != first.channels:
+            raise FdpuError(f"{path}: inputs of shape {arr.shape} become {x.shape} through the "
+                            f"model's host steps; the first layer, a convolution, takes "
+                            f"N x {first.channels} x H x W")
+        size = int(np.prod(x.shape[1:]))
+        half = layers.check_inputs(x.reshape(x.shape[0], size), size, os.fspath(path))
+        return half.reshape(x.shape), arr.astype(np.float32)
     if x.ndim != 2 or x.shape[1] != model.C:
         raise FdpuError(f"{path}: inputs of shape {arr.shape} become {x.shape} through the "
                         f"model's host steps; the first layer takes N x {model.C}")
@@ -275,13 +298,10 @@ def net_command(args):
     system = system_of(args, params)
     model = load_model(args.model)
     x0, raw, labels = _inputs(args, model)
-    ws = [layer.weights if args.density is None else prune(layer.weights, args.density)
-          for layer in model.layers]
-    run_net = dataclasses.replace(model, layers=tuple(
-        net.Dense(w, layer.bias, layer.activation, layer.name)
-        for w, layer in zip(ws, model.layers)))
+    run_net = model if args.density is None else dataclasses.replace(model, layers=tuple(
+        layer.with_matrix(prune(layer.matrix, args.density)) for layer in model.layers))
     rtl = RtlOptions(max_cycles=args.max_cycles, waves=args.waves)
-    x, ran = run_network(run_net.layers, x0, params, plan_options(args), system,
+    x, ran = run_network(run_net, x0, params, plan_options(args), system,
                          NetOptions(args.sim, args.engine, args.golden, args.chain, args.split,
                                     rtl, args.model), Bars())
     record = {**dict(sim=args.sim, model=args.model, N=int(x0.shape[0]), inputs=args.inputs,
@@ -290,6 +310,8 @@ def net_command(args):
     y_ref = net.reference(run_net, x0)
     record.update(task=run_net.task, outputs=list(run_net.outputs),
                   host_steps=dict(before=[s.label for s in run_net.pre],
+                                  between=[[s.label for s in steps]
+                                           for steps in run_net.between],
                                   after=[s.label for s in run_net.post]))
     outputs = net.head(run_net, x.astype(np.float32))   # the model's outputs, on the host
     ours, ref = net.predictions(run_net, x), net.predictions(run_net, y_ref)
@@ -371,7 +393,8 @@ def _print(record, args, params):
                     "bound reached"):
             t.add_column(col, justify="right")
     for r in recs:
-        row = [f"{r['index']} {r['name']}", f"{r['K']} x {r['C']}",
+        row = [f"{r['index']} {r['name']}", f"{r['K']} x {r['C']}"
+               + (f" (conv, {r['N']:,} rows)" if "conv" in r else ""),
                f"{r['nnz']:,} ({r['density']:.1%})", r["graph"],
                f"{'yes' if r['bias'] else 'no'} / {'yes' if r['relu'] else 'no'}",
                _match_cell(r)]
@@ -396,6 +419,18 @@ def _print(record, args, params):
         if steps[where]:
             console().print(f"host steps {where} the layers (float32, on the host): "
                             + " -> ".join(steps[where]))
+    for i, between in enumerate(steps["between"]):
+        if between:
+            console().print(f"host steps between layers {i} and {i + 1} (float32, on the "
+                            f"host): " + " -> ".join(between))
+    for r in recs:
+        if "conv" in r:
+            console().print(
+                f"layer {r['index']}: convolution {r['conv']} on "
+                f"{' x '.join(map(str, r['input_shape']))} -> "
+                f"{' x '.join(map(str, r['output_shape']))}, run as {r['K']} x {r['C']} by "
+                f"{r['N']:,} unrolled rows (unrolled on the host: {r['input_bytes']:,} input "
+                f"bytes become {r['unrolled_input_bytes']:,})")
     what = {"classifier": "top-1", "binary": "binary class (output > 0)"}.get(record["task"])
     if what is None:
         console().print(f"regressor: FDPU's outputs against the float32 reference: max "

@@ -23,7 +23,13 @@ the last) and their meaning:
 * ``ZipMap`` (``ai.onnx.ml``): a map per row from the class labels to the probabilities; kept
   here as the probabilities themselves (the table the map is made of);
 * ``Concat`` (``axis``), ``Add``, ``Sub``, ``Mul``, ``Div`` (numpy broadcasting): the two
-  columns of a binary classifier's probabilities (``1 - p`` and ``p``).
+  columns of a binary classifier's probabilities (``1 - p`` and ``p``);
+* ``MaxPool``, ``AveragePool`` (2-D, on ``N x C x H x W``: ``kernel_shape``, ``strides``,
+  ``pads``, ``auto_pad``, ``ceil_mode``; ``count_include_pad`` for the average; dilations
+  other than 1 and a second output, the indices, are refused) and ``GlobalAveragePool``:
+  pooling between two layers (:data:`MID_OPS`) or after the last.  The maximum of binary16
+  values is exact; an average is summed in float32 as onnxruntime does, and becomes
+  binary16 when it enters the next layer.
 
 Anything else is refused by the importer with the node's name (:mod:`sw.compiler.onnx_import`).
 """
@@ -31,17 +37,24 @@ Anything else is refused by the importer with the node's name (:mod:`sw.compiler
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["PRE_OPS", "POST_OPS", "HostStep", "run_steps", "describe"]
+__all__ = ["PRE_OPS", "MID_OPS", "POST_OPS", "POOLS", "HostStep", "run_steps", "describe"]
 
-#: Operators run on the host before the first FC layer: conversions and flattening.
+#: Operators run on the host before the first layer: conversions and flattening.
 PRE_OPS = ("Cast", "Identity", "Flatten", "Reshape")
 
-#: Operators run on the host after the last FC layer.
+#: Pooling operators (2-D, ``N x C x H x W``).
+POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool")
+
+#: Operators run on the host between two layers: pooling and flattening.
+MID_OPS = ("Identity", "Flatten", "Reshape") + POOLS
+
+#: Operators run on the host after the last layer.
 POST_OPS = PRE_OPS + ("Softmax", "LogSoftmax", "Sigmoid", "ArgMax", "ArrayFeatureExtractor",
-                      "ZipMap", "Concat", "Add", "Sub", "Mul", "Div")
+                      "ZipMap", "Concat", "Add", "Sub", "Mul", "Div") + POOLS
 
 #: ONNX tensor element types a Cast may produce, as numpy types.
 _CAST = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -171,12 +184,105 @@ def _binary(fn):
     return op
 
 
+def _pool_geometry(step, x):
+    """Return ``(kernel, strides, pads, out)`` of a 2-D ``MaxPool``/``AveragePool`` on
+    ``x`` (ONNX's rules: explicit ``pads`` top, left, bottom, right, or ``auto_pad``;
+    ``ceil_mode`` rounds the output size up, a window then starting inside the padded
+    input)."""
+    if x.ndim != 4:
+        raise FdpuError(f"node {step.label}: pools N x C x H x W values, got shape {x.shape}")
+    a = step.attrs
+    kernel = tuple(int(k) for k in a.get("kernel_shape", ()))
+    if len(kernel) != 2 or min(kernel) < 1:
+        raise FdpuError(f"node {step.label}: kernel_shape {list(kernel)}; a 2-D pool takes "
+                        f"two sizes >= 1")
+    strides = tuple(int(v) for v in a.get("strides", (1, 1)))
+    if len(strides) != 2 or min(strides) < 1:
+        raise FdpuError(f"node {step.label}: strides {list(strides)}; two integers >= 1")
+    if any(int(d) != 1 for d in a.get("dilations", (1, 1))):
+        raise FdpuError(f"node {step.label}: dilations {list(a['dilations'])} are not "
+                        f"supported (1 only)")
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    size = x.shape[2:]
+    if auto in ("NOTSET", ""):
+        pads = tuple(int(v) for v in a.get("pads", (0, 0, 0, 0)))
+        if len(pads) != 4 or min(pads) < 0:
+            raise FdpuError(f"node {step.label}: pads {list(pads)}; four integers >= 0")
+    elif auto == "VALID":
+        pads = (0, 0, 0, 0)
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max(0, (-(-n // s) - 1) * s + k - n) for n, s, k in zip(size, strides, kernel)]
+        small = [t // 2 for t in total]
+        big = [t - h for t, h in zip(total, small)]
+        pads = tuple(small + big) if auto == "SAME_UPPER" else tuple(big + small)
+    else:
+        raise FdpuError(f"node {step.label}: auto_pad {auto!r}; allowed: NOTSET, VALID, "
+                        f"SAME_UPPER, SAME_LOWER")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = [-(-n // s) for n, s in zip(size, strides)]
+    else:
+        out = []
+        for n, s, k, lo, hi in zip(size, strides, kernel, pads[:2], pads[2:]):
+            span = n + lo + hi - k
+            if span < 0:
+                raise FdpuError(f"node {step.label}: the {kernel[0]} x {kernel[1]} window is "
+                                f"larger than the input of {size[0]} x {size[1]} padded")
+            o = (-(-span // s) if a.get("ceil_mode", 0) else span // s) + 1
+            if a.get("ceil_mode", 0) and (o - 1) * s >= n + lo:
+                o -= 1             # the last window would start in the end padding
+            out.append(o)
+    return kernel, strides, pads, tuple(out)
+
+
+def _pool(step, x, average):
+    if len([o for o in step.outputs if o]) > 1:
+        raise FdpuError(f"node {step.label}: its second output (the indices) is not "
+                        f"supported")
+    x = np.asarray(x, dtype=np.float32)
+    kernel, strides, pads, out = _pool_geometry(step, x)
+    n, c, h, w = x.shape
+    # Every window inside the padded and extended grid: the explicit pads, then whatever
+    # ceil_mode's last windows reach beyond them.
+    need = [(o - 1) * s + k for o, s, k in zip(out, strides, kernel)]
+    extra = [max(0, nd - (size + lo + hi)) for nd, size, lo, hi in
+             zip(need, (h, w), pads[:2], pads[2:])]
+    fill = 0.0 if average else -np.inf
+    widths = ((0, 0), (0, 0), (pads[0], pads[2] + extra[0]), (pads[1], pads[3] + extra[1]))
+    xp = np.pad(x, widths, constant_values=fill)
+    win = sliding_window_view(xp, kernel, axis=(2, 3))[:, :, ::strides[0], ::strides[1]]
+    win = win[:, :, :out[0], :out[1]]
+    if not average:
+        return win.max(axis=(-2, -1)).astype(np.float32)
+    # The divisor: the window's input elements (count_include_pad: and its explicit pads,
+    # never the ceil_mode extension).
+    inside = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]),
+                      np.float32)
+    if step.attrs.get("count_include_pad", 0):
+        inside[:h + pads[0] + pads[2], :w + pads[1] + pads[3]] = 1
+    else:
+        inside[pads[0]:pads[0] + h, pads[1]:pads[1] + w] = 1
+    count = sliding_window_view(inside, kernel)[::strides[0], ::strides[1]][:out[0], :out[1]]
+    return (win.sum(axis=(-2, -1), dtype=np.float32) / count.sum(axis=(-2, -1))) \
+        .astype(np.float32)
+
+
+def _global_average(step, x):
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim < 3:
+        raise FdpuError(f"node {step.label}: pools N x C x ... values, got shape {x.shape}")
+    return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
+
+
 _OPS = {
     "Cast": _cast, "Identity": lambda step, x: x, "Flatten": _flatten, "Reshape": _reshape,
     "Softmax": _softmax, "LogSoftmax": lambda step, x: _softmax(step, x, log=True),
     "Sigmoid": _sigmoid, "ArgMax": _argmax, "ArrayFeatureExtractor": _feature_extractor,
     "ZipMap": _zipmap, "Concat": _concat, "Add": _binary(np.add), "Sub": _binary(np.subtract),
     "Mul": _binary(np.multiply), "Div": _binary(np.divide),
+    "MaxPool": lambda step, x: _pool(step, x, average=False),
+    "AveragePool": lambda step, x: _pool(step, x, average=True),
+    "GlobalAveragePool": _global_average,
 }
 assert set(_OPS) == set(POST_OPS)
 

@@ -44,15 +44,19 @@ import stat
 
 import numpy as np
 
-from sw.compiler.host_steps import POST_OPS, PRE_OPS, HostStep
-from sw.compiler.net import Dense, Net, head, prepare_inputs
+from sw.compiler.host_steps import MID_OPS, POST_OPS, PRE_OPS, HostStep
+from sw.compiler.net import Conv, Dense, Net, head, layer_shapes, prepare_inputs
 from sw.compiler.npyfile import MAX_ARRAY_BYTES
 from sw.spec.errors import FdpuError
 
 __all__ = ["load", "external_bytes"]
 
-#: Operators the importer takes.
-SUPPORTED = ("Gemm", "MatMul", "Add", "Relu")
+#: Operators that make a layer on the array.
+LAYER_OPS = ("Conv", "Gemm", "MatMul")
+
+#: Operators the importer takes into a layer: the layer's own, its bias, a BatchNormalization
+#: (folded into a convolution's or an FC layer's weights) and its ReLU.
+SUPPORTED = LAYER_OPS + ("Add", "BatchNormalization", "Relu")
 
 
 def _onnx():
@@ -158,6 +162,8 @@ def _check_model(onnx, numpy_helper, model, path):
     made = {t.name for t in graph.initializer} | {i.name for i in graph.input}
     for node in graph.node:
         where = f"{path}: {_label(node)}"
+        if not any(node.output):
+            raise FdpuError(f"{where}: has no output")
         if node.domain not in DOMAINS:
             raise FdpuError(f"{where}: domain {node.domain!r} is not supported (allowed: "
                             f"{', '.join(repr(d) for d in DOMAINS)})")
@@ -217,7 +223,7 @@ def _check_model(onnx, numpy_helper, model, path):
 
 
 def _label(node):
-    return f"node {node.op_type} '{node.name or node.output[0]}'"
+    return f"node {node.op_type} '{node.name or (node.output[0] if node.output else '')}'"
 
 
 def load(path):
@@ -239,16 +245,21 @@ def load(path):
     _check_model(onnx, _onnx()[1], model, path)
     graph = _Graph(path, model)
     pre, value, node = graph.pre_steps()
-    layers, core, node = graph.fc_layers(value, node)
+    layers, between, core, node = graph.layers(value, node)
     post, outputs = graph.post_steps(core)
     if not layers:
-        raise FdpuError(f"{path}: the network has no FC layer (Gemm or MatMul) on the chain "
+        raise FdpuError(f"{path}: the network has no layer (Conv, Gemm or MatMul) on the chain "
                         f"from its input")
     dims = graph.input_dims
     shape = tuple(dims[1:]) if len(dims) >= 2 and all(dims[1:]) else None
-    net = Net(tuple(Dense(w, b, act, name=f"{path}: {label}") for w, b, act, label in layers),
-              source=path, pre=tuple(pre), post=tuple(post), outputs=outputs, core=core,
-              input_name=graph.input_name, input_shape=shape)
+    made = []
+    for kind, w, b, act, label, conv in layers:
+        name = f"{path}: {label}"
+        made.append(Conv(w, b, act, name=name, **conv) if kind == "conv" else
+                    Dense(w, b, act, name=name))
+    net = Net(tuple(made), source=path, pre=tuple(pre), post=tuple(post), outputs=outputs,
+              core=core, input_name=graph.input_name, input_shape=shape,
+              between=tuple(tuple(steps) for steps in between))
     _check_steps(net, path)
     return net
 
@@ -324,53 +335,149 @@ class _Graph:
         path, value, pre = self.path, self.input_name, []
         node = self.only_user(value)
         while node is not None and node.op_type in PRE_OPS:
-            pre.append(self.step(node, PRE_OPS, "before the first FC layer"))
+            pre.append(self.step(node, PRE_OPS, "before the first layer"))
             value = node.output[0]
             node = self.only_user(value)
         if node is None and len(self.consumers.get(value, [])) > 1:
             raise FdpuError(f"{path}: value '{value}' feeds {len(self.consumers[value])} nodes "
-                            f"before the first FC layer; the layers are a chain (no branches)")
+                            f"before the first layer; the layers are a chain (no branches)")
+        if node is not None and node.op_type in SUPPORTED and node.op_type not in LAYER_OPS:
+            raise FdpuError(f"{path}: {_label(node)}: a {node.op_type} must follow an FC layer "
+                            f"or a convolution (Conv, Gemm or MatMul)")
         if node is not None and node.op_type not in SUPPORTED:
-            raise FdpuError(f"{path}: {_label(node)} is not supported; before the first FC "
+            raise FdpuError(f"{path}: {_label(node)} is not supported; before the first "
                             f"layer the importer takes {', '.join(PRE_OPS)} (run on the host), "
                             f"then the layers: {', '.join(SUPPORTED)}")
         return pre, value, node
 
-    def fc_layers(self, value, node):
-        """Return the FC layers (``[weights K x C, bias, activation, label]``) of the chain
-        that starts at ``node`` reading ``value``, the value the last one ends at and the node
-        after the chain."""
-        path, layers = self.path, []
-        while node is not None and node.op_type in SUPPORTED and not (
-                node.op_type == "Add" and not _is_bias(node, value, layers, self.inits)):
-            if node.op_type in ("Gemm", "MatMul") and node.input[0] != value:
-                raise FdpuError(f"{path}: {_label(node)}: the activations must be its first "
-                                f"input")
-            if node.op_type == "Gemm":
-                layers.append(self._gemm(node))
-            elif node.op_type == "MatMul":
-                w = self.const(node, node.input[1], "weight")
-                if w.ndim != 2:
-                    raise FdpuError(f"{path}: {_label(node)}: the weight must be 2-D, got "
-                                    f"shape {w.shape}")
-                layers.append([w.T, None, None, _label(node)])
-            elif node.op_type == "Add":
-                other = node.input[1] if node.input[0] == value else node.input[0]
-                c = self.const(node, other, "bias")
-                k = layers[-1][0].shape[0]
-                if c.size != k or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
-                    raise FdpuError(f"{path}: {_label(node)}: bias of shape {c.shape} does not "
-                                    f"match the K = {k} outputs")
-                layers[-1][1] = c.reshape(-1)
-            else:                                               # Relu
-                if not layers or layers[-1][2] is not None:
-                    raise FdpuError(f"{path}: {_label(node)}: a Relu must follow an FC layer "
-                                    f"(one each)")
-                layers[-1][2] = "relu"
-            self.used.add(id(node))
-            value = node.output[0]
-            node = self.only_user(value)
-        return layers, value, node
+    def layers(self, value, node):
+        """Return the layers (``[kind, weights, bias, activation, label, conv attributes]``)
+        of the chain that starts at ``node`` reading ``value``, the host steps between each
+        two (:data:`MID_OPS`), the value the last layer ends at and the node after the
+        chain."""
+        layers, between = [], []
+        while node is not None and node.op_type in LAYER_OPS:
+            layer, value, node = self.layer(value, node)
+            layers.append(layer)
+            steps, after, nxt = [], value, node
+            while nxt is not None and nxt.op_type in MID_OPS:
+                steps.append(nxt)
+                after = nxt.output[0]
+                nxt = self.only_user(after)
+            if nxt is not None and nxt.op_type in LAYER_OPS:
+                between.append([self.step(n, MID_OPS, "between two layers") for n in steps])
+                value, node = after, nxt
+        return layers, between, value, node
+
+    def layer(self, value, node):
+        """Return one layer from its ``Conv``, ``Gemm`` or ``MatMul`` ``node`` reading
+        ``value``, with the bias ``Add``, the ``BatchNormalization`` and the ``Relu`` that
+        follow it; the value it ends at and the node after it."""
+        path = self.path
+        if node.input[0] != value:
+            raise FdpuError(f"{path}: {_label(node)}: the activations must be its first input")
+        if node.op_type == "Conv":
+            layer = self._conv(node)
+        elif node.op_type == "Gemm":
+            layer = self._gemm(node)
+        else:
+            w = self.const(node, node.input[1], "weight")
+            if w.ndim != 2:
+                raise FdpuError(f"{path}: {_label(node)}: the weight must be 2-D, got shape "
+                                f"{w.shape}")
+            layer = ["dense", w.T, None, None, _label(node), {}]
+        self.used.add(id(node))
+        value = node.output[0]
+        node = self.only_user(value)
+        if node is not None and node.op_type == "Add" and _is_bias(node, value, layer,
+                                                                     self.inits):
+            other = node.input[1] if node.input[0] == value else node.input[0]
+            c = self.const(node, other, "bias")
+            k = layer[1].shape[0]
+            shapes = ((k,), (1, k)) if layer[0] == "dense" else ((k,), (k, 1, 1), (1, k, 1, 1))
+            if c.shape not in shapes:
+                raise FdpuError(f"{path}: {_label(node)}: bias of shape {c.shape} does not "
+                                f"match the K = {k} outputs")
+            layer[2] = c.reshape(-1)
+            value, node = self._take(node)
+        if node is not None and node.op_type == "BatchNormalization":
+            self._fold_batchnorm(node, layer)
+            value, node = self._take(node)
+        if node is not None and node.op_type == "Relu":
+            layer[3] = "relu"
+            value, node = self._take(node)
+        if node is not None and node.op_type in ("Relu", "BatchNormalization"):
+            raise FdpuError(f"{path}: {_label(node)}: a {node.op_type} must follow an FC layer "
+                            f"or a convolution (one each, a BatchNormalization before the "
+                            f"Relu)")
+        return layer, value, node
+
+    def _take(self, node):
+        """Mark ``node`` as part of a layer; return its output and the node reading it."""
+        self.used.add(id(node))
+        return node.output[0], self.only_user(node.output[0])
+
+    def _conv(self, node):
+        """Return the layer of a ``Conv`` node (2-D, ``group`` 1, no dilation)."""
+        path, attrs = self.path, _attrs(node)
+        w = self.const(node, node.input[1], "weight W")
+        if w.ndim != 4:
+            raise FdpuError(f"{path}: {_label(node)}: a {w.ndim - 2}-D convolution; the "
+                            f"importer takes 2-D ones (weights K x C x R x S)")
+        if attrs.get("group", 1) != 1:
+            raise FdpuError(f"{path}: {_label(node)}: group = {attrs['group']}; grouped and "
+                            f"depthwise convolutions are not supported (group 1 only)")
+        if any(d != 1 for d in attrs.get("dilations", (1, 1))):
+            raise FdpuError(f"{path}: {_label(node)}: dilations {list(attrs['dilations'])} "
+                            f"are not supported (1 only)")
+        kernel = tuple(attrs.get("kernel_shape", w.shape[2:]))
+        if kernel != tuple(w.shape[2:]):
+            raise FdpuError(f"{path}: {_label(node)}: kernel_shape {list(kernel)} disagrees "
+                            f"with the weights' {list(w.shape[2:])}")
+        strides = tuple(attrs.get("strides", (1, 1)))
+        auto = attrs.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+        if auto not in ("NOTSET", "", "VALID"):
+            raise FdpuError(f"{path}: {_label(node)}: auto_pad {auto}; the importer takes "
+                            f"explicit pads (NOTSET) or VALID")
+        pads = (0, 0, 0, 0) if auto == "VALID" else tuple(attrs.get("pads", (0, 0, 0, 0)))
+        if len(strides) != 2 or len(pads) != 4:
+            raise FdpuError(f"{path}: {_label(node)}: strides {list(strides)} and pads "
+                            f"{list(pads)}; a 2-D convolution has two strides and four pads")
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            bias = self.const(node, node.input[2], "bias B")
+            if bias.shape != (w.shape[0],):
+                raise FdpuError(f"{path}: {_label(node)}: bias B of shape {bias.shape}; it "
+                                f"has one value per output channel ({w.shape[0]})")
+        return ["conv", w, bias, None, _label(node), dict(stride=strides, pads=pads)]
+
+    def _fold_batchnorm(self, node, layer):
+        """Fold the inference ``BatchNormalization`` ``node`` into ``layer``'s weights and
+        bias (float64, then binary16 once): ``y = g (x - mean) / sqrt(var + eps) + b``."""
+        path = self.path
+        if len([o for o in node.output if o]) > 1 or _attrs(node).get("training_mode", 0):
+            raise FdpuError(f"{path}: {_label(node)}: a training-mode BatchNormalization "
+                            f"(running statistics as outputs) is not supported; export the "
+                            f"model in eval mode")
+        k = layer[1].shape[0]
+        names = ("scale", "B", "input_mean", "input_var")
+        vals = [self.const(node, n, what).astype(np.float64)
+                for n, what in zip(node.input[1:5], names)]
+        for v, what in zip(vals, names):
+            if v.shape != (k,):
+                raise FdpuError(f"{path}: {_label(node)}: {what} of shape {v.shape}; it has "
+                                f"one value per output channel ({k})")
+        scale, shift, mean, var = vals
+        eps = float(_attrs(node).get("epsilon", 1e-5))
+        if (var + eps <= 0).any():
+            raise FdpuError(f"{path}: {_label(node)}: input_var + epsilon is not positive")
+        g = scale / np.sqrt(var + eps)
+        w = layer[1].astype(np.float64)
+        layer[1] = (w * g.reshape((k,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        b = np.zeros(k) if layer[2] is None else layer[2].astype(np.float64)
+        layer[2] = ((b - mean) * g + shift).astype(np.float32)
+        layer[4] += f" + {_label(node)[5:]}"
 
     def _gemm(self, node):
         """Return the layer of a ``Gemm`` node (alpha and beta folded in)."""
@@ -392,7 +499,7 @@ class _Graph:
                 raise FdpuError(f"{path}: {_label(node)}: bias C of shape {c.shape} does not "
                                 f"broadcast to the K = {w.shape[0]} outputs")
             bias = np.broadcast_to(c.reshape(-1), (w.shape[0],)).copy()
-        return [w, bias, None, _label(node)]
+        return ["dense", w, bias, None, _label(node), {}]
 
     def post_steps(self, core):
         """Return the host steps after the last layer (every node not taken yet, in graph
@@ -408,10 +515,11 @@ class _Graph:
                     raise FdpuError(f"{path}: value '{shared[0]}' feeds "
                                     f"{len(self.consumers[shared[0]])} nodes; the FC layers are "
                                     f"a chain (no branches)")
-                raise FdpuError(f"{path}: {_label(node)} is not on the chain of FC layers from "
-                                f"the input (a branch, or a layer after a host step); the layers "
-                                f"run on the array as one chain, the host steps only before the "
-                                f"first and after the last")
+                raise FdpuError(f"{path}: {_label(node)} is not on the chain of layers from "
+                                f"the input (a branch, or a layer after a host step the array "
+                                f"does not take between layers); the layers run on the array "
+                                f"as one chain, with {', '.join(MID_OPS)} between them on the "
+                                f"host")
             st = self.step(node, POST_OPS, "after the last FC layer")
             for name in node.input:
                 if name and name not in self.inits and name not in known:
@@ -429,10 +537,10 @@ class _Graph:
         return post, outputs
 
 
-def _is_bias(node, value, layers, inits):
-    """Return whether the ``Add`` ``node`` is the bias of the layer just before: a constant
-    added to ``value`` right after a layer that has no bias and no activation yet."""
-    if not layers or layers[-1][1] is not None or layers[-1][2] is not None:
+def _is_bias(node, value, layer, inits):
+    """Return whether the ``Add`` ``node`` is the bias of ``layer``, just before it: a
+    constant added to ``value`` right after a layer that has no bias yet."""
+    if layer[2] is not None:
         return False
     if value not in node.input:
         return False
@@ -447,22 +555,32 @@ def _local(net):
 
 
 def _check_steps(net, path):
-    """Run the host steps on one zero row, so that a step that cannot run on this network
-    (a shape that does not flatten to the first layer's inputs, an index out of range) is an
-    error before any work starts."""
-    if not net.pre and net.input_shape not in (None, (net.C,)):
-        raise FdpuError(f"{path}: the input is N x {' x '.join(map(str, net.input_shape))} but "
-                        f"the first layer ({_local(net)}) takes N x {net.C}")
-    if net.pre and net.input_shape is not None:
+    """Run the host steps on one zero row and follow its shape through the layers, so that a
+    step that cannot run on this network (a shape that does not flatten to the first layer's
+    inputs, a pool larger than its input, an index out of range) is an error before any work
+    starts."""
+    first = net.layers[0]
+    want = f"N x {first.channels} x H x W" if isinstance(first, Conv) else f"N x {first.C}"
+    if net.input_shape is None:
+        if isinstance(first, Conv):          # H and W come with the inputs: checked then
+            return
+        out = (net.K,)
+    else:
         shape = net.input_shape
         try:
             x = prepare_inputs(net, np.zeros((1,) + tuple(shape), np.float32))
         except FdpuError as exc:
             raise FdpuError(f"{path}: {exc}") from None
-        if x.shape != (1, net.C):
+        fits = (x.ndim == 4 and x.shape[:2] == (1, first.channels)) \
+            if isinstance(first, Conv) else x.shape == (1, first.C)
+        if not fits and not net.pre:
+            raise FdpuError(f"{path}: the input is N x {' x '.join(map(str, shape))} but the "
+                            f"first layer ({_local(net)}) takes {want}")
+        if not fits:
             raise FdpuError(f"{path}: the input of shape {shape} becomes {x.shape[1:]} "
-                            f"before the first layer, which takes C = {net.C} features")
+                            f"before the first layer, which takes {want}")
+        out = layer_shapes(net, x.shape[1:])[-1]
     try:
-        head(net, np.zeros((1, net.K), np.float32))
+        head(net, np.zeros((1,) + tuple(out), np.float32))
     except FdpuError as exc:
         raise FdpuError(f"{path}: {exc}") from None

@@ -1,10 +1,12 @@
-"""Running a network's FC layers: planned, split where it pays, chained on chip where they
-can be, each checked.
+"""Running a network's layers: planned, split where it pays, chained on chip where they can
+be, each checked; convolutions as matrix multiplications, the host steps between layers on
+the host.
 
 Contract (``docs/net.md`` has the reasoning and the figures)
 -------------------------------------------------------------
-:func:`run_network` takes a :class:`~sw.compiler.net.Net`'s layers (their weights as run), its
-first layer's binary16 inputs, the :class:`~sw.spec.arch.ArrayParams`, the
+:func:`run_network` takes a :class:`~sw.compiler.net.Net` (its weights as run), its first
+layer's binary16 inputs (``N x C``, or ``N x C x H x W`` for a convolution), the
+:class:`~sw.spec.arch.ArrayParams`, the
 :class:`~sw.compiler.fc_layer.PlanOptions` every layer is planned with (each layer brings its
 own bias and ReLU), the :class:`~sw.spec.system.System` and the :class:`NetOptions` (the
 simulator, the golden engines, chaining, splitting, the RTL options) and returns ``(outputs,
@@ -17,9 +19,17 @@ not; the totals and utilizations over the layers).
   (:func:`sw.compiler.split.split_layer`) with ``split=True``, or by default where the
   performance model predicts the two stages faster (:class:`Stage`).
 * **Chaining**: a link keeps the activations on chip (:mod:`sw.compiler.chain`) unless the
-  golden model runs (layer by layer), ``chain=False`` or the layers do not fit
-  (:func:`link_notes`; ``chain=True`` refuses a link that cannot chain).  Chained layers run
-  in one RTL simulation (:func:`run_chain`) or, on the model, with their moves counted.
+  golden model runs (layer by layer), ``chain=False``, the layers do not fit, or the host
+  works between them (a convolution's unrolling and folding, pooling, flattening;
+  :func:`host_gaps`) (:func:`link_notes`; ``chain=True`` refuses a link that cannot chain).
+  Chained layers run in one RTL simulation (:func:`run_chain`) or, on the model, with their
+  moves counted.
+* **Convolutions** (:mod:`sw.compiler.conv`): a convolution layer is planned and run as the
+  FC layer of its ``K x (C R S)`` weights on the ``N P Q`` rows of its unrolled inputs,
+  unrolled on the host before its first stage and folded back to ``N x K x P x Q`` after its
+  last; its record (:func:`conv_figures`) gives the layer's own minimal external bytes (the
+  input once, not its unrolled rows) and the bound against them, beside the bytes the run
+  moved.
 """
 
 import dataclasses
@@ -28,8 +38,11 @@ import warnings
 
 import numpy as np
 
-from sw.compiler import chain, fc_plan, split
+from sw.compiler import chain, conv, fc_plan, split
 from sw.compiler.fc_layer import FcLayer
+from sw.compiler.host_steps import describe
+from sw.compiler.layers import check_sizes
+from sw.compiler.net import Conv, layer_shapes, run_between
 from sw.models import choose, figures, golden_fc, perf
 from sw.runtime import layer as run
 from sw.runtime.layer import FIGURES, Reporter, RtlOptions
@@ -37,8 +50,8 @@ from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.system import SIMULATORS, System
 from tb.host import runtime
 
-__all__ = ["NetOptions", "Stage", "plan_layers", "plan_stages", "link_notes", "run_chain",
-           "run_network", "TOTALS"]
+__all__ = ["NetOptions", "Stage", "plan_layers", "plan_stages", "host_gaps", "link_notes",
+           "run_chain", "conv_figures", "run_network", "TOTALS"]
 
 #: The figures a network's record sums over its layers.
 TOTALS = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "ext_read_bytes",
@@ -78,13 +91,14 @@ def _short(name):
     return name.split(": ", 1)[1] if ": " in name else name
 
 
-def plan_layers(layers_, ws, n, params, options, system=System()):
+def plan_layers(layers_, ws, ns, params, options, system=System()):
     """Return every layer's plan (:func:`sw.models.choose.best_plan` with ``options``, the
-    layer's own bias and ReLU) for a batch of ``n``."""
+    layer's own bias and ReLU) for its batch of ``ns[i]`` rows (a convolution: the rows of its
+    unrolled inputs)."""
     return [choose.best_plan(FcLayer.of(w, n, bias=layer.bias,
                                         relu=layer.activation == "relu"),
                              params, options, system)[0]
-            for layer, w in zip(layers_, ws)]
+            for layer, w, n in zip(layers_, ws, ns)]
 
 
 def _split_wins(plan, w, parts, system):
@@ -132,9 +146,30 @@ def plan_stages(layers_, ws, plans, system=System(), split_=None, name="the netw
     return out
 
 
-def link_notes(plans, ws, sim, chain_=None):
+def host_gaps(model, stages):
+    """Return per link (stage ``i`` to ``i + 1``) what the host does between the two stages,
+    or ``None``: a convolution's outputs folded, its inputs unrolled, the host steps between
+    two layers (:attr:`sw.compiler.net.Net.between`)."""
+    out = []
+    for a, b in zip(stages, stages[1:]):
+        if a.layer == b.layer:
+            out.append(None)
+            continue
+        work = []
+        if isinstance(model.layers[a.layer], Conv):
+            work.append(f"layer {a.layer}'s outputs are folded to N x K x P x Q")
+        if model.between[a.layer]:
+            work.append(describe(model.between[a.layer]))
+        if isinstance(model.layers[b.layer], Conv):
+            work.append(f"layer {b.layer}'s inputs are unrolled (a convolution)")
+        out.append(f"the host works between them: {'; '.join(work)}" if work else None)
+    return out
+
+
+def link_notes(plans, ws, sim, chain_=None, gaps=None):
     """Return per link (layer ``i`` to ``i + 1``) ``None`` when its activations stay on chip,
-    else why the host streams them; ``chain_=True`` with a link that cannot chain is an error.
+    else why the host streams them (``gaps``: :func:`host_gaps`); ``chain_=True`` with a link
+    that cannot chain is an error.
 
     A layer whose outputs stay on chip keeps its rows in order (``plans`` is updated): the
     skip graph's row balancing would scatter an item's outputs over the next layer's inputs,
@@ -144,6 +179,8 @@ def link_notes(plans, ws, sim, chain_=None):
     for i in range(len(plans) - 1):
         if sim == "golden":
             why = "the golden model runs layer by layer"
+        elif gaps and gaps[i]:
+            why = gaps[i]
         elif chain_ is False:
             why = "--no-chain"
         else:
@@ -215,22 +252,66 @@ def _non_finite(rec, y, layers_):
             + (", given to the next layer as they are" if rec["index"] + 1 < layers_ else "")))
 
 
-def run_network(layers_, x0, params, options, system=System(), net=NetOptions(),
+def conv_figures(rec, layer, n, shape, system):
+    """Add a convolution's own figures to the record ``rec`` of its first stage (a layer of
+    ``n`` images of ``shape`` ``C x H x W``): the shapes, where the unrolling ran, the bytes of
+    the input and of its unrolled rows, and (a model or RTL run) the layer's minimal external
+    bytes (the input once, :func:`sw.compiler.conv.min_external_bytes`) with the bound against
+    them (:func:`sw.models.figures.bound`)."""
+    _, h, w = shape
+    p, q = conv.out_size(layer, h, w)
+    unrolled = 2 * rec["N"] * rec["C"]
+    rec.update(conv=layer.describe(), input_shape=[n, *shape], output_shape=[n, layer.K, p, q],
+               unrolled_on="host", input_bytes=2 * n * int(np.prod(shape)),
+               unrolled_input_bytes=unrolled)
+    if "min_external_bytes" in rec:
+        rec["min_external_bytes"] += rec["input_bytes"] - unrolled
+        rec.update(figures.bound(compute_cycles=rec["compute_cycles"],
+                                 min_bytes=rec["min_external_bytes"],
+                                 dma_channels=system.dma_channels,
+                                 mem_bandwidth=system.mem_bandwidth, cycles=rec["cycles"]))
+
+
+def _rows(model, x0):
+    """Return each layer's input shape (without the batch) and its rows on the array (a
+    convolution: ``N P Q``), checked against the size limits."""
+    n = x0.shape[0]
+    shapes = layer_shapes(model, x0.shape[1:])
+    rows = []
+    for i, (layer, shape) in enumerate(zip(model.layers, shapes)):
+        if isinstance(layer, Conv):
+            p, q = conv.out_size(layer, shape[1], shape[2])
+            rows.append(n * p * q)
+        else:
+            rows.append(n)
+        check_sizes(K=layer.K, C=layer.C, N=rows[-1], where=f"layer {i} ({_short(layer.name)})")
+    return shapes[:-1], rows
+
+
+def run_network(model, x0, params, options, system=System(), net=NetOptions(),
                 reporter=Reporter()):
-    """Run the network's ``layers_`` (:class:`~sw.compiler.net.Dense`, weights as run) on the
-    inputs ``x0``; return ``(outputs, record)`` (see the module doc)."""
-    ws = [layer.weights for layer in layers_]
-    stages = plan_stages(layers_, ws, plan_layers(layers_, ws, x0.shape[0], params, options,
-                                                  system), system, net.split, net.name)
+    """Run the network ``model`` (:class:`~sw.compiler.net.Net`, weights as run) on its first
+    layer's inputs ``x0``; return ``(outputs, record)`` (see the module doc)."""
+    layers_ = model.layers
+    shapes, rows = _rows(model, x0)
+    ws = [layer.matrix for layer in layers_]
+    stages = plan_stages(layers_, ws, plan_layers(layers_, ws, rows, params, options, system),
+                         system, net.split, net.name)
     plans = [st.plan for st in stages]
     ws = [st.weights for st in stages]
-    notes = link_notes(plans, ws, net.sim, net.chain)
+    notes = link_notes(plans, ws, net.sim, net.chain, host_gaps(model, stages))
+    first = [k == 0 or stages[k - 1].layer != st.layer for k, st in enumerate(stages)]
+    last = [k + 1 == len(stages) or stages[k + 1].layer != st.layer
+            for k, st in enumerate(stages)]
     start = time.perf_counter()
-    x, recs, i = x0, [], 0
+    value, recs, i = x0, [], 0
     while i < len(plans):
         j = i          # layers i .. j are chained
         while j + 1 < len(plans) and notes[j] is None:
             j += 1
+        here = stages[i].layer
+        x = conv.unroll(layers_[here], value) if first[i] and \
+            isinstance(layers_[here], Conv) else value
         if net.sim in SIMULATORS and j > i:
             x, got = run_chain(i, stages[i:j + 1], ws[i:j + 1], x, plans[i:j + 1], net.sim,
                                system, net.rtl, net.gold, reporter)
@@ -246,6 +327,18 @@ def run_network(layers_, x0, params, options, system=System(), net=NetOptions(),
                                        what=f"layer {k}", reporter=reporter)
                 recs.append(rec)
                 _non_finite(rec, x, len(ws))
+        for k in range(i, j + 1):
+            layer = layers_[stages[k].layer]
+            if first[k] and isinstance(layer, Conv):
+                conv_figures(recs[k], layer, x0.shape[0], shapes[stages[k].layer], system)
+        value = x
+        done = stages[j].layer
+        if last[j] and isinstance(layers_[done], Conv):
+            _, h, w = shapes[done]
+            value = conv.fold(layers_[done], value, x0.shape[0], h, w)
+        if last[j] and done + 1 < len(layers_) and model.between[done]:
+            with np.errstate(all="ignore"):
+                value = run_between(model, done, value).astype(np.float16)
         i = j + 1
     record = dict(sim=net.sim, N=int(x0.shape[0]), rows=params.rows, cols=params.cols,
                   slots=params.slots, int_issue=params.int_issue,
@@ -266,4 +359,4 @@ def run_network(layers_, x0, params, options, system=System(), net=NetOptions(),
         record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                       mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                       overlap=system.overlap, early_start=system.early_start)
-    return x, record
+    return value, record
