@@ -19,8 +19,18 @@ PAPER = {
 }
 
 
+#: AlexNet's convolution layers: (C, H = W, K, R = S, stride, pad, density, P = Q).
+CONVS = {
+    "alexnet-conv1": (3, 227, 96, 11, 4, 0, 0.84, 55),
+    "alexnet-conv2": (96, 27, 256, 5, 1, 2, 0.38, 27),
+    "alexnet-conv3": (256, 13, 384, 3, 1, 1, 0.35, 13),
+    "alexnet-conv4": (384, 13, 384, 3, 1, 1, 0.37, 13),
+    "alexnet-conv5": (384, 13, 256, 3, 1, 1, 0.37, 13),
+}
+
+
 def test_zoo_matches_the_paper():
-    assert layers.layer_names() == tuple(PAPER)
+    assert layers.layer_names() == tuple(PAPER) + tuple(CONVS)
     for name, (network, c, k, density) in PAPER.items():
         spec = layers.get_layer(name)
         assert (spec.network, spec.in_features, spec.out_features, spec.density) == \
@@ -29,6 +39,28 @@ def test_zoo_matches_the_paper():
     assert layers.get_layer("vgg16-fc6").weights == 102_760_448
     with pytest.raises(AttributeError):
         layers.get_layer("vgg16-fc6").density = 0.5
+
+
+def test_zoo_convolutions_are_alexnets():
+    for name, (c, hw, k, r, stride, pad, density, pq) in CONVS.items():
+        spec = layers.get_layer(name)
+        g = spec.conv
+        assert (spec.in_features, spec.out_features, spec.density) == (c * r * r, k, density)
+        assert (g.channels, g.height, g.width, g.kernel, g.stride, g.pads) == \
+            (c, hw, hw, (r, r), (stride, stride), (pad,) * 4)
+        assert g.output == (pq, pq) and spec.rows(3) == 3 * pq * pq
+    assert layers.get_layer("alexnet-fc8").conv is None
+    assert layers.get_layer("alexnet-fc8").rows(5) == 5
+
+
+def test_conv_layer_inputs_are_unrolled_images(seed):
+    from sw.compiler import conv
+    spec = layers.get_layer("alexnet-conv3")
+    x = layers.make_layer_inputs(spec, 2, seed)
+    assert x.shape == (2 * 169, 2304) and x.dtype == np.float16
+    images = layers._activations((2, 256 * 13 * 13), seed).reshape(2, 256, 13, 13)
+    assert np.array_equal(x, conv.unroll(spec.conv, images))
+    assert (x >= 0).all() and 0.3 < (x == 0).mean() < 0.7     # ReLU-like, zero padding
 
 
 def test_get_layer_names():

@@ -93,7 +93,7 @@ def test_fig7_from_the_cli(capsys):
     (("--in-features", 60000, "--out-features", 100000),
      "weights K x C = 100,000 x 60,000 = 6,000,000,000 values exceeds 268,435,456"),
     (("--in-features", 64, "--out-features", 4, "--batch", 10000000),
-     "batch N = 10,000,000 exceeds 65,536"),
+     "batch N = 10,000,000 exceeds 262,144"),
     (("--layer", "alexnet-fc6", "--batch", 50000),
      "inputs N x C = 50,000 x 9,216 = 460,800,000 values exceeds"),
     (("--in-features", 10, "--out-features", 3, "--mode", "dense", "--no-feedback"),
@@ -277,9 +277,9 @@ def test_golden_reports_progress_up_to_its_total(exact):
 
 def test_file_shapes_meet_the_size_limits(tmp_path, capsys):
     """A --weights or --inputs file is held to the limits of the options that give sizes."""
-    np.save(tmp_path / "x.npy", np.ones((70000, 16), np.float16))
+    np.save(tmp_path / "x.npy", np.ones((270000, 16), np.float16))
     np.save(tmp_path / "w.npy", np.ones((4, 70000), np.float16))
     assert_user_error(capsys, "run", "--in-features", 16, "--out-features", 8, "--inputs",
-                      tmp_path / "x.npy", match="x.npy: inputs: batch N = 70,000 exceeds 65,536")
+                      tmp_path / "x.npy", match="x.npy: inputs: batch N = 270,000 exceeds 262,144")
     assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy",
                       match="w.npy: weights: in_features C = 70,000 exceeds 65,535")

@@ -16,7 +16,7 @@ import os
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import graph_name, plan_layer, resolve, system_of
+from sw.cli.options import conv_record, graph_name, plan_layer, resolve, system_of
 from sw.cli.output import BOUND_ROW, bound_text, check_outputs, console, megabytes, write_json
 from sw.compiler import balance
 from sw.models import perf, perf_fit
@@ -93,7 +93,10 @@ def run_model_command(args):
                overlap=system.overlap, early_start=system.early_start,
                double_buffer=plan.double_buffer,
                calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT))
+    note = conv_record(args, rec, plan.N, system)
     _print(rec, pred, plan, params)
+    if note:
+        console().print(note)
     if args.json:
         write_json(args.json, rec)
     return 0

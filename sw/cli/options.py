@@ -8,10 +8,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from sw.compiler import fc_plan, layers
+from sw.compiler import conv, fc_plan, layers
 from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.prune import check_density, prune
 from sw.models import choose, golden_fc
+from sw.runtime.layer import conv_figures
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.system import DEFAULT as SYSTEM
@@ -21,7 +22,7 @@ _ARRAY = ArrayParams()
 
 __all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "layer_of",
            "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
-           "add_array_args", "add_hw_args", "array_params"]
+           "add_array_args", "add_hw_args", "array_params", "conv_of", "conv_record"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: ``ArrayParams()`` (the paper's 8 x 8 array, its 6 KB operand buffer, its two integer units,
@@ -194,7 +195,10 @@ def check_layer_options(args):
                         f"or --weights W.npy (got {', '.join(chosen) or 'none'})")
     if args.layer:
         spec = layers.get_layer(args.layer)
-        layers.check_sizes(spec.out_features, spec.in_features, args.batch, where="--batch")
+        layers.check_sizes(spec.out_features, spec.in_features,
+                           None if args.batch is None else spec.rows(args.batch),
+                           where="--batch" if spec.conv is None else
+                           f"--batch {args.batch} ({spec.name}: one row per output position)")
     if args.in_features is not None or args.out_features is not None:
         if args.in_features is None or args.out_features is None:
             raise FdpuError("--in-features and --out-features go together")
@@ -225,11 +229,16 @@ def resolve(args):
         w = layers.make_weights((args.out_features, args.in_features),
                                 1.0 if args.density is None else args.density, args.seed)
         name = f"{args.out_features}x{args.in_features}"
-    if args.inputs:
+    spec = layers.get_layer(args.layer) if args.layer else None
+    if args.inputs and spec is not None and spec.conv is not None:
+        x = _conv_inputs(args, spec)
+    elif args.inputs:
         x = layers.load_inputs(args.inputs, w.shape[1])
         if args.batch is not None and args.batch != x.shape[0]:
             raise FdpuError(f"--batch {args.batch} disagrees with {args.inputs}, which holds "
                             f"{x.shape[0]} input rows")
+    elif spec is not None:
+        x = layers.make_layer_inputs(spec, args.batch or 1, args.seed)
     else:
         x = layers.make_inputs(w.shape[1], args.batch or 1, args.seed)
         if args.weights:
@@ -237,6 +246,45 @@ def resolve(args):
                 f"{args.weights} runs on {x.shape[0]} seeded synthetic input row(s) (--seed "
                 f"{args.seed}): give --inputs X.npy to run it on yours"))
     return name, w, x, params
+
+
+def _conv_inputs(args, spec):
+    """Return the unrolled rows of the images in ``--inputs`` for the zoo convolution
+    ``spec`` (``N x C x H x W``, the layer's shape)."""
+    g = spec.conv
+    arr = layers.load_npy(args.inputs, "inputs")
+    want = (g.channels, g.height, g.width)
+    if arr.ndim != 4 or arr.shape[1:] != want:
+        raise FdpuError(f"{args.inputs}: inputs have shape {arr.shape}; {spec.name} takes "
+                        f"images N x {' x '.join(map(str, want))}")
+    if args.batch is not None and args.batch != arr.shape[0]:
+        raise FdpuError(f"--batch {args.batch} disagrees with {args.inputs}, which holds "
+                        f"{arr.shape[0]} images")
+    size = int(np.prod(want))
+    images = layers.check_inputs(arr.reshape(arr.shape[0], size), size, args.inputs)
+    return conv.unroll(g, images.reshape(arr.shape))
+
+
+def conv_of(args):
+    """Return the convolution of the options' zoo layer (its
+    :class:`~sw.compiler.conv.Geometry`), or ``None``."""
+    return layers.get_layer(args.layer).conv if getattr(args, "layer", None) else None
+
+
+def conv_record(args, rec, rows, system):
+    """Add the convolution's own figures to ``rec`` (:func:`sw.runtime.layer.conv_figures`)
+    when the options' layer is a zoo convolution run on ``rows`` unrolled rows; return the
+    report's line about it, or ``None``."""
+    g = conv_of(args)
+    if g is None:
+        return None
+    p, q = g.output
+    images = rows // (p * q)
+    conv_figures(rec, g, images, (g.channels, g.height, g.width), system)
+    return (f"convolution {g.describe()}: {images} image(s) of {g.channels} x {g.height} x "
+            f"{g.width} -> {g.K} x {p} x {q}, run as {rows:,} unrolled rows (unrolled on the "
+            f"host: {rec['input_bytes']:,} input bytes become {rec['unrolled_input_bytes']:,}"
+            f"; the minimum counts the input once)")
 
 
 def add_array_args(parser):

@@ -4,8 +4,9 @@
 [--scheduler local|serial|ADDRESS] [--workers N] [--cache DIR] [--out DIR] [--dry-run]``
 
 Runs the paper's points (:mod:`sw.sweep.paper`: AlexNet FC6, AlexNet FC8 and VGG-16 FC7 at
-batch 1, 4 and 64; dense, the paper's SWITCH graph and this project's gather and skip graphs)
-as a sweep (:mod:`sw.cli.sweep`, cached, on Dask) on the README's configuration, and writes
+batch 1, 4 and 64; dense, the paper's SWITCH graph and this project's gather and skip graphs;
+with ``--source model`` also AlexNet's five convolution layers, dense, SWITCH and skip, for
+the paper's section 6 statement on convolutions) as a sweep (:mod:`sw.cli.sweep`, cached, on Dask) on the README's configuration, and writes
 the report (:mod:`sw.sweep.report`): ``report.md`` with the tables and the paper's statements
 beside ours, Fig. 10 and Fig. 11 as PNG, ``records.json`` and ``table.csv``.  ``--source
 model`` (default) takes the figures from the calibrated performance model (seconds);
@@ -47,8 +48,11 @@ def register(subparsers):
     parser.add_argument("--source", choices=tuple(paper.SOURCES), default="model",
                         help="model: the calibrated performance model (seconds; default); rtl: "
                              "every point on the 8 x 8 RTL under Verilator (hours, cached)")
-    parser.add_argument("--layers", default=",".join(paper.LAYERS), metavar="L,...",
-                        help=f"a subset of the paper's layers (default {','.join(paper.LAYERS)})")
+    parser.add_argument("--layers", default=None, metavar="L,...",
+                        help=f"a subset of the paper's layers and AlexNet's convolution layers "
+                             f"(default {','.join(paper.LAYERS)}, and with --source model "
+                             f"{','.join(paper.CONV_LAYERS)}; the convolution layers on the "
+                             f"RTL take days)")
     parser.add_argument("--batches", default=",".join(map(str, paper.BATCHES)), metavar="N,...",
                         help="a subset of the paper's batches (default 1,4,64)")
     parser.add_argument("--graphs", default=",".join(paper.GRAPHS), metavar="G,...",
@@ -66,7 +70,9 @@ def register(subparsers):
 
 def paper_command(args):
     """Run ``fdpu paper``; return 0 when every point ran (and, on the RTL, matched)."""
-    layers = _names(args.layers, paper.LAYERS, "layers")
+    if args.layers is None:
+        args.layers = parser_default("layers", args.source)
+    layers = _names(args.layers, paper.LAYERS + paper.CONV_LAYERS, "layers")
     batches = [int(b) for b in _names(args.batches, tuple(map(str, paper.BATCHES)), "batches")]
     graphs = _names(args.graphs, paper.GRAPHS, "graphs")
     if "dense" not in graphs:
@@ -105,7 +111,7 @@ def _run_and_report(args, prepared, pts):
     command = "fdpu paper --source " + args.source + "".join(
         f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
                                    ("graphs", args.graphs))
-        if v != parser_default(k)) + command_tail
+        if v != parser_default(k, args.source)) + command_tail
     _, summary = perf_fit.check()
     if not ours:
         raise FdpuError("no point has a result: nothing to report")
@@ -126,7 +132,9 @@ def _run_and_report(args, prepared, pts):
     return 1 if bad or failed else 0
 
 
-def parser_default(name):
-    """Return the default of ``--layers``, ``--batches`` or ``--graphs``."""
-    return {"layers": ",".join(paper.LAYERS), "batches": ",".join(map(str, paper.BATCHES)),
+def parser_default(name, source="model"):
+    """Return the default of ``--layers`` (of ``source``), ``--batches`` or ``--graphs``."""
+    conv = paper.CONV_LAYERS if source == "model" else ()
+    return {"layers": ",".join(paper.LAYERS + conv),
+            "batches": ",".join(map(str, paper.BATCHES)),
             "graphs": ",".join(paper.GRAPHS)}[name]

@@ -33,7 +33,8 @@ import time
 
 from rich.table import Table
 
-from sw.cli.options import add_hw_args, add_layer_args, plan_layer, resolve, system_of
+from sw.cli.options import (add_hw_args, add_layer_args, conv_record, plan_layer, resolve,
+                            system_of)
 from sw.cli.output import (BOUND_ROW, Bars, bound_text, check_outputs, console, save_npy,
                            write_json)
 from sw.runtime import layer
@@ -124,6 +125,7 @@ def run_rtl_command(args):
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
                segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))
+    note = conv_record(args, rec, plan.N, system)
     table = Table(title=f"fdpu rtl --sim {args.sim}: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -187,6 +189,8 @@ def run_rtl_command(args):
                          "B/cycle; --segment-passes splits anyway)" if whole else ""),
                       f"{rec['segments'] - rec['resumed']} / {rec['resumed']}")
     console().print(table)
+    if note:
+        console().print(note)
     console().print("per-PE busy (instructions fired / cycles), row by row:")
     for row in rec["busy_map"]:
         console().print("  " + " ".join(f"{b:5.1%}" for b in row))

@@ -25,7 +25,8 @@ import numpy as np
 from rich.table import Table
 
 from sw.cli.options import (add_hw_args, add_layer_args, array_params, check_layer_options,
-                            graph_name, plan_layer, plan_options, resolve, system_of)
+                            conv_record, graph_name, plan_layer, plan_options, resolve,
+                            system_of)
 from sw.cli.output import check_outputs, console, progress_bar, save_npy, write_json
 from sw.cli import model, rtl
 from sw.compiler import balance
@@ -149,6 +150,7 @@ def run_command(args):
                   match=chk.holds, check=chk.as_dict(),
                   counters=c.as_dict(), instructions_per_weight=c.instructions / weights,
                   seconds=seconds)
+    note = conv_record(args, record, plan.N, system_of(args, params))
     table = Table(title=f"fdpu run --sim golden: {name} ({plan.mode}, batch {plan.N}, "
                         f"{params.rows}x{params.cols} PEs)", title_justify="left")
     table.add_column("quantity")
@@ -173,6 +175,8 @@ def run_command(args):
     table.add_row("Dbuf bytes loaded / stored", f"{c.bytes_read:,} / {c.bytes_written:,}")
     table.add_row("golden model time", f"{seconds:.2f} s")
     console().print(table)
+    if note:
+        console().print(note)
     console().print("cycles, utilization and external bytes: fdpu run --sim model (the "
                     "performance model) or --sim verilator (the RTL)")
     if args.out:

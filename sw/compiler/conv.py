@@ -35,12 +35,53 @@ layers").
 """
 
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["out_size", "unroll", "fold", "reference", "min_external_bytes"]
+__all__ = ["Geometry", "out_size", "unroll", "fold", "reference", "min_external_bytes"]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A convolution's shape without its weights (a zoo layer's): ``K`` filters over
+    ``channels`` input channels of ``height x width`` images, ``kernel`` ``(R, S)``,
+    ``stride`` ``(sh, sw)``, ``pads`` ``(top, left, bottom, right)``; what :func:`unroll`,
+    :func:`fold` and :func:`out_size` read (a :class:`sw.compiler.net.Conv` has the same
+    attributes)."""
+
+    K: int
+    channels: int
+    height: int
+    width: int
+    kernel: tuple
+    stride: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)
+    name: str = ""
+
+    @property
+    def C(self):
+        """Columns of the weight matrix: ``C R S``."""
+        return self.channels * self.kernel[0] * self.kernel[1]
+
+    @property
+    def output(self):
+        """``(P, Q)``."""
+        return out_size(self, self.height, self.width)
+
+    def rows(self, n):
+        """Rows of the unrolled inputs of ``n`` images: ``n P Q``."""
+        p, q = self.output
+        return n * p * q
+
+    def describe(self):
+        """Return ``K x C x R x S, stride sh x sw, pads t,l,b,r`` for reports."""
+        r, s = self.kernel
+        return (f"{self.K} x {self.channels} x {r} x {s}, stride {self.stride[0]} x "
+                f"{self.stride[1]}, pads {','.join(map(str, self.pads))}")
 
 
 def out_size(conv, h, w):

@@ -2,10 +2,13 @@
 
 Contract
 --------
-* :data:`LAYERS` holds the six FC layers of the paper (PAPER.md sections 1 and 7) with their
-  shapes and Deep Compression densities.  A weight matrix is ``K x C`` (``out_features x
-  in_features``); an input batch is ``N x C``; the layer computes
-  ``O[n][k] = sum_c F[k][c] * I[n][c]``.
+* :data:`LAYERS` holds the six FC layers of the paper (PAPER.md sections 1 and 7) and
+  AlexNet's five convolution layers, with their shapes and Deep Compression densities.  A
+  weight matrix is ``K x C`` (``out_features x in_features``); an input batch is ``N x C``;
+  the layer computes ``O[n][k] = sum_c F[k][c] * I[n][c]``.  A convolution layer
+  (:attr:`LayerSpec.conv`, a :class:`sw.compiler.conv.Geometry`) is that product on its
+  unrolled inputs: ``K x (C R S)`` weights, ``N P Q`` rows for a batch of ``N`` images
+  (:meth:`LayerSpec.rows`); :func:`make_layer_inputs` gives those rows.
 * :func:`make_weights` builds a layer's weights without downloading anything: He-normal float32
   (standard deviation ``sqrt(2 / C)``), cast to float16 (RNE), then magnitude-pruned
   (:func:`sw.compiler.prune.prune`) to exactly ``round(density * K * C)`` kept elements.
@@ -29,13 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sw.compiler import conv as convolution
 from sw.compiler import npyfile
 from sw.compiler.prune import check_density, prune
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.fp16 import positive_zeros, to_weights
 
 __all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
-           "get_layer", "check_sizes", "make_weights", "make_inputs", "load_npy",
+           "get_layer", "check_sizes", "make_weights", "make_inputs", "make_layer_inputs",
+           "load_npy",
            "load_weights", "load_inputs", "check_inputs", "load_bias"]
 
 
@@ -55,6 +60,9 @@ class LayerSpec:
         ``K``, the output length (rows of the weight matrix).
     density : float
         Fraction of weights kept by Deep Compression pruning, as the paper reports it.
+    conv : sw.compiler.conv.Geometry or None
+        A convolution layer's shape (``in_features`` is then ``C R S``); ``None``: an FC
+        layer.
     """
 
     name: str
@@ -62,6 +70,12 @@ class LayerSpec:
     in_features: int
     out_features: int
     density: float
+    conv: convolution.Geometry | None = None
+
+    def rows(self, batch):
+        """Rows of the layer's input matrix for ``batch`` inputs: ``batch`` for an FC layer,
+        ``batch P Q`` (one per output position) for a convolution."""
+        return batch if self.conv is None else self.conv.rows(batch)
 
     @property
     def shape(self):
@@ -93,6 +107,24 @@ LAYERS = {spec.name: spec for spec in (
     LayerSpec("vgg16-fc7", "VGG-16", 4096, 4096, 0.04),
     LayerSpec("vgg16-fc8", "VGG-16", 4096, 1000, 0.23),
 )}
+
+
+def _conv_spec(name, k, c, hw, r, stride, pad, density):
+    geo = convolution.Geometry(k, c, hw, hw, (r, r), (stride, stride), (pad,) * 4, name)
+    return LayerSpec(name, "AlexNet", geo.C, k, density, geo)
+
+
+#: AlexNet's convolution layers (Krizhevsky et al. 2012; ``groups = 1``: conv2, conv4 and
+#: conv5 over all the channels of the layer before, as one tower), pruned to Deep
+#: Compression's densities (Han et al., the paper's [3]: 84, 38, 35, 37 and 37 %).
+CONV_LAYERS = {spec.name: spec for spec in (
+    _conv_spec("alexnet-conv1", 96, 3, 227, 11, 4, 0, 0.84),
+    _conv_spec("alexnet-conv2", 256, 96, 27, 5, 1, 2, 0.38),
+    _conv_spec("alexnet-conv3", 384, 256, 13, 3, 1, 1, 0.35),
+    _conv_spec("alexnet-conv4", 384, 384, 13, 3, 1, 1, 0.37),
+    _conv_spec("alexnet-conv5", 256, 384, 13, 3, 1, 1, 0.37),
+)}
+LAYERS.update(CONV_LAYERS)
 
 
 def layer_names():
@@ -131,8 +163,8 @@ MAX_FEATURES = 0xFFFF
 #: The most weights (K x C) and inputs (N x C) a layer may have: 2**28 binary16 values,
 #: 512 MiB each (VGG-16 FC6, the zoo's largest, has 102.8 M weights).
 MAX_ELEMENTS = 1 << 28
-#: The largest batch N.
-MAX_BATCH = 1 << 16
+#: The largest batch N (rows of the input matrix: AlexNet conv1 at batch 64 has 193,600).
+MAX_BATCH = 1 << 18
 
 
 def check_sizes(K=None, C=None, N=None, where="layer"):
@@ -211,10 +243,29 @@ def make_inputs(c, batch=1, seed=0):
     c = _check_positive(c, "C (in_features)")
     batch = _check_positive(batch, "batch")
     check_sizes(C=c, N=batch, where="inputs")
+    return _activations((batch, c), seed)
+
+
+def _activations(shape, seed):
+    """Return seeded ``max(0, z)`` of ``shape``, ``z`` standard normal, in float16."""
     rng = np.random.default_rng([_check_seed(seed), 0x1A1A])
-    z = rng.standard_normal((batch, c), dtype=np.float32)
+    z = rng.standard_normal(shape, dtype=np.float32)
     np.maximum(z, np.float32(0), out=z)
     return z.astype(np.float16)
+
+
+def make_layer_inputs(spec, batch=1, seed=0):
+    """Return the seeded synthetic input rows of zoo layer ``spec`` for ``batch`` inputs:
+    :func:`make_inputs` for an FC layer; for a convolution, ``batch`` images of
+    :func:`make_inputs`'s values (``C H W`` each), unrolled (:func:`sw.compiler.conv.unroll`,
+    zeros in the padding): ``batch P Q`` rows of ``C R S``."""
+    if spec.conv is None:
+        return make_inputs(spec.in_features, batch, seed)
+    g = spec.conv
+    check_sizes(C=spec.in_features, N=spec.rows(_check_positive(batch, "batch")),
+                where=f"{spec.name}: inputs")
+    images = _activations((batch, g.channels * g.height * g.width), seed)
+    return convolution.unroll(g, images.reshape(batch, g.channels, g.height, g.width))
 
 
 def load_npy(path, what="array"):

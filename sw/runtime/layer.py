@@ -13,6 +13,9 @@ Contract
   bandwidth, Dbuf requests and mesh flits, the per-PE busy map, the golden counters.
 * :func:`run_layer` runs one layer of a network on ``golden``, ``model`` or an RTL simulator
   and returns ``(outputs, record)``: the figures :data:`FIGURES` names.
+* :func:`conv_figures` adds to the record of a convolution run as its matrix multiplication
+  (:mod:`sw.compiler.conv`) the figures of the convolution itself: its shapes, the bytes of
+  its input and of the unrolled rows, its own minimal external bytes and the bound.
 
 Progress is reported through a :class:`Reporter` (nothing is printed here): the commands
 pass one that draws progress bars.
@@ -25,13 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sw.compiler import balance
+from sw.compiler import balance, conv
 from sw.models import figures, golden_fc, perf, reference
 from sw.spec.system import System
 from tb.host import runtime
 
 __all__ = ["RtlOptions", "Reporter", "FIGURES", "golden", "simulate", "simulate_chain",
-           "rtl_figures", "run_layer", "layer_record"]
+           "rtl_figures", "run_layer", "layer_record", "conv_figures"]
 
 #: The figures of a layer's model or RTL run that a network's report keeps.
 FIGURES = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "utilization",
@@ -207,3 +210,23 @@ def run_layer(plan, w, x, sim, system=System(), *, rec=None, engine="auto", gold
                    golden_instructions=fig["golden_instructions"])
     rec["seconds"] = time.perf_counter() - t0
     return y, rec
+
+
+def conv_figures(rec, layer, n, shape, system):
+    """Add a convolution's own figures to the record ``rec`` of its first stage (a layer of
+    ``n`` images of ``shape`` ``C x H x W``): the shapes, where the unrolling ran, the bytes of
+    the input and of its unrolled rows, and (a model or RTL run) the layer's minimal external
+    bytes (the input once, :func:`sw.compiler.conv.min_external_bytes`) with the bound against
+    them (:func:`sw.models.figures.bound`)."""
+    _, h, w = shape
+    p, q = conv.out_size(layer, h, w)
+    unrolled = 2 * rec["N"] * rec["C"]
+    rec.update(conv=layer.describe(), input_shape=[n, *shape], output_shape=[n, layer.K, p, q],
+               unrolled_on="host", input_bytes=2 * n * int(np.prod(shape)),
+               unrolled_input_bytes=unrolled)
+    if "min_external_bytes" in rec:
+        rec["min_external_bytes"] += rec["input_bytes"] - unrolled
+        rec.update(figures.bound(compute_cycles=rec["compute_cycles"],
+                                 min_bytes=rec["min_external_bytes"],
+                                 dma_channels=system.dma_channels,
+                                 mem_bandwidth=system.mem_bandwidth, cycles=rec["cycles"]))

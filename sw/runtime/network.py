@@ -27,7 +27,7 @@ not; the totals and utilizations over the layers).
 * **Convolutions** (:mod:`sw.compiler.conv`): a convolution layer is planned and run as the
   FC layer of its ``K x (C R S)`` weights on the ``N P Q`` rows of its unrolled inputs,
   unrolled on the host before its first stage and folded back to ``N x K x P x Q`` after its
-  last; its record (:func:`conv_figures`) gives the layer's own minimal external bytes (the
+  last; its record (:func:`sw.runtime.layer.conv_figures`) gives the layer's own minimal external bytes (the
   input once, not its unrolled rows) and the bound against them, beside the bytes the run
   moved.
 """
@@ -51,7 +51,7 @@ from sw.spec.system import SIMULATORS, System
 from tb.host import runtime
 
 __all__ = ["NetOptions", "Stage", "plan_layers", "plan_stages", "host_gaps", "link_notes",
-           "run_chain", "conv_figures", "run_network", "TOTALS"]
+           "run_chain", "run_network", "TOTALS"]
 
 #: The figures a network's record sums over its layers.
 TOTALS = ("cycles", "compute_cycles", "dma_cycles", "useful_flops", "ext_read_bytes",
@@ -252,26 +252,6 @@ def _non_finite(rec, y, layers_):
             + (", given to the next layer as they are" if rec["index"] + 1 < layers_ else "")))
 
 
-def conv_figures(rec, layer, n, shape, system):
-    """Add a convolution's own figures to the record ``rec`` of its first stage (a layer of
-    ``n`` images of ``shape`` ``C x H x W``): the shapes, where the unrolling ran, the bytes of
-    the input and of its unrolled rows, and (a model or RTL run) the layer's minimal external
-    bytes (the input once, :func:`sw.compiler.conv.min_external_bytes`) with the bound against
-    them (:func:`sw.models.figures.bound`)."""
-    _, h, w = shape
-    p, q = conv.out_size(layer, h, w)
-    unrolled = 2 * rec["N"] * rec["C"]
-    rec.update(conv=layer.describe(), input_shape=[n, *shape], output_shape=[n, layer.K, p, q],
-               unrolled_on="host", input_bytes=2 * n * int(np.prod(shape)),
-               unrolled_input_bytes=unrolled)
-    if "min_external_bytes" in rec:
-        rec["min_external_bytes"] += rec["input_bytes"] - unrolled
-        rec.update(figures.bound(compute_cycles=rec["compute_cycles"],
-                                 min_bytes=rec["min_external_bytes"],
-                                 dma_channels=system.dma_channels,
-                                 mem_bandwidth=system.mem_bandwidth, cycles=rec["cycles"]))
-
-
 def _rows(model, x0):
     """Return each layer's input shape (without the batch) and its rows on the array (a
     convolution: ``N P Q``), checked against the size limits."""
@@ -330,7 +310,7 @@ def run_network(model, x0, params, options, system=System(), net=NetOptions(),
         for k in range(i, j + 1):
             layer = layers_[stages[k].layer]
             if first[k] and isinstance(layer, Conv):
-                conv_figures(recs[k], layer, x0.shape[0], shapes[stages[k].layer], system)
+                run.conv_figures(recs[k], layer, x0.shape[0], shapes[stages[k].layer], system)
         value = x
         done = stages[j].layer
         if last[j] and isinstance(layers_[done], Conv):

@@ -8,20 +8,32 @@ points (each graph of this project: ``dense``, the paper's ``switch`` graph, the
 ``gather`` graph with the same bits, and the ``skip`` graph whose work is the stored weights
 only); :data:`STATEMENTS` the paper's claims the report sets beside ours; :func:`summary`
 computes ours from the records.
+
+PAPER.md section 6 also says convolution layers "could use the same scheme but gain little
+(weights are a small share of their data)".  :data:`CONV_LAYERS` (AlexNet's five, run as
+matrix multiplications: :mod:`sw.compiler.conv`) at the same batches, dense, with the paper's
+SWITCH graph and with the skip graph (:data:`CONV_GRAPHS`), test it; :data:`CONV_STATEMENT`
+is the sentence and :func:`conv_summary` our figures per layer and batch.
 """
 
 from sw.compiler.graph_kinds import GRAPHS as KINDS
 from sw.compiler.graph_kinds import graph_kind
 
-__all__ = ["LAYERS", "BATCHES", "GRAPHS", "SOURCES", "STATEMENTS", "LANES", "points",
-           "graph_of", "paper_utilization", "summary"]
+__all__ = ["LAYERS", "CONV_LAYERS", "BATCHES", "GRAPHS", "CONV_GRAPHS", "SOURCES",
+           "STATEMENTS", "CONV_STATEMENT", "LANES", "points", "graph_of", "paper_utilization",
+           "summary", "conv_summary"]
 
 #: The paper's layers (zoo names), each pruned to the density the paper gives.
 LAYERS = ("alexnet-fc6", "alexnet-fc8", "vgg16-fc7")
+#: AlexNet's convolution layers (the zoo's, pruned to Deep Compression's densities).
+CONV_LAYERS = ("alexnet-conv1", "alexnet-conv2", "alexnet-conv3", "alexnet-conv4",
+               "alexnet-conv5")
 #: Its batch sizes.
 BATCHES = (1, 4, 64)
 #: The graphs run: every graph kind, ``dense`` first (:data:`sw.compiler.graph_kinds.GRAPHS`).
 GRAPHS = tuple(KINDS)
+#: The graphs a convolution runs with: dense, the paper's sparse graph and the skip graph.
+CONV_GRAPHS = ("dense", "switch", "skip")
 #: Where the figures come from: ``--sim`` of each point.
 SOURCES = {"model": "model", "rtl": "verilator"}
 #: The paper's statements (PAPER.md section 7), keyed as :func:`summary` keys ours.
@@ -35,6 +47,13 @@ STATEMENTS = {
     "vs_cpu_gpu": "at batch 64, sparse utilization is 43.15, 34.57 and 44.24 points above CPU "
                   "(Core i7-5930K), GPU (Titan X) and mobile GPU (Tegra K1)",
 }
+
+#: The paper's sentence on convolution layers (PAPER.md section 6), and its figures: at batch
+#: 64 AlexNet's five convolution layers' weights are 0.35, 9.43, 19.35, 19.35 and 13.79 % of
+#: their input data.
+CONV_STATEMENT = ("convolution layers could use the same scheme but gain little (weights are "
+                  "a small share of their data; at batch 64, 0.35 %, 9.43 %, 19.35 %, 19.35 % "
+                  "and 13.79 % of the input data of AlexNet's five)")
 
 
 #: Batch elements a PE computes at once (a lane group); a batch of 1 fills one lane of four.
@@ -67,6 +86,8 @@ def points(source, layers=LAYERS, batches=BATCHES, graphs=GRAPHS):
             for batch in batches:
                 for g in order:
                     if (g == "gather") != bool(rank):
+                        continue
+                    if layer in CONV_LAYERS and g not in CONV_GRAPHS:
                         continue
                     kind = KINDS[g]
                     p = dict(sim=sim, layer=layer, batch=batch, mode=kind.mode)
@@ -119,4 +140,28 @@ def summary(records, metric=paper_utilization):
         out["across_sparsity"][g] = max(spread) if spread else None
         at64 = [by[(l, 64, g)]["metric"] for l in layers if (l, 64, g) in by]
         out["vs_cpu_gpu"][g] = sum(at64) / len(at64) if at64 else None
+    return out
+
+
+def conv_summary(records):
+    """Return our figures on the convolution layers: per ``(layer, batch)`` with a dense
+    record, the weights' share of the input data (dense binary16 weights over the batch's
+    un-unrolled input bytes), and per graph the compute cycles, their ratio to dense, the
+    external bytes and their ratio to the layer's minimum."""
+    by = _by(records)
+    out = {}
+    for (layer, batch, g), res in sorted(by.items()):
+        if layer not in CONV_LAYERS or g != "dense":
+            continue
+        row = dict(weights_share=2 * res["K"] * res["C"] / res["input_bytes"], graphs={})
+        for h in CONV_GRAPHS:
+            other = by.get((layer, batch, h))
+            if other is None:
+                continue
+            row["graphs"][h] = dict(
+                compute=other["compute_cycles"], cycles=other["cycles"],
+                vs_dense=other["compute_cycles"] / max(1, res["compute_cycles"]),
+                external=other["external_bytes"], minimum=other["min_external_bytes"],
+                vs_min=other["external_bytes"] / max(1, other["min_external_bytes"]))
+        out[(layer, batch)] = row
     return out
