@@ -138,3 +138,42 @@ def test_bad_pools_are_refused(attrs, match):
     with pytest.raises(FdpuError, match="the indices"):
         HostStep("MaxPool", ("x",), ("y", "i"), "p", dict(kernel_shape=[2, 2])).run(
             {"x": np.zeros((1, 1, 4, 4))})
+
+
+def test_zoo_convolution_runs_as_its_matrix_multiplication(tmp_path, capsys, seed):
+    # fdpu run on a zoo convolution: the rows are the unrolled images, the record gives the
+    # convolution's own figures, and --inputs takes images in the layer's shape.
+    import json
+
+    from cliutil import assert_user_error, run
+    from sw.compiler import layers
+    status, text, err = run(capsys, "run", "--sim", "model", "--layer", "alexnet-conv3",
+                            "--batch", "2", "--json", tmp_path / "m.json")
+    assert status == 0, err
+    rec = json.loads((tmp_path / "m.json").read_text())
+    assert (rec["K"], rec["C"], rec["N"]) == (384, 2304, 2 * 169)
+    assert rec["input_shape"] == [2, 256, 13, 13] and rec["output_shape"] == [2, 384, 13, 13]
+    assert rec["input_bytes"] == 2 * 2 * 256 * 169
+    assert rec["unrolled_input_bytes"] == 2 * 338 * 2304
+    weights = rec["min_external_bytes"] - rec["input_bytes"] - 2 * 2 * 384 * 169
+    assert 0 < weights < 2 * 384 * 2304
+    assert rec["bound_cycles"] >= rec["compute_cycles"]
+    assert "unrolled rows" in text
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(0, 1, (1, 3, 227, 227)).astype(np.float32)
+    np.save(tmp_path / "img.npy", images)
+    status, _, err = run(capsys, "run", "--layer", "alexnet-conv1", "--inputs",
+                         tmp_path / "img.npy", "--density", "0.02", "--json",
+                         tmp_path / "g.json")
+    assert status == 0, err
+    rec = json.loads((tmp_path / "g.json").read_text())
+    assert rec["match"] and rec["N"] == 55 * 55 and rec["input_shape"] == [1, 3, 227, 227]
+    spec = layers.get_layer("alexnet-conv1")
+    np.save(tmp_path / "bad.npy", images[:, :, :200])
+    assert_user_error(capsys, "run", "--layer", "alexnet-conv1", "--inputs",
+                      tmp_path / "bad.npy", match="alexnet-conv1 takes images N x 3 x 227 x 227")
+    assert_user_error(capsys, "run", "--layer", "alexnet-conv1", "--inputs",
+                      tmp_path / "img.npy", "--batch", "2", match="holds 1 images")
+    assert_user_error(capsys, "run", "--sim", "model", "--layer", "alexnet-conv1", "--batch",
+                      "100", match="--batch 100 (alexnet-conv1: one row per output position)")
+    assert spec.rows(100) > layers.MAX_BATCH

@@ -405,6 +405,32 @@ def test_paper_model_report(capsys, tmp_path):
     assert os.path.getsize(out / "table.csv") > 0
 
 
+def test_paper_reports_convolutions_beside_section_6(capsys, tmp_path):
+    out = tmp_path / "p"
+    status, text, err = run(capsys, "paper", "--source", "model", "--layers",
+                            "alexnet-fc8,alexnet-conv3", "--batches", "1", "--graphs",
+                            "dense,switch,gather,skip", "--scheduler", "serial", "--cache",
+                            tmp_path / "c", "--out", out)
+    assert status == 0, (text, err)
+    recs = json.loads((out / "records.json").read_text())
+    conv = [r for r in recs if r["point"]["layer"] == "alexnet-conv3"]
+    assert sorted(paper.graph_of(r) for r in conv) == ["dense", "skip", "switch"]
+    assert all(r["result"]["conv"].startswith("384 x 256 x 3 x 3") for r in conv)
+    md = (out / "report.md").read_text()
+    assert "## Convolution layers (the paper's section 6)" in md and paper.CONV_STATEMENT in md
+    assert "| alexnet-conv3 | 1 |" in md and "The skip graph changes it" in md
+    # The FC statements and figures use the FC layers only.
+    assert "| alexnet-conv3 | 1 | dense |" not in md
+    rows = paper.conv_summary(recs)
+    row = rows[("alexnet-conv3", 1)]
+    assert row["weights_share"] == pytest.approx(2 * 384 * 2304 / (2 * 256 * 13 * 13))
+    assert row["graphs"]["skip"]["vs_dense"] < 1 < row["graphs"]["switch"]["vs_dense"]
+    # The default layers of the RTL source leave the convolutions out (days of simulation).
+    status, text, _ = run(capsys, "paper", "--source", "rtl", "--dry-run", "--cache",
+                          tmp_path / "c2", "--out", tmp_path / "q")
+    assert status == 0 and "alexnet-conv" not in text
+
+
 @pytest.fixture
 def dask_cluster():
     """A one-worker Dask cluster to reach by its scheduler address, as a user's would be."""

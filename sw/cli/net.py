@@ -281,9 +281,7 @@ def _prepared_inputs(path, model):
             raise FdpuError(f"{path}: inputs of shape {arr.shape} become {x.shape} through the "
                             f"model's host steps; the first layer, a convolution, takes "
                             f"N x {first.channels} x H x W")
-        size = int(np.prod(x.shape[1:]))
-        half = layers.check_inputs(x.reshape(x.shape[0], size), size, os.fspath(path))
-        return half.reshape(x.shape), arr.astype(np.float32)
+        return layers.check_images(x, os.fspath(path)), arr.astype(np.float32)
     if x.ndim != 2 or x.shape[1] != model.C:
         raise FdpuError(f"{path}: inputs of shape {arr.shape} become {x.shape} through the "
                         f"model's host steps; the first layer takes N x {model.C}")

@@ -260,9 +260,8 @@ def _conv_inputs(args, spec):
     if args.batch is not None and args.batch != arr.shape[0]:
         raise FdpuError(f"--batch {args.batch} disagrees with {args.inputs}, which holds "
                         f"{arr.shape[0]} images")
-    size = int(np.prod(want))
-    images = layers.check_inputs(arr.reshape(arr.shape[0], size), size, args.inputs)
-    return conv.unroll(g, images.reshape(arr.shape))
+    layers.check_sizes(N=spec.rows(arr.shape[0]), where=f"{args.inputs}: inputs")
+    return conv.unroll(g, layers.check_images(arr, args.inputs))
 
 
 def conv_of(args):

@@ -38,10 +38,10 @@ from sw.compiler.prune import check_density, prune
 from sw.spec.errors import FdpuError, FdpuWarning
 from sw.spec.fp16 import positive_zeros, to_weights
 
-__all__ = ["LayerSpec", "LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH", "layer_names",
-           "get_layer", "check_sizes", "make_weights", "make_inputs", "make_layer_inputs",
-           "load_npy",
-           "load_weights", "load_inputs", "check_inputs", "load_bias"]
+__all__ = ["LayerSpec", "LAYERS", "CONV_LAYERS", "MAX_FEATURES", "MAX_ELEMENTS", "MAX_BATCH",
+           "layer_names", "get_layer", "check_sizes", "make_weights", "make_inputs",
+           "make_layer_inputs", "load_npy", "load_weights", "load_inputs", "check_inputs",
+           "check_images", "load_bias"]
 
 
 @dataclass(frozen=True)
@@ -368,6 +368,13 @@ def check_inputs(arr, c, where):
     float16, checked as :func:`load_inputs` checks a file's (``where`` names them)."""
     check_sizes(C=c, N=arr.size // max(c, 1), where=f"{where}: inputs")
     return _check_float(np.asarray(arr).reshape(-1, c), where, "inputs")
+
+
+def check_images(arr, where):
+    """Return the images ``arr`` (``N x C x H x W``, floating point) as float16, checked as
+    :func:`load_inputs` checks a file's values (``where`` names them); their rows, once
+    unrolled, are checked by the layer's sizes."""
+    return _check_float(np.asarray(arr), where, "inputs")
 
 
 def load_bias(path, k):
