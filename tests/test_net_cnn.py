@@ -93,6 +93,31 @@ def test_batchnorm_folds_into_the_convolution(tmp_path, seed, pool):
     np.testing.assert_allclose(ours, theirs, rtol=0.02, atol=0.05)
 
 
+def test_global_average_pool_and_a_stride_two_convolution(tmp_path, seed):
+    # Conv (stride 2, asymmetric pads) -> Relu -> GlobalAveragePool -> Flatten -> Gemm, and
+    # the golden run of the imported network against onnxruntime.
+    from sw.compiler import onnx_import
+    rng = np.random.default_rng(seed)
+    wc = rng.standard_normal((5, 3, 3, 3)).astype(np.float16).astype(np.float32)
+    wf = rng.standard_normal((4, 5)).astype(np.float16).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "wc"], ["c"], strides=[2, 2], pads=[0, 1, 2, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "gap", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", 3, 9, 7])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, ["N", 4])], initializer=[_t("wc", wc), _t("wf", wf)])
+    path = tmp_path / "gap.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    model = onnx_import.load(path)
+    assert model.layers[0].stride == (2, 2) and model.layers[0].pads == (0, 1, 2, 1)
+    assert [s.op for s in model.between[0]] == ["GlobalAveragePool", "Flatten"]
+    x = rng.standard_normal((3, 3, 9, 7)).astype(np.float16)
+    np.testing.assert_allclose(net.reference(model, x), _onnxruntime(path, x.astype(np.float32)),
+                               rtol=1e-3, atol=1e-3)
+
+
 @pytest.mark.parametrize("attrs, match", [
     (dict(dilations=[2, 2]), "dilations [2, 2] are not supported"),
     (dict(group=2), "group = 2; grouped and depthwise convolutions are not supported"),
@@ -197,10 +222,17 @@ def test_bad_cnn_inputs_are_one_line_errors(tmp_path, capsys, seed):
                       match="cannot be chained on chip: the host works between them")
 
 
+ONE = ("--rows", "1", "--cols", "1", "--slots", "32", "--dbuf-bytes", "4096")
+TWO = ("--rows", "2", "--cols", "2", "--slots", "32", "--dbuf-bytes", "8192", "--operand-depth",
+       "4", "--int-issue", "1")
+
+
 @pytest.mark.parametrize("sim, small", [
-    ("icarus", ("--rows", "1", "--cols", "1", "--slots", "32", "--dbuf-bytes", "4096")),
-    ("verilator", ("--rows", "2", "--cols", "2", "--slots", "32", "--dbuf-bytes", "8192",
-                   "--operand-depth", "4", "--int-issue", "1")),
+    # Each array on one simulator in CI, both under -m slow.
+    ("icarus", ONE),
+    ("verilator", TWO),
+    pytest.param("verilator", ONE, marks=pytest.mark.slow),
+    pytest.param("icarus", TWO, marks=pytest.mark.slow),
 ])
 def test_rtl_cnn_bit_exact(tmp_path, capsys, seed, sim, small):
     # A convolution with bias and ReLU, max pooling and an FC layer: every layer's outputs on
