@@ -403,6 +403,13 @@ def test_paper_model_report(capsys, tmp_path):
     recs = json.loads((out / "records.json").read_text())
     assert len(recs) == 6 and {r["sim"] for r in recs} == {"model"}
     assert os.path.getsize(out / "table.csv") > 0
+    # The host CPU beside FDPU, on the same layer and batches.
+    assert "## A CPU beside FDPU (the paper's Table 4)" in md
+    assert "| alexnet-fc8 | 64 |" in md and "GFLOP/s measured" in md
+    cpu = json.loads((out / "cpu.json").read_text())
+    assert {(p["layer"], p["batch"], p["mode"]) for p in cpu["points"]} == {
+        ("alexnet-fc8", b, m) for b in (1, 64) for m in ("dense", "sparse")}
+    assert cpu["machine"]["cores"] >= 1 and cpu["peak"]["measured"] > 0
 
 
 def test_paper_reports_convolutions_beside_section_6(capsys, tmp_path):
@@ -530,3 +537,23 @@ def test_a_point_file_whose_name_is_not_utf8(capsys, tmp_path):
                          "--cache", tmp_path / "c")
     assert status == 0, err
     assert b"w\xff.npy" in (out / "table.csv").read_bytes()
+
+
+def test_cpu_measures_fdpus_useful_work():
+    # The host's time on a layer counts FDPU's useful operations (2 K C N dense, 2 nnz N
+    # sparse); the measured peak is at least every dense rate seen, so no utilization of a
+    # dense product exceeds 1.
+    from sw.compiler import layers
+    from sw.sweep import cpu
+    got = cpu.measure_points(["alexnet-fc8"], [4], repeats=1)
+    spec = layers.get_layer("alexnet-fc8")
+    dense, sp = got["points"]
+    assert (dense["mode"], sp["mode"]) == ("dense", "sparse")
+    assert dense["useful_flops"] == 2 * spec.weights * 4
+    w = layers.make_weights(spec)
+    assert sp["useful_flops"] == 2 * int(np.count_nonzero(w)) * 4
+    for p in got["points"]:
+        assert p["utilization"] == pytest.approx(p["flops_per_s"] / got["peak"]["measured"])
+    assert dense["utilization"] <= 1
+    assert "2048 x 2048 x 2048" in got["peak"]["measured_how"]
+    assert got["machine"]["blas"] and got["date"]

@@ -14,15 +14,16 @@ model`` (default) takes the figures from the calibrated performance model (secon
 interrupted run resume) and the model's points too, to print its error on each.
 """
 
+import argparse
 import os
 
 from sw.cli import sweep
 from sw.cli.options import DEFAULTS
-from sw.cli.output import console
+from sw.cli.output import console, progress_bar
 from sw.models import perf, perf_fit
 from sw.spec.errors import FdpuError
 from sw.spec.files import lock_dir
-from sw.sweep import grid, paper, report
+from sw.sweep import cpu, grid, paper, report
 
 __all__ = ["register", "paper_command"]
 
@@ -60,6 +61,10 @@ def register(subparsers):
     sweep.add_execution_args(parser)
     parser.add_argument("--out", default="paper", metavar="DIR",
                         help="report directory (default ./paper)")
+    parser.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure this machine's CPU on the same FC layers and batches "
+                             "(float32: BLAS dense, scipy CSR sparse; seconds) and set its "
+                             "utilization beside FDPU's, as the paper's Table 4 (default on)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the points and which are cached; run nothing")
     parser.add_argument("--cached-only", action="store_true",
@@ -108,6 +113,8 @@ def _run_and_report(args, prepared, pts):
         command_tail += f" --cache {args.cache}"
     if args.cached_only:
         command_tail += " --cached-only"
+    if not args.cpu:
+        command_tail += " --no-cpu"
     command = "fdpu paper --source " + args.source + "".join(
         f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
                                    ("graphs", args.graphs))
@@ -117,8 +124,15 @@ def _run_and_report(args, prepared, pts):
         raise FdpuError("no point has a result: nothing to report")
     missing = [f"{p['layer']} batch {p['batch']} {p.get('sparse-graph', 'dense')}"
                for p in pts if grid.point_name(p) in failed]
+    measured = None
+    if args.cpu:
+        fc = [layer for layer in paper.LAYERS if any(r["point"]["layer"] == layer
+                                                     for r in ours)]
+        batches = sorted({r["point"]["batch"] for r in ours})
+        with progress_bar("CPU beside FDPU", "points") as show:
+            measured = cpu.measure_points(fc, batches, progress=show)
     report.write(ours, args.out, source=args.source, command=command, config=config,
-                 model_records=model, model_error=summary, missing=missing)
+                 model_records=model, model_error=summary, missing=missing, cpu=measured)
     console().print(f"wrote {os.path.join(args.out, 'report.md')}, {report.FIG10}, "
                     f"{report.FIG11}, records.json, table.csv ({len(ours)} of {len(pts)} points)")
     bad = [r["name"] for r in ours if r["status"] != 0]
