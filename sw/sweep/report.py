@@ -433,12 +433,25 @@ def _conv_section(records):
                      f"executes a multiply-add for every weight, so a pruned convolution takes "
                      f"{spread(ratios('switch', 'compute'))} x the dense graph's compute "
                      f"cycles: the paper's conclusion holds for its graph.")
-    if ratios("skip", "compute"):
-        lines.append(f"* **The skip graph changes it**: its work is the stored weights only, "
-                     f"so the pruned convolutions compute in "
-                     f"{spread(ratios('skip', 'compute'))} x the dense graph's cycles (not "
-                     f"their density: the skip graph's Dbuf requests per weight bound it, "
-                     f"docs/dataflow.md): pruning pays in time on convolutions too.")
+    skip = {}
+    for (layer, _), r in rows.items():
+        if "skip" in r["graphs"]:
+            skip.setdefault(layer, []).append(r["graphs"]["skip"]["vs_dense"])
+    faster = sorted(layer for layer, v in skip.items() if max(v) < 1)
+    slower = sorted(layer for layer, v in skip.items() if max(v) >= 1)
+    if skip:
+        text = (f"* **The skip graph changes it where enough weights are pruned**: its work is "
+                f"the stored weights only, so {', '.join(faster) or 'no layer'} "
+                f"compute{'s' if len(faster) == 1 else ''} in "
+                f"{spread([x for layer in faster for x in skip[layer]])} x the dense graph's "
+                f"cycles")
+        if slower:
+            text += (f", while {', '.join(slower)} take"
+                     f"{'s' if len(slower) == 1 else ''} "
+                     f"{spread([x for layer in slower for x in skip[layer]])} x (few weights "
+                     f"pruned, short rows: the skip graph's decode outweighs what it skips)")
+        lines.append(text + "; not the density's ratio: the skip graph's Dbuf requests per "
+                     "weight bound it (docs/dataflow.md).")
     moved = [v["vs_min"] for r in rows.values() for v in r["graphs"].values()]
     if moved:
         lines.append(f"* **Traffic as run**: every graph moves {spread(moved, '{:.1f}')} x its "
