@@ -72,8 +72,11 @@ def test_layers_table(tmp_path, capsys):
         assert text in out, text
     z = json.loads((tmp_path / "z.json").read_text())
     assert [r["name"] for r in z] == ["alexnet-fc6", "alexnet-fc7", "alexnet-fc8",
-                                      "vgg16-fc6", "vgg16-fc7", "vgg16-fc8"]
-    assert "fdcsr" not in z[0]
+                                      "vgg16-fc6", "vgg16-fc7", "vgg16-fc8"] + [
+        f"alexnet-conv{i}" for i in range(1, 6)]
+    assert "fdcsr" not in z[0] and "conv" not in z[0]
+    assert z[-1]["conv"] == dict(shape="256 x 384 x 3 x 3, stride 1 x 1, pads 1,1,1,1",
+                                 input=[384, 13, 13], output=[256, 13, 13])
 
 
 def test_layers_stats(tmp_path, capsys):

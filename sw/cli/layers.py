@@ -43,7 +43,8 @@ def run(args):
     if args.seed < 0:
         raise FdpuError(f"--seed must be a non-negative integer, got {args.seed}")
     check_outputs([("--json", args.json)])
-    table = Table(title="FC layer zoo" + (f" (FD-CSR of seeded weights, seed {args.seed})"
+    table = Table(title="Layer zoo (a convolution: C = C R S of its unrolled inputs)"
+                  + (f" (FD-CSR of seeded weights, seed {args.seed})"
                                           if args.stats else ""), title_justify="left")
     table.add_column("layer", no_wrap=True)
     table.add_column("network", no_wrap=True)
@@ -61,6 +62,10 @@ def run(args):
         record = {"name": spec.name, "network": spec.network, "in_features": spec.in_features,
                   "out_features": spec.out_features, "density": spec.density,
                   "weights": spec.weights, "dense_bytes": spec.dense_bytes}
+        if spec.conv is not None:
+            g = spec.conv
+            record["conv"] = dict(shape=g.describe(), input=[g.channels, g.height, g.width],
+                                  output=[g.K, *g.output])
         if args.stats:
             with status.status(f"building and encoding {spec.name} "
                                f"({spec.weights:,} weights)"):

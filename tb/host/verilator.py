@@ -24,7 +24,7 @@ import subprocess
 from hw.lib.shared import shared_modules
 from hw.lib.sram import SRAM_MODULE
 
-__all__ = ["BUILD_JOBS", "VERILATOR_BUILD_ARGS", "BUILD_RECIPE", "HIER_MIN_INSTANCES",
+__all__ = ["BUILD_JOBS", "VERILATOR_BUILD_ARGS", "COVERAGE_ARGS", "BUILD_RECIPE", "HIER_MIN_INSTANCES",
            "REGISTERED_INPUTS", "hier_blocks", "verilator_config", "register_block_inputs",
            "verilator_can_fst"]
 
@@ -37,6 +37,10 @@ BUILD_JOBS = 2
 #: table); ``--no-public-flat-rw`` after it turns that off, and the build's configuration file
 #: (:func:`verilator_config`) makes public only what the benches reach by backdoor.
 VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-flat-rw")
+
+#: Verilator options of a coverage build (``FDPU_COVERAGE``, :func:`tb.host.runner.coverage_dir`):
+#: line (block) and toggle coverage, no user cover points (the designs have none).
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
 
 #: Bump to invalidate every cached build when the build recipe changes (4: hierarchical blocks
 #: evaluated once per rising edge, :func:`tb.host.hier_wrapper.edge_wrap_hier_blocks`; 5: that
@@ -62,7 +66,7 @@ def hier_blocks(verilog):
             if len(re.findall(rf"^\s+{name} ", verilog, re.MULTILINE)) >= HIER_MIN_INSTANCES]
 
 
-def verilator_config(verilog, top):
+def verilator_config(verilog, top, hier=True):
     """Return the Verilator configuration (``.vlt``) of a simulation build of ``verilog``.
 
     * The top module's signals (its ports: what cocotb drives and reads) and
@@ -77,6 +81,9 @@ def verilator_config(verilog, top):
       :func:`tb.host.hier_wrapper.edge_wrap_hier_blocks`; docs/harness.md "Simulation
       speed"), so small designs stay flat.
 
+    ``hier=False`` keeps every module flat (the coverage builds: Verilator's coverage of a
+    hierarchical block's library is not written by the top's model).
+
     Returns
     -------
     (str, list[str])
@@ -85,7 +92,7 @@ def verilator_config(verilog, top):
     lines = ["`verilator_config",
              f'public_flat_rw -module "{top}" -var "*"',
              f'public_flat_rw -module "{SRAM_MODULE}" -var "storage"']
-    blocks = hier_blocks(verilog)
+    blocks = hier_blocks(verilog) if hier else []
     lines += [f'hier_block -module "{name}"' for name in blocks]
     return "\n".join(lines) + "\n", (["--hierarchical"] if blocks else [])
 

@@ -1,0 +1,207 @@
+"""RTL code coverage: Verilator line and toggle coverage of the suite's RTL runs, per module.
+
+    .venv/bin/python scripts/coverage.py collect [--out build/coverage] [-- PYTEST ARGS]
+    .venv/bin/python scripts/coverage.py report [--out build/coverage] [--json FILE]
+        [--uncovered MODULE ...]
+
+``collect`` runs pytest with ``FDPU_COVERAGE=OUT/runs`` (:func:`tb.host.runner.coverage_dir`):
+every Verilator build is then a flat ``--coverage-line --coverage-toggle`` build (cached
+apart from the normal ones) and every Verilator run writes its own ``.dat``.  Without pytest
+arguments it runs the CI tier's Verilator cases (:data:`DEFAULT_TESTS`: ``-k verilator -m
+"not slow"`` over the RTL test modules) and the system jobs of :data:`JOBS` (``fdpu run --sim
+verilator`` on 1 x 1 and 2 x 2 arrays: every graph, bias and ReLU, early start, double
+buffering, several DMA channels and configuration ports), where the CI tier runs the system
+top on Icarus.
+
+``report`` merges the runs (``verilator_coverage --write``) and counts, per category of
+:data:`CATEGORIES` (the PE, its FPU and ALU, the router, Dbuf, DMA, MicC, Cbuf, the top; the
+external-memory model and the SRAM macro apart), the line points (Verilator's statement
+blocks) and toggle points (each bit of each signal, both directions) hit at least once in any
+instance; ``--uncovered`` lists a category's points never hit, with their source lines
+(annotated sources: ``OUT/annotated``).  Points are the generated Verilog's (Amaranth's
+output), which maps back to ``hw/`` through the module names (``fdpu_pe_<hash>.fpu`` is
+``hw/pe/fpu.py``).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hw.tooling.verilog import verilator_env  # noqa: E402
+
+#: The RTL test modules whose Verilator cases the default collection runs.
+DEFAULT_TESTS = ["tests/test_alu.py", "tests/test_fpu.py", "tests/test_fifo.py",
+                 "tests/test_mesh.py", "tests/test_dbuf.py", "tests/test_dma.py",
+                 "tests/test_micc.py", "tests/test_backdoor.py", "tests/test_pe.py",
+                 "tests/test_end_coalesce.py", "tests/test_top.py", "tests/test_chain.py",
+                 "tests/test_split.py", "tests/test_net_cnn.py", "tests/test_early_start.py"]
+
+#: System jobs run besides the tests (``fdpu run`` arguments): what the CI tier runs on
+#: Icarus only.
+JOBS = [
+    ["--rows", "1", "--cols", "1", "--in-features", "40", "--out-features", "6", "--batch",
+     "5", "--mode", "dense", "--dbuf-bytes", "2048", "--slots", "64"],
+    ["--rows", "2", "--cols", "2", "--in-features", "64", "--out-features", "12", "--batch",
+     "6", "--mode", "sparse", "--sparse-graph", "switch", "--density", "0.3"],
+    ["--rows", "2", "--cols", "2", "--in-features", "64", "--out-features", "12", "--batch",
+     "6", "--mode", "sparse", "--sparse-graph", "gather", "--density", "0.3", "--relu"],
+    ["--rows", "2", "--cols", "2", "--in-features", "96", "--out-features", "16", "--batch",
+     "9", "--mode", "sparse", "--sparse-graph", "skip", "--density", "0.2", "--early-start"],
+    ["--rows", "2", "--cols", "2", "--in-features", "128", "--out-features", "32", "--batch",
+     "8", "--mode", "dense", "--dbuf-bytes", "4096", "--double-buffer", "--dma-channels", "2",
+     "--config-ports", "2"],
+]
+
+#: Categories of modules: (name, the hw/ source, a rule on the generated module's name).
+CATEGORIES = [
+    ("FPU", "hw/pe/fpu.py, fp_step.py", lambda m: _last(m) in ("fpu", "fp_step")),
+    ("ALU", "hw/pe/alu.py, int_step.py", lambda m: re.fullmatch(r"alu\d*|int_step\d*",
+                                                                _last(m)) is not None),
+    ("PE", "hw/pe/*.py (the rest)", lambda m: re.match(r"(fdpu_pe_\w+|pe)(\.|$)", m)
+     is not None),
+    ("Dbuf", "hw/noc/dbuf.py", lambda m: re.search(r"(^|\.)dbuf\d*(\.|$)", m) is not None),
+    ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma(\.|$)", m) is not None),
+    ("MicC", "hw/ctrl/micc.py", lambda m: re.search(r"(^|\.)micc(\.|$)", m) is not None),
+    ("Cbuf", "hw/ctrl/cbuf.py", lambda m: re.search(r"(^|\.)cbuf(\.|$)", m) is not None),
+    ("router", "hw/noc/router.py, mesh.py", lambda m: re.match(r"router", m) is not None
+     or re.search(r"(^|\.)(req|rep|mesh|noc|r_\d+_\d+)(\.|$)", m) is not None),
+    ("external memory (bench)", "tb/host/extmem.py", lambda m: "extmem" in m),
+    ("SRAM macro", "hw/lib/sram.py", lambda m: m == "fdpu_sram"),
+    ("FIFO", "hw/lib/fifo.py", lambda m: re.match(r"fifo(\.|$)", m) is not None),
+    ("top", "hw/top.py, hw/array.py", lambda m: True),
+]
+
+
+def _last(module):
+    return module.rsplit(".", 1)[-1]
+
+
+def category(module):
+    """Return the category of a generated module's name (:data:`CATEGORIES`)."""
+    module = module.lstrip("\\")
+    return next(name for name, _, rule in CATEGORIES if rule(module))
+
+
+def collect(out, pytest_args):
+    """Run the tests (and :data:`JOBS`) with coverage into ``out/runs``; return pytest's
+    status."""
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, FDPU_COVERAGE=str(runs))
+    args = pytest_args or [*DEFAULT_TESTS, "-k", "verilator", "-m", "not slow"]
+    status = subprocess.call([sys.executable, "-m", "pytest", "-q", *args], cwd=ROOT, env=env)
+    if not pytest_args:
+        for job in JOBS:
+            cmd = [sys.executable, "-m", "sw.cli", "run", "--sim", "verilator", *job]
+            print("coverage job:", " ".join(cmd[3:]), flush=True)
+            status |= subprocess.call(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    return status
+
+
+def _merge(out):
+    files = sorted(str(p) for p in (out / "runs").glob("*.dat"))
+    if not files:
+        raise SystemExit(f"no coverage runs in {out / 'runs'}: run 'collect' first")
+    env = dict(os.environ, **verilator_env())
+    merged = out / "merged.dat"
+    subprocess.run(["verilator_coverage", "--write", str(merged), *files], check=True, env=env)
+    subprocess.run(["verilator_coverage", "--annotate", str(out / "annotated"),
+                    "--annotate-min", "1", str(merged)], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return merged, len(files)
+
+
+def points(dat):
+    """Yield ``(kind, module, file, line, comment, count)`` of every point of a ``.dat``."""
+    line_re = re.compile(r"^C '(.*)' (\d+)$")
+    with open(dat, encoding="utf-8", errors="replace") as f:
+        for text in f:
+            m = line_re.match(text.rstrip("\n"))
+            if not m:
+                continue
+            fields = dict(kv.split("\x02", 1) for kv in m.group(1).split("\x01") if "\x02" in kv)
+            page = fields.get("page", "")
+            kind, _, module = page.partition("/")
+            yield (kind.replace("v_", ""), module, fields.get("f", ""), int(fields.get("l", 0)),
+                   fields.get("o", ""), int(m.group(2)))
+
+
+def summarize(dat):
+    """Return per category ``{"line": [hit, total], "toggle": [hit, total], "missed":
+    [(kind, module, line, comment), ...]}``, a point counted once over the instances of its
+    module (hit when any instance hit it)."""
+    seen = {}
+    for kind, module, file, line, comment, count in points(dat):
+        if kind not in ("line", "toggle"):
+            continue
+        key = (kind, module, file, line, comment)
+        seen[key] = seen.get(key, 0) + count
+    out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "missed": []})
+    for (kind, module, file, line, comment), count in seen.items():
+        cat = out[category(module)]
+        cat[kind][1] += 1
+        if count:
+            cat[kind][0] += 1
+        else:
+            cat["missed"].append((kind, module, line, comment))
+    return out
+
+
+def report(out, json_path=None, uncovered=()):
+    """Merge, summarize and print the coverage of ``out``."""
+    merged, runs = _merge(out)
+    summary = summarize(merged)
+    print(f"RTL coverage: {runs} run(s) merged into {merged} (annotated sources: "
+          f"{out / 'annotated'})")
+    print(f"{'category':26} {'source':32} {'line':>17} {'toggle':>19}")
+    for name, source, _ in CATEGORIES:
+        if name not in summary:
+            continue
+        s = summary[name]
+        cells = []
+        for kind in ("line", "toggle"):
+            hit, total = s[kind]
+            cells.append(f"{hit / total:7.1%} {hit:>5}/{total:<5}" if total else "      -")
+        print(f"{name:26} {source:32} {cells[0]:>17} {cells[1]:>19}")
+    for name in uncovered:
+        missed = sorted(summary.get(name, {"missed": []})["missed"])
+        print(f"\n{name}: {len(missed)} point(s) never hit")
+        for kind, module, line, comment in missed:
+            print(f"  {kind:6} {module} line {line}: {comment}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(
+            {name: {k: v for k, v in s.items() if k != "missed"} | {"missed": len(s["missed"])}
+             for name, s in summary.items()}, indent=1) + "\n")
+    return summary
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("collect", "report"))
+    ap.add_argument("--out", default=str(ROOT / "build" / "coverage"),
+                    help="coverage folder (default build/coverage)")
+    ap.add_argument("--json", help="report: write the per-category figures here")
+    ap.add_argument("--uncovered", nargs="*", default=[], metavar="CATEGORY",
+                    help="report: list the points of these categories never hit")
+    ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                    help="collect: pytest arguments after '--' (default: the CI tier's "
+                         "Verilator cases and the system jobs)")
+    args = ap.parse_args(argv)
+    out = Path(args.out).resolve()
+    if args.what == "collect":
+        rest = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+        return collect(out, rest)
+    report(out, args.json, args.uncovered)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

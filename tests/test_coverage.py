@@ -1,0 +1,61 @@
+"""RTL coverage (scripts/coverage.py, FDPU_COVERAGE in tb.host.runner): a Verilator run
+writes its coverage, and the report counts each point once per module."""
+
+import importlib.util
+import os
+
+from tb.host.runner import run_cocotb
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _script():
+    """Import ``scripts/coverage.py`` (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(
+        "coverage_script", os.path.join(ROOT, "scripts", "coverage.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _point(kind, module, line, comment, count, hier):
+    keys = dict(f="top.v", l=str(line), page=f"v_{kind}/{module}", o=comment, h=hier)
+    return "C '" + "".join(f"\x01{k}\x02{v}" for k, v in keys.items()) + f"' {count}\n"
+
+
+def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
+    cov = _script()
+    dat = tmp_path / "c.dat"
+    dat.write_text("# SystemC::Coverage-3\n"
+                   + _point("line", "fdpu_pe_ab.fpu", 10, "if", 0, "top.pe_0_0.fpu")
+                   + _point("line", "fdpu_pe_ab.fpu", 10, "if", 3, "top.pe_0_1.fpu")
+                   + _point("line", "fdpu_pe_ab.fpu", 12, "else", 0, "top.pe_0_0.fpu")
+                   + _point("toggle", "router_cd", 5, "valid:0->1", 1, "top.r")
+                   + _point("toggle", "\\fdpu_system.fdpu.dma", 7, "busy:1->0", 0, "top.d")
+                   + _point("line", "fdpu_pe_ab.alu2", 3, "block", 1, "top.pe_0_0.alu2"))
+    s = cov.summarize(dat)
+    assert s["FPU"]["line"] == [1, 2]
+    assert s["FPU"]["missed"] == [("line", "fdpu_pe_ab.fpu", 12, "else")]
+    assert s["router"]["toggle"] == [1, 1] and s["DMA"]["toggle"] == [0, 1]
+    assert s["ALU"]["line"] == [1, 1]
+    assert [cov.category(m) for m in ("fdpu_pe_ab.store.arbiter", "\\fdpu_system.fdpu.micc.out",
+                                      "\\fdpu_system.fdpu.cbuf.bank0",
+                                      "\\fdpu_system.fdpu.dbuf3.sram", "\\fdpu_system.fdpu.rep",
+                                      "\\fdpu_system.extmem.delay", "fdpu_system")] == \
+        ["PE", "MicC", "Cbuf", "Dbuf", "router", "external memory (bench)", "top"]
+
+
+def test_a_verilator_run_writes_its_coverage(tmp_path, monkeypatch):
+    # FDPU_COVERAGE: a flat coverage build of its own, one .dat per run, line and toggle
+    # points of the ALU's module among them, some hit.
+    monkeypatch.setenv("FDPU_COVERAGE", str(tmp_path / "runs"))
+    result = run_cocotb("alu", {"tag_width": 8}, "tb.alu.bench_alu", "verilator",
+                        testcase="stream_traffic")
+    assert result.tests == 1 and "-cov-" in result.build_dir.name
+    files = list((tmp_path / "runs").glob("*.dat"))
+    assert len(files) == 1
+    cov = _script()
+    s = cov.summarize(files[0])
+    hit, total = s["ALU"]["line"]
+    assert total > 0 and 0 < hit <= total
+    assert s["ALU"]["toggle"][1] > 0
