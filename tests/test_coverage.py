@@ -35,7 +35,8 @@ def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
                    + _point("line", "fdpu_pe_ab.alu2", 3, "block", 1, "top.pe_0_0.alu2"))
     s = cov.summarize(dat)
     assert s["FPU"]["line"] == [1, 2]
-    assert s["FPU"]["missed"] == [("line", "fdpu_pe_ab.fpu", 12, "else")]
+    assert s["FPU"]["missed"] == [("line", "fdpu_pe_ab.fpu", "top.v", 12, "else")]
+    assert s["FPU"]["modules"] == {"pe.fpu": {"line": [1, 2]}}
     assert s["router"]["toggle"] == [1, 1] and s["DMA"]["toggle"] == [0, 1]
     assert s["ALU"]["line"] == [1, 1]
     assert [cov.category(m) for m in ("fdpu_pe_ab.store.arbiter", "\\fdpu_system.fdpu.micc.out",
@@ -43,6 +44,25 @@ def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
                                       "\\fdpu_system.fdpu.dbuf3.sram", "\\fdpu_system.fdpu.rep",
                                       "\\fdpu_system.extmem.delay", "fdpu_system")] == \
         ["PE", "MicC", "Cbuf", "Dbuf", "router", "external memory (bench)", "top"]
+
+
+def test_configurations_of_one_block_count_once(tmp_path):
+    # Two PE configurations whose FPU has the same points: a point is hit when either hit
+    # it; a third with other points stands alone only if it is the best covered.
+    cov = _script()
+    assert cov.role("fdpu_pe_0123ab.alu2") == "pe.alu2"
+    assert cov.role("\\fdpu_system.fdpu.dbuf3.sram") == "dbuf.sram"
+    assert cov.role("\\fdpu_system.fdpu.dma2") == "dma"
+    dat = tmp_path / "c.dat"
+    dat.write_text(_point("line", "fdpu_pe_aa.fpu", 10, "if", 1, "a")
+                   + _point("line", "fdpu_pe_aa.fpu", 12, "else", 0, "a")
+                   + _point("line", "fdpu_pe_bb.fpu", 20, "if", 0, "b")
+                   + _point("line", "fdpu_pe_bb.fpu", 22, "else", 5, "b"))
+    assert cov.summarize(dat)["FPU"]["line"] == [2, 2]
+    dat.write_text(_point("line", "fdpu_pe_aa.fpu", 10, "if", 1, "a")
+                   + _point("line", "fdpu_pe_bb.fpu", 20, "if", 0, "b")
+                   + _point("line", "fdpu_pe_bb.fpu", 22, "else", 0, "b"))
+    assert cov.summarize(dat)["FPU"]["line"] == [1, 1]
 
 
 def test_a_verilator_run_writes_its_coverage(tmp_path, monkeypatch):
