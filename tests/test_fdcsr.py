@@ -16,9 +16,11 @@ def bits(a):
 
 
 def random_half(rng, shape, density):
-    """Return float16 data with arbitrary bit patterns (NaN, inf, -0.0, subnormals) at
-    `density`, +0.0 elsewhere."""
+    """Return float16 data with arbitrary bit patterns (NaN, inf, subnormals) at `density`,
+    +0.0 elsewhere; never -0.0, which FD-CSR does not store (docs/fdcsr.md "What is zero";
+    test_zero_definition_both_zeros_keeps_nan_inf)."""
     raw = rng.integers(1, 1 << 16, size=shape, dtype=np.uint16)
+    raw[raw == 0x8000] = 0x8001
     raw[rng.random(shape) >= density] = 0
     return raw.view(np.float16)
 
