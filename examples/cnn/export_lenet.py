@@ -11,7 +11,8 @@ The network takes the digits as images (``N x 1 x 8 x 8``, values in 0..1):
 
 It is trained (Adam, 400 full-batch steps), magnitude-pruned layer by layer to the densities of
 :data:`DENSITY` and fine-tuned with the pruned weights held at zero, then exported in eval mode
-(the BatchNorm as ONNX ``BatchNormalization``, which ``fdpu net`` folds into the convolution).
+(both exporters fold the eval-mode BatchNorm into the convolution themselves; ``fdpu net``
+folds an ONNX ``BatchNormalization`` that a model still has).
 Writes, beside this script:
 
 * ``lenet_digits.onnx``: the default exporter (``torch.onnx.export``, its weights inline:
