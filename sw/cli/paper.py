@@ -6,7 +6,8 @@
 Runs the paper's points (:mod:`sw.sweep.paper`: AlexNet FC6, AlexNet FC8 and VGG-16 FC7 at
 batch 1, 4 and 64; dense, the paper's SWITCH graph and this project's gather and skip graphs;
 with ``--source model`` also AlexNet's five convolution layers, dense, SWITCH and skip, for
-the paper's section 6 statement on convolutions) as a sweep (:mod:`sw.cli.sweep`, cached, on Dask) on the README's configuration, and writes
+the paper's section 6 statement on convolutions) as a sweep (:mod:`sw.cli.sweep`, cached,
+on Dask) on the README's configuration, and writes
 the report (:mod:`sw.sweep.report`): ``report.md`` with the tables and the paper's statements
 beside ours, Fig. 10 and Fig. 11 as PNG, ``records.json`` and ``table.csv``.  ``--source
 model`` (default) takes the figures from the calibrated performance model (seconds);

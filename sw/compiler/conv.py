@@ -42,7 +42,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from sw.spec.errors import FdpuError
 
-__all__ = ["Geometry", "out_size", "unroll", "fold", "reference", "min_external_bytes"]
+__all__ = ["Geometry", "describe", "out_size", "unroll", "fold", "reference", "min_external_bytes"]
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,16 @@ class Geometry:
         return n * p * q
 
     def describe(self):
-        """Return ``K x C x R x S, stride sh x sw, pads t,l,b,r`` for reports."""
-        r, s = self.kernel
-        return (f"{self.K} x {self.channels} x {r} x {s}, stride {self.stride[0]} x "
-                f"{self.stride[1]}, pads {','.join(map(str, self.pads))}")
+        """Return :func:`describe` of this shape."""
+        return describe(self)
+
+
+def describe(layer):
+    """Return ``K x C x R x S, stride sh x sw, pads t,l,b,r`` of a convolution (a
+    :class:`Geometry` or a :class:`sw.compiler.net.Conv`), for reports."""
+    r, s = layer.kernel
+    return (f"{layer.K} x {layer.channels} x {r} x {s}, stride {layer.stride[0]} x "
+            f"{layer.stride[1]}, pads {','.join(map(str, layer.pads))}")
 
 
 def out_size(conv, h, w):

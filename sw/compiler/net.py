@@ -189,10 +189,8 @@ class Conv:
                     self.stride, self.pads, self.name)
 
     def describe(self):
-        """Return ``K x C x R x S, stride sh x sw, pads t,l,b,r`` for reports."""
-        k, c, r, s = self.weights.shape
-        return (f"{k} x {c} x {r} x {s}, stride {self.stride[0]} x {self.stride[1]}, pads "
-                f"{','.join(map(str, self.pads))}")
+        """Return :func:`sw.compiler.conv.describe` of this layer."""
+        return convolution.describe(self)
 
 
 def _local(name, source):

@@ -27,9 +27,9 @@ not; the totals and utilizations over the layers).
 * **Convolutions** (:mod:`sw.compiler.conv`): a convolution layer is planned and run as the
   FC layer of its ``K x (C R S)`` weights on the ``N P Q`` rows of its unrolled inputs,
   unrolled on the host before its first stage and folded back to ``N x K x P x Q`` after its
-  last; its record (:func:`sw.runtime.layer.conv_figures`) gives the layer's own minimal external bytes (the
-  input once, not its unrolled rows) and the bound against them, beside the bytes the run
-  moved.
+  last; its record (:func:`sw.runtime.layer.conv_figures`) gives the layer's own minimal
+  external bytes (the input once, not its unrolled rows) and the bound against them, beside
+  the bytes the run moved.
 """
 
 import dataclasses

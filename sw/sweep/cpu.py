@@ -13,7 +13,8 @@ paper`` is measured on the same layers and batches, in float32:
   through numpy's BLAS on every core (what a perfectly blocked layer could reach here;
   :func:`measure_points` measures it before and after the layers and keeps the highest rate
   any dense product reached, the layers' included, since a shared machine's load only ever
-  lowers a rate; the utilizations are against it), and **nominal**, ``cores x clock x vector lanes x 2 (a
+  lowers a rate; the utilizations are against it), and **nominal**, ``cores x clock x
+  vector lanes x 2 (a
   multiply-add) x FMA units``, with the FMA units per core assumed (2 on x86 cores with
   AVX2/AVX-512 FMA, 1 otherwise) and the clock the one ``/proc/cpuinfo`` reports (turbo and
   throttling ignore it): printed beside, never used for the ratio;

@@ -24,7 +24,8 @@ import subprocess
 from hw.lib.shared import shared_modules
 from hw.lib.sram import SRAM_MODULE
 
-__all__ = ["BUILD_JOBS", "VERILATOR_BUILD_ARGS", "COVERAGE_ARGS", "BUILD_RECIPE", "HIER_MIN_INSTANCES",
+__all__ = ["BUILD_JOBS", "VERILATOR_BUILD_ARGS", "COVERAGE_ARGS", "BUILD_RECIPE",
+           "HIER_MIN_INSTANCES",
            "REGISTERED_INPUTS", "hier_blocks", "verilator_config", "register_block_inputs",
            "verilator_can_fst"]
 
