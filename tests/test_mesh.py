@@ -133,14 +133,14 @@ def _mesh_id(case):
 def test_cocotb_mesh(case):
     sim, params = case
     result = run_cocotb("mesh", params, "tb.noc.bench_mesh", sim)
-    assert result.tests == 5
+    assert result.tests == 6
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SLOW_MESHES, ids=_mesh_id)
 def test_cocotb_mesh_more(case):
     sim, params = case
-    assert run_cocotb("mesh", params, "tb.noc.bench_mesh", sim).tests == 5
+    assert run_cocotb("mesh", params, "tb.noc.bench_mesh", sim).tests == 6
 
 
 @pytest.mark.slow

@@ -12,9 +12,13 @@ Requests
     ``i_req`` carries LOAD and STORE flits (:mod:`sw.spec.packet` bodies: ``addr``, ``size`` =
     log2 bytes, ``bcast``, reply-to ``src_x``/``src_y``, ``slot``, ``tag``, STORE ``data``).
     ``addr`` is global (:meth:`sw.spec.arch.ArrayParams.dbuf_of`).  One request per cycle.
+    The edge-multicast kinds are served as their unicast kinds (MLOAD as LOAD, MSTORE as
+    STORE) at ``addr``'s offset in this Dbuf, whatever Dbuf number ``addr`` names.
 Replies
-    Exactly one REPLY flit per request, to ``(src_x, src_y)``, with the request's ``slot`` and
-    ``tag``.  LOAD: ``data`` = the ``2**size`` bytes at ``addr`` zero-extended, or with
+    Exactly one REPLY flit per request except an MSTORE (posted: none), to ``(src_x,
+    src_y)``, with the request's ``slot`` and ``tag``.  An MSTORE that breaks a rule below
+    writes nothing and sets a flag that the next MLOAD's reply reports as ``err`` (then
+    cleared).  LOAD: ``data`` = the ``2**size`` bytes at ``addr`` zero-extended, or with
     ``bcast`` the 2-byte value in all four 16-bit lanes.  STORE: writes the low ``2**size``
     bytes of ``data`` at ``addr``, answers ``data = 0``.  ``err = 1`` (nothing written,
     ``data = 0``) when the address belongs to another Dbuf or is past the memory, is not
@@ -107,22 +111,35 @@ class Dbuf(wiring.Component):
         offset_bits = (p.dbuf_bytes - 1).bit_length()
 
         # Credits: free reply slots not yet promised to an accepted request.
+        kind = Bits(req.kind.as_value())
+        m_load, m_store = kind == FlitKind.MLOAD.value, kind == FlitKind.MSTORE.value
+        is_load = (kind == FlitKind.LOAD.value) | m_load
+        is_store = (kind == FlitKind.STORE.value) | m_store
+        multicast = m_load | m_store
+        # A posted (multicast) STORE gets no reply, so it takes no reply slot.
         credits = Signal(range(self.reply_depth + 1), init=self.reply_depth)
         take = self.i_req.valid & self.i_req.ready
+        answered = Signal()
+        m.d.comb += answered.eq(take & ~m_store)
         give = out.r_rdy & out.r_en
         m.d.comb += self.i_req.ready.eq(credits.any())
-        m.d.sync += credits.eq(credits + give - take)
+        m.d.sync += credits.eq(credits + give - answered)
 
-        kind = Bits(req.kind.as_value())
-        is_load, is_store = kind == FlitKind.LOAD.value, kind == FlitKind.STORE.value
         addr, size = store.addr, store.size
-        mine = Bits(addr[offset_bits:]) == self.index
+        # A multicast copy is written at its offset in every Dbuf it reaches.
+        mine = (Bits(addr[offset_bits:]) == self.index) | multicast
         size_bits = Bits(size)
         s1, s2, s3 = size_bits == 1, size_bits == 2, size_bits == 3
         misaligned = (addr[0] & (s1 | s2 | s3)) | (addr[1] & (s2 | s3)) | (addr[2] & s3)
         err = Signal()
         m.d.comb += err.eq(~(is_load | is_store) | ~mine | misaligned | ~(s1 | s2 | s3)
                            | (store.bcast & ~s1 & is_load))
+        # A posted STORE's error waits for the next MLOAD's reply.
+        posted_err = Signal()
+        with m.If(take & m_store & err):
+            m.d.sync += posted_err.eq(1)
+        with m.Elif(take & m_load):
+            m.d.sync += posted_err.eq(0)
 
         # Store: the low 2**size bytes of data move to their byte lanes; one lane enable each.
         lanes = Signal(8)
@@ -149,8 +166,8 @@ class Dbuf(wiring.Component):
         pend_x, pend_y = Signal(len(store.src_x)), Signal(len(store.src_y))
         pend_slot, pend_tag = Signal(len(store.slot)), Signal(len(store.tag))
         m.d.sync += [
-            pend.eq(take),
-            pend_err.eq(err), pend_load.eq(is_load), pend_bcast.eq(store.bcast),
+            pend.eq(answered),
+            pend_err.eq(err | (m_load & posted_err)), pend_load.eq(is_load), pend_bcast.eq(store.bcast),
             pend_shift.eq(shift), pend_lanes.eq(lanes),
             pend_x.eq(store.src_x), pend_y.eq(store.src_y),
             pend_slot.eq(store.slot), pend_tag.eq(store.tag),

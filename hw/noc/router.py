@@ -32,6 +32,14 @@ Routing
     ``dy == rows``, WEST if ``dx == -1``, EAST if ``dx == cols``, else LOCAL.  The edge facts
     (first/last column/row) come from the coordinate inputs and the constant shape.  Only the
     header is looked at, once, when the flit enters; the body is carried unchanged.
+Edge multicast
+    A flit of a multicast kind (``MSTORE``, ``MLOAD``: :mod:`sw.spec.packet`) at a router on
+    its destination Dbuf's edge line (row 0 for a north Dbuf, the last row for a south one,
+    column 0 for a west one, the last column for an east one) leaves both along its route
+    and through that edge port (:func:`multicast_copy`), so it reaches every Dbuf of
+    :meth:`sw.spec.arch.ArrayParams.multicast_dbufs`.  The flit holds its slot until both
+    outputs have taken it; each output keeps its own arrival order.  Deadlock freedom is
+    unchanged: the extra output is a Dbuf's, which only sinks requests.
 Buffering and flow control
     Each input has a :class:`VoqBuffer` of ``depth`` flit slots; a flit is stored with its
     output port and its age.  An input is ``ready`` exactly when a slot is free; that depends
@@ -62,8 +70,10 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.spec import check_params
 from hw.noc.flit import Bits, flit_layout
 from sw.spec.arch import ArrayParams, Dir
+from sw.spec.packet import MULTICAST
 
-__all__ = ["PORTS", "Router", "VoqBuffer", "biased_coordinate", "route_rules", "route_onehot"]
+__all__ = ["PORTS", "Router", "VoqBuffer", "biased_coordinate", "route_rules", "route_onehot",
+           "multicast_copy"]
 
 #: The router ports, in index order.
 PORTS = tuple(Dir)
@@ -121,6 +131,27 @@ def route_onehot(m, params, bx, by, dst_x, dst_y, prefix="route"):
         earlier = earlier | named
     ports[Dir.LOCAL] = ports[Dir.LOCAL] | ~earlier
     return ports
+
+
+def multicast_copy(m, params, bx, by, head, prefix="copy"):
+    """Return the 5-bit one-hot-or-zero port (by ``Dir``) through which a flit with header
+    ``head`` leaves as an edge-multicast copy at the router ``(bx, by)`` (biased): the edge
+    port of its destination Dbuf's edge when the flit is of a multicast kind
+    (:data:`sw.spec.packet.MULTICAST`) and the router is on that edge's line
+    (:meth:`sw.spec.arch.ArrayParams.edge_line`), else 0."""
+    cols, rows = params.cols, params.rows
+    kind = Bits(head.kind.as_value())
+    multicast = Signal(name=f"{prefix}_mc")
+    m.d.comb += multicast.eq(_or_of([kind == k.value for k in MULTICAST]))
+    cx, cy, tx, ty = Bits(bx), Bits(by), Bits(head.dst_x), Bits(head.dst_y)
+    sides = {Dir.NORTH: (ty == 0) & (cy == 1), Dir.SOUTH: (ty == rows + 1) & (cy == rows),
+             Dir.WEST: (tx == 0) & (cx == 1), Dir.EAST: (tx == cols + 1) & (cx == cols)}
+    bits = [C(0, 1) for _ in PORTS]
+    for side, cond in sides.items():
+        bits[side] = cond
+    copy = Signal(len(PORTS), name=prefix)
+    m.d.comb += copy.eq(Mux(multicast, Cat(*bits), 0))
+    return copy
 
 
 def _any(bits):
@@ -200,10 +231,13 @@ class Router(wiring.Component):
             buf = VoqBuffer(self.layout, self.depth)
             m.submodules[f"in_{name}"] = buf
             wiring.connect(m, wiring.flipped(self.i_flit[d]), buf.i_flit)
-            # The route is decided once, on entry (the coordinate is constant).
-            m.d.comb += buf.i_route.eq(Cat(*route_onehot(
-                m, self.params, bx, by, self.i_flit[d].payload.dst_x,
-                self.i_flit[d].payload.dst_y, f"route_{name}")))
+            # The route is decided once, on entry (the coordinate is constant); an
+            # edge-multicast flit on its Dbuf's edge line also takes the edge port.
+            head = self.i_flit[d].payload
+            route = route_onehot(m, self.params, bx, by, head.dst_x, head.dst_y,
+                                 f"route_{name}")
+            copy = multicast_copy(m, self.params, bx, by, head, f"copy_{name}")
+            m.d.comb += buf.i_route.eq(Cat(*route) | copy)
             buffers.append(buf)
 
         for o in PORTS:
@@ -241,8 +275,8 @@ class Router(wiring.Component):
 class VoqBuffer(wiring.Component):
     """Hold ``depth`` flits of one router input as one virtual output queue per output.
 
-    One storage of ``depth`` slots; each flit is stored with its output port (``i_route``,
-    one-hot, decided on entry) and an age (an ``older[i][j]`` matrix: slot ``i`` entered before
+    One storage of ``depth`` slots; each flit is stored with its output ports (``i_route``,
+    one-hot, or two bits for an edge-multicast copy, decided on entry) and an age (an ``older[i][j]`` matrix: slot ``i`` entered before
     slot ``j``).  Output ``o`` is offered the *oldest* stored flit routed to ``o``, so flits
     for one output leave in arrival order, while a flit for a busy output no longer blocks the
     flits behind it that go elsewhere (no head-of-line blocking).  Several outputs may take a
@@ -260,7 +294,8 @@ class VoqBuffer(wiring.Component):
     i_flit : In(stream.Signature(layout))
         Flits in; ``ready`` is "a slot is free", a function of the state only.
     i_route : In(5)
-        One-hot output port of ``i_flit.payload`` (valid with it).
+        Output ports of ``i_flit.payload`` (valid with it): one-hot, or several bits for a
+        flit that leaves through several outputs; its slot is free once each has taken it.
     o_voq : Out(stream.Signature(layout)).array(5)
         Per output (indexed by ``Dir``) the oldest flit routed there; an offer stays
         unchanged until taken (only younger flits enter meanwhile).
@@ -313,16 +348,24 @@ class VoqBuffer(wiring.Component):
         # State changes only under ``If``s: a simulator's unknown (an undriven ``valid`` or
         # ``ready`` is X on Icarus before the bench drives it) then leaves the state alone
         # instead of making the slot bits X for good.
+        # A flit routed to several outputs (an edge-multicast copy) keeps its slot until the
+        # last of them has taken it; each output that takes it drops it from its queue.
+        left = [Signal(depth, name=f"left_{PORTS[o].name.lower()}") for o in range(n)]
+        for o in range(n):
+            m.d.comb += left[o].eq(routed[o] & ~taken[o])
+        remaining = _or_of(left)
         taken = _or_of(taken)
         with m.If(write):
             for o in range(n):
-                m.d.sync += routed[o].eq((routed[o] & ~free)
-                                         | Mux(self.i_route[o], free, 0))
+                m.d.sync += routed[o].eq((left[o] & ~free) | Mux(self.i_route[o], free, 0))
+        with m.Elif(taken.any()):
+            for o in range(n):
+                m.d.sync += routed[o].eq(left[o])
         for i in range(depth):
             with m.If(write & free[i]):
                 m.d.sync += [valid[i].eq(1), slot[i].eq(self.i_flit.payload)]
             with m.Elif(taken[i]):
-                m.d.sync += valid[i].eq(0)
+                m.d.sync += valid[i].eq(remaining[i])
             # A new flit is younger than every stored one: its row clears, and it joins the
             # row of every valid slot.  Rows of free slots are stale but never read (masked by
             # valid) and cleared when the slot is written.

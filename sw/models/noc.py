@@ -10,7 +10,7 @@ golden side.
 
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
-from sw.spec.packet import Kind, body_layout, pack_flit, unbias, unpack_flit
+from sw.spec.packet import MULTICAST, Kind, body_layout, pack_flit, unbias, unpack_flit
 
 __all__ = ["PATTERNS", "pattern_dest", "BROADCAST", "DbufModel"]
 
@@ -61,13 +61,17 @@ class DbufModel:
     is outside this Dbuf or misaligned for its size, its ``size`` is 0 (1 byte), or it is a
     broadcast load (``bcast``, ``LDHB``) of another size than 2 bytes; a load returns the
     little-endian value read, broadcast to the four 16-bit lanes with ``bcast``; a store
-    returns 0.  The one Dbuf model of the project: the Dbuf, NoC, PE and array benches use it.
+    returns 0.  The edge-multicast kinds (:data:`sw.spec.packet.MULTICAST`) act as LOAD and
+    STORE at their address's offset in this Dbuf; an MSTORE is posted (:meth:`reply` returns
+    None) and its error is reported by the next MLOAD.  The one Dbuf model of the project:
+    the Dbuf, NoC, PE and array benches use it.
     """
 
     def __init__(self, params=ArrayParams(), index=0):
         self.params, self.index = params, index
         self.base = index * params.dbuf_bytes
         self.data = None                 # bytearray(dbuf_bytes) from the first write
+        self.posted_err = 0              # an MSTORE failed since the last MLOAD
 
     def _buf(self):
         if self.data is None:
@@ -90,10 +94,18 @@ class DbufModel:
         """Apply one request; return ``(err, data)`` of its REPLY."""
         p = self.params
         nbytes = 1 << size
+        multicast = kind in MULTICAST
+        if multicast:
+            addr = self.base + addr % p.dbuf_bytes
+            kind = MULTICAST[kind]
         is_load, is_store = kind == Kind.LOAD, kind == Kind.STORE
         err = (not (is_load or is_store) or addr // p.dbuf_bytes != self.index
                or size == 0 or addr % nbytes or (is_load and bcast and size != 1))
+        if multicast and is_load:
+            err, self.posted_err = err or self.posted_err, 0
         if err:
+            if multicast and is_store:
+                self.posted_err = 1
             return 1, 0
         offset = addr - self.base
         if is_store:
@@ -108,11 +120,14 @@ class DbufModel:
         return 0, value
 
     def reply(self, request):
-        """Return the REPLY flit integer of a LOAD/STORE flit integer ``request``."""
+        """Return the REPLY flit integer of a LOAD/STORE flit integer ``request`` (None for a
+        posted MSTORE)."""
         kind, _, body = unpack_flit(self.params, request)
         layout = body_layout(Kind.STORE, self.params)      # LOAD's fields, then ``data``
         f = layout.unpack(body & ((1 << layout.width) - 1))
         err, value = self.access(kind, f["addr"], f["size"], f["bcast"],
-                                 f["data"] if kind == Kind.STORE else 0)
+                                 f["data"] if kind in (Kind.STORE, Kind.MSTORE) else 0)
+        if kind == Kind.MSTORE:
+            return None
         return pack_flit(self.params, Kind.REPLY, (unbias(f["src_x"]), unbias(f["src_y"])),
                          slot=f["slot"], tag=f["tag"], err=err, data=value)

@@ -259,6 +259,42 @@ class ArrayParams:
             ports.append(Dir.LOCAL)
         return ports
 
+    def edge_line(self, index):
+        """Return ``(on_line, side)`` of Dbuf ``index``'s edge: ``on_line(x, y)`` tells the
+        routers next to that edge (row 0 for a north Dbuf, the last row for a south one,
+        column 0 for a west one, the last column for an east one), ``side`` the port
+        (:class:`Dir`) through which they reach it."""
+        side = self.dbuf_side(index)
+        lines = {Dir.NORTH: lambda x, y: y == 0, Dir.SOUTH: lambda x, y: y == self.rows - 1,
+                 Dir.WEST: lambda x, y: x == 0, Dir.EAST: lambda x, y: x == self.cols - 1}
+        return lines[side], side
+
+    def multicast_dbufs(self, src, dst):
+        """Return the Dbufs an edge-multicast request (:data:`sw.spec.packet.MULTICAST`) from
+        router ``src`` to the Dbuf at ``dst`` reaches, in the order its route passes them.
+
+        The request follows :meth:`route`; every router of the route on ``dst``'s edge line
+        (:meth:`edge_line`) sends a copy out of its edge port, to the Dbuf there.  So from
+        a router on that line the copies go to every Dbuf of the edge between it and ``dst``;
+        from elsewhere, to the Dbufs between the route's turn onto the line and ``dst`` (a
+        north or south ``dst`` only to itself, the route meeting its line at its column).
+        The one rule the routers (:mod:`hw.noc.router`), the DMA and the planner share.
+        """
+        k = self.dbuf_at(*dst)
+        if k is None:
+            raise FdpuError(f"a multicast request goes to a Dbuf port, not to {dst}")
+        on_line, side = self.edge_line(k)
+        x, y = src
+        out = []
+        step = {Dir.EAST: (1, 0), Dir.WEST: (-1, 0), Dir.SOUTH: (0, 1), Dir.NORTH: (0, -1)}
+        for port in self.route(src, dst):
+            if on_line(x, y):
+                dx, dy = step[side]
+                out.append(self.dbuf_at(x + dx, y + dy))
+            if port in step:
+                x, y = x + step[port][0], y + step[port][1]
+        return out
+
     # Address map -----------------------------------------------------------------------------
 
     @property

@@ -17,7 +17,21 @@ CONFIG    MicC -> PE          ``what`` (instruction part, register, preload), ``
                               (part, register or operand), ``slot``, ``data``
 CTX_END   PE -> MicC          ``data`` (the low 32 bits: context ID of the firing, if any),
                               ``count`` (16): the END messages the flit stands for (v1.2)
+MSTORE    DMA -> Dbufs        as STORE: an *edge-multicast* STORE, posted (no reply)
+MLOAD     DMA -> Dbufs        as LOAD: an edge-multicast LOAD, one REPLY from each Dbuf
 ========  ==================  ===========================================================
+
+Edge multicast (MSTORE, MLOAD, v1.3): the flit is routed to its destination Dbuf like any
+other, and every router of its route that lies on that Dbuf's edge line (row 0 for a north
+Dbuf, the last row for a south one, column 0 for a west one, the last column for an east
+one) also sends a copy out of its edge port: every Dbuf of
+:meth:`sw.spec.arch.ArrayParams.multicast_dbufs` takes it, at the same offset (``addr``'s
+offset in its Dbuf; ``addr``'s Dbuf number is the destination's).  An MSTORE is *posted*: no
+Dbuf answers it.  An MLOAD is answered by each Dbuf it reaches, after every request that
+reached that Dbuf before it; since the copies of one source's multicast flits follow that
+source's unicast path to each Dbuf, in order, an MLOAD after MSTOREs of the same route is
+their acknowledgement (the DMA's, :mod:`hw.ctrl.dma`).  A Dbuf that cannot write a posted
+STORE (bad size or alignment) reports it in the ``err`` of its next MLOAD reply.
 
 ``CTX_END.count``: a PE whose reply output is blocked merges END messages of one
 context into one flit; ``count`` is how many (1 ..  ``2**16 - 1``).  A ``count`` of 0 counts
@@ -42,7 +56,7 @@ import enum
 from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
 
-__all__ = ["Kind", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layout",
+__all__ = ["Kind", "MULTICAST", "Net", "ConfigWhat", "TAG_BITS", "header_layout", "body_layout",
            "flit_layout", "flit_width", "net_of", "bias", "unbias", "END_COUNT_BITS",
            "end_count", "pack_flit", "unpack_flit", "flit_fields"]
 
@@ -61,6 +75,12 @@ class Kind(enum.IntEnum):
     REPLY = 3
     CONFIG = 4
     CTX_END = 5
+    MSTORE = 6
+    MLOAD = 7
+
+
+#: The edge-multicast kinds (module doc) and the unicast kind each behaves as in a Dbuf.
+MULTICAST = {Kind.MSTORE: Kind.STORE, Kind.MLOAD: Kind.LOAD}
 
 
 class Net(enum.IntEnum):
@@ -96,7 +116,8 @@ def end_count(count):
 
 def net_of(kind):
     """Return the :class:`Net` that carries flits of ``kind``."""
-    return Net.REQUEST if Kind(kind) in (Kind.LOAD, Kind.STORE) else Net.REPLY
+    kind = MULTICAST.get(Kind(kind), Kind(kind))
+    return Net.REQUEST if kind in (Kind.LOAD, Kind.STORE) else Net.REPLY
 
 
 def header_layout(params):
@@ -107,7 +128,7 @@ def header_layout(params):
 
 def body_layout(kind, params):
     """Return the layout of the body of a flit of ``kind``."""
-    kind = Kind(kind)
+    kind = MULTICAST.get(Kind(kind), Kind(kind))
     slot = Field("slot", params.slot_bits)
     data = Field("data", params.TOKEN_BITS)
     if kind is Kind.OPERAND:

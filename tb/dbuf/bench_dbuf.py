@@ -1,12 +1,14 @@
-"""cocotb bench of ``hw.noc.dbuf.Dbuf``: random LOAD/STORE flits (good, misaligned, foreign,
-out-of-range, bad size, bad broadcast) against ``sw.models.noc.DbufModel``, with idle cycles
-on the requests and backpressure on the replies; replies must come back in request order."""
+"""cocotb bench of ``hw.noc.dbuf.Dbuf``: random LOAD/STORE flits and their edge-multicast
+kinds (good, misaligned, foreign, out-of-range, bad size, bad broadcast) against
+``sw.models.noc.DbufModel``, with idle cycles on the requests and backpressure on the
+replies; replies must come back in request order, none for a posted MSTORE."""
 
 import json
 import os
 import random
 
 import cocotb
+from cocotb.triggers import ClockCycles
 
 from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
@@ -18,7 +20,7 @@ _MODELS = {}
 
 
 def make_request(rng, p, index, hot):
-    kind = rng.choice([Kind.LOAD, Kind.STORE])
+    kind = rng.choice([Kind.LOAD, Kind.STORE, Kind.LOAD, Kind.STORE, Kind.MLOAD, Kind.MSTORE])
     size = rng.choice([1, 2, 3, 3, 3])
     base = p.dbuf_bytes * index
     roll = rng.random()
@@ -33,11 +35,11 @@ def make_request(rng, p, index, hot):
         addr = base
     else:
         addr = base + rng.choice(hot) + (rng.randrange(8 >> size) << size)
-    bcast = int(kind == Kind.LOAD and rng.random() < (0.2 if size == 1 else 0.03))
+    bcast = int(kind in (Kind.LOAD, Kind.MLOAD) and rng.random() < (0.2 if size == 1 else 0.03))
     fields = dict(addr=addr & 0xFFFFFFFF, size=size, bcast=bcast,
                   src_x=rng.randrange(p.cols + 2), src_y=rng.randrange(p.rows + 2),
                   slot=rng.randrange(p.slots), tag=rng.randrange(16))
-    if kind == Kind.STORE:
+    if kind in (Kind.STORE, Kind.MSTORE):
         fields["data"] = rng.getrandbits(64)
     return pack_flit(p, kind, p.dbuf_coord(index), **fields)
 
@@ -71,24 +73,31 @@ class TB:
         await reset(self.dut.clk, self.dut.rst)
 
     def send_random(self, count):
-        """Send ``count`` random requests, their model replies expected in order."""
+        """Send ``count`` random requests, their model replies expected in order; return the
+        replies expected (a posted MSTORE has none)."""
+        replies = 0
         for _ in range(count):
             request = make_request(self.rng, self.p, self.index, self.hot)
-            self.scoreboard.expect(self.model.reply(request))
+            reply = self.model.reply(request)
+            if reply is not None:
+                self.scoreboard.expect(reply)
+                replies += 1
             self.source.send(request)
+        return replies
 
-    async def finish(self, count):
+    async def finish(self, count, replies):
         """Await every request sent and every reply received (bounded), then check."""
         await self.source.wait_sent(max_cycles=20 * count + 100)
-        await self.sink.wait_count(count, max_cycles=20 * count + 100)
+        await self.sink.wait_count(replies, max_cycles=20 * count + 100)
+        await ClockCycles(self.dut.clk, 10)
         self.scoreboard.check_done()
+        assert self.sink.count == replies, f"{self.sink.count} replies for {replies} expected"
 
 
 async def run(dut, count, idle, stall):
     tb = TB(dut, idle=idle, stall=stall)
     await tb.start()
-    tb.send_random(count)
-    await tb.finish(count)
+    await tb.finish(count, tb.send_random(count))
 
 
 @cocotb.test()

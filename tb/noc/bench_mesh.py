@@ -17,7 +17,7 @@ import cocotb
 
 from sw.models.noc import pattern_dest
 from sw.spec.arch import ArrayParams
-from sw.spec.packet import Kind, pack_flit, unpack_flit
+from sw.spec.packet import MULTICAST, Kind, pack_flit, unpack_flit
 from tb.common.clock import reset, start_clock
 from tb.common.stream import StreamSink, StreamSource, wait_cycles
 
@@ -58,23 +58,36 @@ class TB:
             word = int(word)
             _, dst, body = unpack_flit(self.params, word)
             src = self.ports[body & 0xFF]
-            queue = self.queues.get((src, dst))
-            assert self.port_of(dst) == port, \
-                f"flit for {dst} from {src} came out of {port} (misrouted)"
-            assert queue, f"flit {word:#x} from {src} to {dst}: none outstanding (duplicate?)"
+            here = self.coord(port)
+            queue = self.queues.get((src, here))
+            assert queue, (f"flit {word:#x} from {src} to {dst} came out of {port}: none "
+                           f"outstanding there (misrouted or duplicate)")
             expected = queue.popleft()
-            assert word == expected, (f"flit from {src} to {dst}: got {word:#x}, expected "
+            assert word == expected, (f"flit from {src} at {here}: got {word:#x}, expected "
                                       f"{expected:#x} (reordered or corrupted)")
             self.received += 1
         return receive
 
-    def send(self, src, dst):
+    def router_of(self, port):
+        """Return the router a port injects into."""
+        p = self.params
+        x, y = self.coord(port)
+        return min(max(x, 0), p.cols - 1), min(max(y, 0), p.rows - 1)
+
+    def send(self, src, dst, kind=Kind.OPERAND):
+        """Send a flit of ``kind``; return how many ports it comes out of (an edge-multicast
+        kind: every Dbuf of ``multicast_dbufs``)."""
         seq = getattr(self, "_seq", 0)
         self._seq = seq + 1
         body = self.ports.index(src) | (seq & 0xFFFF) << 8 | self.rng.getrandbits(16) << 24
-        word = pack_flit(self.params, Kind.OPERAND, dst, body, width=self.width)
-        self.queues.setdefault((src, dst), deque()).append(word)
+        word = pack_flit(self.params, kind, dst, body, width=self.width)
+        p = self.params
+        targets = [dst] if kind not in MULTICAST else \
+            [p.dbuf_coord(k) for k in p.multicast_dbufs(self.router_of(src), dst)]
+        for t in targets:
+            self.queues.setdefault((src, t), deque()).append(word)
         self.sources[src].send(word)
+        return len(targets)
 
     async def drain(self, total, max_cycles):
         def stuck():
@@ -138,3 +151,23 @@ async def hotspot_heavy_backpressure(dut):
 @cocotb.test()
 async def neighbor_full_rate(dut):
     await run_pattern(dut, "neighbor", 30, p_idle=0.0, p_stall=0.0)
+
+
+@cocotb.test()
+async def edge_multicast(dut):
+    """Edge-multicast flits (MSTORE, MLOAD) from every port to random Dbufs, among unicast
+    traffic: each copy comes out of every Dbuf its route passes on the target's edge, in
+    order per (source, Dbuf), none elsewhere."""
+    tb = TB(dut, 0.3, 0.3)
+    await reset(dut.clk, dut.rst)
+    p = tb.params
+    total = 0
+    for _ in range(15):
+        for port in tb.ports:
+            dst = p.dbuf_coord(tb.rng.randrange(p.num_dbufs))
+            kind = tb.rng.choice([Kind.MSTORE, Kind.MLOAD, Kind.OPERAND])
+            if kind is Kind.OPERAND and tb.rng.random() < 0.5:
+                dst = (tb.rng.randrange(p.cols), tb.rng.randrange(p.rows))
+            total += tb.send(port, dst, kind)
+    await tb.drain(total, max_cycles=200 * 15 + 4000)
+    dut._log.info(f"edge multicast: {total} flits delivered, checked")
