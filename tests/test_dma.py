@@ -25,7 +25,7 @@ from sw.spec.system import SIMULATORS
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
-RIG = dict(rows=1, cols=1, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1 << 14)
+RIG = dict(rows=1, cols=2, dbuf_bytes=1024, cbufs=2, cbuf_bytes=512, ext_bytes=1 << 14)
 
 
 @pytest.mark.parametrize("build, error, message", [

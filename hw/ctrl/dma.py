@@ -21,8 +21,8 @@ Descriptors
     words laid out as :func:`sw.spec.dma.descriptor_layout`: ``ext`` (external byte address),
     ``local`` (a global Dbuf address of :mod:`sw.spec.arch`, or with ``cbuf`` a byte offset
     into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``,
-    ``move`` (Dbuf to Dbuf: ``ext`` is the global Dbuf address of the source), ``copies``
-    (multicast, see Dbufs).  They run in order, one at a time.
+    ``move`` (Dbuf to Dbuf: ``ext`` is the global Dbuf address of the source), ``mcast``
+    (edge multicast, see Dbufs), ``copies`` (multicast, see Dbufs).  They run in order, one at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`sw.spec.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
     the Cbufs; ``out`` with ``cbuf`` does not exist, nor ``cbuf`` on a DMA built with
@@ -65,6 +65,12 @@ Dbufs
     memory once (``o_rd_bytes`` counts it once) and goes to its targets in that order, one
     STORE a cycle while the mesh accepts, before the next word does: ``1 + popcount(copies)``
     cycles per word at best.  The descriptor completes when every STORE has been acknowledged.
+    Edge multicast (``mcast``): one MSTORE flit per word to the Dbuf ``k`` of ``local``
+    (posted: no acknowledgement), which the mesh writes into every Dbuf of
+    :func:`sw.spec.dma.edge_targets` from this DMA's port to ``k``; after the last word one
+    MLOAD to the same address, which each of those Dbufs answers after its copies of the
+    words, so its ``n`` replies acknowledge the descriptor (``n``, a constant per Dbuf, is
+    what the DMA then waits for): one request cycle per word however many Dbufs take it.
     OUT: LOAD flits, issued only while the reply FIFO (``outstanding`` words) has room counting
     the loads in flight; the replies of one descriptor come from one Dbuf over one XY path, so
     they arrive in order.  ``i_rep`` (REPLY flits addressed to the DMA) is always ready: the
@@ -95,7 +101,7 @@ from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
-from sw.spec.dma import DESC_BYTES, WORD_BITS, descriptor_layout
+from sw.spec.dma import DESC_BYTES, WORD_BITS, descriptor_layout, edge_targets
 from sw.spec.status import DmaError
 
 __all__ = ["Dma", "DmaState", "ext_write_layout", "build_dma"]
@@ -116,6 +122,15 @@ def _add_length(addr, length):
     with adders of equal widths (lint-clean): the low 31 bits, then bit 31 with the carry."""
     low = addr[:31] + length
     return Cat(low[:31], addr[31] ^ low[31])
+
+
+def _add_small(x, small):
+    """Return ``x + small`` modulo ``2 ** len(x)`` for a narrower ``small``, with adders of
+    equal widths or a 1-bit operand (lint-clean): the low bits, then the high ones with the
+    carry."""
+    w = len(small)
+    low = x[:w] + small
+    return Cat(low[:w], (x[w:] + low[w])[:len(x) - w])
 
 
 def _wide(m, x, width, name):
@@ -279,6 +294,7 @@ class Dma(wiring.Component):
                          Cat(s.desc0, s.desc1))
         s.ext, s.loc, s.length = desc.ext, desc.local, desc.length      # length: 31 bits
         s.is_out, s.is_cbuf, s.is_move, s.copies = desc.out, desc.cbuf, desc.move, desc.copies
+        s.is_mcast = desc.mcast
         s.shift = shift = (p.dbuf_bytes - 1).bit_length()
         # end = loc + length without a wider adder: the wrap shows as end < loc.
         s.end, last = Signal(32, name="end"), Signal(32, name="last")
@@ -299,6 +315,15 @@ class Dma(wiring.Component):
         s.past = past
         xs, ys = self._edge(s.first_idx)
         m.d.comb += [s.xs.eq(xs), s.ys.eq(ys), s.targets.eq(mask)]
+        # An edge-multicast descriptor's acknowledgements: one per Dbuf the mesh writes from
+        # this channel's port to the first Dbuf (a constant per Dbuf, sw.spec.dma.edge_targets).
+        port = p.dbuf_at(*self.coord)
+        reach = [len(edge_targets(p, port, k)) for k in range(nd)]
+        s.reach = Signal(range(max(reach) + 1), name="reach")
+        n = Const(0, len(s.reach))
+        for k in reversed(range(nd)):
+            n = Mux(equals(s.first_idx, k), Const(reach[k], len(s.reach)), n)
+        m.d.comb += s.reach.eq(n)
         s.src_end, src_last = Signal(32, name="src_end"), Signal(32, name="src_last")
         m.d.comb += [s.src_end.eq(_add_length(s.ext, s.length)), src_last.eq((s.src_end - 1)[:32])]
         s.src_first_idx, s.src_last_idx = s.ext[shift:], src_last[shift:]
@@ -330,6 +355,8 @@ class Dma(wiring.Component):
                     | ~(Bits(s.first_idx) < p.num_dbufs))
         # Multicast is for IN and MOVE descriptors into the Dbufs, to Dbufs that exist.
         copies_bad = s.copies.any() & (s.is_out | s.is_cbuf | s.past)
+        # Edge multicast likewise, and without copies (the mesh makes them).
+        mcast_bad = s.is_mcast & (s.is_out | s.is_cbuf | s.copies.any())
         # A MOVE: neither OUT nor CBUF, its source (aligned with ``ext``) inside one Dbuf.
         src_bad = ((s.src_end < s.ext) | (s.length.any() & (s.src_first_idx != s.src_last_idx))
                    | ~(Bits(s.src_first_idx) < p.num_dbufs))
@@ -338,7 +365,8 @@ class Dma(wiring.Component):
                     | (Bits(s.end) > self.cbuf_words * wb))
         if not self.cbuf:
             cbuf_bad = Const(1, 1)
-        s.bad = misaligned | Mux(s.is_cbuf, cbuf_bad, dbuf_bad) | copies_bad | move_bad
+        s.bad = (misaligned | Mux(s.is_cbuf, cbuf_bad, dbuf_bad) | copies_bad | mcast_bad
+                 | move_bad)
 
     def _requests(self, m, s):
         """STOREs (IN and MOVE into the Dbufs) of the words in ``rdq`` and LOADs (OUT into
@@ -362,6 +390,10 @@ class Dma(wiring.Component):
         s.moving = moving = equals(s.state, DmaState.MOVE)
         s.store_v = store_v = (moving & ~s.is_out & ~s.is_cbuf & s.st_left.any()
                                & s.rdq.r_rdy)
+        # An edge-multicast descriptor's MLOAD, after its last MSTORE: every Dbuf it reaches
+        # answers it after that Dbuf's copies of the words (the same route, in order).
+        s.sync_left = Signal(name="sync_left")
+        sync_v = moving & s.sync_left & ~s.st_left.any()
         m.submodules.repq = s.repq = repq = fifo.SyncFIFO(width=64, depth=depth)
         ld_room = Signal()
         ld_used = _wide(m, s.ld_flight + repq.w_level, s.lbits + 1, "ld_used")
@@ -369,18 +401,23 @@ class Dma(wiring.Component):
         load_v = moving & s.ld_left.any() & Mux(s.is_move, s.room, s.is_out & ld_room)
         # A STORE's address: the word's offset in the current target Dbuf.
         st_at = zero_extend(Cat(s.st_addr[:s.shift], s.dst_k), 32)
+        load_kind = Mux(sync_v, FlitKind.MLOAD, FlitKind.LOAD)
         m.d.comb += [
-            req.kind.eq(Mux(store_v, FlitKind.STORE, FlitKind.LOAD)),
-            req.dst_x.eq(Mux(store_v, s.dst_x, s.ld_x)),
-            req.dst_y.eq(Mux(store_v, s.dst_y, s.ld_y)),
-            body.addr.eq(Mux(store_v, st_at, s.ld_addr)), body.size.eq(3), body.bcast.eq(0),
-            body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0),
-            body.tag.eq(~store_v & s.is_move),
+            req.kind.eq(Mux(store_v, Mux(s.is_mcast, FlitKind.MSTORE, FlitKind.STORE),
+                            load_kind)),
+            req.dst_x.eq(Mux(store_v, s.dst_x, Mux(sync_v, s.xs, s.ld_x))),
+            req.dst_y.eq(Mux(store_v, s.dst_y, Mux(sync_v, s.ys, s.ld_y))),
+            body.addr.eq(Mux(store_v, st_at, Mux(sync_v, s.loc, s.ld_addr))), body.size.eq(3),
+            body.bcast.eq(0), body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0),
+            body.tag.eq(~store_v & ~sync_v & s.is_move),
             body.data.eq(s.rdq.r_data),
-            self.o_req.valid.eq(store_v | load_v),
+            self.o_req.valid.eq(store_v | sync_v | load_v),
         ]
         sent = self.o_req.valid & self.o_req.ready
-        s.st_sent, s.ld_sent = sent & store_v, sent & ~store_v
+        s.st_sent, s.ld_sent = sent & store_v, sent & ~store_v & ~sync_v
+        s.sync_sent = sent & ~store_v & sync_v
+        with m.If(s.sync_sent):
+            m.d.sync += s.sync_left.eq(0)
         s.word_done = ~s.rest.any()
         with m.If(s.st_sent):
             with m.If(s.word_done):
@@ -446,7 +483,9 @@ class Dma(wiring.Component):
         rep_ok = self.i_rep.valid & ~equals(s.rbody.tag, 1)
         with m.If(self.i_rep.valid & s.rbody.err):
             m.d.sync += s.err[DmaError.DBUF_ERROR].eq(1)
-        m.d.sync += s.acks.eq(s.acks + s.st_sent - (rep_ok & ~s.mode_out))
+        expect = _wide(m, Mux(s.sync_sent, s.reach, s.st_sent & ~s.is_mcast), len(s.reach),
+                       "expect")
+        m.d.sync += s.acks.eq(_add_small(s.acks, expect) - (rep_ok & ~s.mode_out))
         m.d.comb += [s.repq.w_en.eq(rep_ok & s.mode_out), s.repq.w_data.eq(s.rbody.data)]
         m.d.sync += s.ld_flight.eq(s.ld_flight + (s.ld_sent & s.is_out) - (rep_ok & s.mode_out))
         # Words in flight to rdq: an external read or a MOVE's LOAD goes out, one comes back.
@@ -491,6 +530,7 @@ class Dma(wiring.Component):
         with m.If(self.i_start & (state(DmaState.IDLE) | state(DmaState.DONE))):
             m.d.sync += fetch(0) + [
                 s.err.eq(0), s.cycles.eq(0), s.mode_out.eq(0), s.fences.eq(0), s.fence.eq(0),
+                s.sync_left.eq(0),
                 s.list_addr.eq(Cat(self.i_list[:dshift], increment(self.i_list[dshift:]))),
                 s.count.eq(self.i_count),
                 s.rd_addr.eq(self.i_list), s.rd_left.eq(Mux(self.i_count.any(), 2, 0))]
@@ -518,11 +558,12 @@ class Dma(wiring.Component):
                     s.wr_addr.eq(s.ext), s.wr_left.eq(Mux(out, words, 0)),
                     s.rd_addr.eq(s.ext), s.rd_left.eq(Mux(out | move, 0, words)),
                     s.cb_addr.eq(s.loc[s.wshift:s.wshift + len(s.cb_addr)]), s.beat.eq(0),
+                    s.sync_left.eq(s.is_mcast),
                 ]
         with m.Elif(state(DmaState.MOVE)):
             with m.If(~s.rd_left.any() & ~s.pre & ~last & ~(s.is_move & s.st_left.any())):
                 m.d.sync += read_next() + [s.pre.eq(1)]
-            with m.If(~s.st_left.any() & ~s.ld_left.any() & (s.pre | last)):
+            with m.If(~s.st_left.any() & ~s.ld_left.any() & ~s.sync_left & (s.pre | last)):
                 with m.If(s.mode_out | last | s.err.any()):
                     m.d.sync += s.state.eq(DmaState.FINISH)
                 with m.Else():

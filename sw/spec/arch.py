@@ -259,6 +259,11 @@ class ArrayParams:
             ports.append(Dir.LOCAL)
         return ports
 
+    def edge_router(self, index):
+        """Return the PE coordinate of the router whose edge port Dbuf ``index`` sits at."""
+        x, y = self.dbuf_coord(index)
+        return min(max(x, 0), self.cols - 1), min(max(y, 0), self.rows - 1)
+
     def edge_line(self, index):
         """Return ``(on_line, side)`` of Dbuf ``index``'s edge: ``on_line(x, y)`` tells the
         routers next to that edge (row 0 for a north Dbuf, the last row for a south one,

@@ -16,13 +16,18 @@ out       95       direction: chip to external memory (else external memory to c
 cbuf      96       ``local`` is in the Cbufs (IN only)
 move      97       Dbuf to Dbuf on chip: the words at Dbuf address ``ext`` go to ``local`` (and
                    its ``copies``) with no external-memory traffic; not with ``out`` or ``cbuf``
-copies    98..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
+mcast     98       edge multicast (IN or MOVE into the Dbufs, ``copies`` 0): each word is one
+                   MSTORE flit to the Dbuf ``k`` of ``local``, which the mesh also writes into
+                   every Dbuf of :meth:`sw.spec.arch.ArrayParams.multicast_dbufs` from the
+                   channel's port to ``k`` (:func:`edge_targets`); one MLOAD after the last
+                   word collects one acknowledgement per Dbuf.  One read, one flit a word
+copies    99..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
                    to Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
                    0 writes Dbuf ``k`` only.  One read, ``1 + popcount`` STOREs
 ========  =======  ==========================================================================
 
-:class:`DescFlag` names the three flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
-``CBUF`` = 2, ``MOVE`` = 4), the form the simulation host's job files carry.
+:class:`DescFlag` names the four flag bits as they sit above ``length`` in word 1 (``OUT`` = 1,
+``CBUF`` = 2, ``MOVE`` = 4, ``MCAST`` = 8), the form the simulation host's job files carry.
 :data:`COPIES_BITS` is the width of ``copies``: one descriptor reaches ``1 + COPIES_BITS``
 consecutive Dbufs at most.  A MOVE whose source range overlaps one of its destination ranges
 is undefined (the hardware does not check it): the host must not write one.
@@ -33,7 +38,7 @@ import enum
 from sw.spec.bitfields import Field, Layout
 
 __all__ = ["DESC_BYTES", "WORD_BITS", "COPIES_BITS", "DescFlag", "descriptor_layout",
-           "pack_descriptor", "unpack_descriptor", "copy_targets"]
+           "pack_descriptor", "unpack_descriptor", "copy_targets", "edge_targets"]
 
 #: Bits of one external-memory word (one DMA beat); a descriptor is two of them.
 WORD_BITS = 64
@@ -42,14 +47,15 @@ WORD_BITS = 64
 DESC_BYTES = 16
 
 #: Bits of the ``copies`` field (the multicast mask).
-COPIES_BITS = 30
+COPIES_BITS = 29
 
 #: Bits of ``length``.
 _LENGTH_BITS = 31
 
 _LAYOUT = Layout("DMA descriptor", [Field("ext", 32), Field("local", 32), Field("length", _LENGTH_BITS),
                                     Field("out", 1), Field("cbuf", 1),
-                                    Field("move", 1), Field("copies", COPIES_BITS)],
+                                    Field("move", 1), Field("mcast", 1),
+                                    Field("copies", COPIES_BITS)],
                  width=DESC_BYTES * 8)
 
 
@@ -63,6 +69,7 @@ class DescFlag(enum.IntFlag):
     OUT = 1 << (_LAYOUT.offsets["out"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
     CBUF = 1 << (_LAYOUT.offsets["cbuf"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
     MOVE = 1 << (_LAYOUT.offsets["move"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
+    MCAST = 1 << (_LAYOUT.offsets["mcast"] - _LAYOUT.offsets["length"] - _LENGTH_BITS)
 
 
 def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
@@ -73,7 +80,7 @@ def pack_descriptor(ext, local, length, flags=DescFlag(0), copies=0):
     flags = DescFlag(flags)
     word = _LAYOUT.pack(ext=ext, local=local, length=length, out=DescFlag.OUT in flags,
                         cbuf=DescFlag.CBUF in flags, move=DescFlag.MOVE in flags,
-                        copies=copies)
+                        mcast=DescFlag.MCAST in flags, copies=copies)
     mask = (1 << WORD_BITS) - 1
     return [word & mask, word >> WORD_BITS]
 
@@ -83,7 +90,8 @@ def unpack_descriptor(words):
     w0, w1 = (int(w) for w in words)
     f = _LAYOUT.unpack(w0 | w1 << WORD_BITS)
     flags = DescFlag(0)
-    for name, flag in (("out", DescFlag.OUT), ("cbuf", DescFlag.CBUF), ("move", DescFlag.MOVE)):
+    for name, flag in (("out", DescFlag.OUT), ("cbuf", DescFlag.CBUF), ("move", DescFlag.MOVE),
+                       ("mcast", DescFlag.MCAST)):
         if f[name]:
             flags |= flag
     return f["ext"], f["local"], f["length"], flags, f["copies"]
@@ -93,3 +101,11 @@ def copy_targets(first, copies):
     """Return the Dbufs an IN or MOVE descriptor whose ``local`` is in Dbuf ``first`` writes,
     in the order the DMA writes each word to them."""
     return [first] + [first + 1 + i for i in range(COPIES_BITS) if copies >> i & 1]
+
+
+def edge_targets(params, port, first):
+    """Return the Dbufs an ``mcast`` descriptor whose ``local`` is in Dbuf ``first`` writes
+    when run by the DMA channel at edge port ``port`` (a Dbuf number), in the order the mesh
+    passes them: :meth:`sw.spec.arch.ArrayParams.multicast_dbufs` from the router next to
+    the port to Dbuf ``first``."""
+    return params.multicast_dbufs(params.edge_router(port), params.dbuf_coord(first))

@@ -23,11 +23,11 @@ from cocotb.triggers import ClockCycles, Edge, First, ReadOnly, RisingEdge
 
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
-from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, pack_descriptor
+from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets, pack_descriptor
 from sw.spec.status import DmaError
 from tb.common.clock import reset, start_clock
 
-OUT, CBUF, MOVE = DescFlag.OUT, DescFlag.CBUF, DescFlag.MOVE
+OUT, CBUF, MOVE, MCAST = DescFlag.OUT, DescFlag.CBUF, DescFlag.MOVE, DescFlag.MCAST
 SRC, DST, LISTS = 0, 4096, 8192          # external memory regions (bytes)
 
 
@@ -36,12 +36,29 @@ def _fields(desc):
     return tuple(desc) if len(desc) == 5 else (*desc, 0)
 
 
+def _port(p):
+    """Return the rig DMA's edge port (a Dbuf number): west of row 0."""
+    return p.dbuf_at(-1, 0)
+
+
+def _targets(p, desc):
+    """Return the Dbufs a good IN or MOVE descriptor writes (multicast, edge multicast)."""
+    ext, loc, n, flags, copies = _fields(desc)
+    first = p.dbuf_of(loc)[0]
+    if flags & MCAST:
+        return edge_targets(p, _port(p), first)
+    return copy_targets(first, copies)
+
+
 def _stores(p, desc):
-    """Return the STOREs a good descriptor sends: one per word and target Dbuf (IN, MOVE)."""
+    """Return the requests a good descriptor sends besides its LOADs: one STORE per word and
+    target Dbuf (IN, MOVE), or one MSTORE per word and an MLOAD (edge multicast)."""
     ext, loc, n, flags, copies = _fields(desc)
     if flags & (OUT | CBUF):
         return 0
-    return n // 8 * len(copy_targets(p.dbuf_of(loc)[0], copies))
+    if flags & MCAST:
+        return n // 8 + 1 if n else 0
+    return n // 8 * len(_targets(p, desc))
 
 
 def _int(handle):
@@ -120,8 +137,8 @@ class TB:
         elif w:
             # IN: from external memory; MOVE: from the Dbufs (source and targets disjoint).
             src = (self.dbuf if flags & MOVE else self.ext)[ext // 8:ext // 8 + w].copy()
-            first, off = self.p.dbuf_of(loc)
-            for k in copy_targets(first, copies):
+            off = self.p.dbuf_of(loc)[1]
+            for k in _targets(self.p, desc):
                 at = (k * self.p.dbuf_bytes + off) // 8
                 self.dbuf[at:at + w] = src
 
@@ -218,14 +235,17 @@ def _random_move(rng, tb):
     copies = _random_copies(rng, p, k) if rng.random() < 0.5 else 0
     if src > k:
         copies &= ~(1 << (src - k - 1))
+    flags = MOVE
+    if not copies and rng.random() < 0.4 and src not in edge_targets(p, _port(p), k):
+        flags |= MCAST
     soff, doff = rng.randrange(tb.dwords), rng.randrange(tb.dwords)
     count = 0 if rng.random() < 0.05 else rng.randint(1, min(40, tb.dwords - max(soff, doff)))
-    return (p.dbuf_base(src) + soff * 8, p.dbuf_base(k) + doff * 8, count * 8, MOVE, copies)
+    return (p.dbuf_base(src) + soff * 8, p.dbuf_base(k) + doff * 8, count * 8, flags, copies)
 
 
 def _random_desc(rng, tb):
     kind = rng.choice(["in", "in", "multicast", "multicast", "cbuf", "out", "out", "zero",
-                       "zero", "move", "move", "move"])
+                       "zero", "move", "move", "move", "edge", "edge"])
     p = tb.p
     if kind == "move":
         return _random_move(rng, tb)
@@ -242,6 +262,8 @@ def _random_desc(rng, tb):
     loc = p.dbuf_base(k) + off * 8
     if kind == "out":
         return (rng.randrange(DST, LISTS - count * 8 + 1, 8), loc, count * 8, OUT)
+    if kind == "edge":
+        return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, MCAST)
     copies = _random_copies(rng, p, k) if kind == "multicast" or rng.random() < 0.3 else 0
     return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, 0, copies)
 
@@ -336,6 +358,9 @@ async def bad_descriptors(dut):
         "MOVE destination crossing two Dbufs": (p.dbuf_base(0), p.dbuf_base(2) - 8, 16, MOVE),
         "MOVE copy past the last Dbuf": (p.dbuf_base(0), p.dbuf_base(p.num_dbufs - 1), 16,
                                          MOVE, 1),
+        "edge multicast with OUT": (DST, p.dbuf_base(0), 16, OUT | MCAST),
+        "edge multicast with CBUF": (0, 0, wb, CBUF | MCAST),
+        "edge multicast with copies": (0, p.dbuf_base(0), 16, MCAST, 1),
     }
     if p.num_dbufs <= COPIES_BITS:
         bad["top copy bit"] = (0, p.dbuf_base(0), 16, 0, 1 << COPIES_BITS - 1)
@@ -460,3 +485,38 @@ async def move_streaming(dut):
     for d in descs:
         tb.apply(d)
     tb.check("IN, MOVE, OUT under backpressure")
+
+
+@cocotb.test()
+async def edge_multicast_streaming(dut):
+    """A long edge-multicast descriptor sends one MSTORE a cycle however many Dbufs the mesh
+    writes (about one cycle a word), each word read once; then an OUT descriptor of every
+    target reads the words back (its LOADs see every copy: the MLOAD acknowledged them)."""
+    tb, rng = await _quiet_rig(dut, salt=5)
+    p = tb.p
+    mem = dict(latency=5, bw=64, stall=0, req_stall=0)
+    for first in range(p.num_dbufs):
+        targets = edge_targets(p, _port(p), first)
+        words = tb.dwords // 2
+        off = rng.randrange(tb.dwords - words + 1) * 8
+        desc = (rng.randrange(0, DST - words * 8 + 1, 8), p.dbuf_base(first) + off, words * 8,
+                MCAST)
+        outs = [(DST + 8 * i % (LISTS - DST - 8), p.dbuf_base(k) + off, 8, OUT)
+                for i, k in enumerate(targets)]
+        done, err, idx, rd, wr, cycles = await tb.run([desc], mem)
+        assert done and not err, f"edge multicast to Dbuf {first}: done {done}, error {err}"
+        tb.apply(desc)
+        assert rd == 16 + words * 8, f"edge multicast: {rd} bytes read, want {16 + words * 8}"
+        bound = words + 2 * 5 + 40
+        cocotb.log.info(f"edge multicast from port {_port(p)} to Dbufs {targets}: {words} "
+                        f"words in {cycles} cycles ({cycles / words:.3f} a word, bound {bound})")
+        assert cycles <= bound, (f"edge multicast to {targets}: {words} words in {cycles} "
+                                 f"cycles, more than {bound}")
+        tb.check(f"edge multicast to Dbuf {first}")
+        done, err, idx, rd, wr, cycles = await tb.run([desc] + outs,
+                                                     dict(latency=2, bw=64, stall=0,
+                                                          req_stall=120))
+        assert done and not err, f"edge multicast then OUT: done {done}, error {err}"
+        for d in [desc] + outs:
+            tb.apply(d)
+        tb.check(f"edge multicast to Dbuf {first}, then OUT")
