@@ -91,7 +91,7 @@ def run_model_command(args):
                dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                overlap=system.overlap, early_start=system.early_start,
-               double_buffer=plan.double_buffer,
+               edge_multicast=system.edge_multicast, double_buffer=plan.double_buffer,
                calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT))
     note = conv_record(args, rec, plan.N, system)
     _print(rec, pred, plan, params)
@@ -114,7 +114,8 @@ def _print(rec, pred, plan, params):
     t.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
     t.add_row("passes / contexts per pass", f"{plan.passes} / {plan.contexts}"
               + (" (double-buffered)" if plan.double_buffer else "")
-              + (", each context started when its data are in" if rec["early_start"] else ""))
+              + (", each context started when its data are in" if rec["early_start"] else "")
+              + (", inputs by edge multicast" if rec["edge_multicast"] else ""))
     t.add_row("load balance (engines' mean / max FACC steps)", f"{rec['load_balance']:.3f}")
     t.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",
               f"{rec['cycles']:,} / {rec['compute_cycles']:,} / {rec['dma_cycles']:,}")

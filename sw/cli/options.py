@@ -124,7 +124,7 @@ def system_of(args, params):
     command without them), checked (:func:`check_system`)."""
     system = System(**{f: getattr(args, f, getattr(SYSTEM, f)) for f in
                        ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
-                        "overlap", "early_start")})
+                        "overlap", "early_start", "edge_multicast")})
     if system.early_start and not system.overlap:
         raise FdpuError("--early-start runs contexts beside their pass's DMA-in: it cannot run "
                         "with --no-overlap")
@@ -341,6 +341,11 @@ def add_hw_args(parser):
                     help="start each context as soon as its own data are in the Dbufs, beside "
                          "the rest of its pass's DMA-in (default "
                          f"{'on' if SYSTEM.early_start else 'off'}; needs --overlap)")
+    hw.add_argument("--edge-multicast", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.edge_multicast,
+                    help="send an input block that several Dbufs of an edge hold as one "
+                         "multicast flit a word, which the mesh writes into each of them "
+                         f"(default {'on' if SYSTEM.edge_multicast else 'off'})")
     hw.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=None,
                     help="give consecutive passes alternate halves of the Dbufs, so the DMA "
                          "loads the next pass and stores the previous one while a pass "

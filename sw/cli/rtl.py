@@ -122,6 +122,7 @@ def run_rtl_command(args):
                mem_latency=system.mem_latency, mem_bandwidth=system.mem_bandwidth,
                dma_channels=system.dma_channels, config_ports=system.config_ports,
                overlap=system.overlap, early_start=system.early_start,
+               edge_multicast=system.edge_multicast,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
                segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))
@@ -134,7 +135,8 @@ def run_rtl_command(args):
                   "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
     table.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
     table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}"
-                  + (" (double-buffered)" if plan.double_buffer else ""))
+                  + (" (double-buffered)" if plan.double_buffer else "")
+                  + (", inputs by edge multicast" if rec["edge_multicast"] else ""))
     table.add_row("load balance (engines' mean / max FACC steps)",
                   f"{rec['load_balance']:.3f}")
     table.add_row("cycles: end to end / compute (configuration + contexts) / DMA (in + out)",

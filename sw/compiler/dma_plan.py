@@ -13,10 +13,18 @@ two agree byte for byte:
   cycle; splitting it over channels would only make them wait for each other); the Dbufs go,
   most words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream
   then shares no link with the other edges') unless that channel is ahead of the least loaded
-  one by more than this Dbuf's words, else to the least loaded channel.
+  one by more than this Dbuf's words (never, with edge multicast), else to the least loaded
+  channel.
 * :func:`multicast_windows`: a block that several Dbufs hold at the same offset is loaded by
   one descriptor per channel and window of ``1 + COPIES_BITS`` consecutive Dbufs
   (``sw.spec.dma``): its bytes cross the external port once per window, not once per Dbuf.
+* :func:`delivery_windows` (edge multicast, ``System.edge_multicast``): first, the block's
+  Dbufs that one MSTORE flit from the channel's port reaches together
+  (:func:`sw.spec.dma.edge_targets`, at least two, all of them the channel's and the
+  block's) take one ``mcast`` descriptor each, the largest first: its words cross the
+  channel's request port once however many Dbufs take them; the rest go by
+  :func:`multicast_windows`.  With the channels on their own edges (above) a block that
+  every Dbuf holds is one descriptor per channel.
 * :func:`move_windows`: a chained layer's on-chip copies (MOVE descriptors) go first, each
   destination Dbuf on one channel, one descriptor per channel and multicast window; the words
   they send count in the channels' load before the pass's own data are assigned.
@@ -30,11 +38,11 @@ two agree byte for byte:
   have written.
 """
 
-from sw.spec.dma import COPIES_BITS
+from sw.spec.dma import COPIES_BITS, DescFlag, edge_targets
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
-           "move_windows", "gate_shift", "group_of", "group_runs", "block_group",
+           "Window", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of", "group_runs", "block_group",
            "fence_groups"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
@@ -79,9 +87,12 @@ def merge_runs(spans, params, barriers=(), groups=None):
     return [tuple(r) for r in runs]
 
 
-def assign_channels(words, channels, params, load=None):
+def assign_channels(words, channels, params, load=None, edge=False):
     """Return ``{dbuf: channel}`` for ``words`` (``{dbuf: words it moves}``) over ``channels``
-    DMA channels (see the module doc); ``load`` (words already on each channel) is updated."""
+    DMA channels (see the module doc); ``load`` (words already on each channel) is updated.
+    ``edge`` (edge multicast): a Dbuf on an edge with a channel always goes to it (one
+    MSTORE from that channel writes the edge's Dbufs together, so their words do not add
+    up on its port the way ``words`` counts them)."""
     load = [0] * channels if load is None else load
     home = {}
     for c, k in enumerate(dma_ports(params)[:channels]):
@@ -90,7 +101,7 @@ def assign_channels(words, channels, params, load=None):
     for k in sorted(words, key=lambda k: (-words[k], k)):
         least = min(range(channels), key=lambda i: load[i])
         c = home.get(_edge(params, k), least)
-        if load[c] > load[least] + words[k]:
+        if load[c] > load[least] + words[k] and not (edge and _edge(params, k) in home):
             c = least
         load[c] += words[k]
         chan[k] = c
@@ -121,24 +132,90 @@ def multicast_windows(groups, params, chan):
     return out
 
 
-def move_windows(moves, params, channels, load):
-    """Return ``[(channel, move, global address of its first copy, copies mask)]``: the MOVE
-    descriptors of ``moves`` (``sw.compiler.chain.Move``: a source and the destinations of
-    its copies, in order).  The destination Dbufs are assigned to channels by their words
-    (:func:`assign_channels`, which adds them to ``load``), each move cut into multicast
-    windows (:func:`multicast_windows`), and every descriptor's words are added to its
-    channel's ``load`` too (``load`` is updated in place)."""
+class Window(tuple):
+    """One descriptor of a block: ``(channel, lo, copies, group index, flags, targets)``:
+    ``lo`` the global address in its first Dbuf, ``copies`` its multicast mask, ``flags``
+    :class:`sw.spec.dma.DescFlag` (``MCAST`` or none), ``targets`` the Dbufs it writes."""
+    __slots__ = ()
+
+    channel = property(lambda self: self[0])
+    lo = property(lambda self: self[1])
+    copies = property(lambda self: self[2])
+    group = property(lambda self: self[3])
+    flags = property(lambda self: self[4])
+    targets = property(lambda self: self[5])
+
+
+def delivery_windows(groups, params, chan, edge=False, avoid=None):
+    """Return the :class:`Window` descriptors that load ``groups`` (per block, the global
+    addresses of its copies at one offset; ``chan``: Dbuf -> channel): with ``edge``, the
+    edge-multicast ones first (module doc), then :func:`multicast_windows` of the rest.
+    ``avoid``: a Dbuf no edge-multicast window may pass (a MOVE's source)."""
+    ports = dma_ports(params)
+    out, rest, index = [], [], []
+    for g, addrs in enumerate(groups):
+        off = params.dbuf_of(addrs[0])[1]
+        left = _edge_cover(addrs, params, chan, ports, out, g, edge, avoid)
+        if left:
+            rest.append([params.dbuf_base(d) + off for d in left])
+            index.append(g)
+    for c, lo, copies, r in multicast_windows(rest, params, chan):
+        first = params.dbuf_of(lo)[0]
+        out.append(Window((c, lo, copies, index[r], DescFlag(0),
+                           [first] + [first + 1 + i for i in range(COPIES_BITS)
+                                      if copies >> i & 1])))
+    return out
+
+
+def _edge_cover(addrs, params, chan, ports, out, g, edge, avoid=None):
+    """Append block ``g``'s edge-multicast windows to ``out``; return the Dbufs left."""
+    off = params.dbuf_of(addrs[0])[1]
+    left = sorted({params.dbuf_of(a)[0] for a in addrs})
+    while edge:
+        best = None
+        for t in left:
+            c = chan[t]
+            reach = edge_targets(params, ports[c], t)
+            if len(reach) > 1 and all(d in left and chan[d] == c for d in reach) \
+                    and avoid not in reach \
+                    and (best is None or len(reach) > len(best[1])):
+                best = (t, reach)
+        if best is None:
+            break
+        t, reach = best
+        out.append(Window((chan[t], params.dbuf_base(t) + off, 0, g, DescFlag.MCAST,
+                           list(reach))))
+        left = [d for d in left if d not in reach]
+    return left
+
+
+def sent_words(window, nbytes):
+    """Return the requests a :class:`Window` of ``nbytes`` sends on its channel's port: one
+    STORE per word and target, or one MSTORE per word and the MLOAD (edge multicast)."""
+    if window.flags & DescFlag.MCAST:
+        return nbytes // 8 + 1
+    return nbytes // 8 * len(window.targets)
+
+
+def move_windows(moves, params, channels, load, edge=False):
+    """Return ``[(channel, move, window)]``: the MOVE descriptors of ``moves``
+    (``sw.compiler.chain.Move``: a source and the destinations of its copies, in order; each
+    ``window`` a :class:`Window`).  The destination Dbufs are assigned to channels by their
+    words (:func:`assign_channels`, which adds them to ``load``), each move cut into
+    :func:`delivery_windows` (``edge``: edge multicast), and every descriptor's words are
+    added to its channel's ``load`` too (``load`` is updated in place)."""
     words = {}
     for m in moves:
         for a in m.dsts:
             d = params.dbuf_of(a)[0]
             words[d] = words.get(d, 0) + m.nbytes // 8
-    chan = assign_channels(words, channels, params, load)
+    chan = assign_channels(words, channels, params, load, edge)
     out = []
     for m in moves:
-        for c, lo, copies, _ in multicast_windows([list(m.dsts)], params, chan):
-            out.append((c, m, lo, copies))
-            load[c] += m.nbytes // 8
+        src = params.dbuf_of(m.src)[0]
+        for w in delivery_windows([list(m.dsts)], params, chan, edge, avoid=src):
+            out.append((w.channel, m, w))
+            load[w.channel] += m.nbytes // 8
     return out
 
 

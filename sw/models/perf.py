@@ -265,13 +265,14 @@ class Workload:
                                                  stage)
             cbuf = cbuf_words if q == 0 else []
             moves = None if chained_from is None else \
-                _move_load(chained_from, plan, system.dma_channels, sum(cbuf))
+                _move_load(chained_from, plan, system.dma_channels, sum(cbuf),
+                           system.edge_multicast)
             early = None
             if system.early_start and system.overlap:
                 shift = dma_plan.gate_shift(plan.pass_contexts(q))
                 early = (dma_plan.group_of(first, shift), shift)
             din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves,
-                            early=early)
+                            early=early, edge=system.edge_multicast)
             dout = [] if chained_to is not None else \
                 _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
@@ -508,18 +509,19 @@ def _output_segments(plan, q):
     return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
 
 
-def _move_load(plan, nxt, channels, cbuf_words=0):
+def _move_load(plan, nxt, channels, cbuf_words=0, edge=False):
     """Return ``(per DMA channel (external bytes, descriptors, words sent), load)`` of the
     MOVE descriptors that put ``plan``'s outputs into ``nxt``'s input blocks
     (:func:`sw.compiler.dma_plan.move_windows`, the runtime's rule; a word sent per LOAD and
-    per STORE); ``load``: the words on each channel afterwards, channel 0 starting with the
-    pass's ``cbuf_words``, as the runtime counts them before assigning the pass's data."""
+    per STORE, or per MSTORE and an MLOAD with ``edge`` multicast); ``load``: the words on
+    each channel afterwards, channel 0 starting with the pass's ``cbuf_words``, as the
+    runtime counts them before assigning the pass's data."""
     load = [cbuf_words if c == 0 else 0 for c in range(channels)]
     desc, sent = [0] * channels, [0] * channels
-    for c, m, _, copies in dma_plan.move_windows(chain.moves(plan, nxt), plan.params,
-                                                channels, load):
+    for c, m, w in dma_plan.move_windows(chain.moves(plan, nxt), plan.params, channels, load,
+                                        edge):
         desc[c] += 1
-        sent[c] += m.nbytes // 8 * (2 + bin(copies).count("1"))
+        sent[c] += m.nbytes // 8 + dma_plan.sent_words(w, m.nbytes)
     return [(0, r, w) for r, w in zip(desc, sent)], load
 
 
@@ -543,7 +545,8 @@ class _Groups:
         return out
 
 
-def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None, early=None):
+def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None, early=None,
+              edge=False):
     """Return per DMA channel ``(external bytes, descriptors, words sent)`` of one DMA phase.
 
     DMA-in: ``segs`` are ``(global address, bytes)`` and ``groups`` the multicast blocks
@@ -553,7 +556,8 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     moves, :func:`_move_load`: per channel ``(bytes, descriptors, words)`` already placed, and
     the channels' load after them).  DMA-out:
     ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.  ``early``
-    (``({address: group}, shift)``): the DMA-in of an early start, as a :class:`_Groups`.
+    (``({address: group}, shift)``): the DMA-in of an early start, as a :class:`_Groups`;
+    ``edge``: blocks go by edge multicast where they can.
     """
     bytes_, desc, sent = [0] * channels, [0] * channels, [0] * channels
     if out:
@@ -580,7 +584,7 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         placed, load = pre[0], list(pre[1])
         for c, (b, r, w) in enumerate(placed):
             bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + w
-    chan = dma_plan.assign_channels(words, channels, p, load)
+    chan = dma_plan.assign_channels(words, channels, p, load, edge)
     ngroups = 1 + max([g for g, _, _, _ in runs] + [group.get(a, 0) for b in blocks for a in b],
                       default=0)
     per = [[[0, 0, 0] for _ in range(channels)] for _ in range(ngroups)]
@@ -588,10 +592,10 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     for g, lo, hi, _ in runs:
         t = per[g][chan[p.dbuf_of(lo)[0]]]
         t[0], t[1], t[2] = t[0] + hi - lo, t[1] + 1, t[2] + (hi - lo) // 8
-    for c, _, copies, b in dma_plan.multicast_windows(blocks, p, chan):
-        t = per[dma_plan.block_group(group, blocks[b])][c]
+    for w in dma_plan.delivery_windows(blocks, p, chan, edge):
+        t = per[dma_plan.block_group(group, blocks[w.group])][w.channel]
         t[0], t[1] = t[0] + nbytes, t[1] + 1
-        t[2] += nbytes // 8 * (1 + bin(copies).count("1"))
+        t[2] += dma_plan.sent_words(w, nbytes)
     if early is None:
         return [tuple(t) for t in per[0]]
     for c in range(channels):

@@ -38,6 +38,10 @@ class System:
         Each context starts as soon as its own data are in the Dbufs, beside the rest of its
         pass's DMA-in (needs ``overlap``; ``docs/system.md``, "Contexts start when their data
         are in"); else a pass's contexts wait for its whole DMA-in.
+    edge_multicast : bool
+        A block several Dbufs of one edge hold is sent by its channel as one edge-multicast
+        flit a word, which the mesh writes into each of them (``docs/system.md``, "Edge
+        multicast"); else one STORE a word and Dbuf.
     """
     dma_channels: int = 4
     mem_latency: int = 20
@@ -45,6 +49,7 @@ class System:
     config_ports: int = 4
     overlap: bool = True
     early_start: bool = False
+    edge_multicast: bool = False
 
 
 #: The README's system: 4 DMA channels at 8 B/cycle with 20 cycles of latency, 4 ports.

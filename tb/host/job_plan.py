@@ -52,10 +52,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.spec.arch import ArrayParams
-from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, block_group, fence_groups,
-                                  gate_shift, group_of, group_runs, move_windows,
-                                  multicast_windows)
-from sw.spec.dma import DescFlag, copy_targets, pack_descriptor, unpack_descriptor
+from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, block_group, delivery_windows,
+                                  fence_groups, gate_shift, group_of, group_runs, move_windows)
+from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
 from tb.host.memories import cbuf_capacity, check_fits, port_configs
@@ -280,11 +279,13 @@ def _cbuf_words(p, cfgs, templates, config_ports):
                      dtype=np.uint64) for q, c in enumerate(cfgs)]
 
 
-def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(), early=False):
+def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(), early=False,
+               edge=False):
     """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
 
     The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``; ``early``: the
-    Dbuf data group by group of contexts, a fence after each (module doc).
+    Dbuf data group by group of contexts, a fence after each (module doc); ``edge``: blocks
+    several Dbufs hold go by edge multicast where they can (``sw.compiler.dma_plan``).
     """
     nch = len(exts)
     region = cbuf_capacity(p) // config_ports
@@ -303,7 +304,7 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
                 cbuf_words += len(words)
         prev_cbuf = cwords
     touched = []
-    on_chip = _plan_moves(p, moves, descs, touched, load)
+    on_chip = _plan_moves(p, moves, descs, touched, load, edge)
     # Each channel loads the Dbuf at its own edge port last: that Dbuf's store acks enter
     # the reply mesh through the merge a configuration port's CONFIG flits take there,
     # which would halve the configuration's rate while the two overlap.
@@ -318,22 +319,23 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
     # channel sends one STORE per copy).
     chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for _, lo, w in runs]
                                            + [(a, len(image.segments[a])) for a in shared]),
-                           nch, p, load)
+                           nch, p, load, edge)
     # Per group: its multicast blocks (a block in the group of its first reading copy), then
     # its runs, each channel's own-edge Dbuf last; then a fence on every channel that has
     # data in a later group or this one.
     data = [[] for _ in range(nch)]               # per channel: (group, descriptor)
-    for c, lo, copies, g in multicast_windows(groups, p, chan):
+    for w in delivery_windows(groups, p, chan, edge):
+        c, lo, g = w.channel, w.lo, w.group
         blob = bytes(image.segments[groups[g][0]])
         if lo % 8 or len(blob) % 8:
             raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
                             f"words")
         data[c].append((block_group(group, groups[g]),
                         _desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
-                              copies=copies)))
+                              w.flags, w.copies)))
         moved += len(blob)
         first = p.dbuf_of(lo)[0]
-        for d in copy_targets(first, copies):
+        for d in w.targets:
             at = lo + (d - first) * p.dbuf_bytes
             touched.append((at, at + len(blob)))
     for c, g, lo, words in sorted([(chan[p.dbuf_of(lo)[0]], g, lo, w) for g, lo, w in runs],
@@ -367,14 +369,14 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
     return plan, where, prev_cbuf
 
 
-def _plan_moves(p, moves, lists, touched, load):
+def _plan_moves(p, moves, lists, touched, load, edge=False):
     """Append the MOVE descriptors of ``moves`` to the descriptor lists ``lists`` (per
     channel; ``load``, the words each channel sends, updated), and their source and destination
     ranges to ``touched``; return the bytes they store."""
     if not moves:
         return 0
-    for c, m, lo, copies in move_windows(moves, p, len(lists), load):
-        lists[c].append(_desc(m.src, lo, m.nbytes, DescFlag.MOVE, copies))
+    for c, m, w in move_windows(moves, p, len(lists), load, edge):
+        lists[c].append(_desc(m.src, w.lo, m.nbytes, DescFlag.MOVE | w.flags, w.copies))
     for m in moves:
         touched.append((m.src, m.src + m.nbytes))
         touched += [(a, a + m.nbytes) for a in m.dsts]
@@ -429,7 +431,8 @@ def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
 
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
-             overlap=False, double_buffer=False, cbuf_loaded=None, early_start=False):
+             overlap=False, double_buffer=False, cbuf_loaded=None, early_start=False,
+             edge_multicast=False):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
@@ -438,7 +441,8 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     instead of the image's; ``cbuf_loaded``: the Cbuf words per configuration port
     (:func:`cbuf_port_words`) the Cbufs hold when the job starts, or ``None`` (reset);
     ``early_start``: each context starts when its own data are in (module doc; needs
-    ``overlap``).
+    ``overlap``); ``edge_multicast``: blocks several Dbufs of an edge hold go as one
+    edge-multicast flit a word (``sw.compiler.dma_plan.delivery_windows``).
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -455,7 +459,8 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     for j, (image, reads, *moves) in enumerate(passes):
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
                                           exts, prev_cbuf, config_ports,
-                                          moves[0] if moves else (), early_start)
+                                          moves[0] if moves else (), early_start,
+                                          edge_multicast)
         plan.append(pl)
         results.append(where)
     # The results: per channel one range of its external memory, read back at the end.

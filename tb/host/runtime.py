@@ -58,7 +58,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
             double_buffer=False, checkpoint=None, segment_passes=None, system=None,
-            early_start=False):
+            early_start=False, edge_multicast=False):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
     ``checkpoint`` in resumable segments.
 
@@ -126,13 +126,16 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         The system around the array as one value, the one the performance model takes: its
         DMA channels, memory latency and bandwidth, configuration ports, overlap and early
         start replace ``dma_channels``, ``mem`` (latency and bandwidth; ``mem.stall`` is
-        kept), ``config_ports``, ``overlap`` and ``early_start``.
+        kept), ``config_ports``, ``overlap``, ``early_start`` and ``edge_multicast``.
     early_start : bool
         Each context starts as soon as its own data are in the Dbufs instead of after the
         whole DMA-in (needs ``overlap`` and a simulated DMA-in): the DMA-in is ordered group
         of contexts by group with a fence after each, and the top holds each context until
         every channel has passed its group's fence (``tb.host.job_plan``,
         ``docs/system.md``).
+    edge_multicast : bool
+        Blocks several Dbufs of an edge hold are sent as one edge-multicast flit a word
+        (``sw.compiler.dma_plan.delivery_windows``, ``docs/system.md``).
 
     Returns
     -------
@@ -150,6 +153,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                        stall=mem.stall)
         dma_channels, config_ports = system.dma_channels, system.config_ports
         overlap, early_start = system.overlap, system.early_start
+        edge_multicast = system.edge_multicast
     mem.registers()
     if double_buffer and (not overlap or backdoor_in):
         raise FdpuError("double buffering overlaps the DMA with the contexts: it needs overlap "
@@ -160,7 +164,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     kwargs = dict(mem=mem, max_cycles=max_cycles, dma_max_cycles=dma_max_cycles, waves=waves,
                   depth=depth, timeout_s=timeout_s, backdoor_in=backdoor_in,
                   dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
-                  double_buffer=double_buffer, early_start=bool(early_start))
+                  double_buffer=double_buffer, early_start=bool(early_start),
+                  edge_multicast=bool(edge_multicast))
     if checkpoint is None:
         return _run_segment(params, passes, sim, configs=configs, progress=progress, **kwargs)
     if configs is not None:
@@ -208,7 +213,8 @@ def _offset_progress(progress, first, passes):
 
 def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves, progress,
                  depth, timeout_s, configs=None, backdoor_in, dma_channels, config_ports,
-                 overlap, double_buffer, cbuf_loaded=None, store=None, early_start=False):
+                 overlap, double_buffer, cbuf_loaded=None, store=None, early_start=False,
+                 edge_multicast=False):
     """Run ``passes`` in one simulation (:func:`run_job`'s arguments), starting from Cbufs
     that hold ``cbuf_loaded``; with a :class:`~tb.host.checkpoint.Checkpoint` ``store``, load
     the result it keeps for this segment instead, or keep the new one there."""
@@ -217,7 +223,7 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
     plan = plan_job(p, passes, configs=configs, dma_channels=dma_channels,
                     config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap,
                     double_buffer=double_buffer, cbuf_loaded=cbuf_loaded,
-                    early_start=early_start)
+                    early_start=early_start, edge_multicast=edge_multicast)
     size = plan.ext_size(sim)
     if max_cycles is None:
         max_cycles = plan.default_max_cycles()

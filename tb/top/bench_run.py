@@ -49,7 +49,9 @@ import numpy as np
 from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
-from sw.spec.dma import DescFlag, copy_targets
+from sw.spec.arch import ArrayParams
+from sw.spec.dma import DescFlag, copy_targets, edge_targets
+from sw.spec.ports import dma_ports
 from sw.spec.status import MiccState
 from tb.host.backdoor import Backdoor
 
@@ -216,7 +218,11 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
             _write_cbuf(dut, bd["cbuf_depth"], loc // 8, words, backdoor, first)
         else:
             k, off = loc // bd["dbuf_bytes"], loc % bd["dbuf_bytes"] // 8
-            for d in copy_targets(k, copies):            # multicast (sw.spec.dma)
+            targets = copy_targets(k, copies)            # multicast (sw.spec.dma)
+            if flags & DescFlag.MCAST:
+                p = ArrayParams(rows=spec["rows"], cols=spec["cols"], dbuf_bytes=bd["dbuf_bytes"])
+                targets = edge_targets(p, dma_ports(p)[c], k)
+            for d in targets:
                 st = getattr(dut.fdpu, f"dbuf{d}").sram.bank.storage
                 backdoor.write(st, off, words, skip_zero=first)
     return time.monotonic() - t0
