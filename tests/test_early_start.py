@@ -21,7 +21,7 @@ from sw.compiler import dbuf_layout, dma_plan, layers, planner
 from sw.compiler.program import pass_images
 from sw.models import perf
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import DescFlag, unpack_descriptor
+from sw.spec.dma import COPIES_BITS, DescFlag, unpack_descriptor
 from sw.spec.errors import FdpuError
 from tb.host import runtime
 from tb.host.job_plan import MemModel, plan_job
@@ -104,7 +104,7 @@ def test_job_plan_loads_group_by_group_with_a_fence_after_each(K, C, N, mode, gr
             # Every segment a descriptor writes belongs to the group the fences say; no
             # descriptor writes over an output block (contexts of earlier groups write them).
             for k in [P22.dbuf_of(local)[0]] + [P22.dbuf_of(local)[0] + 1 + i
-                                                 for i in range(30) if copies >> i & 1]:
+                                                 for i in range(COPIES_BITS) if copies >> i & 1]:
                 lo = P22.dbuf_base(k) + P22.dbuf_of(local)[1]
                 hi = lo + length
                 mine = [a for a in image.segments if lo <= a < hi]

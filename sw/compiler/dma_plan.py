@@ -92,11 +92,20 @@ def assign_channels(words, channels, params, load=None, edge=False):
     DMA channels (see the module doc); ``load`` (words already on each channel) is updated.
     ``edge`` (edge multicast): a Dbuf on an edge with a channel always goes to it (one
     MSTORE from that channel writes the edge's Dbufs together, so their words do not add
-    up on its port the way ``words`` counts them)."""
+    up on its port the way ``words`` counts them); an edge without one goes whole to the
+    channel whose flit reaches most of its Dbufs (:func:`sw.spec.dma.edge_targets`; the
+    least loaded of those), decided before any Dbuf is assigned."""
     load = [0] * channels if load is None else load
+    ports = dma_ports(params)[:channels]
     home = {}
-    for c, k in enumerate(dma_ports(params)[:channels]):
+    for c, k in enumerate(ports):
         home.setdefault(_edge(params, k), c)
+    if edge:
+        for e in sorted({_edge(params, k) for k in words} - set(home)):
+            side = [k for k in range(params.num_dbufs) if _edge(params, k) == e]
+            reach = [max(sum(d in side for d in edge_targets(params, port, k)) for k in side)
+                     for port in ports]
+            home[e] = min(range(channels), key=lambda c: (-reach[c], load[c]))
     chan = {}
     for k in sorted(words, key=lambda k: (-words[k], k)):
         least = min(range(channels), key=lambda i: load[i])
@@ -146,16 +155,17 @@ class Window(tuple):
     targets = property(lambda self: self[5])
 
 
-def delivery_windows(groups, params, chan, edge=False, avoid=None):
+def delivery_windows(groups, params, chan, edge=False):
     """Return the :class:`Window` descriptors that load ``groups`` (per block, the global
     addresses of its copies at one offset; ``chan``: Dbuf -> channel): with ``edge``, the
     edge-multicast ones first (module doc), then :func:`multicast_windows` of the rest.
-    ``avoid``: a Dbuf no edge-multicast window may pass (a MOVE's source)."""
+    Either kind writes only the block's own Dbufs, at its offset: a MOVE's windows write
+    exactly the ranges its copies would."""
     ports = dma_ports(params)
     out, rest, index = [], [], []
     for g, addrs in enumerate(groups):
         off = params.dbuf_of(addrs[0])[1]
-        left = _edge_cover(addrs, params, chan, ports, out, g, edge, avoid)
+        left = _edge_cover(addrs, params, chan, ports, out, g, edge)
         if left:
             rest.append([params.dbuf_base(d) + off for d in left])
             index.append(g)
@@ -167,7 +177,7 @@ def delivery_windows(groups, params, chan, edge=False, avoid=None):
     return out
 
 
-def _edge_cover(addrs, params, chan, ports, out, g, edge, avoid=None):
+def _edge_cover(addrs, params, chan, ports, out, g, edge):
     """Append block ``g``'s edge-multicast windows to ``out``; return the Dbufs left."""
     off = params.dbuf_of(addrs[0])[1]
     left = sorted({params.dbuf_of(a)[0] for a in addrs})
@@ -177,7 +187,6 @@ def _edge_cover(addrs, params, chan, ports, out, g, edge, avoid=None):
             c = chan[t]
             reach = edge_targets(params, ports[c], t)
             if len(reach) > 1 and all(d in left and chan[d] == c for d in reach) \
-                    and avoid not in reach \
                     and (best is None or len(reach) > len(best[1])):
                 best = (t, reach)
         if best is None:
@@ -212,8 +221,7 @@ def move_windows(moves, params, channels, load, edge=False):
     chan = assign_channels(words, channels, params, load, edge)
     out = []
     for m in moves:
-        src = params.dbuf_of(m.src)[0]
-        for w in delivery_windows([list(m.dsts)], params, chan, edge, avoid=src):
+        for w in delivery_windows([list(m.dsts)], params, chan, edge):
             out.append((w.channel, m, w))
             load[w.channel] += m.nbytes // 8
     return out

@@ -1,0 +1,137 @@
+"""Edge multicast (docs/system.md, "Edge multicast"): a block several Dbufs of one edge hold
+goes from its DMA channel as one MSTORE flit a word, which the mesh writes into each of them.
+
+The flit rule and the routers' copies are tested on the mesh bench (``tests/test_mesh.py``,
+``tb.noc.bench_mesh.edge_multicast``), the Dbufs' posted stores on the Dbuf bench, the DMA's
+``mcast`` descriptors on its rig (``tests/test_dma.py``); here the planner's windows
+(``sw.compiler.dma_plan.delivery_windows``), the job plan against the plain one, the model
+against the runtime, the CLI, and on the RTL layers and a chained network bit-exact.
+"""
+
+import json
+
+import pytest
+from chainutil import run_chain_checked
+from cliutil import run
+from test_chain import _mlp
+from test_early_start import P22, _layer
+from test_top import _fc
+
+from sw.compiler import chain, dma_plan
+from sw.models import perf
+from sw.spec.arch import ArrayParams
+from sw.spec.dma import DescFlag, copy_targets, edge_targets, unpack_descriptor
+from sw.spec.ports import dma_ports
+from tb.host.job_plan import MemModel, plan_job
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+
+def _written(job, params, channels):
+    """Return ``({(Dbuf, offset, length)}, requests per channel)`` of pass 0's DMA-in."""
+    ports = dma_ports(params)
+    out, sent = set(), [0] * channels
+    for c in range(channels):
+        for d in job.passes[0]["descs"][c]:
+            _, local, length, flags, copies = unpack_descriptor(d)
+            if flags & DescFlag.CBUF or not length:
+                continue
+            first, off = params.dbuf_of(local)
+            targets = edge_targets(params, ports[c], first) if flags & DescFlag.MCAST \
+                else copy_targets(first, copies)
+            out |= {(k, off, length) for k in targets}
+            sent[c] += length // 8 + 1 if flags & DescFlag.MCAST else length // 8 * len(targets)
+    return out, sent
+
+
+def test_windows_cover_each_edge_with_one_flit_on_the_8x8():
+    p = ArrayParams()
+    chan = dma_plan.assign_channels({d: 100 for d in range(p.num_dbufs)}, 4, p, edge=True)
+    block = [p.dbuf_base(d) + 64 for d in range(p.num_dbufs)]
+    windows = dma_plan.delivery_windows([block], p, chan, edge=True)
+    assert len(windows) == 4 and all(w.flags == DescFlag.MCAST for w in windows)
+    assert sorted(d for w in windows for d in w.targets) == list(range(p.num_dbufs))
+    assert [dma_plan.sent_words(w, 800) for w in windows] == [101] * 4
+    # Without it: one STORE a word and Dbuf.
+    plain = dma_plan.delivery_windows([block], p, chan)
+    assert sum(dma_plan.sent_words(w, 800) for w in plain) == 100 * p.num_dbufs
+    # A block whose Dbufs one flit cannot reach without passing others goes by copies.
+    few = [p.dbuf_base(d) for d in (1, 2, 3)]
+    windows = dma_plan.delivery_windows([few], p, chan, edge=True)
+    assert all(not w.flags for w in windows)
+    assert sorted(d for w in windows for d in w.targets) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("K, C, N, mode, graph, channels", [
+    (64, 256, 16, "dense", None, 4),
+    (96, 512, 24, "sparse", "skip", 4),
+    (48, 256, 8, "sparse", "gather", 4),
+    (48, 256, 8, "sparse", "gather", 2),
+])
+def test_job_plan_writes_the_same_bytes_with_fewer_requests(K, C, N, mode, graph, channels):
+    # With 4 channels each edge has its own; with 2 (west and east ports) the north Dbufs'
+    # blocks may have no channel whose flit reaches two of them: then nothing changes.
+    plan, w, passes = _layer(K, C, N, mode, graph)
+    plain = plan_job(P22, passes, dma_channels=channels, overlap=True)
+    edge = plan_job(P22, passes, dma_channels=channels, overlap=True, edge_multicast=True)
+    a, sent_a = _written(plain, P22, channels)
+    b, sent_b = _written(edge, P22, channels)
+    assert a == b
+    mcast = any(unpack_descriptor(d)[3] & DescFlag.MCAST for c in range(channels)
+                for d in edge.passes[0]["descs"][c])
+    assert mcast or channels < 4
+    assert sum(sent_b) < sum(sent_a) if mcast else sum(sent_b) == sum(sent_a)
+    # The model counts the runtime's bytes.
+    system = perf.System(dma_channels=channels, config_ports=1, edge_multicast=True)
+    pred = perf.predict(plan, w, system)
+    assert [q.ext_in for q in pred.passes] == edge.ext_in
+    slow = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=1))
+    assert pred.passes[0].dma_in <= slow.passes[0].dma_in
+    assert pred.compute_cycles == slow.compute_cycles
+
+
+def test_cli_model_reports_edge_multicast(tmp_path, capsys):
+    recs = []
+    for flag in ("--no-edge-multicast", "--edge-multicast"):
+        path = tmp_path / f"{flag}.json"
+        status, out, _ = run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8",
+                             "--batch", 64, flag, "--json", path)
+        assert status == 0
+        recs.append(json.loads(path.read_text()))
+    plain, edge = recs
+    assert (plain["edge_multicast"], edge["edge_multicast"]) == (False, True)
+    assert edge["compute_cycles"] == plain["compute_cycles"]
+    assert edge["dma_cycles"] < plain["dma_cycles"]
+    assert "inputs by edge multicast" in out
+
+
+@pytest.mark.parametrize("sim, early", [("icarus", False), ("verilator", True)])
+def test_layer_on_the_rtl_is_bit_exact_and_sends_fewer_requests(sim, early):
+    # 2 x 2, 4 channels, 8 contexts: the input blocks the two north Dbufs hold go by one flit
+    # a word; bit-exact (``_fc`` checks it with the golden model), the same external bytes, a
+    # shorter DMA-in.  With early start each group's fence waits on the MLOAD's replies, and
+    # contexts start before the DMA-in ends.
+    kw = dict(mem=MemModel(latency=20, bandwidth=8.0), dma_channels=4, overlap=True,
+              early_start=early)
+    plain = _fc(2, 2, 16, 64, 16, "dense", 1.0, sim, kwargs=kw)
+    edge = _fc(2, 2, 16, 64, 16, "dense", 1.0, sim, kwargs=dict(kw, edge_multicast=True))
+    a, b = plain.passes[0], edge.passes[0]
+    print(f"{sim}: DMA-in {a.in_cycles} -> {b.in_cycles} cycles; end to end {plain.cycles} -> "
+          f"{edge.cycles}" + (" (early start)" if early else ""))
+    assert edge.final["o_ext_rd_bytes"] == plain.final["o_ext_rd_bytes"]
+    assert b.in_cycles < a.in_cycles
+    assert (b.started_in >= 2) == early, b.started_in
+
+
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
+def test_chained_network_moves_by_edge_multicast(sim):
+    # Three layers chained on chip: each next layer's inputs are MOVEd from the Dbufs by edge
+    # multicast where one flit reaches them (MOVE | MCAST); bit-exact.
+    plans, ws, x = _mlp(2, "dense", None, 5)
+    passes = [(image, reads, moves)
+              for image, reads, moves, _ in chain.chained_passes(plans, ws, x)]
+    jp = plan_job(plans[0].params, passes, dma_channels=2, overlap=True, edge_multicast=True)
+    flags = [unpack_descriptor(d)[3] for pl in jp.passes for ch in pl["descs"] for d in ch]
+    assert any(f & DescFlag.MOVE and f & DescFlag.MCAST for f in flags)
+    _, job = run_chain_checked(plans, ws, x, sim, edge_multicast=True)
+    assert job.final["o_ext_rd_bytes"] == sum(job.ext_in) == sum(jp.ext_in)
