@@ -22,6 +22,7 @@ paper's RTL evaluation by default) or else the performance model (``fdpu run --s
     python scripts/bound_analysis.py --points alexnet-fc8:64:skip vgg16-fc7:4:dense
     python scripts/bound_analysis.py --source model           # the model only
     python scripts/bound_analysis.py --early-start            # the model, early start
+    python scripts/bound_analysis.py --early-start --edge-multicast   # and edge multicast
 """
 
 import argparse
@@ -101,8 +102,12 @@ def main(argv=None):
     ap.add_argument("--early-start", action="store_true",
                     help="the model with each context starting when its data are in "
                          "(implies --source model)")
+    ap.add_argument("--edge-multicast", action="store_true",
+                    help="the model with input blocks sent by edge multicast (implies "
+                         "--source model)")
     args = ap.parse_args(argv)
-    if args.early_start:
+    flags = ["--early-start"] * args.early_start + ["--edge-multicast"] * args.edge_multicast
+    if flags:
         args.source = "model"
     records = json.loads(args.records.read_text()) if args.source == "rtl" else []
     head = ["point", "from", "passes", "compute", "traffic floor", "end to end", "reached",
@@ -112,8 +117,7 @@ def main(argv=None):
     for point in args.points:
         x, src = rtl_record(records, point), "RTL"
         if x is None:
-            x, src = model_result(point, ["--early-start"] if args.early_start else []), \
-                "model"
+            x, src = model_result(point, flags), "model"
         a = analyse(x)
         print(f"| {point} | {src} | {a['passes']} | {a['compute']:,} | {a['floor']:,.0f} | "
               f"{a['cycles']:,} | {a['reached']:.2f} | {a['ext']:.2f} | {a['dma_in']:,} | "
