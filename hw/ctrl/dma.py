@@ -22,7 +22,8 @@ Descriptors
     ``local`` (a global Dbuf address of :mod:`sw.spec.arch`, or with ``cbuf`` a byte offset
     into the Cbufs), ``length`` in bytes, ``out`` (chip to external memory), ``cbuf``,
     ``move`` (Dbuf to Dbuf: ``ext`` is the global Dbuf address of the source), ``mcast``
-    (edge multicast, see Dbufs), ``copies`` (multicast, see Dbufs).  They run in order, one at a time.
+    (edge multicast, see Dbufs), ``copies`` (multicast, see Dbufs).  They run in order, one
+    at a time.
     ``ext``, ``local`` and ``length`` are multiples of 8 (Cbuf: of the Cbuf word,
     :func:`sw.spec.cbuf.word_bits` / 8); a Dbuf range lies inside one Dbuf; a Cbuf range inside
     the Cbufs; ``out`` with ``cbuf`` does not exist, nor ``cbuf`` on a DMA built with

@@ -167,7 +167,8 @@ class Dbuf(wiring.Component):
         pend_slot, pend_tag = Signal(len(store.slot)), Signal(len(store.tag))
         m.d.sync += [
             pend.eq(answered),
-            pend_err.eq(err | (m_load & posted_err)), pend_load.eq(is_load), pend_bcast.eq(store.bcast),
+            pend_err.eq(err | (m_load & posted_err)), pend_load.eq(is_load),
+            pend_bcast.eq(store.bcast),
             pend_shift.eq(shift), pend_lanes.eq(lanes),
             pend_x.eq(store.src_x), pend_y.eq(store.src_y),
             pend_slot.eq(store.slot), pend_tag.eq(store.tag),

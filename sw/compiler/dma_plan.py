@@ -42,8 +42,8 @@ from sw.spec.dma import COPIES_BITS, DescFlag, edge_targets
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
-           "Window", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of", "group_runs", "block_group",
-           "fence_groups"]
+           "Window", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of",
+           "group_runs", "block_group", "fence_groups"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
