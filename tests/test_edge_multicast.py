@@ -105,22 +105,27 @@ def test_cli_model_reports_edge_multicast(tmp_path, capsys):
     assert "inputs by edge multicast" in out
 
 
-@pytest.mark.parametrize("sim, early", [("icarus", False), ("verilator", True)])
-def test_layer_on_the_rtl_is_bit_exact_and_sends_fewer_requests(sim, early):
-    # 2 x 2, 4 channels, 8 contexts: the input blocks the two north Dbufs hold go by one flit
-    # a word; bit-exact (``_fc`` checks it with the golden model), the same external bytes, a
-    # shorter DMA-in.  With early start each group's fence waits on the MLOAD's replies, and
-    # contexts start before the DMA-in ends.
+@pytest.mark.parametrize("sim, K, N, early", [("icarus", 8, 8, False),
+                                               ("verilator", 16, 16, True)])
+def test_layer_on_the_rtl_is_bit_exact_and_sends_fewer_requests(sim, K, N, early):
+    # 2 x 2, 4 channels: the input blocks the two north Dbufs hold go by one flit a word;
+    # bit-exact (``_fc`` checks it with the golden model), the same external bytes, a shorter
+    # DMA-in.  With early start (8 contexts) each group's fence waits on the MLOAD's replies,
+    # and contexts start before the DMA-in ends.
     kw = dict(mem=MemModel(latency=20, bandwidth=8.0), dma_channels=4, overlap=True,
               early_start=early)
-    plain = _fc(2, 2, 16, 64, 16, "dense", 1.0, sim, kwargs=kw)
-    edge = _fc(2, 2, 16, 64, 16, "dense", 1.0, sim, kwargs=dict(kw, edge_multicast=True))
+    plain = _fc(2, 2, K, 64, N, "dense", 1.0, sim, kwargs=kw)
+    edge = _fc(2, 2, K, 64, N, "dense", 1.0, sim, kwargs=dict(kw, edge_multicast=True))
     a, b = plain.passes[0], edge.passes[0]
     print(f"{sim}: DMA-in {a.in_cycles} -> {b.in_cycles} cycles; end to end {plain.cycles} -> "
           f"{edge.cycles}" + (" (early start)" if early else ""))
     assert edge.final["o_ext_rd_bytes"] == plain.final["o_ext_rd_bytes"]
     assert b.in_cycles < a.in_cycles
-    assert (b.started_in >= 2) == early, b.started_in
+    assert (b.started_in or 0) >= 2 if early else not b.started_in, b.started_in
+    if sim == "verilator":
+        # The bench's backdoor DMA-in writes an edge-multicast descriptor's Dbufs too.
+        _fc(2, 2, K, 64, N, "dense", 1.0, sim,
+            kwargs=dict(kw, early_start=False, edge_multicast=True, backdoor_in=True))
 
 
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
