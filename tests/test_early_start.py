@@ -201,26 +201,3 @@ def test_early_start_with_double_buffering_on_the_rtl_icarus():
     assert len(early.passes) == len(late.passes) > 1
     print("late", late.cycles, "early", early.cycles)
     assert early.cycles < late.cycles
-
-
-def test_best_plan_picks_the_row_blocks_by_end_to_end_cycles_with_early_start():
-    # A pass of one context waits for its whole DMA-in: with early start the model's choice
-    # splits it into more contexts (smaller kb) when that ends sooner, never a slower plan
-    # than the planner's blocking; an explicit kb is kept; without early start, the
-    # planner's blocking.
-    from dataclasses import replace
-
-    from sw.compiler.fc_layer import FcLayer, PlanOptions
-    from sw.models import choose
-    w = layers.make_weights((1000, 4096), 1.0, 3)
-    layer = FcLayer.of(w, 4)
-    params = ArrayParams()
-    opts = PlanOptions(mode="dense")
-    system = perf.System(early_start=True, edge_multicast=True)
-    plain, _ = choose.best_plan(layer, params, opts, perf.System(edge_multicast=True))
-    early, _ = choose.best_plan(layer, params, opts, system)
-    assert plain.contexts == 1 and early.contexts > 1 and early.kb < plain.kb
-    fixed = planner.plan_fc(layer, params, replace(opts, kb=plain.kb))
-    assert perf.predict(early, w, system).cycles < perf.predict(fixed, w, system).cycles
-    kept, _ = choose.best_plan(layer, params, replace(opts, kb=plain.kb), system)
-    assert kept.kb == plain.kb

@@ -11,17 +11,8 @@ halves the Dbuf space a pass has, so it can add passes and re-read the inputs mo
 loss for some layers, alexnet-fc6 sparse among them, docs/system.md) both plans are predicted
 and the one with fewer end-to-end cycles is returned; a layer of one pass is not double-
 buffered.  The decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with
-the performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so
-no plan is double-buffered.
-
-With ``system.early_start`` (each context starts when its own data are in) and no ``kb``
-given, the row blocks are chosen by the same cost too: the planner's blocking is the cheapest
-in compute, but a pass of few contexts waits for most of its DMA-in (a pass of one context,
-for all of it), so the plans with ``kb`` halved down to an eighth (the same graph and ``gb``)
-are predicted as well and the one with the fewest end-to-end cycles is returned
-(alexnet-fc8 dense at batch 4 on the 8 x 8: ``kb`` 16, one context, against ``kb`` 2, eight;
-docs/system.md).  The return is ``(plan, {double_buffer: predicted cycles})`` of the plan
-returned (empty when nothing was compared).
+the performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
+return is ``(plan, {double_buffer: predicted cycles})`` (empty when nothing was compared).
 """
 
 from dataclasses import replace
@@ -44,28 +35,9 @@ def best_plan(layer, params, options=None, system=perf.System()):
                         "weights (FcLayer.of)")
     if options.double_buffer is None and not system.overlap:
         options = replace(options, double_buffer=False)
-    def planned(opts):
-        cycles = {}
+    cycles = {}
 
-        def cost(plan):
-            cycles[plan.double_buffer] = perf.predict(plan, layer.weights, system).cycles
-            return cycles[plan.double_buffer]
-        return planner.plan_fc(layer, params, opts, cost=cost), cycles
-
-    plan, cycles = planned(options)
-    if not (system.early_start and system.overlap) or options.kb is not None \
-            or options.split != 1:
-        return plan, cycles
-    best = (perf.predict(plan, layer.weights, system).cycles, plan, cycles)
-    for shift in (1, 2, 3):
-        kb = plan.kb >> shift
-        if kb < 1:
-            break
-        try:
-            cand = planned(replace(options, kb=kb, gb=plan.gb, sparse_graph=plan.sparse_graph))
-        except FdpuError:
-            continue                            # this blocking does not fit the slots
-        c = perf.predict(cand[0], layer.weights, system).cycles
-        if c < best[0]:
-            best = (c, *cand)
-    return best[1], best[2]
+    def cost(plan):
+        cycles[plan.double_buffer] = perf.predict(plan, layer.weights, system).cycles
+        return cycles[plan.double_buffer]
+    return planner.plan_fc(layer, params, options, cost=cost), cycles
