@@ -38,7 +38,9 @@ two agree byte for byte:
   have written.
 """
 
-from sw.spec.dma import COPIES_BITS, DescFlag, edge_targets
+from typing import NamedTuple
+
+from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
@@ -141,18 +143,16 @@ def multicast_windows(groups, params, chan):
     return out
 
 
-class Window(tuple):
-    """One descriptor of a block: ``(channel, lo, copies, group index, flags, targets)``:
-    ``lo`` the global address in its first Dbuf, ``copies`` its multicast mask, ``flags``
-    :class:`sw.spec.dma.DescFlag` (``MCAST`` or none), ``targets`` the Dbufs it writes."""
-    __slots__ = ()
-
-    channel = property(lambda self: self[0])
-    lo = property(lambda self: self[1])
-    copies = property(lambda self: self[2])
-    group = property(lambda self: self[3])
-    flags = property(lambda self: self[4])
-    targets = property(lambda self: self[5])
+class Window(NamedTuple):
+    """One descriptor of a block: its ``channel``; ``lo``, the global address in its first
+    Dbuf; ``copies``, its multicast mask; ``group``, the block's index; ``flags``,
+    :class:`sw.spec.dma.DescFlag` (``MCAST`` or none); ``targets``, the Dbufs it writes."""
+    channel: int
+    lo: int
+    copies: int
+    group: int
+    flags: DescFlag
+    targets: list
 
 
 def delivery_windows(groups, params, chan, edge=False):
@@ -171,9 +171,7 @@ def delivery_windows(groups, params, chan, edge=False):
             index.append(g)
     for c, lo, copies, r in multicast_windows(rest, params, chan):
         first = params.dbuf_of(lo)[0]
-        out.append(Window((c, lo, copies, index[r], DescFlag(0),
-                           [first] + [first + 1 + i for i in range(COPIES_BITS)
-                                      if copies >> i & 1])))
+        out.append(Window(c, lo, copies, index[r], DescFlag(0), copy_targets(first, copies)))
     return out
 
 
@@ -192,8 +190,8 @@ def _edge_cover(addrs, params, chan, ports, out, g, edge):
         if best is None:
             break
         t, reach = best
-        out.append(Window((chan[t], params.dbuf_base(t) + off, 0, g, DescFlag.MCAST,
-                           list(reach))))
+        out.append(Window(chan[t], params.dbuf_base(t) + off, 0, g, DescFlag.MCAST,
+                          list(reach)))
         left = [d for d in left if d not in reach]
     return left
 

@@ -15,6 +15,10 @@ Contract
   ``meta["shared"]`` (the same bytes at the same offset of several Dbufs: the input blocks of
   ``sw.compiler.dbuf_layout``) are loaded by *multicast*: one descriptor per channel and window
   of ``1 + COPIES_BITS`` Dbufs (``sw.spec.dma``), its bytes read from external memory once.
+  With ``edge_multicast`` the Dbufs of an edge go to that edge's channel and a block's Dbufs
+  that one flit from the channel's port reaches are loaded by one ``mcast`` descriptor (one
+  MSTORE a word, which the mesh writes into each of them), the rest as above
+  (:func:`sw.compiler.dma_plan.delivery_windows`).
 * A pass may name *moves* (``sw.compiler.chain.Move``: layers chained on chip): its DMA-in
   phase then begins with MOVE descriptors that copy those Dbuf ranges to other Dbufs (right
   after the Cbuf descriptors on channel 0, first on the others; one per channel and window of
@@ -316,7 +320,7 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
     group = group_of(dict(map(tuple, image.meta.get("first_use", ()))), shift) if early else {}
     runs = _runs(image, [(a, len(image.segments[a])) for a in sorted(shared)] + keep, group)
     # Each Dbuf on one channel, its multicast copies counted in its load as if unicast (the
-    # channel sends one STORE per copy).
+    # channel sends one STORE per copy; with edge multicast the edges' channels are kept).
     chan = assign_channels(_words_per_dbuf(p, [(lo, 8 * len(w)) for _, lo, w in runs]
                                            + [(a, len(image.segments[a])) for a in shared]),
                            nch, p, load, edge)
