@@ -73,6 +73,11 @@ class DbufModel:
         self.data = None                 # bytearray(dbuf_bytes) from the first write
         self.posted_err = 0              # an MSTORE failed since the last MLOAD
 
+    def reset(self):
+        """Apply a reset: the posted-store error flag clears (a register); the bytes stay (an
+        SRAM)."""
+        self.posted_err = 0
+
     def _buf(self):
         if self.data is None:
             self.data = bytearray(self.params.dbuf_bytes)

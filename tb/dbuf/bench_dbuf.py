@@ -71,6 +71,7 @@ class TB:
 
     async def start(self):
         await reset(self.dut.clk, self.dut.rst)
+        self.model.reset()
 
     def send_random(self, count):
         """Send ``count`` random requests, their model replies expected in order; return the
