@@ -1,5 +1,7 @@
 """Helpers for tests that drive the ``fdpu`` command line through :func:`sw.cli`."""
 
+import json
+
 import sw.cli
 
 
@@ -8,6 +10,18 @@ def run(capsys, *argv):
     status = sw.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def json_runs(capsys, tmp_path, flags, *argv):
+    """Run ``fdpu ARGV... FLAG --json F`` once per flag of ``flags``; assert each succeeds and
+    return ``[(record, stdout)]`` in the order of ``flags``."""
+    out = []
+    for flag in flags:
+        path = tmp_path / f"{flag.lstrip('-')}.json"
+        status, text, err = run(capsys, *argv, flag, "--json", path)
+        assert status == 0, err
+        out.append((json.loads(path.read_text()), text))
+    return out
 
 
 def call(capsys, *argv):

@@ -11,11 +11,10 @@ every word of the descriptors before a fence when it is counted) and the MicC's 
 hold on its own (``tests/test_micc.py``).
 """
 
-import json
 
 import numpy as np
 import pytest
-from cliutil import assert_user_error, run
+from cliutil import assert_user_error, json_runs
 
 from sw.compiler import dbuf_layout, dma_plan, layers, planner
 from sw.compiler.program import pass_images
@@ -157,14 +156,9 @@ def test_runtime_and_cli_refuse_early_start_without_a_simulated_overlapped_dma(c
 
 
 def test_cli_model_reports_the_earlier_start(tmp_path, capsys):
-    recs = []
-    for flag in ("--no-early-start", "--early-start"):
-        path = tmp_path / f"{flag}.json"
-        status, out, _ = run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8",
-                             "--batch", 64, flag, "--json", path)
-        assert status == 0
-        recs.append(json.loads(path.read_text()))
-    late, early = recs
+    (late, _), (early, _) = json_runs(capsys, tmp_path, ("--no-early-start", "--early-start"),
+                                      "run", "--sim", "model", "--layer", "alexnet-fc8",
+                                      "--batch", 64)
     assert early["compute_cycles"] == late["compute_cycles"]
     assert early["cycles"] < late["cycles"] and early["hold_cycles"] < late["hold_cycles"]
 

@@ -8,11 +8,10 @@ The flit rule and the routers' copies are tested on the mesh bench (``tests/test
 against the runtime, the CLI, and on the RTL layers and a chained network bit-exact.
 """
 
-import json
 
 import pytest
 from chainutil import run_chain_checked
-from cliutil import run
+from cliutil import json_runs
 from test_chain import _mlp
 from test_early_start import P22, _layer
 from test_top import _fc
@@ -91,14 +90,10 @@ def test_job_plan_writes_the_same_bytes_with_fewer_requests(K, C, N, mode, graph
 
 
 def test_cli_model_reports_edge_multicast(tmp_path, capsys):
-    recs = []
-    for flag in ("--no-edge-multicast", "--edge-multicast"):
-        path = tmp_path / f"{flag}.json"
-        status, out, _ = run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8",
-                             "--batch", 64, flag, "--json", path)
-        assert status == 0
-        recs.append(json.loads(path.read_text()))
-    plain, edge = recs
+    (plain, _), (edge, out) = json_runs(capsys, tmp_path,
+                                        ("--no-edge-multicast", "--edge-multicast"), "run",
+                                        "--sim", "model", "--layer", "alexnet-fc8", "--batch",
+                                        64)
     assert (plain["edge_multicast"], edge["edge_multicast"]) == (False, True)
     assert edge["compute_cycles"] == plain["compute_cycles"]
     assert edge["dma_cycles"] < plain["dma_cycles"]
