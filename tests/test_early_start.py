@@ -11,7 +11,6 @@ every word of the descriptors before a fence when it is counted) and the MicC's 
 hold on its own (``tests/test_micc.py``).
 """
 
-
 import numpy as np
 import pytest
 from cliutil import assert_user_error, json_runs

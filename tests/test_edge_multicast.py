@@ -8,7 +8,6 @@ The flit rule and the routers' copies are tested on the mesh bench (``tests/test
 against the runtime, the CLI, and on the RTL layers and a chained network bit-exact.
 """
 
-
 import pytest
 from chainutil import run_chain_checked
 from cliutil import json_runs
