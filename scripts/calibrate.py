@@ -10,6 +10,7 @@ Usage::
 
     python scripts/calibrate.py run              # run the points not yet in the cache
     python scripts/calibrate.py fit              # fit, write sw/models/calibration.json
+    python scripts/calibrate.py points           # the points only: constants kept
     python scripts/calibrate.py table            # the error table of docs/perf.md
     fdpu model-check                             # predicted vs measured, per point
 
@@ -18,7 +19,9 @@ already there is not run again, so an interrupted run resumes).  ``fit`` re-fits
 constants of :mod:`sw.models.perf` on the points not held out (least squares on the relative
 error of the compute cycles, then of the DMA cycles) and writes them, with the measured
 figures of every point and the command that measured it, to
-:data:`sw.models.perf_fit.CALIBRATION` (``sw/models/calibration.json``).
+:data:`sw.models.perf_fit.CALIBRATION` (``sw/models/calibration.json``).  ``points`` writes
+the points' measured figures (points re-run after a change of the machine: remove their
+records from the cache, ``run``) and keeps the fitted constants.
 """
 
 import argparse
@@ -239,7 +242,7 @@ def print_markdown():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("run", "fit", "list", "table"))
+    ap.add_argument("what", choices=("run", "fit", "points", "list", "table"))
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
     args = ap.parse_args(argv)
     if args.what == "list":
@@ -254,13 +257,21 @@ def main(argv=None):
         return 0
     from rich.console import Console
     from sw.models import perf_fit
-    recs = list(_cache().values()) + bench_points()
     opts = dict(_points())
+    order = {name: i for i, name in enumerate(opts)}     # the points' order, however run
+    recs = sorted(_cache().values(), key=lambda r: order.get(r["point"], len(order))) + \
+        bench_points()
     for r in recs:
         if r["point"] in opts:
             r["command"] = "fdpu " + " ".join(command(r["point"], opts[r["point"]]))
             r.setdefault("density", _density(opts[r["point"]]))
     points = [perf_fit.point(r, r["point"], r["command"], r["point"] in HOLDOUT) for r in recs]
+    if args.what == "points":
+        cal = dict(perf_fit.load(), points=points)
+        perf_fit.save(cal)
+        print(f"{len(points)} points written to {perf_fit.CALIBRATION}, constants kept")
+        perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
+        return 0
     cal = perf_fit.fit(points)
     perf_fit.save(cal)
     print(f"fitted on {sum(not p['holdout'] for p in points)} points, "

@@ -94,8 +94,10 @@ def _program(plan):
 
 
 def test_links_that_cannot_chain_are_named():
-    p0, p1, w0, _, _ = _pair(2, "sparse", "switch", 40, k0=30, kb=2, gb=1, gb1=3)
-    assert "passes" in chain.link_error(p0, p1, w0)
+    # (10 lane-group blocks share each row block's weights: 4 KiB Dbufs take several passes.)
+    p0, p1, w0, _, _ = _pair(2, "sparse", "switch", 40, k0=30, kb=2, gb=1, gb1=3,
+                             dbuf_bytes=4096)
+    assert p0.passes > 1 and "passes" in chain.link_error(p0, p1, w0)
     p0, p1, w0, _, _ = _pair(2, "dense", None, 8)
     other = planner.plan_fc(7, 23, 8, "dense", p0.params)
     assert "takes 23 inputs" in chain.link_error(p0, other)

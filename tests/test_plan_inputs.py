@@ -145,7 +145,7 @@ def test_the_model_sizes_the_dma_from_the_image_layout(mode, graph, bias, seed, 
     nnz = perf._row_nnz(plan, np.asarray(w, dtype=np.float16))
     for q in range(plan.passes):
         segs, _, layout = dbuf_layout.pass_contents(plan, w, x, q)
-        modelled, (groups, nbytes), first = perf._pass_segments(plan, q, nnz)
+        modelled, (groups, nbytes), first, _ = perf._pass_segments(plan, q, nnz)
         shared = {a for g in groups for a in g}
         assert sorted(modelled + [(a, nbytes) for a in shared]) == \
             sorted((a, len(b)) for a, b in segs.items())
@@ -160,7 +160,7 @@ def test_a_chained_layer_is_modelled_with_its_outputs_in_the_next_layers_layout(
     x = layers.make_inputs(64, 8, 3)
     segs, _ = chain._producer_memory(prev, nxt, w, x)
     stage = chain.stages(prev, nxt)[:2]
-    modelled, (groups, nbytes), _ = perf._pass_segments(chain.producer_plan(prev), 0,
+    modelled, (groups, nbytes), _, _ = perf._pass_segments(chain.producer_plan(prev), 0,
                                                         perf._row_nnz(prev, w), stage=stage)
     shared = {a for g in groups for a in g}
     assert sorted(modelled + [(a, nbytes) for a in shared]) == \

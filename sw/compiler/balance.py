@@ -6,9 +6,10 @@ Contract (``docs/mapping.md``, "Load balance")
 The ``skip`` graph's FACCs step once per stored weight, so an item's work is the sum of its
 rows' stored weights (at least 1 per row: :func:`sw.compiler.graph_kinds.skip.skip_stored`),
 and a pruned network's rows differ.  :func:`balanced_rows` orders the rows so that items hold equal
-work and the engines, which take items ``e, e + E, ...`` in their contexts, get equal sums:
-the rows go largest first into the row block with the least work that has room (LPT), and the
-blocks, heaviest first, are dealt to the engines in a snake (0 .. E-1, E-1 .. 0, ...).
+work and the engines get equal sums: the rows go largest first into the row block with the
+least work that has room (LPT), and the blocks, heaviest first, are dealt to the engines that
+run them (:meth:`~sw.compiler.fc_plan.FcPlan.row_block_engines`) in a snake (0 .. E-1,
+E-1 .. 0, ...).
 :func:`engine_row_steps` is every engine's FACC steps over a run, :func:`load_balance` their mean
 over their maximum: the load-balance efficiency (1.0: the busiest engine does the average).
 """
@@ -32,7 +33,13 @@ def row_steps(plan, w16):
 
 def balanced_rows(row_nnz, kb, engines):
     """Return the row order (a tuple of ``ceil(K / kb) x kb`` row indices, those past ``K``
-    padding) that balances items and engines for rows of ``row_nnz`` stored weights."""
+    padding) that balances items and engines for rows of ``row_nnz`` stored weights.
+
+    ``engines``: per row block (in item order) the engine that runs it
+    (:meth:`~sw.compiler.fc_plan.FcPlan.row_block_engines`), or a number ``E`` of engines
+    taking row blocks ``e, e + E, ...`` (one lane-group block).  Each engine's row blocks are
+    dealt in rounds, the heaviest first, forwards in even rounds and backwards in odd ones
+    in which every engine takes one (the snake)."""
     nnz = np.maximum(1, np.asarray(row_nnz, dtype=np.int64))
     k = len(nnz)
     blocks = -(-k // kb)
@@ -48,13 +55,15 @@ def balanced_rows(row_nnz, kb, engines):
         if len(members[b]) < kb:
             heapq.heappush(heap, (load + int(padded[r]), b))
     work = [sum(int(padded[r]) for r in m) for m in members]
-    by_work = sorted(range(blocks), key=lambda b: -work[b])
+    heaviest = iter(sorted(range(blocks), key=lambda b: -work[b]))
+    owner = (np.arange(blocks) % engines if np.isscalar(engines)
+             else np.asarray(engines, dtype=np.int64))
+    queues = [np.flatnonzero(owner == e) for e in np.unique(owner)]
     order = [0] * blocks
-    for i, b in enumerate(by_work):
-        ctx, pos = divmod(i, engines)
-        # Snake: every other context deals from the last engine (not in a partial last one).
-        reverse = ctx % 2 == 1 and (ctx + 1) * engines <= blocks
-        order[ctx * engines + (engines - 1 - pos if reverse else pos)] = b
+    for rnd in range(max(len(q) for q in queues)):
+        live = [q for q in queues if len(q) > rnd]
+        for q in (live[::-1] if rnd % 2 and len(live) == len(queues) else live):
+            order[q[rnd]] = next(heaviest)
     return tuple(r for b in order for r in sorted(members[b]))
 
 
@@ -66,7 +75,8 @@ def engine_row_steps(plan, w16):
     steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
     for p in range(plan.passes):
         items = np.asarray(plan.pass_items(p))
-        np.add.at(steps, np.arange(len(items)) % plan.engines, rows[items % plan.kblocks])
+        np.add.at(steps, np.arange(len(items)) % plan.engines,
+                  rows[plan.item_blocks[0][items]])
         for slot in range(len(items), plan.pass_contexts(p) * plan.engines):
             steps[slot % plan.engines] += dummy
     return steps

@@ -13,9 +13,12 @@ Dbuf that holds it, so that one multicast DMA descriptor loads them all:
 :meth:`~sw.compiler.graph_kinds.base.GraphKind.item_data`: dense, the ``W`` block column-major,
 ``kb`` binary16 per column; FD-CSR, ``colidx``, ``rowoff`` relocated to ``item base + 2 x
 rowoff``, ``values``; skip, mask words, row words, values; a split plan's items and input
-blocks hold their column slice's), with a bias
-the item's bias block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy
-items), and the output blocks (``kb x gb`` tokens, group-major: the
+blocks hold their column slice's; one copy per Dbuf of a row block's data, however many
+of its lane-group blocks' items the Dbuf's engines run; for all its dummy items one zero
+block, or where the graph's work does not depend on the weights
+(``GraphKind.dummy_reads_any``), a row block the Dbuf holds), with a bias the item's bias
+block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy items), and the
+output blocks (``kb x gb`` tokens, group-major: the
 token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
 one run, the form a chained next layer's input block takes them in).  A layer whose data
 do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
@@ -166,7 +169,7 @@ def pass_layout(plan, p, item_bytes, stage=None):
             raise overflow(d)
         return addr
 
-    places = []
+    places, shared = [], {}
     for slot in range(ctxs * plan.engines):
         e, t = slot % plan.engines, slot // plan.engines
         d = plan.homes[e][1]
@@ -178,9 +181,18 @@ def pass_layout(plan, p, item_bytes, stage=None):
             i = None
             xaddr = min(holds[d].values()) if d in holds else \
                 plan.pass_base(d, p) + plan.input_offset(0)
-        nbytes = item_bytes(i)
-        baddr = alloc(d, nbytes)
-        caddr = alloc(d, plan.bias_bytes) if plan.bias is not None else 0
+        # One copy of a row block's data and bias per Dbuf: the items of its lane-group
+        # blocks on engines homed there read the same bytes.  A dummy item reads a row
+        # block of its Dbuf where the graph's work does not depend on the weights, else
+        # the Dbuf's one zero block.
+        key = (d, None if i is None else plan.item(i)[0])
+        if i is None and plan.graph.dummy_reads_any:
+            key = next((k for k in shared if k[0] == d), key)
+        if key not in shared:
+            nbytes = item_bytes(i)
+            shared[key] = (alloc(d, nbytes),
+                           alloc(d, plan.bias_bytes) if plan.bias is not None else 0, nbytes)
+        baddr, caddr, nbytes = shared[key]
         if stage is None:
             oaddr = alloc(d, plan.output_bytes)
         elif i is None:
@@ -221,9 +233,11 @@ def pass_contents(plan, weights, inputs, p, stage=None):
     desc = {e: bytearray(n) for e, (_, n) in enumerate(layout.tables)}
     for at in layout.places:
         enc, nbytes = coded[at.item]
-        if nbytes:
+        # Shared data and bias (pass_layout) are written by the first place that has them:
+        # a row block's own item, never a dummy that reads it.
+        if nbytes and at.data not in segments:
             segments[at.data] = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
-        if plan.bias is not None:
+        if plan.bias is not None and at.bias not in segments:
             segments[at.bias] = _bias_bytes(plan, None if at.item is None
                                             else plan.item(at.item)[0])
         if at.item is not None:

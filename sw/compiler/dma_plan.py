@@ -45,7 +45,7 @@ from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
            "Window", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of",
-           "group_runs", "block_group", "fence_groups"]
+           "group_runs", "block_group", "fence_groups", "out_runs"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
@@ -258,3 +258,30 @@ def fence_groups(data_groups):
     """Return the groups a channel puts a fence after, given the groups it has data in: each
     one up to, not including, its last (after that, the channel's end is the fence)."""
     return range(max(data_groups, default=0))
+
+
+def out_runs(params, reads, channels):
+    """Return ``[(channel, lo, hi, [(address, nbytes)])]``: the DMA-out descriptors of ``reads``
+    (``(global address, bytes)``, the output blocks a pass stores out).
+
+    Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
+    more is written out: the output blocks of a Dbuf's items lie side by side where they do
+    not hold their own weights, :mod:`sw.compiler.dbuf_layout`); the Dbufs are spread over
+    the channels as :func:`assign_channels` spreads the DMA-in (each on its edge's channel),
+    so the DMA-out runs on every channel at once.
+    """
+    spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
+    runs = []
+    for lo, hi, addr, n in spans:
+        if runs and lo <= runs[-1][1] and params.dbuf_of(lo)[0] == \
+                params.dbuf_of(runs[-1][0])[0]:
+            runs[-1][1] = max(runs[-1][1], hi)
+            runs[-1][2].append((addr, n))
+        else:
+            runs.append([lo, hi, [(addr, n)]])
+    words = {}
+    for lo, hi, _ in runs:
+        d = params.dbuf_of(lo)[0]
+        words[d] = words.get(d, 0) + (hi - lo) // 8
+    chan = assign_channels(words, channels, params)
+    return [(chan[params.dbuf_of(lo)[0]], lo, hi, group) for lo, hi, group in runs]

@@ -14,8 +14,17 @@ engines work.
 One *engine* per PE (a
 self-contained subgraph, all edges PE-local) computes one item per context; item ``i`` of a pass
 runs on engine ``i % E`` in context ``i // E``.  Engines without an item in the last context
-compute a *dummy* item (zero weights, discarded output).  A layer whose data do not fit the
-Dbufs runs in several passes (one memory image each, the same program).  A *double-buffered*
+compute a *dummy* item (zero weights, discarded output).  Which row block and lane-group block
+item ``i`` is (:meth:`FcPlan.item`): with one lane-group block, row block ``i``; with ``G >
+1``, of two orders the one that puts fewer bytes into the Dbufs.  Row blocks fastest (``kbi =
+i mod kblocks``): a pass's items read few input blocks, each row block's weights once per
+lane-group block.  A row block's lane-group blocks together: the items of a pass are
+numbered lane-group block fastest (``u = G kbi + gbi``) and dealt to the pass's slots in the
+order (home Dbuf, engine, context), so that the ``G`` items of a row block run on one engine
+in consecutive contexts, or on two engines of one Dbuf, and read one copy of its weights
+(``sw.compiler.dbuf_layout`` stores each row block once per Dbuf and pass); it wins where a
+Dbuf has several slots a pass and the weights outweigh the inputs.  A layer whose data do
+not fit the Dbufs runs in several passes (one memory image each, the same program).  A *double-buffered*
 plan (``double_buffer``) gives its passes alternate halves of each Dbuf, each half laid out
 as a whole Dbuf is (descriptor tables, then data); the odd passes number their contexts from
 :meth:`FcPlan.pass_ctx_base` (half a Dbuf in descriptors), so their engines read the second
@@ -33,6 +42,9 @@ engines, :mod:`sw.compiler.dbuf_layout` the memory image of each pass.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from sw.compiler.graph_kinds import (DEFAULT_SPARSE_GRAPH, MODES, SPARSE_GRAPHS, WFANS,
                                      EngineSpec, GraphKind, align)
@@ -188,8 +200,69 @@ class FcPlan:
         return self.rows[kbi * self.kb:(kbi + 1) * self.kb]
 
     def item(self, i):
-        """Return ``(kbi, gbi)`` of item ``i`` (row blocks vary fastest)."""
-        return i % self.kblocks, i // self.kblocks
+        """Return ``(kbi, gbi)`` of item ``i``: its row block and lane-group block (the module
+        doc: the ``G`` items of a row block in consecutive slots of one Dbuf)."""
+        return int(self.item_blocks[0][i]), int(self.item_blocks[1][i])
+
+    @cached_property
+    def item_blocks(self):
+        """Return ``(kbi, gbi)``: two arrays giving every item's row block and lane-group
+        block (:meth:`item`): of the two orders of the module doc, row blocks fastest and
+        a row block's lane-group blocks together, the one whose passes put fewer bytes into
+        the Dbufs (each Dbuf's distinct row blocks and input blocks)."""
+        G, n = self.gblocks, self.items
+        i = np.arange(n, dtype=np.int64)
+        plain = (i % self.kblocks, i // self.kblocks)
+        if G == 1 or not self.per_pass:
+            return plain
+        E = self.engines
+        dbuf = np.array([d for _, d in self.homes], dtype=np.int64)
+        u = i.copy()
+        for p in range(self.passes):
+            lo = p * self.per_pass
+            j = np.arange(min(n, lo + self.per_pass) - lo)
+            order = np.lexsort((j // E, j % E, dbuf[j % E]))       # (Dbuf, engine, context)
+            u[lo + order] = lo + j
+        together = (u // G, u % G)
+        return together if self.dbuf_bytes(together) < self.dbuf_bytes(plain) else plain
+
+    def dbuf_bytes(self, blocks=None):
+        """Return the bytes the passes put into the Dbufs with the items' ``(kbi, gbi)``
+        ``blocks`` (default :attr:`item_blocks`): per pass and Dbuf, each row block (at its
+        largest, :attr:`item_bound`) and input block its items read, once."""
+        kbi, gbi = self.item_blocks if blocks is None else blocks
+        slot = np.arange(self.items) % self.per_pass
+        p = np.arange(self.items) // self.per_pass
+        d = np.array([dd for _, dd in self.homes], dtype=np.int64)[slot % self.engines]
+        where = (p * (self.params.num_dbufs + 1) + d) * (self.kblocks + 1)
+        rows = len(np.unique(where + kbi))
+        inputs = len(np.unique(where + gbi * self.split + kbi // self.slice_blocks))
+        return rows * self.item_bound + inputs * self.input_bytes
+
+    def row_block_engines(self):
+        """Return, per row block, the engine that runs its first lane-group block's item:
+        what the ``skip`` graph's balance deals row blocks by."""
+        engine = np.empty(self.kblocks, dtype=np.int64)
+        kbi, gbi = self.item_blocks
+        first = np.flatnonzero(gbi == 0)
+        engine[kbi[first]] = first % self.per_pass % self.engines
+        return engine
+
+    def pass_weight_blocks(self, p):
+        """Return ``{dbuf: distinct weight blocks}`` of pass ``p``: the row blocks its items
+        on engines homed there read, plus one for dummy items (they share one zero block)
+        unless the graph lets them read a row block (``GraphKind.dummy_reads_any``)."""
+        E, kbi = self.engines, self.item_blocks[0]
+        items = self.pass_items(p)
+        keys = {}
+        for slot in range(self.pass_contexts(p) * E):
+            held = keys.setdefault(self.homes[slot % E][1], set())
+            i = items.start + slot
+            if i < items.stop:
+                held.add(int(kbi[i]))
+            elif not self.graph.dummy_reads_any or not held:
+                held.add(None)
+        return {d: len(k) for d, k in keys.items()}
 
     def pass_items(self, p):
         """Return the item indices of pass ``p``."""

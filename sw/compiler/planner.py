@@ -171,8 +171,6 @@ def _plan(layer, params=None, options=None, cost=None):
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
     plan = replace(plan, homes=_homes(plan))
-    if row_nnz is not None:
-        plan = replace(plan, row_order=balanced_rows(row_nnz, kb, plan.engines))
     if contexts is not None:
         full = -(-plan.items // plan.engines)
         if isinstance(contexts, bool) or not isinstance(contexts, (int, np.integer)) \
@@ -195,6 +193,8 @@ def _plan(layer, params=None, options=None, cost=None):
         per_dbuf[d] = i + 1
         desc_base.append(params.dbuf_base(d) + i * int(contexts) * ENTRY_BYTES)
     plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
+    if row_nnz is not None:
+        plan = replace(plan, row_order=balanced_rows(row_nnz, kb, plan.row_block_engines()))
     if double_buffer is None and plan.passes > 1:
         # The one rule of double buffering: a layer of several passes is double-buffered if
         # one item fits half a Dbuf and (with a cost) it costs less.
@@ -281,6 +281,8 @@ def _fits(plan, contexts):
     # Input slots: as many as the most any pass's colouring uses (FcPlan.pass_inputs).
     slots = max(max((s for s, _ in plan.pass_inputs(p).values()), default=0)
                 for p in range(plan.passes)) + 1
-    need = plan.input_offset(slots) + worst * contexts * (plan.item_bound + plan.bias_bytes
-                                                          + plan.output_bytes + 8)
+    # Per Dbuf: its slots' outputs, and one copy of each row block its items read.
+    blocks = max(max(plan.pass_weight_blocks(p).values()) for p in range(plan.passes))
+    need = (plan.input_offset(slots) + worst * contexts * (plan.output_bytes + 8)
+            + blocks * (plan.item_bound + plan.bias_bytes))
     return need <= plan.region_bytes

@@ -261,8 +261,8 @@ class Workload:
             stage = chain.stages(plan, chained_to)[:2]
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, longest)
-            segs, groups, first = _pass_segments(laid, q, nnz_rows, chained_from is not None,
-                                                 stage)
+            segs, groups, first, layout = _pass_segments(laid, q, nnz_rows,
+                                                         chained_from is not None, stage)
             cbuf = cbuf_words if q == 0 else []
             moves = None if chained_from is None else \
                 _move_load(chained_from, plan, system.dma_channels, sum(cbuf),
@@ -274,7 +274,8 @@ class Workload:
             din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves,
                             early=early, edge=system.edge_multicast)
             dout = [] if chained_to is not None else \
-                _dma_load(_output_segments(plan, q), p, system.dma_channels, [], out=True)
+                _dma_load(_output_segments(plan, layout, system.dma_channels), p,
+                          system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         self.useful_flops = figures.useful_flops(plan, nnz)
@@ -297,7 +298,9 @@ class Workload:
                 # Early start: context c no earlier than its group's data are in.
                 arrive = din.arrivals(system, k)
                 dma_in, moved, ndesc = arrive[-1], din.bytes, din.descriptors
-                ready = np.array([arrive[c >> din.shift] - config
+                # Groups past the last one with data (their contexts read only data an
+                # earlier group loaded: shared row blocks) are ready with the whole DMA-in.
+                ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
                                   for c in range(dens[0].shape[0])])
                 waited, _, _ = self.work.pass_cycles(dens, k, ready)
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
@@ -403,8 +406,9 @@ class _Work:
         dummy = int(plan.graph.steps(plan.Cw, 0))
         st = np.full(ctxs * E, plan.kb * dummy, dtype=np.float64)
         ch = np.full(ctxs * E, dummy, dtype=np.float64)
-        st[:len(items)] = steps[items % plan.kblocks]
-        ch[:len(items)] = chain[items % plan.kblocks]
+        kbi = plan.item_blocks[0][items]
+        st[:len(items)] = steps[kbi]
+        ch[:len(items)] = chain[kbi]
         return st.reshape(ctxs, E) / (plan.kb * plan.Cw), ch.reshape(ctxs, E)
 
     def _issues(self, density):
@@ -473,14 +477,16 @@ def _config_words(plan, image, ports):
 
 
 def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
-    """Return ``(segments, groups, first)`` of pass ``q``'s Dbuf data, from its layout
+    """Return ``(segments, groups, first, layout)`` of pass ``q``'s Dbuf data, from its layout
     (:func:`sw.compiler.dbuf_layout.pass_layout`, items sized by their stored weights
     ``nnz_rows`` per row block): ``segments`` ``[(global address, bytes)]`` loaded one Dbuf at
     a time, ``groups`` ``([[address]], bytes)``: the input blocks several Dbufs hold
     (multicast, ``dbuf_layout.shared_inputs``).  ``chained_in``: no input block (a chained
     previous layer writes them; their few padding words are left out); ``stage``: the outputs
     go to a chained next layer's input layout (``pass_layout``'s); ``first``: the first context
-    that reads each segment (``dbuf_layout.first_use``)."""
+    that reads each segment (``dbuf_layout.first_use``); ``layout``: the
+    :class:`~sw.compiler.dbuf_layout.PassLayout` (its outputs are the DMA-out's).  A row
+    block's data and bias count once per Dbuf (its items share them)."""
     kind, spec = plan.graph, plan.engine
     # A dummy item has zero weights (the skip graph stores one a row).
     dummy = int(kind.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
@@ -495,18 +501,24 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
             groups.append([a for _, a in copies])
         else:
             segs.append((copies[0][1], plan.input_bytes))
+    seen = set()                     # a row block's data and bias, once per Dbuf
     for at in layout.places:
-        if at.nbytes:
-            segs.append((at.data, at.nbytes))
-        if plan.bias_bytes:
-            segs.append((at.bias, plan.bias_bytes))
-    return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout)
+        if at.data not in seen:
+            seen.add(at.data)
+            if at.nbytes:
+                segs.append((at.data, at.nbytes))
+            if plan.bias_bytes:
+                segs.append((at.bias, plan.bias_bytes))
+    return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout), layout
 
 
-def _output_segments(plan, q):
-    """Return ``[(dbuf, bytes)]`` of the output blocks pass ``q`` stores out."""
-    items = list(plan.pass_items(q))
-    return [(plan.homes[s % plan.engines][1], plan.output_bytes) for s in range(len(items))]
+def _output_segments(plan, layout, channels):
+    """Return ``[(dbuf, bytes)]`` of the DMA-out descriptors of a pass of ``layout`` (a
+    :class:`~sw.compiler.dbuf_layout.PassLayout`): its items' output blocks, side by side
+    ones in one descriptor (:func:`sw.compiler.dma_plan.out_runs`, the runtime's rule)."""
+    reads = [(at.output, plan.output_bytes) for at in layout.places if at.item is not None]
+    return [(plan.params.dbuf_of(lo)[0], hi - lo)
+            for _, lo, hi, _ in dma_plan.out_runs(plan.params, reads, channels)]
 
 
 def _move_load(plan, nxt, channels, cbuf_words=0, edge=False):

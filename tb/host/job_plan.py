@@ -57,7 +57,8 @@ import numpy as np
 
 from sw.spec.arch import ArrayParams
 from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, block_group, delivery_windows,
-                                  fence_groups, gate_shift, group_of, group_runs, move_windows)
+                                  fence_groups, gate_shift, group_of, group_runs, move_windows,
+                                  out_runs)
 from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
@@ -104,28 +105,6 @@ class MemModel:
 def _channel_ports(params, channels):
     """Return the edge ports (Dbuf numbers) of the DMA channels (``sw.spec.ports.dma_ports``)."""
     return dma_ports(params)[:channels]
-
-
-def _out_runs(params, reads, channels):
-    """Return ``[(channel, lo, hi, [(address, nbytes)])]``: the DMA-out descriptors of ``reads``.
-
-    Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
-    more is written out); the Dbufs are spread over the channels as
-    :func:`sw.compiler.dma_plan.assign_channels` spreads
-    the DMA-in (each on its edge's channel), so the DMA-out runs on every channel at once.
-    """
-    spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
-    runs = []
-    for lo, hi, addr, n in spans:
-        if runs and lo <= runs[-1][1] and params.dbuf_of(lo)[0] == \
-                params.dbuf_of(runs[-1][0])[0]:
-            runs[-1][1] = max(runs[-1][1], hi)
-            runs[-1][2].append((addr, n))
-        else:
-            runs.append([lo, hi, [(addr, n)]])
-    chan = assign_channels(_words_per_dbuf(params, [(lo, hi - lo) for lo, hi, _ in runs]),
-                           channels, params)
-    return [(chan[params.dbuf_of(lo)[0]], lo, hi, group) for lo, hi, group in runs]
 
 
 def _words_per_dbuf(params, spans):
@@ -358,7 +337,7 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
             if g in fences:
                 descs[c].append(_desc(0, 0, 0))   # the fence of group g
     outs, out_bytes, where = [[] for _ in range(nch)], 0, []
-    for c, lo, hi, group in _out_runs(p, reads, nch):
+    for c, lo, hi, group in out_runs(p, reads, nch):
         at = exts[c].reserve(hi - lo)
         outs[c].append(_desc(at, lo, hi - lo, DESC_OUT))
         touched.append((lo, hi))

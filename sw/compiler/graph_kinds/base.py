@@ -102,6 +102,10 @@ class GraphKind:
     skips_zeros = False
     #: Whether the graph has feedback edges (``feedback=False`` drops them).
     has_feedback = False
+    #: Whether an item's work and its counted events (instructions, Dbuf accesses) do not
+    #: depend on its weights' values, so that a dummy item may read any item's data (its
+    #: output is discarded) instead of a zero block of its own.
+    dummy_reads_any = True
 
     @property
     def sparse(self):

@@ -33,6 +33,7 @@ def _rows(spec):
 class FdcsrKind(SparseKind):
     """The common part of the FD-CSR graphs (module doc)."""
     column_unit = ROW
+    dummy_reads_any = False       # zero weights skip the value loads' Dbuf accesses
 
     def item_bytes(self, spec, nnz):
         r = _rows(spec)
@@ -117,7 +118,7 @@ class FdcsrKind(SparseKind):
         per_engine = np.zeros((plan.engines, plan.kb), dtype=np.int64)
         items = np.arange(plan.items)
         engine = (items % plan.per_pass) % plan.engines
-        np.add.at(per_engine, engine, nz[items % plan.kblocks])
+        np.add.at(per_engine, engine, nz[plan.item_blocks[0]])
         # A weight row's SWITCH takes the True branch, and its value loads (LDHBZ) access
         # memory, once per stored weight.
         switch_true, accesses = {}, {}

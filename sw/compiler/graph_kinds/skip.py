@@ -55,6 +55,7 @@ class Skip(SparseKind):
     title = "sparse: skip (zero-skipping)"
     column_unit = SKIP_WORD
     skips_zeros = True
+    dummy_reads_any = False       # an item's steps are its stored weights
 
     def stored(self, Cw, blk):
         return skip_stored(Cw, blk)
