@@ -53,7 +53,13 @@ Arbitration
     flits/node/cycle under uniform traffic, this at 0.43, ``docs/noc.md``).  Each output
     grants one offering input, round-robin starting after the input it granted last (a grant
     holds until the transfer), so a waiting input is served within 4 transfers of that
-    output.  Outputs decide independently: one input may send to several outputs in a cycle.
+    output.  At an edge exit (a port to a Dbuf) the inputs offering a store (``STORE``,
+    ``MSTORE``: the DMA's delivery, a PE's output) go first, round-robin among them: a Dbuf
+    that its engines' loads keep busy would otherwise take one DMA word in every two to four
+    cycles, and the DMA, which streams a descriptor into one Dbuf, would run at that rate
+    (``docs/noc.md``, "Stores first at the Dbufs").  A load waits at most as long as stores
+    keep arriving for that Dbuf, which a DMA list or a graph's stores bound.  Outputs decide
+    independently: one input may send to several outputs in a cycle.
 Latency and throughput
     One cycle per hop at zero load: a flit accepted on edge *t* is offered on the output from
     edge *t + 1*; one flit per port per cycle.
@@ -70,10 +76,10 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.spec import check_params
 from hw.noc.flit import Bits, flit_layout
 from sw.spec.arch import ArrayParams, Dir
-from sw.spec.packet import MULTICAST
+from sw.spec.packet import MULTICAST, Kind
 
 __all__ = ["PORTS", "Router", "VoqBuffer", "biased_coordinate", "route_rules", "route_onehot",
-           "multicast_copy"]
+           "multicast_copy", "edge_exits"]
 
 #: The router ports, in index order.
 PORTS = tuple(Dir)
@@ -152,6 +158,21 @@ def multicast_copy(m, params, bx, by, head, prefix="copy"):
     copy = Signal(len(PORTS), name=prefix)
     m.d.comb += copy.eq(Mux(multicast, Cat(*bits), 0))
     return copy
+
+
+def edge_exits(params, bx, by):
+    """Return whether the router ``(bx, by)`` (biased) is on the north, south, west and east
+    edge (four one-bit values): there that output port is an edge port, a Dbuf's (or a
+    controller's)."""
+    cx, cy = Bits(bx), Bits(by)
+    return cy == 1, cy == params.rows, cx == 1, cx == params.cols
+
+
+def _is_store(kind):
+    """Return whether a flit of ``kind`` (a header's ``kind`` field) writes a Dbuf: ``STORE``
+    or ``MSTORE``."""
+    k = Bits(kind.as_value())
+    return (k == Kind.STORE.value) | (k == Kind.MSTORE.value)
 
 
 def _any(bits):
@@ -240,25 +261,36 @@ class Router(wiring.Component):
             m.d.comb += buf.i_route.eq(Cat(*route) | copy)
             buffers.append(buf)
 
+        exits = dict(zip((Dir.NORTH, Dir.SOUTH, Dir.WEST, Dir.EAST),
+                         edge_exits(self.params, bx, by)))
         for o in PORTS:
             name = o.name.lower()
             offers = [buffers[i].o_voq[o] for i in range(n)]
             request = Signal(n, name=f"req_{name}")
             m.d.comb += request.eq(Cat(*(offer.valid for offer in offers)))
-            # One-hot: the input granted last.  Round-robin: the lowest requesting input above
-            # it, else the lowest requesting input.
+            # Candidates: at an edge exit the stores among the requests if there are any
+            # (module doc, "Arbitration"), else every request.
+            cand = request
+            if o in exits:
+                stores = Signal(n, name=f"stores_{name}")
+                m.d.comb += stores.eq(request & Cat(*(_is_store(offer.payload.kind)
+                                                       for offer in offers)))
+                cand = Signal(n, name=f"cand_{name}")
+                m.d.comb += cand.eq(Mux(exits[o] & stores.any(), stores, request))
+            # One-hot: the input granted last.  Round-robin: the lowest candidate input above
+            # it, else the lowest candidate input.
             last = Signal(n, name=f"last_{name}", init=1 << (n - 1))
             above = Signal(n, name=f"above_{name}")
             m.d.comb += above.eq(Cat(*(_any(last[:i]) for i in range(n))))
             masked = Signal(n, name=f"masked_{name}")
-            m.d.comb += masked.eq(request & above)
+            m.d.comb += masked.eq(cand & above)
             grant = Signal(n, name=f"grant_{name}")
             # A flit offered but not taken stays offered, unchanged (the stream rules): the
             # grant of a stalled output holds until its transfer.  The buffer keeps its offer
             # to this output unchanged meanwhile (only younger flits arrive).
             hold = Signal(name=f"hold_{name}")
             held = Signal(n, name=f"held_{name}")
-            m.d.comb += grant.eq(Mux(hold, held, _lowest(Mux(masked.any(), masked, request))))
+            m.d.comb += grant.eq(Mux(hold, held, _lowest(Mux(masked.any(), masked, cand))))
             out = self.o_flit[o]
             m.d.sync += [hold.eq(out.valid & ~out.ready), held.eq(grant)]
             with m.If(out.valid & out.ready):
