@@ -148,6 +148,21 @@ def test_default_is_the_plan_the_model_predicts_faster(K, N, dbuf, mode, graph, 
     assert none == {}
 
 
+@pytest.mark.parametrize("K, N, double", [
+    (64, 4, False),             # half a Dbuf: two passes, the inputs twice; slower
+    (48, 8, True),              # the second pass's DMA-in hides behind the first's contexts
+])
+def test_a_layer_of_one_pass_is_compared_with_its_double_buffered_plan(K, N, double):
+    # One pass with whole Dbufs, two with halves: both are predicted, the faster is taken.
+    w = layers.make_weights((K, 1024), 1.0, 1)
+    single = planner.plan_fc(FcLayer.of(w, N), _params(65536),
+                             PlanOptions("dense", double_buffer=False))
+    plan, cycles = choose.best_plan(FcLayer.of(w, N), _params(65536), PlanOptions("dense"))
+    assert single.passes == 1 and set(cycles) == {False, True}
+    assert plan.double_buffer is double and cycles[double] < cycles[not double]
+    assert plan.passes == (2 if double else 1)
+
+
 def test_cli_refuses_double_buffering_without_overlap(capsys):
     assert_user_error(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8",
                       "--double-buffer", "--no-overlap",

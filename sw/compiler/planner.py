@@ -64,9 +64,10 @@ def plan_fc(layer, *args, **kwargs):
     (:func:`sw.compiler.balance.balanced_rows`); without it the rows go in order.
     ``double_buffer`` gives consecutive passes alternate halves of the Dbufs (the DMA of the
     next and previous passes then overlaps a pass's contexts, ``docs/system.md``); ``None``
-    (the default) turns it on when the layer takes more than one pass with whole Dbufs, one
-    item fits half a Dbuf and, given a ``cost``, the double-buffered plan costs less (the one
-    place this is decided).  ``bias`` (``K`` finite values, rounded to binary16) and
+    (the default) turns it on when one item fits half a Dbuf and the double-buffered plan
+    takes more than one pass, and, given a ``cost``, costs less; without a ``cost``, only
+    for a layer that takes more than one pass with whole Dbufs (the one place this is
+    decided).  ``bias`` (``K`` finite values, rounded to binary16) and
     ``relu`` add the epilogue ``y = relu(acc + bias)`` after each output's FACC
     (:attr:`~sw.compiler.fc_plan.FcPlan.bias`, docs/dataflow.md).  ``split`` (``S > 1``)
     plans the partial sums of a split reduction (:mod:`sw.compiler.split`): ``K`` is ``S``
@@ -195,15 +196,16 @@ def _plan(layer, params=None, options=None, cost=None):
     plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
     if row_nnz is not None:
         plan = replace(plan, row_order=balanced_rows(row_nnz, kb, plan.row_block_engines()))
-    if double_buffer is None and plan.passes > 1:
-        # The one rule of double buffering: a layer of several passes is double-buffered if
-        # one item fits half a Dbuf and (with a cost) it costs less.
+    if double_buffer is None and (plan.passes > 1 or cost is not None):
+        # The one rule of double buffering: a layer is double-buffered if one item fits half
+        # a Dbuf and then it takes several passes, and, with a cost, it costs less; without
+        # a cost, only a layer of several passes anyway.
         try:
             double = _plan(layer, params, replace(opts, double_buffer=True,
                                                   sparse_graph=plan.sparse_graph))
         except FdpuError:
             return plan
-        if cost is None or cost(double) < cost(plan):
+        if double.passes > 1 and (cost is None or cost(double) < cost(plan)):
             return double
     return plan
 

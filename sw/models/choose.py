@@ -6,12 +6,13 @@ Contract
 :func:`best_plan` takes an :class:`~sw.compiler.fc_layer.FcLayer` with its weights, the
 :class:`~sw.spec.arch.ArrayParams`, the :class:`~sw.compiler.fc_layer.PlanOptions` and the
 :class:`~sw.models.perf.System` it will run in.  An explicit ``double_buffer`` (``True`` or
-``False``) is honoured.  Otherwise, when the layer takes more than one pass (double buffering
-halves the Dbuf space a pass has, so it can add passes and re-read the inputs more often: a
-loss for some layers, alexnet-fc6 sparse among them, docs/system.md) both plans are predicted
-and the one with fewer end-to-end cycles is returned; a layer of one pass is not double-
-buffered.  The decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with
-the performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
+``False``) is honoured.  Otherwise, when the double-buffered plan takes more than one pass
+(double buffering halves the Dbuf space a pass has, so it can add passes and re-read the
+inputs more often: a loss for some layers, alexnet-fc6 sparse among them, docs/system.md; a
+gain where one pass's DMA-in would wait alone, vgg16-fc7 dense at batch 64 without early
+start) both plans are predicted and the one with fewer end-to-end cycles is returned.  The
+decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with the
+performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
 return is ``(plan, {double_buffer: predicted cycles})`` (empty when nothing was compared).
 """
 
