@@ -20,10 +20,12 @@ item ``i`` is (:meth:`FcPlan.item`): with one lane-group block, row block ``i``;
 i mod kblocks``): a pass's items read few input blocks, each row block's weights once per
 lane-group block.  A row block's lane-group blocks together: the items of a pass are
 numbered lane-group block fastest (``u = G kbi + gbi``) and dealt to the pass's slots in the
-order (home Dbuf, engine, context), so that the ``G`` items of a row block run on one engine
-in consecutive contexts, or on two engines of one Dbuf, and read one copy of its weights
-(``sw.compiler.dbuf_layout`` stores each row block once per Dbuf and pass); it wins where a
-Dbuf has several slots a pass and the weights outweigh the inputs.  A layer whose data do
+order (home Dbuf, engine, context), so that the ``G`` items of a row block run on one engine,
+or on two engines of one Dbuf, and read one copy of its weights (``sw.compiler.dbuf_layout``
+stores each row block once per Dbuf and pass); each engine then runs its items lane-group
+block slowest (its row blocks for lane-group block 0, then again for 1, ...), so that its
+first contexts read one input block, as in the other order.  It wins where a Dbuf has
+several slots a pass and the weights outweigh the inputs.  A layer whose data do
 not fit the Dbufs runs in several passes (one memory image each, the same program).  A *double-buffered*
 plan (``double_buffer``) gives its passes alternate halves of each Dbuf, each half laid out
 as a whole Dbuf is (descriptor tables, then data); the odd passes number their contexts from
@@ -223,6 +225,11 @@ class FcPlan:
             j = np.arange(min(n, lo + self.per_pass) - lo)
             order = np.lexsort((j // E, j % E, dbuf[j % E]))       # (Dbuf, engine, context)
             u[lo + order] = lo + j
+            # Each engine takes its items lane-group block slowest (its row blocks once per
+            # lane-group block), so that early contexts read few input blocks.
+            for e in range(min(E, len(j))):
+                mine = lo + j[e::E]
+                u[mine] = np.sort(u[mine] % G * n + u[mine]) % n
         together = (u // G, u % G)
         return together if self.dbuf_bytes(together) < self.dbuf_bytes(plain) else plain
 
