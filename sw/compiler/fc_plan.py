@@ -25,10 +25,10 @@ or on two engines of one Dbuf, and read one copy of its weights (``sw.compiler.d
 stores each row block once per Dbuf and pass); each engine then runs its items lane-group
 block slowest (its row blocks for lane-group block 0, then again for 1, ...), so that its
 first contexts read one input block, as in the other order.  It wins where a Dbuf has
-several slots a pass and the weights outweigh the inputs.  A layer whose data do
-not fit the Dbufs runs in several passes (one memory image each, the same program).  A *double-buffered*
-plan (``double_buffer``) gives its passes alternate halves of each Dbuf, each half laid out
-as a whole Dbuf is (descriptor tables, then data); the odd passes number their contexts from
+several slots a pass and the weights outweigh the inputs.  A layer whose data do not fit the
+Dbufs runs in several passes (one memory image each, the same program).  A
+*double-buffered* plan (``double_buffer``) gives its passes alternate halves of each Dbuf,
+each half laid out as a whole Dbuf is (descriptor tables, then data); the odd passes number their contexts from
 :meth:`FcPlan.pass_ctx_base` (half a Dbuf in descriptors), so their engines read the second
 half's tables with the same program.  The DMA can then load pass ``p + 1`` and store pass
 ``p - 1`` while pass ``p`` computes (``docs/system.md``, "Double buffering").
@@ -202,8 +202,8 @@ class FcPlan:
         return self.rows[kbi * self.kb:(kbi + 1) * self.kb]
 
     def item(self, i):
-        """Return ``(kbi, gbi)`` of item ``i``: its row block and lane-group block (the module
-        doc: the ``G`` items of a row block in consecutive slots of one Dbuf)."""
+        """Return ``(kbi, gbi)`` of item ``i``: its row block and lane-group block (the
+        order of the module doc, :attr:`item_blocks`)."""
         return int(self.item_blocks[0][i]), int(self.item_blocks[1][i])
 
     @cached_property
@@ -238,12 +238,14 @@ class FcPlan:
         ``blocks`` (default :attr:`item_blocks`): per pass and Dbuf, each row block (at its
         largest, :attr:`item_bound`) and input block its items read, once."""
         kbi, gbi = self.item_blocks if blocks is None else blocks
-        slot = np.arange(self.items) % self.per_pass
-        p = np.arange(self.items) // self.per_pass
+        i = np.arange(self.items)
+        p, slot = i // self.per_pass, i % self.per_pass
         d = np.array([dd for _, dd in self.homes], dtype=np.int64)[slot % self.engines]
-        where = (p * (self.params.num_dbufs + 1) + d) * (self.kblocks + 1)
-        rows = len(np.unique(where + kbi))
-        inputs = len(np.unique(where + gbi * self.split + kbi // self.slice_blocks))
+
+        def distinct(*keys):
+            return np.unique(np.stack(keys), axis=1).shape[1]
+        rows = distinct(p, d, kbi)
+        inputs = distinct(p, d, gbi, kbi // self.slice_blocks)
         return rows * self.item_bound + inputs * self.input_bytes
 
     def row_block_engines(self):
