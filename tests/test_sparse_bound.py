@@ -1,0 +1,84 @@
+"""The sparse graphs' bound (scripts/sparse_bound.py, docs/dataflow.md): its count of the skip
+graph's Dbuf requests is the golden model's, and the reuse and broadcast counts follow the
+masks."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from sw.spec.arch import ArrayParams
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2, dbuf_bytes=1 << 16)
+
+
+def _script():
+    """Import ``scripts/sparse_bound.py`` (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(
+        "sparse_bound", os.path.join(ROOT, "scripts", "sparse_bound.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("batch, density", [(64, 0.25), (4, 0.09), (24, 0.5)])
+def test_the_skip_count_is_the_golden_models(batch, density):
+    sb = _script()
+    w, mask, plan = sb.masks_and_plan((48, 160), density, batch, P22, seed=3)
+    lane_groups = -(-batch // P22.LANES)
+    req, facc = sb.requests(mask, plan.rows, 1, plan.gb, lane_groups)
+    greq, gfacc = sb.golden_requests(plan, w, batch)
+    assert facc == gfacc == int(mask.sum()) * lane_groups
+    # The golden count holds the descriptors' loads besides (a few per context).
+    assert req <= greq <= req * 1.03, (req, greq)
+
+
+def test_reuse_loads_an_input_once_per_group_of_rows():
+    sb = _script()
+    rng = np.random.default_rng(7)
+    mask = rng.random((16, 64)) < 0.3
+    order = tuple(range(16))
+    assert sb.union_columns(mask, order, 1) == mask.sum()
+    assert sb.union_columns(mask, order, 16) == np.count_nonzero(mask.any(axis=0))
+    same = np.tile(mask[:1], (16, 1))                  # every row stores the same columns
+    assert sb.union_columns(same, order, 4) == 4 * mask[0].sum()
+    # Padding rows (index >= K) are left out.
+    assert sb.union_columns(mask, order + (16, 17), 1) == mask.sum()
+    skip, facc = sb.requests(mask, order, 1, 4, 4)
+    reuse, facc4 = sb.requests(mask, order, 4, 4, 4)
+    bcast, _ = sb.requests(mask, order, 4, 4, 4, broadcast=True)
+    assert facc == facc4 == mask.sum() * 4
+    assert bcast < reuse < skip
+
+
+def test_broadcast_is_bound_by_the_engines_input_port():
+    sb = _script()
+    mask = np.zeros((32, 100), bool)
+    mask[:, :10] = True                                # density 0.1
+    rows = sb.rows_for(mask, tuple(range(32)), 0.1, 16, P22, 0.96)
+    by = {name: rate for name, _, rate, _ in rows}
+    assert by["broadcast 4 x 16"] == pytest.approx(0.4)
+    assert by["broadcast 16 x 4"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--density", "2"], "--density 2.0: must be in (0, 1]"),
+    (["--batch", "0"], "--batch 0: must be at least 1"),
+    (["--batch", "8"], "--batch 8: no measured dense rate at 2 lane groups"),
+    (["--in-features", "64"], "--in-features and --out-features go together"),
+])
+def test_bad_arguments_are_refused_before_any_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        _script().main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_table_of_a_random_layer(capsys):
+    _script().main(["--in-features", "96", "--out-features", "40", "--batch", "64",
+                    "--density", "0.25", "--no-golden"])
+    out = capsys.readouterr().out
+    assert "40x96, batch 64 (16 lane groups)" in out
+    assert "skip 1 x 16" in out and "reuse 16 x 4" in out and "broadcast 32 x 2" in out
