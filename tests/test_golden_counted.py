@@ -190,3 +190,22 @@ def test_counted_facc_operands_must_vary_and_count_must_not():
     g.fanout(bp, [(acc, 0), (acc, 1), (acc, 2)])
     with pytest.raises(DfgError, match="count operand .* must arrive a fixed number"):
         g.rates()
+
+
+def test_an_mcast_sends_a_varying_stream_that_stays_on_its_pe():
+    # MCAST fires once per context here, but each destination gets a data-dependent number
+    # of its tokens: a FACC it feeds needs a count operand, and its edges stay on the PE.
+    g = Graph()
+    c = g.add(Op.CTX, group=0)
+    mc = g.add(Op.MCAST, group=0)
+    g.fanout(c, [(mc, 0), (mc, 1)])
+    acc = g.add(Op.FACC, imm=0, group=0)
+    g.fanout(mc, [(acc, 0), (acc, 1)])
+    g.connect(c, acc, 2)
+    rates = g.rates()
+    assert rates[mc] == 1 and g.out_rate(mc, 1) is VARYING and rates[acc] is VARYING
+    assert g.out_rate(acc, rates[acc]) == 1
+    g.nodes[acc].group = 1
+    with pytest.raises(DfgError, match="rate rule: MCAST#.* fires a data-dependent number of "
+                                       "times .* to FACC"):
+        g.validate(ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1))

@@ -37,6 +37,8 @@ def instructions(draw, params):
         regmask &= 0b011
     if op in (Op.BSCAN, Op.BPOS):
         imm = (imm & ~0xFFFF) | (imm & 0xFFFF) % 32 + 1
+    if op is Op.MCAST:
+        imm &= isa.MCAST_NIBBLES - 1
     ntrue = draw(st.integers(0, ndest)) if op is Op.SWITCH else 0
     pipe0 = draw(st.booleans()) if op.unit is not Unit.FP else False
     return Instruction(op, nsrc, regmask, regs, draw(st.booleans()), ntrue, imm, dests, pipe0)

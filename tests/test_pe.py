@@ -25,9 +25,9 @@ from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, encode
+from sw.spec.isa import Dest, Instruction, Op, decode, disassemble, encode, mcast_selects
 from tb.host.runner import run_cocotb
-from tb.pe import cases, counted_cases
+from tb.pe import cases, counted_cases, mcast_cases
 from sw.spec.system import SIMULATORS
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
@@ -204,6 +204,40 @@ def test_counted_facc_case_sums_the_rows_of_the_definition():
     assert {1, 6} <= set(t["facc_counts"]) and len(set(t["facc_counts"])) > 3
 
 
+@pytest.mark.parametrize("nibble", [0, 5, 7])
+def test_mcast_case_sums_the_rows_of_the_definition(nibble):
+    # MCAST on the golden model against the ISA's text (mcast_cases.mcast_reference): each
+    # input reaches the rows whose bits of the mask's nibble are set, in column order; a
+    # column no row stores fires the MCAST and sends nothing.
+    print(f"seed {SEED} (set FDPU_SEED to change)")
+    p, contexts = cases.PARAMS_1X1, 12
+    t = mcast_cases.mcast_tables(SEED, contexts, nibble)
+    res = run_image(mcast_cases.mcast_image(p, contexts, SEED, nibble), seed=SEED, jitter=4)
+    assert _stored(p, res) == _expected(p, mcast_cases.mcast_reference(p, SEED, contexts, nibble))
+    ops = res.counters.ops
+    assert ops["MCAST"] == sum(len(w) for w in t["row_bits"])
+    assert ops["FACC"] == sum(bin(r).count("1") for rows in t["rows"] for r in rows)
+    # Columns with no row (MCAST sends nothing) and the ignored fourth bit occur.
+    sels = [w >> 4 * nibble & 0xF for ws in t["row_bits"] for w in ws]
+    assert 0 in [s & 7 for s in sels] and 8 in sels
+
+
+def test_mcast_is_checked_and_disassembled():
+    p = cases.PARAMS_1X1
+    dests = (Dest(0, 0, 1, 1), Dest(0, 0, 2, 1))
+    insn = Instruction(Op.MCAST, 2, imm=7, dests=dests)
+    insn.check(p)
+    assert decode(encode(insn, p), p) == insn
+    assert disassemble(insn) == "MCAST t0, t1, nibble=7 -> (0,0).1.1, (0,0).2.1"
+    assert mcast_selects(insn, 0x3 << 28) == [0, 1] and mcast_selects(insn, 0x2 << 24) == []
+    for bad, message in ((dict(imm=8), "nibble imm must be in 0..7"),
+                         (dict(imm=-1), "nibble imm must be in 0..7"),
+                         (dict(nsrc=1), "takes 2..2 operands")):
+        kw = dict(op=Op.MCAST, nsrc=2, imm=0, dests=dests) | bad
+        with pytest.raises(FdpuError, match=message):
+            Instruction(**kw).check(p)
+
+
 def _golden_cases(root, p):
     """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, the
     data-dependent instructions (emitters, counted FACC), random graphs."""
@@ -236,17 +270,20 @@ def test_golden_images_on_one_pe(sim, golden_cases):
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_counted_instructions_under_stress(sim, tmp_path):
-    # ITER with a token count, BPOS and FACC with a count operand over three data sets each
-    # (the late FACC's count operand after 0, 3 or 7 MOVs), 30 % input idle, 50 % output
+    # ITER with a token count, BPOS, FACC with a count operand and MCAST over three data sets
+    # each (the late FACC's count operand after 0, 3 or 7 MOVs; MCAST's mask in nibble 0, 5
+    # or 7), 30 % input idle, 50 % output
     # backpressure, Dbuf latencies 2..60: bit-exact with the golden model; and the cocotb test
     # of a count operand of 0 (BAD_COUNT, no hang).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p = cases.PARAMS_1X1
     built = []
-    for i, hops in enumerate((0, 3, 7)):
+    for i, (hops, nibble) in enumerate(((0, 0), (3, 5), (7, 7))):
         built += [(f"emitters-{SEED + i}", counted_cases.emitters_image(p, 12, SEED + i)),
                   (f"counted-facc-{SEED + i}-late{hops}",
-                   counted_cases.counted_facc_image(p, 12, SEED + i, late_hops=hops))]
+                   counted_cases.counted_facc_image(p, 12, SEED + i, late_hops=hops)),
+                  (f"mcast-{SEED + i}-nibble{nibble}",
+                   mcast_cases.mcast_image(p, 12, SEED + i, nibble))]
     folders = [str(cases.save_case(tmp_path / name, img, name, seed=SEED))
                for name, img in built]
     run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,

@@ -10,11 +10,12 @@ Combinational (no state, no handshake): the issue pipe's S1 offers ``o_alu`` to 
   immediate); ``i_cont``: a continuation pick of an emitting ITER, BSCAN or BPOS (no operands,
   the next token from ``i_state``); ``i_state``: the slot's SCAN/ITER/BSCAN/BPOS state
   (:func:`hw.pe.layouts.int_state_layout`) read at the pick; ``i_ectx``: the slot's END count;
-  ``i_dmask``: the destinations to serve (SWITCH's branch chosen); ``i_is_mem``: a load or
-  store (pipe 0: the END of a load is never sent, a store's is sent on its acknowledgement).
+  ``i_dmask``: the destinations to serve (SWITCH's branch, MCAST's mask bits); ``i_is_mem``: a
+  load or store (pipe 0: the END of a load is never sent, a store's is sent on its
+  acknowledgement).
 * ``o_alu``: the ALU operation (``op``, ``a``, ``b``) and its tag
   (:func:`hw.pe.layouts.int_tag_layout`: destinations, END and its context ID, the high half
-  that MOV, CTX and SWITCH forward).
+  that MOV, CTX, SWITCH and MCAST forward).
 * ``o_emits``: the operation sends a token.  Low only for a firing that emits nothing: an
   ITER whose count (``imm[15:0]``, or when that is 0 ``a[47:32]``) is 0, a BPOS with no set bit
   among the low ``count`` bits of its mask; its tag serves no destination (``dmask`` 0), and
@@ -93,7 +94,8 @@ class IntStep(wiring.Component):
         m.d.comb += imm32.eq(insn.imm)
         limm = data.View(loop_imm_struct(), imm32)   # count, step (counting instructions)
         is_op = {op: Signal(name=f"is_{op.name.lower()}{pp}")
-                 for op in (Op.SWITCH, Op.ITER, Op.SCAN, Op.BSCAN, Op.BPOS, Op.MOV, Op.CTX)}
+                 for op in (Op.SWITCH, Op.MCAST, Op.ITER, Op.SCAN, Op.BSCAN, Op.BPOS, Op.MOV,
+                            Op.CTX)}
         for op, sig in is_op.items():
             m.d.comb += sig.eq(equals(insn.op, int(op)))
 
@@ -153,8 +155,9 @@ class IntStep(wiring.Component):
             m.d.comb += a.eq(bp_val)
         with m.Elif(cont):
             m.d.comb += a.eq(sr.acc)
-        # MOV, CTX and SWITCH forward all 64 bits: the high half rides in the tag.
-        m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH]) & ~cont),
+        # MOV, CTX, SWITCH and MCAST forward all 64 bits: the high half rides in the tag.
+        m.d.comb += [tag.wide.eq((is_op[Op.MOV] | is_op[Op.CTX] | is_op[Op.SWITCH]
+                                  | is_op[Op.MCAST]) & ~cont),
                      tag.hi.eq(opv[0][32:])]
         m.d.comb += [tag.dests[i].eq(insn_dest(insn, i)) for i in range(p.MAX_DESTS)]
         # ITER: the first token is the start value; the state holds the next one.  ITER and

@@ -78,7 +78,8 @@ def insn_dest(insn, i):
 
 def int_tag_layout(params):
     """Return the tag of an INT unit operation: the result's ``dests``, ``dmask``, ``end``,
-    ``ectx``, and ``wide``/``hi`` (MOV, CTX, SWITCH forward the high 32 bits of operand 0)."""
+    ``ectx``, and ``wide``/``hi`` (MOV, CTX, SWITCH and MCAST forward the high 32 bits of
+    operand 0)."""
     return data.StructLayout({"dests": dispatch_layout(params).members["dests"],
                               "dmask": params.MAX_DESTS, "end": 1, "ectx": 32, "wide": 1,
                               "hi": 32})

@@ -8,7 +8,7 @@ Contract (all combinational)
   else the token.  ``o_has``: bit ``k``, the instruction takes operand ``k`` (``nsrc``).
 * ``o_dmask``: the destinations to serve: the valid ones; a ``SWITCH`` keeps those of its
   branch (the first ``ntrue`` when the low 32 bits of operand 1 are not zero, the others
-  otherwise).
+  otherwise); an ``MCAST`` those whose bits are set in nibble ``imm[2:0]`` of operand 1.
 * ``o_local``: bit ``i``, destination ``i`` is served, is this PE (``i_coord``) and gets a
   result (``i_emits``: a FACC step before its last emits none), so it needs an entry reserved
   in this PE's operand store.
@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 from hw.lib.logic import equals
 from hw.lib.spec import check_params
 from hw.pe.layouts import coord_layout, insn_struct
-from sw.spec.isa import Op
+from sw.spec.isa import MCAST_NIBBLES, Op
 
 __all__ = ["OperandSelect"]
 
@@ -91,7 +91,15 @@ class OperandSelect(wiring.Component):
                 m.d.comb += first_n.eq((1 << ND) - 1)
         taken = Mux(cond, first_n, ~first_n)
         is_switch = equals(insn.op, int(Op.SWITCH))
-        m.d.comb += self.o_dmask.eq(Mux(is_switch, valid_d & taken, valid_d))
+        # MCAST: the destinations whose bits in nibble imm[2:0] of the mask are set.
+        sel = Signal(ND, name=f"mcast_sel{pp}")
+        with m.Switch(insn.imm[:3]):
+            for n in range(MCAST_NIBBLES):
+                with m.Case(n):
+                    m.d.comb += sel.eq(self.o_value[1][4 * n:4 * n + ND])
+        is_mcast = equals(insn.op, int(Op.MCAST))
+        m.d.comb += self.o_dmask.eq(valid_d & Mux(is_switch, taken,
+                                                  Mux(is_mcast, sel, (1 << ND) - 1)))
 
         coord = self.i_coord
         for i in range(ND):

@@ -27,18 +27,18 @@ feedback edge from the join (or a node after it) to that SWITCH; and a violation
 
 Rates
 -----
-:meth:`Graph.rates` gives each node's firings per context (a :class:`fractions.Fraction`):
-a ``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` and
-``BSCAN`` multiply their rate by their count, ``FACC`` divides by its count; a SWITCH branch
-carries *at most* the SWITCH's rate (the bound is used).  A data-dependent emitter (``BPOS``,
-an ``ITER`` whose count comes from its token) emits :data:`VARYING` tokens per context, and
-so does everything they feed, until a ``FACC`` with a count operand brings the rate back to
-its count operand's (whose token is what says how many steps the data hold).  The rate rule
-(``docs/isa.md``): every edge whose producer fires more than once per context (or
-:data:`VARYING` times) must stay inside one placement group (``Node.group``; the mapper puts
-a group on one PE), the operands of one node must have equal rates (two :data:`VARYING`
-streams are taken as equal: the data the host writes promise it), and END nodes fire exactly
-once per context.
+:meth:`Graph.rates` gives each node's firings per context (a :class:`fractions.Fraction`): a
+``CTX`` fires once; a node fires as often as its token operands arrive; ``ITER`` and ``BSCAN``
+multiply their rate by their count, ``FACC`` divides by its count; a SWITCH branch carries *at
+most* the SWITCH's rate (the bound is used).  A data-dependent emitter (``BPOS``, an ``ITER``
+whose count comes from its token, an ``MCAST`` to each destination) emits :data:`VARYING`
+tokens per context, and so does everything they feed, until a ``FACC`` with a count operand
+brings the rate back to its count operand's (whose token is what says how many steps the data
+hold).  The rate rule (``docs/isa.md``): every edge whose producer fires more than once per
+context (or :data:`VARYING` times) must stay inside one placement group (``Node.group``; the
+mapper puts a group on one PE), the operands of one node must have equal rates (two
+:data:`VARYING` streams are taken as equal: the data the host writes promise it), and END nodes
+fire exactly once per context.
 """
 
 from dataclasses import dataclass, field
@@ -74,7 +74,7 @@ def _above_one(r):
 
 
 def _varying_emitter(node):
-    return node.op is Op.BPOS or node.op is Op.ITER and not loop_count(node.imm)
+    return node.op in (Op.BPOS, Op.MCAST) or node.op is Op.ITER and not loop_count(node.imm)
 
 
 def _counted_facc(node):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from sw.models.golden_counters import Counters
 from sw.spec import fp16
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, issue_pipe, token_count
+from sw.spec.isa import Op, Unit, issue_pipe, mcast_selects, token_count
 from sw.spec.packet import TAG_BITS
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
@@ -477,6 +477,9 @@ class _Machine:
             cond = self._operand(st, 1, {1: st.fifos[1][0]} if 1 in st.ops else {})
             taken = (cond & M32) != 0
             ndest = range(insn.ntrue) if taken else range(insn.ntrue, len(insn.dests))
+        elif op is Op.MCAST:
+            mask = self._operand(st, 1, {1: st.fifos[1][0]} if 1 in st.ops else {})
+            ndest = mcast_selects(insn, mask)
         elif op is Op.FACC:
             if insn.nsrc == 3:
                 left = st.left or max(1, token_count(st.fifos[2][0][0]))
@@ -556,6 +559,10 @@ class _Machine:
             return True
         if op is Op.SWITCH:
             value = a(0)
+        elif op is Op.MCAST:
+            # Each destination gets the tokens its mask bits select: a data-dependent stream.
+            value = a(0)
+            tag = None if tag is None else tag[:1] + (VARYING,)
         elif op in (Op.MOV, Op.CTX):
             value = a(0)
         elif op is Op.IMM:

@@ -67,7 +67,8 @@ def program_counters(image, contexts, switch_true, mem_hops, accesses=None, emit
     a memory instruction to the Dbuf it accesses, ``accesses[(x, y, slot)]`` the firings of a
     ``LDHBZ`` that access memory (a non-zero address; default: all), ``emitted[(x, y, slot)]``
     the tokens a data-dependent emitter (``BPOS``, a token-count ``ITER``) sends to each
-    destination in all (a ``FACC`` with a count operand sends one result per count token).
+    destination in all, for an ``MCAST`` a list of them by destination (a ``FACC`` with a
+    count operand sends one result per count token).
     Supports graphs whose only cycles are SWITCH feedback edges (all FC graphs).
     """
     accesses = accesses or {}
@@ -112,6 +113,8 @@ def program_counters(image, contexts, switch_true, mem_hops, accesses=None, emit
         for i, d in enumerate(insn.dests):
             if op is Op.BPOS or op is Op.ITER and not insn.count:
                 k = emitted[key]
+            elif op is Op.MCAST:
+                k = emitted[key][i]           # the tokens its mask sent to destination i
             elif op in (Op.ITER, Op.BSCAN):
                 k = n * insn.count
             elif op is Op.FACC:

@@ -26,6 +26,11 @@ Special instructions:
   is the *feedback* operand of PAPER.md section 4: a token from the join instruction, whose
   value is ignored.  Its edge carries an initial token (a configuration *preload*), so the
   first context passes and each later one waits for the previous one to reach the join.
+* ``MCAST data, mask`` (the masked multicast): ``imm`` = ``n`` (0..7) names a nibble of the
+  mask; ``data`` (all 64 bits) goes to each destination ``i`` whose bit ``4 n + i`` of ``mask``
+  is set, to none when no such bit is set (the firing still consumes both operands).  One
+  input word reaches the rows of a block that store its column (docs/dataflow.md, "The sparse
+  graphs' bound"); each destination receives a data-dependent number of tokens per context.
 * ``CTX ctx``: the entry point of a context: the MicC delivers each context ID to operand 0;
   ``CTX`` forwards it.  Any number of ``CTX`` slots may exist; all receive every context.
 * ``END`` flag (any instruction): when it fires, the PE also sends a context-end message to the
@@ -92,7 +97,8 @@ from sw.spec.errors import FdpuError
 
 __all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "loop_imm_layout", "loop_imm",
            "loop_count", "token_count", "count_token", "TOKEN_COUNT_AT",
-           "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS"]
+           "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS",
+           "MCAST_NIBBLES", "mcast_selects"]
 
 #: Width of the opcode field.
 OPCODE_BITS = 6
@@ -149,6 +155,7 @@ class Op(enum.IntEnum):
     LDHBZ = 39
     # Control.
     SWITCH = 40
+    MCAST = 41
 
     @property
     def arity(self):
@@ -188,7 +195,7 @@ _ARITY = {
     Op.IMM: 1, Op.MOV: 1, Op.CTX: 1, Op.ITER: 1, Op.SCAN: 2, Op.BSCAN: 2, Op.BPOS: 2,
     Op.FIMM: 1, Op.FADD: 2, Op.FSUB: 2, Op.FMUL: 2, Op.FMADD: 3, Op.FACC: 3, Op.FMAX: 2,
     Op.LDH: 1, Op.LDHB: 1, Op.LDW: 1, Op.LDD: 1, Op.STH: 2, Op.STW: 2, Op.STD: 2,
-    Op.LDHBZ: 1, Op.SWITCH: 3,
+    Op.LDHBZ: 1, Op.SWITCH: 3, Op.MCAST: 2,
 }
 # Operations whose last operand may be the immediate accept one operand fewer; SWITCH's
 # feedback operand is optional, and so is FACC's count operand (else the count is the
@@ -201,14 +208,25 @@ _MIN_OPERANDS = {
     Op.SWITCH: 2,
 }
 _UNIT = {op: Unit.INT for op in Op}
-_UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.CTX: Unit.CTRL,
-              Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL, Op.BPOS: Unit.CTRL})
+_UNIT.update({Op.INVALID: Unit.NONE, Op.SWITCH: Unit.CTRL, Op.MCAST: Unit.CTRL,
+              Op.CTX: Unit.CTRL, Op.ITER: Unit.CTRL, Op.BSCAN: Unit.CTRL, Op.BPOS: Unit.CTRL})
 _UNIT.update({op: Unit.FP for op in (Op.FIMM, Op.FADD, Op.FSUB, Op.FMUL, Op.FMADD, Op.FACC,
                                      Op.FMAX)})
 _UNIT.update({op: Unit.MEM for op in (Op.LDH, Op.LDHB, Op.LDW, Op.LDD, Op.STH, Op.STW,
                                       Op.STD, Op.LDHBZ)})
 _ACCESS_BYTES = {Op.LDH: 2, Op.LDHB: 2, Op.LDW: 4, Op.LDD: 8, Op.STH: 2, Op.STW: 4, Op.STD: 8,
                  Op.LDHBZ: 2}
+
+
+#: The nibbles of a 32-bit mask an ``MCAST`` can name (its ``imm``).
+MCAST_NIBBLES = 8
+
+
+def mcast_selects(insn, mask):
+    """Return the indices of ``insn``'s destinations an ``MCAST`` with mask token ``mask``
+    serves (the module doc)."""
+    bits = (mask & 0xFFFF_FFFF) >> (4 * insn.imm)
+    return [i for i in range(len(insn.dests)) if bits >> i & 1]
 
 
 def issue_pipe(op, pipe0=False):
@@ -317,6 +335,9 @@ class Instruction:
             if self.regmask >> 2 & 1:
                 raise FdpuError("FACC: the count operand (operand 2) must be a token, "
                                 "not a register")
+        if op is Op.MCAST and not 0 <= self.imm < MCAST_NIBBLES:
+            raise FdpuError(f"MCAST: the mask's nibble imm must be in 0..{MCAST_NIBBLES - 1}, "
+                            f"got {self.imm}")
         if op in (Op.BSCAN, Op.BPOS) and not 1 <= self.count <= 32:
             raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..32 (the bits of the "
                             f"mask), got {self.count}")
@@ -480,6 +501,8 @@ def disassemble(insn):
         pass                                      # the count is operand 2
     elif op in (Op.FACC, Op.SCAN, Op.BSCAN):
         operands.append(f"count={insn.count}")
+    elif op is Op.MCAST:
+        operands.append(f"nibble={insn.imm}")
     text = f"{op.name} {', '.join(operands)}".rstrip()
     if op is Op.SWITCH:
         taken = ", ".join(map(str, insn.dests[:insn.ntrue])) or "-"

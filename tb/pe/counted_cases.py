@@ -20,7 +20,7 @@ from sw.spec import fp16
 from sw.spec.isa import Op, count_token, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, imm_node
 
-__all__ = ["COUNTED_MAX_CONTEXTS", "counted_tables", "emitters_reference", "emitters_image",
+__all__ = ["COUNTED_MAX_CONTEXTS", "counted_block", "check_counted", "counted_tables", "emitters_reference", "emitters_image",
            "counted_facc_reference", "counted_facc_image"]
 
 
@@ -51,11 +51,13 @@ _CF_VALUES, _CF_WEIGHTS = 32, 16
 _CF_AT_EARLY, _CF_AT_LATE = 240, 248
 
 
-def _counted_block(params, c):
+def counted_block(params, c):
+    """Return context ``c``'s 256-byte block (in Dbufs 1 and up)."""
     return params.dbuf_bytes + 256 * c
 
 
-def _check_counted(params, contexts):
+def check_counted(params, contexts):
+    """Raise ``ValueError`` unless ``contexts`` blocks fit Dbufs 1 and up."""
     if not 1 <= contexts <= COUNTED_MAX_CONTEXTS or \
             contexts * 256 > params.memory_bytes - params.dbuf_bytes:
         raise ValueError(f"{contexts} contexts: 1 .. {COUNTED_MAX_CONTEXTS} blocks of 256 bytes "
@@ -115,7 +117,7 @@ def emitters_reference(params, seed, contexts):
     t = counted_tables(seed, contexts)
     out = {}
     for c in range(contexts):
-        block = _counted_block(params, c)
+        block = counted_block(params, c)
         for mask, count, step, at, size in ((t["down"][c], 32, -4, _EM_AT_DOWN, 4),
                                             (t["up"][c], 20, 2, _EM_AT_UP, 2)):
             for j in range(count):
@@ -147,11 +149,11 @@ def emitters_image(params, contexts, seed, pe=(0, 0)):
       set bit among the low 8): each fires once per context and emits nothing (its STW would
       store at a wrong address or none, and fire).
     """
-    _check_counted(params, contexts)
+    check_counted(params, contexts)
     t = counted_tables(seed, contexts)
     g = Graph(f"emitters-{seed}")
     words = {
-        _EM_W: [count_token(_counted_block(params, c) + _EM_AT_ITER, _popcount(m & 0xF_FFFF))
+        _EM_W: [count_token(counted_block(params, c) + _EM_AT_ITER, _popcount(m & 0xF_FFFF))
                 for c, m in enumerate(t["up"])],
         _EM_DOWN_AT: t["down"], _EM_UP_AT: t["up"],
         _EM_D: [count_token(0, _popcount(m & 0xFFFF_FFFF)) for m in t["down"]],
@@ -212,7 +214,7 @@ def counted_facc_reference(params, seed, contexts):
             acc = int(fp16.simd4_fma(t["values"][o + i] * 0x0001_0001_0001_0001,
                                      t["weights"][j], acc))
         for at in (_CF_AT_EARLY, _CF_AT_LATE):
-            out[_counted_block(params, c) + at] = acc.to_bytes(8, "little")
+            out[counted_block(params, c) + at] = acc.to_bytes(8, "little")
     return out
 
 
@@ -228,7 +230,7 @@ def counted_facc_image(params, contexts, seed, late_hops=3, pe=(0, 0)):
     (both END).  With the MicC's window 4 contexts are in flight: a FACC's next count operand
     often waits in its FIFO while the steps of the accumulation before it go on.
     """
-    _check_counted(params, contexts)
+    check_counted(params, contexts)
     t = counted_tables(seed, contexts)
     g = Graph(f"counted-facc-{seed}")
     segments = {
