@@ -18,11 +18,15 @@ FACC steps per PE-cycle).
   them stores) and sent to those rows' FACCs by a masked multicast (a token to the
   destinations a mask selects), a value load per stored weight and ``g`` lane groups, the
   group's union mask and its per-column row bits (``r`` bits a column, 64 a word) once per
-  ``g`` lane groups. ``r x g`` FACCs a context (<= 64, to leave slots for the loads).
+  ``g`` lane groups.
 * ``broadcast r x g`` (EIE's order): every input word sent once into the engine (no Dbuf
   request), each FACC of a row that stores its column taking it (an indexed accumulate):
   values and masks only; the engine's input port (one token a cycle) binds when
   ``r x density < 1``.
+
+The shapes kept: for each ``r`` the widest ``g`` whose engine fits the PE's slots
+(:func:`engine_slots`, an estimate before such a graph exists: a FACC and its store per row
+and lane group dominate).
 
     python scripts/sparse_bound.py                           # alexnet-fc8, batch 64 and 4
     python scripts/sparse_bound.py --layer vgg16-fc7 --batch 64 --density 0.25 0.04
@@ -79,6 +83,25 @@ def requests(mask, order, r, g, lane_groups, broadcast=False):
     return inputs + values + meta + outputs, S * lane_groups
 
 
+def _fanout_movs(n):
+    """Return the MOVs a tree needs to give one token to ``n`` destinations, 4 a node."""
+    return 0 if n <= 4 else -(-(n - 4) // 3)
+
+
+def engine_slots(r, g, broadcast=False):
+    """Return an estimate of the slots an ``r x g`` engine takes (the skip graph's at ``r`` 1):
+    a FACC and its store per row and lane group; an input load (not for broadcast) and an
+    MCAST per lane group (a tree of them past 4 rows); per row its row word, value ITER and
+    value load with a MOV tree to the lane groups; the mask's ITERs, load and BPOS, the row
+    bits' ITER and load, the MOV trees that fan their tokens out to the lane groups, the
+    context's descriptor loads."""
+    mcast = 0 if r == 1 else g * (1 if r <= 4 else 1 + -(-r // 4))
+    inputs = 0 if broadcast else g + _fanout_movs(g)
+    rows = r * (3 + _fanout_movs(g))
+    bits = 0 if r == 1 else 2 + _fanout_movs(g)
+    return 2 * r * g + inputs + mcast + rows + 4 + bits + 8
+
+
 def golden_requests(plan, w, batch):
     """Return (Dbuf requests, FACC steps) the golden model counts running ``plan``."""
     run = golden_fc.run_fc(plan, w, layers.make_inputs(w.shape[1], batch, 0))
@@ -99,7 +122,8 @@ def rows_for(mask, order, density, lane_groups, params, dense_rate, golden=None)
         row("skip (golden)", *golden)
     for r in GROUPS:
         for g in (16, 8, 4, 2, 1):
-            if g > lane_groups or r * g > 64 or (r == 1 and g != min(16, lane_groups)):
+            if g > lane_groups or engine_slots(r, g) > params.slots or \
+                    (r == 1 and g != min(16, lane_groups)):
                 continue
             name = "skip 1 x %d" % g if r == 1 else "reuse %d x %d" % (r, g)
             row(name, *requests(mask, order, r, g, lane_groups))

@@ -317,7 +317,7 @@ def test_gather_graph_computes_the_switch_graphs_bits(k, c, n, density, rows):
 
 
 def test_gather_graph_is_bscan_straight_into_the_value_loads():
-    assert SPARSE_GRAPHS == ("switch", "gather", "skip")
+    assert SPARSE_GRAPHS == ("switch", "gather", "skip", "reuse")
     params = ArrayParams(rows=1, cols=1, slots=128, int_issue=2, operand_depth=4)
     plan = plan_fc(3, 64, 32, "sparse", params, kb=3, gb=8, wfan=4, sparse_graph="gather")
     assert plan.describe()["sparse_graph"] == "gather"
@@ -337,7 +337,8 @@ def test_gather_graph_is_bscan_straight_into_the_value_loads():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(sparse_graph="select"), "sparse_graph must be one of switch, gather, skip, got 'select'"),
+    (dict(sparse_graph="select"),
+     "sparse_graph must be one of switch, gather, skip, reuse, got 'select'"),
     (dict(kb=0), r"kb must be an integer in 1..4 \(out_features 4\), got 0"),
     (dict(kb=5), r"kb must be an integer in 1..4 \(out_features 4\), got 5"),
     (dict(gb=1.5), r"gb must be an integer in 1..1 \(the 1 lane groups of batch 4\), got 1.5"),

@@ -80,7 +80,7 @@ def test_a_density_sets_the_chooser_estimate_without_weights(monkeypatch):
     (lambda: FcLayer.of(np.zeros(4), 1), r"weights must be a K x C matrix, got shape \(4,\)"),
     (lambda: PlanOptions("half"), "mode must be one of dense, sparse, got 'half'"),
     (lambda: PlanOptions("sparse", "select"), "sparse_graph must be one of switch, gather, "
-                                              "skip, got 'select'"),
+                                              "skip, reuse, got 'select'"),
     (lambda: PlanOptions("dense", wfan=4), "wfan .* in mode 'sparse', got 4 in mode 'dense'"),
     (lambda: PlanOptions("sparse", wfan=8), "wfan .* is one of 4, 16"),
     (lambda: PlanOptions(feedback=0), "feedback must be True or False, got 0"),
@@ -112,8 +112,8 @@ def test_plans_and_inputs_are_frozen():
 
 
 def test_the_registry_holds_every_graph_once_with_its_contract():
-    assert tuple(GRAPHS) == ("dense", "switch", "gather", "skip")
-    assert MODES == ("dense", "sparse") and SPARSE_GRAPHS == ("switch", "gather", "skip")
+    assert tuple(GRAPHS) == ("dense", "switch", "gather", "skip", "reuse")
+    assert MODES == ("dense", "sparse") and SPARSE_GRAPHS == ("switch", "gather", "skip", "reuse")
     assert graph_kind("sparse") is GRAPHS[DEFAULT_SPARSE_GRAPH]
     assert graph_kind("dense", "skip") is GRAPHS["dense"]        # a dense mode has one graph
     for name, kind in GRAPHS.items():
@@ -127,7 +127,10 @@ def test_the_registry_holds_every_graph_once_with_its_contract():
         # The largest item is every weight stored; fewer stored weights never need more.
         assert kind.item_bytes(spec, 0) <= kind.item_bytes(spec, spec.kb * spec.Cw)
     assert [k.name for k in GRAPHS.values() if k.has_feedback] == ["switch"]
-    assert [k.name for k in GRAPHS.values() if k.skips_zeros] == ["skip"]
+    assert [k.name for k in GRAPHS.values() if k.skips_zeros] == ["skip", "reuse"]
+    # The planner picks any kind but reuse for a plan that names none (reuse: <= 4 rows).
+    assert [k.name for k in GRAPHS.values() if not k.auto] == ["reuse"]
+    assert [(k.name, k.max_kb) for k in GRAPHS.values() if k.max_kb] == [("reuse", 4)]
 
 
 @pytest.mark.parametrize("mode, graph, bias", [("dense", None, False), ("sparse", "gather", True),

@@ -130,7 +130,7 @@ def test_balanced_rows_even_out_the_engines_and_keep_the_bits():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(sparse_graph="gather", row_nnz=[1] * 8), "row_nnz balances the skip graph"),
+    (dict(sparse_graph="gather", row_nnz=[1] * 8), "row_nnz balances the skip and reuse graphs'"),
     (dict(sparse_graph="skip", row_nnz=[1] * 7), r"row_nnz must be 8 integers in 0..32"),
     (dict(sparse_graph="skip", row_nnz=[-1] * 8), r"row_nnz must be 8 integers in 0..32"),
 ])

@@ -59,8 +59,21 @@ def test_broadcast_is_bound_by_the_engines_input_port():
     mask[:, :10] = True                                # density 0.1
     rows = sb.rows_for(mask, tuple(range(32)), 0.1, 16, P22, 0.96)
     by = {name: rate for name, _, rate, _ in rows}
-    assert by["broadcast 4 x 16"] == pytest.approx(0.4)
-    assert by["broadcast 16 x 4"] == pytest.approx(1.0)
+    assert by["broadcast 4 x 8"] == pytest.approx(0.4)
+    assert by["broadcast 8 x 4"] == pytest.approx(0.8)
+
+
+def test_the_shapes_kept_fit_the_slots():
+    # A FACC and its store per row and lane group: 4 x 16 does not fit 128 slots, 4 x 8 does;
+    # each row count keeps its widest lane-group count that fits.
+    sb = _script()
+    assert sb.engine_slots(1, 16) <= 128 < sb.engine_slots(4, 16)
+    assert sb.engine_slots(4, 8) <= 128 < sb.engine_slots(8, 8)
+    mask = np.ones((32, 64), bool)
+    names = [name for name, *_ in sb.rows_for(mask, tuple(range(32)), 1.0, 16, P22, 0.96)]
+    assert names == ["skip 1 x 16", "reuse 2 x 8", "broadcast 2 x 8", "reuse 4 x 8",
+                     "broadcast 4 x 8", "reuse 8 x 4", "broadcast 8 x 4", "reuse 16 x 1",
+                     "broadcast 16 x 1"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -81,4 +94,4 @@ def test_the_table_of_a_random_layer(capsys):
                     "--density", "0.25", "--no-golden"])
     out = capsys.readouterr().out
     assert "40x96, batch 64 (16 lane groups)" in out
-    assert "skip 1 x 16" in out and "reuse 16 x 4" in out and "broadcast 32 x 2" in out
+    assert "skip 1 x 16" in out and "reuse 8 x 4" in out and "broadcast 16 x 1" in out

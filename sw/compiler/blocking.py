@@ -136,7 +136,7 @@ def blocking_costs(engine, K, groups, params, kb=None, gb=None, wfan=None, densi
     per_dbuf = -(-params.num_pes // params.num_dbufs)
     given_kb, given_gb, given_wfan = kb, gb, wfan
     for kb in (given_kb,) if given_kb is not None else _BLOCKS:
-        if given_kb is None and kb > K and kb > 1:
+        if given_kb is None and (kb > K and kb > 1 or kb > (kind.max_kb or kb)):
             continue
         for gb in (given_gb,) if given_gb is not None else _BLOCKS:
             if given_gb is None and gb > groups and gb > 1:

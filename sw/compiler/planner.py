@@ -94,8 +94,9 @@ def _plan_args(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=T
     if row_nnz is not None:
         if not may_skip_zeros(mode, sparse_graph):
             names = [k for k in GRAPHS.values() if k.skips_zeros]
+            whose = "graphs'" if len(names) > 1 else "graph's"
             raise FdpuError(f"row_nnz balances the {' and '.join(k.name for k in names)} "
-                            f"graph's rows: it needs mode {names[0].mode!r} and sparse_graph "
+                            f"{whose} rows: it needs mode {names[0].mode!r} and sparse_graph "
                             f"{' or '.join(repr(k.name) for k in names)} or None (the other "
                             f"graphs do the same work per row)")
         layer = FcLayer(K, C, N, row_nnz=row_nnz, bias=layer.bias_values, relu=relu)
@@ -129,6 +130,9 @@ def _plan(layer, params=None, options=None, cost=None):
         kind = _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan)
     else:
         kind = opts.named_graph
+    if kind.max_kb is not None and kb is not None and kb > kind.max_kb:
+        raise FdpuError(f"kb must be at most {kind.max_kb} for the {kind.name} graph "
+                        f"(its items' rows), got {kb}")
     if not kind.skips_zeros:
         row_nnz = None
     density = layer.stored_density if split == 1 else None
@@ -265,7 +269,8 @@ def _auto_graph(mode, K, C, N, params, row_nnz, kb, gb, wfan):
     density = float(np.maximum(1, row_nnz).sum()) / (K * C)
     groups = -(-N // LANES)
     best = {}
-    for kind in [default] + [k for k in GRAPHS.values() if k.mode == mode and k.skips_zeros]:
+    for kind in [default] + [k for k in GRAPHS.values()
+                             if k.mode == mode and k.skips_zeros and k.auto]:
         shape = FcPlan(kind, K, C, N, params, 1, 1).engine
         cands = blocking_costs(shape, K, groups, params, kb, gb, wfan, density)
         if cands:

@@ -12,6 +12,7 @@ of its sparse bases) and one line below.
 from sw.compiler.graph_kinds.base import WFANS, EngineSpec, GraphKind, align
 from sw.compiler.graph_kinds.dense import Dense
 from sw.compiler.graph_kinds.gather import Gather
+from sw.compiler.graph_kinds.reuse import Reuse
 from sw.compiler.graph_kinds.skip import Skip
 from sw.compiler.graph_kinds.switch import Switch
 from sw.spec.errors import FdpuError
@@ -25,6 +26,7 @@ GRAPHS = {kind.name: kind for kind in (
     Switch(),
     Gather(),
     Skip(),
+    Reuse(),
 )}
 
 #: The weight formats a user names (``--mode``).
@@ -36,7 +38,7 @@ SPARSE_GRAPHS = tuple(name for name, kind in GRAPHS.items() if kind.sparse)
 #: the SWITCH graph's 88.3 %, dense 98.1 %; docs/dataflow.md, "Which sparse graph is the
 #: default").  ``switch`` reproduces the paper's graph and its order hazard
 #: (``feedback=False``); ``skip`` is chosen when a layer's stored weights make it faster
-#: (:func:`sw.compiler.planner.plan_fc`).
+#: (:func:`sw.compiler.planner.plan_fc`); ``reuse`` runs only when named.
 DEFAULT_SPARSE_GRAPH = "gather"
 
 

@@ -15,7 +15,8 @@ its name.  What a kind says:
   ``wfan`` values its value loads may take), ``title`` (a figure's legend), whether its work
   scales with the stored weights (``skips_zeros``: :meth:`stored`, :meth:`stored_count`,
   :meth:`steps`) and whether it has feedback edges (``has_feedback``: ``feedback=False`` is
-  its option);
+  its option), whether the planner may pick it unnamed (``auto``) and the most rows an item
+  may hold (``max_kb``);
 * **item data**: :meth:`item_bytes` for ``nnz`` stored weights (the largest,
   ``kb x Cw`` stored, sizes the Dbuf plan), :meth:`encode` and :meth:`item_data` (the bytes a
   Dbuf holds; ``docs/dataflow.md``, "Item data");
@@ -106,6 +107,11 @@ class GraphKind:
     #: depend on its weights' values, so that a dummy item may read any item's data (its
     #: output is discarded) instead of a zero block of its own.
     dummy_reads_any = True
+    #: Whether the planner may pick the kind for a plan that names no graph (and ``fdpu
+    #: paper`` evaluates it); a kind without it runs only when named.
+    auto = True
+    #: The most weight rows an item may hold (``None``: any).
+    max_kb = None
 
     @property
     def sparse(self):

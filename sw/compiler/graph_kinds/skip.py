@@ -23,7 +23,7 @@ from sw.compiler.graph_kinds.sparse import SparseKind
 from sw.spec.errors import FdpuError
 from sw.spec.isa import Op, count_token, loop_imm
 
-__all__ = ["Skip", "SKIP_WORD", "skip_stored", "offsets"]
+__all__ = ["Skip", "SKIP_WORD", "skip_stored", "offsets", "row_values", "value_stream"]
 
 #: The columns one mask word covers (two FD-CSR rows).
 SKIP_WORD = 32
@@ -47,6 +47,34 @@ def offsets(spec):
     """Return the item's ``(mask words, row words, values)`` byte offsets (module doc)."""
     words = 4 * spec.kb * (spec.Cw // SKIP_WORD)
     return 0, align(words, 8), align(words, 8) + 8 * spec.kb
+
+
+def row_values(spec, blk, stored, base, off_v):
+    """Return ``(values, tokens)`` of an item stored at ``base`` whose values start at
+    ``off_v``: the stored values row-major (``<u2`` bytes) and each row's count token (the
+    address of its first value, its stored weights)."""
+    u = np.zeros((spec.kb, spec.Cw), dtype=np.uint16)
+    u[:, :blk.shape[1]] = blk.view(np.uint16)
+    values = u[stored]                     # row-major: each row's stored values in order
+    counts = stored.sum(axis=1)
+    first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
+    if spec.kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
+        raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
+    tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
+    return values.astype("<u2").tobytes(), tokens
+
+
+def value_stream(g, spec, add, rw, facc, k):
+    """Add row ``k``'s values: its row word ``rw`` feeds an ITER of the row's value addresses
+    (the count from the token) and, as operand 2, the row's FACCs; a value load per ``wfan``
+    lane groups feeds their operand 0."""
+    it_v = add("itV", Op.ITER, imm=loop_imm(0, 2), row=k)
+    g.fanout(rw, [(it_v, 0)] + [(facc[k][j], 2) for j in range(spec.gb)])
+    lanes = chunks(spec.gb, spec.wfan)
+    lds = [add("ld", Op.LDHB, row=k, lane=q) for q in range(len(lanes))]
+    g.fanout(it_v, [(v, 0) for v in lds])
+    for ld, group in zip(lds, lanes):
+        g.fanout(ld, [(facc[k][j], 0) for j in group])
 
 
 class Skip(SparseKind):
@@ -79,16 +107,9 @@ class Skip(SparseKind):
         out = bytearray(nbytes)
         words = np.packbits(stored.reshape(kb, r32, SKIP_WORD), axis=2, bitorder="little")
         out[off_m:off_m + 4 * kb * r32] = words.tobytes()
-        u = np.zeros((kb, spec.Cw), dtype=np.uint16)
-        u[:, :blk.shape[1]] = blk.view(np.uint16)
-        values = u[stored]                     # row-major: each row's stored values in order
-        counts = stored.sum(axis=1)
-        first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
-        if kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
-            raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
-        tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
+        values, tokens = row_values(spec, blk, stored, base, off_v)
         out[off_t:off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
-        out[off_v:off_v + 2 * len(values)] = values.astype("<u2").tobytes()
+        out[off_v:off_v + len(values)] = values
         return bytes(out)
 
     def facc_count(self, spec):
@@ -112,12 +133,7 @@ class Skip(SparseKind):
             g.fanout(bp[k], [(v, 0) for v in x])
             for j in range(gb):
                 g.connect(x[j], facc[k][j], 1)
-            it_v = add("itV", Op.ITER, imm=loop_imm(0, 2), row=k)
-            g.fanout(rw[k], [(it_v, 0)] + [(facc[k][j], 2) for j in range(gb)])
-            lds = [add("ld", Op.LDHB, row=k, lane=q) for q in range(len(chunks(gb, spec.wfan)))]
-            g.fanout(it_v, [(v, 0) for v in lds])
-            for ld, lanes in zip(lds, chunks(gb, spec.wfan)):
-                g.fanout(ld, [(facc[k][j], 0) for j in lanes])
+            value_stream(g, spec, add, rw[k], facc, k)
 
     def golden_events(self, plan, graph, placement, w16):
         # Every BPOS and value ITER emits one token per stored weight of its row.
