@@ -309,9 +309,10 @@ class VoqBuffer(wiring.Component):
 
     One storage of ``depth`` slots; each flit is stored with its output ports (``i_route``,
     one-hot, or two bits for an edge-multicast copy, decided on entry) and an age (an
-    ``older[i][j]`` matrix: slot ``i`` entered before slot ``j``).  Output ``o`` is offered the *oldest* stored flit routed to ``o``, so flits
-    for one output leave in arrival order, while a flit for a busy output no longer blocks the
-    flits behind it that go elsewhere (no head-of-line blocking).  Several outputs may take a
+    ``older[i][j]`` matrix: slot ``i`` entered before slot ``j``).  Output ``o`` is offered
+    the *oldest* stored flit routed to ``o``, so flits for one output leave in arrival order,
+    while a flit for a busy output no longer blocks the flits behind it that go elsewhere (no
+    head-of-line blocking).  Several outputs may take a
     flit each in one cycle; one flit enters per cycle, into the lowest free slot.
 
     Parameters

@@ -12,8 +12,9 @@ inputs more often: a loss for some layers, alexnet-fc6 sparse among them, docs/s
 gain where one pass's DMA-in would wait alone, vgg16-fc7 dense at batch 64 without early
 start) both plans are predicted and the one with fewer end-to-end cycles is returned.  The
 decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with the
-performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no plan is double-buffered.  The
-return is ``(plan, {double_buffer: predicted cycles})`` (empty when nothing was compared).
+performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no
+plan is double-buffered.  The return is ``(plan, {double_buffer: predicted cycles})`` (empty
+when nothing was compared).
 """
 
 from dataclasses import replace

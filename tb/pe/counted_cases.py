@@ -20,8 +20,8 @@ from sw.spec import fp16
 from sw.spec.isa import Op, count_token, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, imm_node
 
-__all__ = ["COUNTED_MAX_CONTEXTS", "counted_block", "check_counted", "counted_tables", "emitters_reference", "emitters_image",
-           "counted_facc_reference", "counted_facc_image"]
+__all__ = ["COUNTED_MAX_CONTEXTS", "counted_block", "check_counted", "counted_tables",
+           "emitters_reference", "emitters_image", "counted_facc_reference", "counted_facc_image"]
 
 
 #: Data-dependent cases (:func:`emitters_image`, :func:`counted_facc_image`): at most this many
