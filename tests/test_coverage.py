@@ -1,21 +1,8 @@
 """RTL coverage (scripts/coverage.py, FDPU_COVERAGE in tb.host.runner): a Verilator run
 writes its coverage, and the report counts each point once per module."""
 
-import importlib.util
-import os
-
+from scriptutil import load_script
 from tb.host.runner import run_cocotb
-
-ROOT = os.path.join(os.path.dirname(__file__), "..")
-
-
-def _script():
-    """Import ``scripts/coverage.py`` (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location(
-        "coverage_script", os.path.join(ROOT, "scripts", "coverage.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _point(kind, module, line, comment, count, hier):
@@ -24,7 +11,7 @@ def _point(kind, module, line, comment, count, hier):
 
 
 def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
-    cov = _script()
+    cov = load_script("coverage")
     dat = tmp_path / "c.dat"
     dat.write_text("# SystemC::Coverage-3\n"
                    + _point("line", "fdpu_pe_ab.fpu", 10, "if", 0, "top.pe_0_0.fpu")
@@ -49,7 +36,7 @@ def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
 def test_configurations_of_one_block_count_once(tmp_path):
     # Two PE configurations whose FPU has the same points: a point is hit when either hit
     # it; a third with other points stands alone only if it is the best covered.
-    cov = _script()
+    cov = load_script("coverage")
     assert cov.role("fdpu_pe_0123ab.alu2") == "pe.alu2"
     assert cov.role("\\fdpu_system.fdpu.dbuf3.sram") == "dbuf.sram"
     assert cov.role("\\fdpu_system.fdpu.dma2") == "dma"
@@ -74,7 +61,7 @@ def test_a_verilator_run_writes_its_coverage(tmp_path, monkeypatch):
     assert result.tests == 1 and "-cov-" in result.build_dir.name
     files = list((tmp_path / "runs").glob("*.dat"))
     assert len(files) == 1
-    cov = _script()
+    cov = load_script("coverage")
     s = cov.summarize(files[0])
     hit, total = s["ALU"]["line"]
     assert total > 0 and 0 < hit <= total

@@ -2,11 +2,9 @@
 Icarus and Verilator with every traffic pattern, edge traffic and random backpressure."""
 
 import collections
-import importlib.util
 import json
 import os
 import random
-from pathlib import Path
 
 import pytest
 from amaranth.lib import data
@@ -14,6 +12,7 @@ from amaranth.sim import Simulator
 
 from hw.noc.mesh import Mesh, Noc
 from hw.noc.router import Router, VoqBuffer
+from scriptutil import load_script
 from sw.cli import main
 from sw.cli.noc_bench import measure
 from sw.spec.arch import ArrayParams, Dir
@@ -254,21 +253,12 @@ def test_voq_buffer_order_per_output():
     assert any(seq > first_to_0 for seq in passed), "flits queued behind a stalled one"
 
 
-def _diag_array():
-    """Import ``scripts/diag_array.py`` (a script, not a package module)."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
-    spec = importlib.util.spec_from_file_location("diag_array", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("rows, cols", [(1, 1), (2, 4), (3, 5), (4, 4), (8, 8)])
 def test_straight_homes_keep_each_link_to_one_dbuf(rows, cols):
     """With the plan's home Dbufs (straight routes; their shape is tests/test_graphs.py's) no
     mesh link carries more than one Dbuf's engines: scripts/diag_array.py's link loads stay at
     the Dbuf's own load (0.83 flits/cycle on the 8 x 8); ``cap`` is honoured."""
-    diag = _diag_array()
+    diag = load_script("diag_array")
     p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     homes = diag.homes_straight(p, p.num_pes)
     cap = -(-p.num_pes // p.num_dbufs)
@@ -282,7 +272,7 @@ def test_straight_homes_keep_each_link_to_one_dbuf(rows, cols):
 def test_link_loads_count_requests_and_replies():
     """One engine two routers from its Dbuf: its request crosses both routers' links, its
     reply enters next to the Dbuf and crosses back; the Dbuf's reply port carries it once."""
-    diag = _diag_array()
+    diag = load_script("diag_array")
     p = ArrayParams(rows=2, cols=2, slots=64, operand_depth=4, int_issue=1)
     load = diag.link_loads(p, [((0, 1), p.dbuf_at(0, -1))], 0.5)
     assert load[("req", (0, 1), "NORTH")] == 0.5 and load[("req", (0, 0), "NORTH")] == 0.5

@@ -8,7 +8,6 @@ replays one.
 """
 
 import dataclasses
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ from hw.pe.operands import OperandSelect
 from hw.pe.pe import Pe, make_pe
 from hw.pe.slot_state import SlotState
 from hw.tooling.verilog import lint, to_verilog
+from scriptutil import load_script
 from sw.compiler import graphs, home_dbufs
 from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
@@ -427,10 +427,7 @@ def test_diag_array_probe_with_end_join_icarus(tmp_path):
     """scripts/diag_array.py end to end on a 2 x 2 (Icarus): the straight homes and the END
     join keep the layer bit-exact, the FACC-counter probe sees every PE's FACCs, and the
     module's monkeypatches are undone afterwards."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / "diag_array.py"
-    spec = importlib.util.spec_from_file_location("diag_array", path)
-    diag = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(diag)
+    diag = load_script("diag_array")
     before = (home_dbufs.engine_homes, graphs.build_engine)
     out = tmp_path / "diag.json"
     status = diag.main(["--rows", "2", "--cols", "2", "--in-features", "32", "--out-features",

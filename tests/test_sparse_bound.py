@@ -2,30 +2,18 @@
 graph's Dbuf requests is the golden model's, and the reuse and broadcast counts follow the
 masks."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
+from scriptutil import load_script
 from sw.spec.arch import ArrayParams
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
 P22 = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2, dbuf_bytes=1 << 16)
-
-
-def _script():
-    """Import ``scripts/sparse_bound.py`` (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location(
-        "sparse_bound", os.path.join(ROOT, "scripts", "sparse_bound.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.mark.parametrize("batch, density", [(64, 0.25), (4, 0.09), (24, 0.5)])
 def test_the_skip_count_is_the_golden_models(batch, density):
-    sb = _script()
+    sb = load_script("sparse_bound")
     w, mask, plan = sb.masks_and_plan((48, 160), density, batch, P22, seed=3)
     lane_groups = -(-batch // P22.LANES)
     req, facc = sb.requests(mask, plan.rows, 1, plan.gb, lane_groups)
@@ -36,7 +24,7 @@ def test_the_skip_count_is_the_golden_models(batch, density):
 
 
 def test_reuse_loads_an_input_once_per_group_of_rows():
-    sb = _script()
+    sb = load_script("sparse_bound")
     rng = np.random.default_rng(7)
     mask = rng.random((16, 64)) < 0.3
     order = tuple(range(16))
@@ -54,7 +42,7 @@ def test_reuse_loads_an_input_once_per_group_of_rows():
 
 
 def test_broadcast_is_bound_by_the_engines_input_port():
-    sb = _script()
+    sb = load_script("sparse_bound")
     mask = np.zeros((32, 100), bool)
     mask[:, :10] = True                                # density 0.1
     rows = sb.rows_for(mask, tuple(range(32)), 0.1, 16, P22, 0.96)
@@ -66,7 +54,7 @@ def test_broadcast_is_bound_by_the_engines_input_port():
 def test_the_shapes_kept_fit_the_slots():
     # A FACC and its store per row and lane group: 4 x 16 does not fit 128 slots, 4 x 8 does;
     # each row count keeps its widest lane-group count that fits.
-    sb = _script()
+    sb = load_script("sparse_bound")
     assert sb.engine_slots(1, 16) <= 128 < sb.engine_slots(4, 16)
     assert sb.engine_slots(4, 8) <= 128 < sb.engine_slots(8, 8)
     mask = np.ones((32, 64), bool)
@@ -84,13 +72,13 @@ def test_the_shapes_kept_fit_the_slots():
 ])
 def test_bad_arguments_are_refused_before_any_work(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        _script().main(argv)
+        load_script("sparse_bound").main(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_the_table_of_a_random_layer(capsys):
-    _script().main(["--in-features", "96", "--out-features", "40", "--batch", "64",
+    load_script("sparse_bound").main(["--in-features", "96", "--out-features", "40", "--batch", "64",
                     "--density", "0.25", "--no-golden"])
     out = capsys.readouterr().out
     assert "40x96, batch 64 (16 lane groups)" in out
