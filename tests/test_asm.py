@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from sw.compiler import layers
-from sw.compiler.asm import assemble, listing
+from sw.compiler.asm import assemble, config_word_counts, listing
 from sw.compiler.dbuf_layout import pass_memory
 from sw.compiler.graphs import build_graph
 from sw.compiler.image import Image, load
 from sw.compiler.place import place
 from sw.compiler.planner import plan_fc
+from sw.compiler.program import program
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -137,3 +138,24 @@ def test_pipe0_hint_is_assembled():
     for node in g.nodes:
         assert insns[p.where[node.id]].pipe0 == node.pipe0
     assert listing(img).count("[pipe0]") == len(hinted)
+
+
+@pytest.mark.parametrize("rows, cols, mode, graph", [
+    (1, 2, "dense", None), (2, 3, "sparse", "switch"), (2, 2, "sparse", "skip"),
+    (3, 2, "sparse", "gather")])
+def test_config_word_counts_are_the_images_cbuf_words(rows, cols, mode, graph):
+    # The performance model counts the configuration's Cbuf words from the placed graph; the
+    # assembled image's records have exactly those lengths, on 1, 2 and 4 ports (the SWITCH
+    # graph's feedback edges are preloads; a bias and ReLU add slots).
+    p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
+    w = layers.make_weights((24, 40), 0.4, 3)
+    kw = dict(row_nnz=np.count_nonzero(w.view(np.uint16), axis=1)) if graph == "skip" else {}
+    plan = plan_fc(24, 40, 8, mode, p, sparse_graph=graph, bias=np.ones(24, np.float16),
+                   relu=True, **kw)
+    g, placement = program(plan)
+    img = assemble(g, placement, {}, plan.pass_contexts(0))
+    assert graph != "switch" or img.preloads
+    for ports in (1, 2, 4):
+        words, templates = img.cbuf_port_words(ports)
+        assert config_word_counts(g, placement, ports) == ([len(c) for c in words],
+                                                           len(templates))

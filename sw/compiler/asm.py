@@ -9,17 +9,20 @@ except that a SWITCH lists its ``True`` branch first (``ntrue`` of them) and the
 operand.  ``ends_per_context`` is the number of END nodes (each fires once per context: the
 DFG rate rule).  The image is checked
 (:meth:`~sw.compiler.image.Image.check`) before it is returned.  :func:`listing` prints an image as
-text, one slot per line, with :func:`sw.spec.isa.disassemble`.
+text, one slot per line, with :func:`sw.spec.isa.disassemble`.  :func:`config_word_counts`
+gives the lengths of the assembled image's Cbuf words (``Image.cbuf_port_words``) from the
+graph and its placement alone, without encoding (the performance model's).
 """
 
 import numpy as np
 
+from sw.compiler import image
 from sw.compiler.image import Image
 from sw.spec import isa
 from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
 
-__all__ = ["assemble", "listing"]
+__all__ = ["assemble", "config_word_counts", "listing"]
 
 
 def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None, ctx_base=0):
@@ -76,6 +79,22 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
                 len(graph.end_nodes()), dict(meta or {}), int(ctx_base))
     img.check()
     return img
+
+
+def config_word_counts(graph, placement, ports):
+    """Return ``(per configuration port its Cbuf record words, the CTX template words)`` of
+    the image :func:`assemble` makes of ``graph`` placed by ``placement``, equal to the
+    lengths of its :meth:`~sw.compiler.image.Image.cbuf_port_words`, without encoding it:
+    every node configures its slot, every initial token is a preload."""
+    p = placement.params
+    configured = np.zeros((p.rows, p.cols, p.slots), dtype=bool)
+    where = placement.where
+    for node in graph.nodes:
+        x, y, s = where[node.id]
+        configured[y, x, s] = True
+    preloads = [(*where[e.dst], e.operand, 0) for e in graph.edges for _ in range(e.init)]
+    ctx = sum(1 for node in graph.nodes if node.op is isa.Op.CTX)
+    return image.config_word_counts(p, configured, preloads, ctx, ports)
 
 
 def listing(image):

@@ -63,7 +63,7 @@ from sw.spec.packet import ConfigWhat, Kind, pack_flit, unbias
 from sw.spec.ports import config_port_of
 
 __all__ = ["FORMAT_TAG", "MAX_CONTEXTS", "MAX_SEGMENTS", "MAX_INFO_BYTES", "Image", "load",
-           "expand_cbuf"]
+           "expand_cbuf", "config_word_counts"]
 
 
 #: Format tag stored in every image file.
@@ -91,6 +91,40 @@ def _runs_of(indices):
         else:
             runs.append([i, 1])
     return runs
+
+
+def _records(params, configured, regs, preloads, ports):
+    """Yield ``(port, what, x, y, slot, index, count, value)``, the configuration's records in
+    Cbuf order (module doc): per PE its runs of configured slots (``configured``:
+    ``bool[rows, cols, slots]``), then per PE its runs of non-zero registers (``regs``, or
+    None for none), then every preload ``(x, y, slot, operand, value)`` of ``preloads``;
+    ``port`` is the configuration port of the PE, ``value`` a preload's (0 otherwise)."""
+    owner = config_port_of(params, ports)
+    parts = word_parts(params)
+    rows, cols = params.rows, params.cols
+    for y in range(rows):
+        for x in range(cols):
+            for first, n in _runs_of(np.nonzero(configured[y, x])[0].tolist()):
+                yield owner[y, x], ConfigWhat.INSN, x, y, first, 0, n * parts, 0
+    if regs is not None:
+        for y in range(rows):
+            for x in range(cols):
+                for first, n in _runs_of(np.nonzero(regs[y, x])[0].tolist()):
+                    yield owner[y, x], ConfigWhat.REG, x, y, 0, first, n, 0
+    for x, y, s, o, v in preloads:
+        yield owner[y, x], ConfigWhat.PRELOAD, x, y, s, o, 1, v
+
+
+def config_word_counts(params, configured, preloads, ctx_slots, ports):
+    """Return ``(per port the words of its Cbuf records, the CTX template words)`` of an
+    image whose configured slots are ``configured`` (``bool[rows, cols, slots]``), with zero
+    registers, the ``preloads`` ``[(x, y, slot, operand, value)]`` and ``ctx_slots`` CTX
+    slots: the lengths :meth:`Image.cbuf_port_words` gives, without encoding the image (the
+    performance model's configuration time, :func:`sw.compiler.asm.config_word_counts`)."""
+    words = [0] * ports
+    for port, _, _, _, _, _, count, _ in _records(params, configured, None, preloads, ports):
+        words[port] += 1 + count
+    return words, int(ctx_slots)
 
 
 def expand_cbuf(params, config, templates, ctx=0):
@@ -176,39 +210,32 @@ class Image:
         of :meth:`cbuf_words` (so every PE receives its flits in the same order).
         """
         p = self.params
-        owner = config_port_of(p, ports)
         out = [[] for _ in range(ports)]
         hdr, tpl = cbuf_header_layout(p), cbuf_template_layout(p)
         parts = self.program.shape[3]
         configured = self.program.any(axis=3)
-        for y in range(p.rows):
-            for x in range(p.cols):
-                words = out[owner[y, x]]
-                for first, n in _runs_of(np.nonzero(configured[y, x])[0].tolist()):
-                    words.append(hdr.pack(what=ConfigWhat.INSN, dst_x=x + 1, dst_y=y + 1,
-                                          slot=first, index=0, count=n * parts))
-                    words.extend(self.program[y, x, first:first + n].reshape(-1).tolist())
-        for y in range(p.rows):
-            for x in range(p.cols):
-                words = out[owner[y, x]]
-                for first, n in _runs_of(np.nonzero(self.regs[y, x])[0].tolist()):
-                    words.append(hdr.pack(what=ConfigWhat.REG, dst_x=x + 1, dst_y=y + 1,
-                                          slot=0, index=first, count=n))
-                    words.extend(self.regs[y, x, first:first + n].tolist())
-        for x, y, s, o, v in self.preloads:
-            words = out[owner[y, x]]
-            words.append(hdr.pack(what=ConfigWhat.PRELOAD, dst_x=x + 1, dst_y=y + 1, slot=s,
-                                  index=o, count=1))
-            words.append(v)
-        # The CTX slots, by row, column and slot: their opcode field is in part 0.
-        lay = isa.insn_layout(p)
-        ops = (self.program[..., 0] >> np.uint64(lay.offsets["op"])) \
-            & np.uint64((1 << lay.field("op").width) - 1)
-        ys, xs, ss = np.nonzero(configured & (ops == isa.Op.CTX.value))
+        for port, what, x, y, slot, index, count, value in _records(p, configured, self.regs,
+                                                                     self.preloads, ports):
+            words = out[port]
+            words.append(hdr.pack(what=what, dst_x=x + 1, dst_y=y + 1, slot=slot, index=index,
+                                  count=count))
+            if what == ConfigWhat.INSN:
+                words.extend(self.program[y, x, slot:slot + count // parts].reshape(-1).tolist())
+            elif what == ConfigWhat.REG:
+                words.extend(self.regs[y, x, index:index + count].tolist())
+            else:
+                words.append(value)
+        ys, xs, ss = np.nonzero(configured & (self.opcodes() == isa.Op.CTX.value))
         templates = [tpl.pack(dst_x=x + 1, dst_y=y + 1, slot=s, operand=0)
                      for y, x, s in zip(ys.tolist(), xs.tolist(), ss.tolist())]
         return ([np.array([int(w) for w in words], dtype=np.uint64) for words in out],
                 np.array(templates, dtype=np.uint64))
+
+    def opcodes(self):
+        """Return ``int[rows, cols, slots]``: every slot's opcode field (0 where unused)."""
+        lay = isa.insn_layout(self.params)
+        return ((self.program[..., 0] >> np.uint64(lay.offsets["op"]))
+                & np.uint64((1 << lay.field("op").width) - 1)).astype(np.int64)
 
     def check(self):
         """Raise :class:`FdpuError` unless the image is consistent with its parameters.

@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from sw.compiler import balance, blocking, chain, dbuf_layout, dma_plan, home_dbufs
-from sw.compiler.asm import assemble
+from sw.compiler.asm import config_word_counts
 from sw.compiler.fc_plan import LANES
 from sw.compiler.program import program
 from sw.models import figures
@@ -225,7 +225,8 @@ def predict(plan, weights, system=System(), constants=None, image=None, chained_
 
     ``constants`` default to the calibrated ones (:func:`calibrated`);
     ``image`` is the plan's assembled image if the caller has it (its Cbuf words set the
-    configuration cycles and bytes), else it is assembled without data.  Layers chained on
+    configuration cycles and bytes), else they are counted from the plan's placed graph
+    (:func:`sw.compiler.asm.config_word_counts`, the same words).  Layers chained on
     chip (:mod:`sw.compiler.chain`): ``chained_from``, the previous layer's plan, whose stages
     this layer's DMA-in copies into its input blocks by MOVE descriptors (each word one LOAD
     and a STORE per copy, no external byte but the descriptors) instead of loading them;
@@ -469,11 +470,12 @@ def _config_words(plan, image, ports):
     """Return ``(records' words of the busiest configuration port, the Cbuf words each port
     loads)`` of the image (port 0's CTX templates included; ports without words left out)."""
     if image is None:
-        graph, placement = program(plan)
-        image = assemble(graph, placement, {}, max(1, plan.pass_contexts(0)))
-    cfgs, templates = image.cbuf_port_words(ports)
-    loads = [len(c) + (len(templates) if q == 0 else 0) for q, c in enumerate(cfgs)]
-    return max(len(c) for c in cfgs), [n for n in loads if n]
+        cfgs, templates = config_word_counts(*program(plan), ports)
+    else:
+        words, tpl = image.cbuf_port_words(ports)
+        cfgs, templates = [len(c) for c in words], len(tpl)
+    loads = [n + (templates if q == 0 else 0) for q, n in enumerate(cfgs)]
+    return max(cfgs), [n for n in loads if n]
 
 
 def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
