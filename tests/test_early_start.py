@@ -182,15 +182,21 @@ def test_contexts_run_beside_the_dma_in_on_the_rtl(sim):
     assert early.final["o_ext_wr_bytes"] == late.final["o_ext_wr_bytes"]
 
 
-def test_early_start_with_double_buffering_on_the_rtl_icarus():
-    # 4 double-buffered passes: pass 0 starts its contexts beside its own DMA-in, the later
+@pytest.mark.parametrize("sim, rows, K, C, top", [
+    # The 2 x 2 top of tests/test_chain.py (its Verilator build), 4 passes of 10 contexts;
+    # the first 1 x 1 case, 4 passes of 9 contexts, on Icarus: slow.
+    ("verilator", 2, 128, 64, dict(slots=32, dbuf_bytes=8192, plan_kw=dict(kb=2, gb=2))),
+    pytest.param("icarus", 1, 16, 32, dict(dbuf_bytes=4096, plan_kw={}),
+                 marks=pytest.mark.slow)])
+def test_early_start_with_double_buffering_on_the_rtl(sim, rows, K, C, top):
+    # Double-buffered passes: pass 0 starts its contexts beside its own DMA-in, the later
     # passes beside theirs (prefetched behind the previous pass); bit-exact.
     kw = dict(mem=MemModel(latency=20, bandwidth=2.0, stall=0.1), dma_channels=2,
               overlap=True, double_buffer=True)
-    late = _fc(1, 1, 16, 32, 16, "dense", 1.0, "icarus", dbuf_bytes=4096,
-               plan_kw=dict(double_buffer=True), kwargs=kw)
-    early = _fc(1, 1, 16, 32, 16, "dense", 1.0, "icarus", dbuf_bytes=4096,
-                plan_kw=dict(double_buffer=True), kwargs=dict(kw, early_start=True))
+    top = dict(top, plan_kw=dict(top["plan_kw"], double_buffer=True))
+    late = _fc(rows, rows, K, C, 16, "dense", 1.0, sim, kwargs=kw, **top)
+    early = _fc(rows, rows, K, C, 16, "dense", 1.0, sim, kwargs=dict(kw, early_start=True),
+                **top)
     assert len(early.passes) == len(late.passes) > 1
     print("late", late.cycles, "early", early.cycles)
     assert early.cycles < late.cycles

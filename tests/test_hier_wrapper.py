@@ -213,8 +213,10 @@ def test_edge_wrapper_gives_the_same_cycles(monkeypatch):
 
 def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     """The NoC bench (2 x 2 routers forced hierarchical; uniform traffic at 0.6 and sparse
-    traffic with idle routers): with Verilator's wrapper, the edge wrapper and the skip, the
-    same flits generated, ejected, the same latencies; the skip skipped evaluations.
+    traffic with idle routers): with Verilator's wrapper and with the edge wrapper and the
+    skip (the default), the same flits generated, ejected, the same latencies; the skip
+    skipped evaluations.  The edge wrapper without the skip (``FDPU_HIER_SKIP=0``, a
+    measurement setting) is compared on the system top in the slow tier.
 
     Only the routers are hierarchical: a hierarchical traffic node leaves reset a cycle late
     (``register_block_inputs``) and misses the seed load of cycle 0 (``tb.noc.bench``), so it
@@ -224,14 +226,13 @@ def test_edge_wrapper_mesh_bench_same_counters(monkeypatch):
     monkeypatch.setenv("FDPU_HIER_SKIP_STATS", "1")
     runs = _recording(monkeypatch)
     results = {}
-    for wrapper, env in WRAPPERS.items():
-        for name, value in env.items():
+    for wrapper in ("verilator", "skip"):
+        for name, value in WRAPPERS[wrapper].items():
             monkeypatch.setenv(name, value)
         results[wrapper] = [measure(2, 2, "uniform", rate, 400, 50) for rate in (0.6, 0.05)]
     busy, sparse = results["verilator"]
     assert busy["bad_flits"] == 0 and 0.5 < busy["offered"] < 0.7, results
     assert sparse["bad_flits"] == 0 and 0 < sparse["offered"] < 0.1, results
-    assert results["edge"] == results["verilator"]
     assert results["skip"] == results["verilator"]
     # The sparse run with the skip.  The traffic nodes drive a new random payload every cycle,
     # valid or not, and a changed input ends a skip: few ticks are skipped, but some are.

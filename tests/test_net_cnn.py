@@ -223,8 +223,9 @@ def test_bad_cnn_inputs_are_one_line_errors(tmp_path, capsys, seed):
 
 
 ONE = ("--rows", "1", "--cols", "1", "--slots", "32", "--dbuf-bytes", "4096")
+# The 2 x 2 top of tests/test_chain.py (one Verilator build for both).
 TWO = ("--rows", "2", "--cols", "2", "--slots", "32", "--dbuf-bytes", "8192", "--operand-depth",
-       "4", "--int-issue", "1")
+       "4", "--int-issue", "1", "--dma-channels", "2", "--config-ports", "1")
 
 
 @pytest.mark.parametrize("sim, small", [

@@ -353,10 +353,13 @@ def test_exported_files_run_as_exported(tmp_path, capsys, monkeypatch, name, dat
     assert rec["accuracy"] >= 0.94 and rec["predictions_differ"] <= 1
 
 
-def test_skl2onnx_classifier_on_icarus_bit_for_bit(tmp_path, capsys):
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
+def test_skl2onnx_classifier_on_the_rtl_bit_for_bit(tmp_path, capsys, sim):
+    # On the 2 x 2 top of tests/test_chain.py (one Verilator build for both).
     x = np.load(EXPORTED / "digits_clf_x.npy")[:4]
-    rec, _, _ = _net(capsys, tmp_path, EXPORTED / "digits_clf.onnx", x, "--sim", "icarus",
-                     "--slots", 32, "--operand-depth", 4, "--int-issue", 1, "--dbuf-bytes", 4096)
+    rec, _, _ = _net(capsys, tmp_path, EXPORTED / "digits_clf.onnx", x, "--sim", sim,
+                     "--slots", 32, "--operand-depth", 4, "--int-issue", 1, "--dbuf-bytes", 8192,
+                     "--dma-channels", 2, "--config-ports", 1)
     assert rec["match"] and [r["match"] for r in rec["layers"]] == [True, True]
     assert all(r["rtl_instructions"] == r["golden_instructions"] for r in rec["layers"])
     assert rec["host_steps"]["before"] == ["Cast 'Cast'"] and rec["predictions_differ"] == 0

@@ -109,5 +109,6 @@ def test_it_runs_only_when_named_and_holds_at_most_four_rows():
 def test_rtl_runs_the_reuse_graph_bit_exact(sim, case):
     plan, _, w, x = _layer(*case)
     ref = golden_fc.run_fc(plan, w, x, exact=True)
-    y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=200_000)
+    # Four DMA channels: the top of tests/test_shared_weights.py (one Verilator build).
+    y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=200_000, dma_channels=4)
     assert np.array_equal(y.view(np.uint16), ref.result.view(np.uint16))

@@ -191,7 +191,10 @@ def _job(plan, w, x, flags):
     return plan_job(plan.params, passes, **flags)
 
 
-FLAGS = dict(overlap=True, early_start=True, edge_multicast=True)
+# Four DMA channels: the 2 x 2 top the reuse graph's and the edge multicast's RTL tests run on
+# (one Verilator build for the three modules).
+CH4 = dict(dma_channels=4)
+FLAGS = dict(CH4, overlap=True, early_start=True, edge_multicast=True)
 # Small layers whose items still share row blocks across engines, for Icarus (a system top on
 # Icarus runs 10-50x slower than on Verilator).
 SMALL = [(12, 32, 12, "dense", None, P22, dict(kb=4, gb=1)),            # G 3, 3 contexts
@@ -201,11 +204,11 @@ SMALL = [(12, 32, 12, "dense", None, P22, dict(kb=4, gb=1)),            # G 3, 3
 # CI: both layers on Verilator, the small skip layer with the flags on Icarus; the rest on
 # Icarus (each a twin of a CI case) in the slow tier.
 @pytest.mark.parametrize("sim, case, flags", [
-    pytest.param("verilator", CASES[0], {}, id="verilator-dense"),
+    pytest.param("verilator", CASES[0], CH4, id="verilator-dense"),
     pytest.param("verilator", CASES[3], FLAGS, id="verilator-skip-flags"),
     pytest.param("icarus", SMALL[1], FLAGS, id="icarus-small-skip-flags"),
-    pytest.param("icarus", SMALL[0], {}, id="icarus-small-dense", marks=pytest.mark.slow),
-    pytest.param("icarus", CASES[0], {}, id="icarus-dense", marks=pytest.mark.slow),
+    pytest.param("icarus", SMALL[0], CH4, id="icarus-small-dense", marks=pytest.mark.slow),
+    pytest.param("icarus", CASES[0], CH4, id="icarus-dense", marks=pytest.mark.slow),
     pytest.param("icarus", CASES[3], FLAGS, id="icarus-skip-flags", marks=pytest.mark.slow),
 ])
 def test_rtl_runs_shared_row_blocks_bit_exact(sim, case, flags):
