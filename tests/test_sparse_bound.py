@@ -78,8 +78,8 @@ def test_bad_arguments_are_refused_before_any_work(argv, message, capsys):
 
 
 def test_the_table_of_a_random_layer(capsys):
-    load_script("sparse_bound").main(["--in-features", "96", "--out-features", "40", "--batch", "64",
-                    "--density", "0.25", "--no-golden"])
+    load_script("sparse_bound").main(["--in-features", "96", "--out-features", "40", "--batch",
+                                      "64", "--density", "0.25", "--no-golden"])
     out = capsys.readouterr().out
     assert "40x96, batch 64 (16 lane groups)" in out
     assert "skip 1 x 16" in out and "reuse 8 x 4" in out and "broadcast 16 x 1" in out
