@@ -103,8 +103,10 @@ def test_it_runs_only_when_named_and_holds_at_most_four_rows():
 
 
 @pytest.mark.parametrize("sim, case", [
+    # MCAST runs on both simulators on one PE (tests/test_pe.py); the array on Icarus: slow.
     pytest.param("verilator", CASES[0], id="verilator"),
-    pytest.param("icarus", (12, 64, 8, 0.3, P22, dict(kb=3)), id="icarus"),
+    pytest.param("icarus", (12, 64, 8, 0.3, P22, dict(kb=3)), id="icarus",
+                 marks=pytest.mark.slow),
 ])
 def test_rtl_runs_the_reuse_graph_bit_exact(sim, case):
     plan, _, w, x = _layer(*case)
