@@ -97,6 +97,39 @@ def test_double_buffering_hides_the_dma_behind_other_passes():
     assert b.as_dict()["pass_cycles"][1]["in_hidden"] == b.passes[1].in_hidden
 
 
+def test_dma_beside_double_buffered_passes_steals_context_cycles():
+    # While a double-buffered pass computes, the DMA stores the next pass's data into the
+    # Dbufs its contexts read and loads the previous pass's outputs out of them: the model
+    # adds ``steal`` cycles per such access at a busy Dbuf, never more than the DMA's words at
+    # the one Dbuf that loses most, and nothing to a plan whose passes do not overlap.
+    big = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                      dbuf_bytes=32768)
+    plan, w, _ = _plan(128, 1024, 16, "dense", params=big, double_buffer=True)
+    wl = perf.Workload(plan, w)
+    k = perf.calibrated()
+    free = wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 0.0}))
+    one = wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 1.0}))
+    two = wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 2.0}))
+    lost = [b.contexts - a.contexts for a, b in zip(free.passes, one.passes)]
+    assert all(n > 0 for n in lost), lost
+    assert sum(b.contexts - a.contexts for a, b in zip(free.passes, two.passes)) > sum(lost)
+    for j, n in enumerate(lost):
+        near = [wl.dbuf_words[i][0 if i > j else 1] for i in (j - 1, j + 1)
+                if 0 <= i < plan.passes]
+        most = max(sum(ws.get(d, 0) for ws in near) for d in range(big.num_dbufs))
+        assert n <= most + 1, (j, n, most)
+    assert one.compute_cycles > free.compute_cycles and one.cycles >= free.cycles
+    # The Dbufs' DMA words are the DMA's bytes: the DMA-out's are the outputs written.
+    assert 8 * sum(sum(o.values()) for _, o in wl.dbuf_words) == one.ext_out
+    # Without double buffering the passes do not overlap: nothing is taken.
+    small = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
+                        dbuf_bytes=16384)
+    plain, w, _ = _plan(128, 1024, 16, "dense", params=small)
+    wl = perf.Workload(plain, w)
+    assert wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 0.0})).compute_cycles == \
+        wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 5.0})).compute_cycles
+
+
 def test_no_overlap_adds_the_phases():
     plan, w, _ = _plan(64, 256, 16, "dense")
     on = perf.predict(plan, w, perf.System(overlap=True))

@@ -88,7 +88,10 @@ class Constants:
     ``context``: cycles a context adds beside its busiest resource; ``tail``: cycles from the
     last context's work to the pass's end; ``config0``, ``config1``: configuration cycles,
     fixed and per Cbuf word of the busiest port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles
-    fixed, per descriptor, and the share of the memory bandwidth a channel reaches.
+    fixed, per descriptor, and the share of the memory bandwidth a channel reaches;
+    ``steal``: cycles a running pass's contexts lose per DMA access (a STORE of the next
+    pass's DMA-in, a LOAD of the previous pass's DMA-out) at a Dbuf they keep fully busy
+    (double buffering: the Dbufs serve the DMA first, ``docs/system.md``).
     """
     fp: float = 1.0
     pipe2: float = 1.0
@@ -109,6 +112,7 @@ class Constants:
     dma0: float = 6.0
     dma_desc: float = 4.0
     dma_bw: float = 0.8
+    steal: float = 1.0
 
 
 def constants_of(values, path=CALIBRATION):
@@ -255,6 +259,8 @@ class Workload:
         self.work = _Work(plan)
         self.cfg_words, cbuf_words = _config_words(plan, image, system.config_ports)
         self.passes = []
+        # Per pass ``({Dbuf: words its DMA-in stores}, {Dbuf: words its DMA-out loads})``.
+        self.dbuf_words = []
         laid, stage = plan, None
         if chained_to is not None:
             # The outputs go into the next layer's input layout, as chain lays them.
@@ -274,10 +280,15 @@ class Workload:
                 early = (dma_plan.group_of(first, shift), shift)
             din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves,
                             early=early, edge=system.edge_multicast)
+            outs = [] if chained_to is not None else \
+                _output_segments(plan, layout, system.dma_channels)
             dout = [] if chained_to is not None else \
-                _dma_load(_output_segments(plan, layout, system.dma_channels), p,
-                          system.dma_channels, [], out=True)
+                _dma_load(outs, p, system.dma_channels, [], out=True)
             self.passes.append((dens, din, dout))
+            blocks, nbytes = groups
+            self.dbuf_words.append((
+                _dbuf_words(segs + [(a, nbytes) for g in blocks for a in g], p),
+                _dbuf_words([(p.dbuf_base(d), n) for d, n in outs], p)))
         nnz = int(np.count_nonzero(w16.view(np.uint16)))
         self.useful_flops = figures.useful_flops(plan, nnz)
         self.dense_flops = figures.dense_flops(plan)
@@ -289,9 +300,10 @@ class Workload:
         k, system, p = constants or calibrated(), self.system, self.plan.params
         cyc = _rounder(rounded)
         config = cyc(k.config0 + k.config1 * self.cfg_words)
-        passes, fsteps = [], 0.0
+        passes, fsteps, busy = [], 0.0, []
         for dens, din, dout in self.passes:
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
+            busy.append(self.work.dbuf_busy(dens, k))
             fsteps += fp
             dout_c, ext_out, nout = _dma_cycles(dout, system, k)
             dma_out = cyc(dout_c)
@@ -320,12 +332,40 @@ class Workload:
             passes.append(PassFigures(dma_in, config, ctx_cycles, hold, span,
                                       dma_out, ext_in, ext_out, bound))
         if self.plan.double_buffer and system.overlap:
+            _stolen(passes, busy, self.dbuf_words, k, cyc)
             _double_buffered(passes)
         return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
                           useful_flops=self.useful_flops, dense_flops=self.dense_flops,
                           params=p,
                           min_external_bytes=self.min_bytes,
                           port_bandwidth=system.dma_channels * system.mem_bandwidth)
+
+
+def _stolen(passes, busy, words, k, cyc):
+    """Add to each pass of a double-buffered plan the context cycles the DMA takes from it
+    (in place): while pass ``j``'s contexts run, the DMA loads pass ``j - 1``'s outputs out of
+    the Dbufs and then stores pass ``j + 1``'s data into them, and a Dbuf serves the DMA
+    first.  At Dbuf ``d`` the contexts lose ``steal x u_d`` cycles per DMA access that falls
+    within them, ``u_d`` their own use of its port (``busy``: its cycles over the contexts');
+    the pass loses what its most delayed Dbuf loses.  The share of a DMA phase within the
+    contexts is timed as :func:`_double_buffered` places it (before this term)."""
+    for j, f in enumerate(passes):
+        ctx = float(f.contexts)
+        if ctx <= 0:
+            continue
+        out_prev = passes[j - 1].dma_out if j else 0
+        share = {}
+        if j:
+            part = min(1.0, ctx / out_prev) if out_prev else 0.0
+            for d, w in words[j - 1][1].items():
+                share[d] = share.get(d, 0.0) + part * w
+        if j + 1 < len(passes) and passes[j + 1].dma_in:
+            part = min(1.0, max(0.0, ctx - out_prev) / passes[j + 1].dma_in)
+            for d, w in words[j + 1][0].items():
+                share[d] = share.get(d, 0.0) + part * w
+        lost = max((min(1.0, busy[j].get(d, 0.0) / ctx) * w for d, w in share.items()),
+                   default=0.0)
+        f.contexts = cyc(f.contexts + k.steal * lost)
 
 
 def _double_buffered(passes):
@@ -424,6 +464,18 @@ class _Work:
         if p.int_issue == 2:
             return fp, other, p0, mem
         return fp, other + p0, None, mem
+
+    def dbuf_busy(self, work, k):
+        """Return ``{Dbuf: cycles}``: the port cycles the contexts of a pass with ``work``
+        (:meth:`densities`) ask of each home Dbuf, summed over the contexts."""
+        dens, _ = work
+        _, _, _, mem = self._issues(dens)
+        held = self.plan.graph.held(k, self.plan.params.operand_depth)
+        per = np.asarray(mem).sum(axis=0) * held / k.dbuf
+        out = {}
+        for e, d in enumerate(self.homes.tolist()):
+            out[d] = out.get(d, 0.0) + float(per[e])
+        return out
 
     def pass_cycles(self, work, k, ready=None):
         """Return ``(context cycles (float), busiest bound, FACC steps)`` of a pass whose
@@ -588,10 +640,8 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     group, shift = early or ({}, 0)
     runs = dma_plan.group_runs(segs, [group.get(a, 0) for a, _ in segs], p,
                                [(a, nbytes) for g in blocks for a in g])
-    words = {}
-    for d, n in [(p.dbuf_of(lo)[0], hi - lo) for _, lo, hi, _ in runs] + \
-            [(p.dbuf_of(a)[0], nbytes) for g in blocks for a in g]:
-        words[d] = words.get(d, 0) + n // 8
+    words = _dbuf_words([(lo, hi - lo) for _, lo, hi, _ in runs] +
+                        [(a, nbytes) for g in blocks for a in g], p)
     load = [sum(cbuf_words) if c == 0 else 0 for c in range(channels)]
     bytes_[0], desc[0], sent[0] = 8 * sum(cbuf_words), len(cbuf_words), sum(cbuf_words)
     if pre is not None:
@@ -617,6 +667,17 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         for g in dma_plan.fence_groups([g for g in range(ngroups) if per[g][c][2]]):
             per[g][c][1] += 1
     return _Groups([[tuple(t) for t in g] for g in per], shift)
+
+
+def _dbuf_words(pieces, p):
+    """Return ``{Dbuf: words}`` of ``pieces`` ``[(global address, bytes)]``, each inside one
+    Dbuf: the DMA accesses each Dbuf serves for them (a STORE or LOAD a word, one per Dbuf
+    of a multicast block)."""
+    words = {}
+    for a, n in pieces:
+        d = p.dbuf_of(a)[0]
+        words[d] = words.get(d, 0) + n // 8
+    return words
 
 
 def _dma_cycles(load, system, k):
