@@ -162,14 +162,20 @@ def test_cli_model_reports_the_earlier_start(tmp_path, capsys):
     assert early["cycles"] < late["cycles"] and early["hold_cycles"] < late["hold_cycles"]
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
-def test_contexts_run_beside_the_dma_in_on_the_rtl(sim):
-    # 1 x 1, 16 contexts, a slow memory: gated, the contexts start as their data come in
+@pytest.mark.parametrize("sim, rows, K, top", [
+    # 16 contexts: on the 2 x 2 top of tests/test_chain.py (its Verilator build); on a 1 x 1
+    # on either simulator: slow (early start runs on Icarus in CI in test_shared_weights).
+    ("verilator", 2, 16, dict(slots=32, dbuf_bytes=8192, plan_kw=dict(kb=1, gb=1))),
+    pytest.param("icarus", 1, 8, {}, marks=pytest.mark.slow),
+    pytest.param("verilator", 1, 8, {}, marks=pytest.mark.slow)])
+def test_contexts_run_beside_the_dma_in_on_the_rtl(sim, rows, K, top):
+    # 16 contexts, a slow memory: gated, the contexts start as their data come in
     # (bit-exact, ``_fc`` checks it against the golden model), so the layer ends well before
     # the DMA-in plus the contexts; the array waits less, the same bytes move.
     kw = dict(mem=MemModel(latency=20, bandwidth=1.0), dma_channels=2, overlap=True)
-    late = _fc(1, 1, 8, 32, 16, "dense", 1.0, sim, kwargs=kw)
-    early = _fc(1, 1, 8, 32, 16, "dense", 1.0, sim, kwargs=dict(kw, early_start=True))
+    late = _fc(rows, rows, K, 32, 16, "dense", 1.0, sim, kwargs=kw, **top)
+    early = _fc(rows, rows, K, 32, 16, "dense", 1.0, sim, kwargs=dict(kw, early_start=True),
+                **top)
     a, b = late.passes[0], early.passes[0]
     print(f"late: {late.cycles} cycles (DMA-in {a.in_cycles}, hold {a.hold_cycles}); early: "
           f"{early.cycles} (DMA-in {b.in_cycles}, hold {b.hold_cycles})")
