@@ -140,6 +140,16 @@ POINTS_D2 = (
                                     "--dbuf-bytes 262144"),
     ("d2-4x4-dense-256x2048-b4-db", "--rows 4 --cols 4 --out-features 256 --in-features 2048 "
                                     "--batch 4 --mode dense --dbuf-bytes 65536"),
+    # Early start (``-es``): each context starts when its own data are in, beside the rest
+    # of its pass's DMA-in.
+    ("d2-2x2-skip-64x1024-b16-es", "--rows 2 --cols 2 --out-features 64 --in-features 1024 "
+                                   "--batch 16 --density 0.25 --sparse-graph skip"),
+    ("d2-4x4-skip-256x1024-b16-es", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                                    "--batch 16 --density 0.25 --sparse-graph skip"),
+    ("d2-4x4-dense-256x1024-b64-es", "--rows 4 --cols 4 --out-features 256 --in-features 1024 "
+                                     "--batch 64 --mode dense"),
+    ("d2-2x2-dense-64x512-b16-es", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
+                                   "--batch 16 --mode dense"),
 )
 
 #: Points not used for fitting, reported apart: one or two of each kind (array size, graph,
@@ -150,18 +160,21 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-2x2-skip-64x1024-b16-multipass", "4x4-skip-256x1024-b4",
                      "4x4-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
                      "bench-alexnet-fc8-b4-gather-0.25", "d2-bench-alexnet-fc8-b4-skip-0.25",
-                     "d2-2x2-dense-64x512-b64-db", "d2-4x4-skip-512x2048-b16-db"))
+                     "d2-2x2-dense-64x512-b64-db", "d2-4x4-skip-512x2048-b16-db",
+                     "d2-4x4-dense-256x1024-b64-es"))
 
 
 def command(name, opts):
     """Return the full ``fdpu run`` argument list of a point's options (``-int1``: one INT
-    issue instead of the README's two; ``-db``: double-buffered passes, the others are not)."""
+    issue instead of the README's two; ``-db``: double-buffered passes, the others are not;
+    ``-es``: early start)."""
     depth = 2 if name.startswith("d2-") else 4
     readme = _README.replace("--int-issue 2", "--int-issue 1") if name.endswith("-int1") \
         else _README
     return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(readme),
             "--operand-depth", str(depth),
-            "--double-buffer" if "-db-" in name or name.endswith("-db") else "--no-double-buffer"]
+            "--double-buffer" if "-db-" in name or name.endswith("-db") else "--no-double-buffer",
+            *(["--early-start"] if name.endswith("-es") else [])]
 
 
 def _points():

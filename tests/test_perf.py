@@ -128,6 +128,14 @@ def test_dma_beside_double_buffered_passes_steals_context_cycles():
     wl = perf.Workload(plain, w)
     assert wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 0.0})).compute_cycles == \
         wl.evaluate(perf.Constants(**{**k.__dict__, "steal": 5.0})).compute_cycles
+    # Early start: the rest of a pass's own DMA-in runs beside its contexts and takes from
+    # them too; without early start a pass's contexts wait for the whole DMA-in.
+    plan, w, _ = _plan(64, 512, 16, "dense")
+    assert plan.passes == 1 and plan.contexts > 1
+    for early, grows in ((True, True), (False, False)):
+        wl = perf.Workload(plan, w, perf.System(early_start=early))
+        a, b = (wl.evaluate(perf.Constants(**{**k.__dict__, "steal": v})) for v in (0.0, 2.0))
+        assert (b.passes[0].contexts > a.passes[0].contexts) is grows
 
 
 def test_no_overlap_adds_the_phases():
@@ -181,6 +189,9 @@ def test_calibration_file_is_complete():
     assert graphs >= {"dense", "gather", "switch", "skip"}
     assert {p["config"]["N"] for p in pts} >= {1, 4, 64}
     assert any(p["config"]["passes"] > 1 for p in pts)
+    # The DMA beside running contexts (``steal``) is fitted on both kinds of overlap.
+    assert any(p["config"]["double_buffer"] and not p["holdout"] for p in pts)
+    assert any(p["config"].get("early_start") and not p["holdout"] for p in pts)
     assert any(p["holdout"] for p in pts) and not all(p["holdout"] for p in pts)
     assert all(p["command"] for p in pts)
 

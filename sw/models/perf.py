@@ -301,7 +301,7 @@ class Workload:
         cyc = _rounder(rounded)
         config = cyc(k.config0 + k.config1 * self.cfg_words)
         passes, fsteps, busy = [], 0.0, []
-        for dens, din, dout in self.passes:
+        for q, (dens, din, dout) in enumerate(self.passes):
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
             busy.append(self.work.dbuf_busy(dens, k))
             fsteps += fp
@@ -316,6 +316,16 @@ class Workload:
                 ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
                                   for c in range(dens[0].shape[0])])
                 waited, _, _ = self.work.pass_cycles(dens, k, ready)
+                # The rest of the DMA-in runs beside the contexts (the same loss per access
+                # as beside another pass's, _stolen), its words at an even rate; a later
+                # double-buffered pass's DMA-in ran beside the pass before (_stolen's).
+                first = max(config, arrive[0])
+                part = max(0.0, dma_in - first) / dma_in if dma_in else 0.0
+                if q and self.plan.double_buffer:
+                    part = 0.0
+                lost = _lost(busy[-1], ctx_cycles, {d: part * w for d, w in
+                                                    self.dbuf_words[q][0].items()}, k)
+                waited, ctx_cycles = waited + lost, ctx_cycles + lost
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
                 span = cyc(config + max(waited, ctx_cycles))
                 hold = max(0, span - config - ctx_cycles)
@@ -347,8 +357,9 @@ def _stolen(passes, busy, words, k, cyc):
     the Dbufs and then stores pass ``j + 1``'s data into them, and a Dbuf serves the DMA
     first.  At Dbuf ``d`` the contexts lose ``steal x u_d`` cycles per DMA access that falls
     within them, ``u_d`` their own use of its port (``busy``: its cycles over the contexts');
-    the pass loses what its most delayed Dbuf loses.  The share of a DMA phase within the
-    contexts is timed as :func:`_double_buffered` places it (before this term)."""
+    the pass loses what its most delayed Dbuf loses (:func:`_lost`).  The share of a DMA
+    phase within the contexts is timed as :func:`_double_buffered` places it (before this
+    term)."""
     for j, f in enumerate(passes):
         ctx = float(f.contexts)
         if ctx <= 0:
@@ -363,9 +374,17 @@ def _stolen(passes, busy, words, k, cyc):
             part = min(1.0, max(0.0, ctx - out_prev) / passes[j + 1].dma_in)
             for d, w in words[j + 1][0].items():
                 share[d] = share.get(d, 0.0) + part * w
-        lost = max((min(1.0, busy[j].get(d, 0.0) / ctx) * w for d, w in share.items()),
-                   default=0.0)
-        f.contexts = cyc(f.contexts + k.steal * lost)
+        f.contexts = cyc(f.contexts + _lost(busy[j], ctx, share, k))
+
+
+def _lost(busy, ctx, share, k):
+    """Return the context cycles ``share`` ``{Dbuf: DMA accesses within the contexts}`` takes
+    from contexts of ``ctx`` cycles that ask ``busy`` ``{Dbuf: port cycles}``: ``steal x u_d``
+    per access at Dbuf ``d``, ``u_d = busy_d / ctx`` (at most 1), the most delayed Dbuf's."""
+    if ctx <= 0:
+        return 0.0
+    return k.steal * max((min(1.0, busy.get(d, 0.0) / ctx) * w for d, w in share.items()),
+                         default=0.0)
 
 
 def _double_buffered(passes):

@@ -84,6 +84,8 @@ def _config(rec):
                 mem_bandwidth=rec.get("mem_bandwidth", 8.0),
                 config_ports=rec.get("config_ports", 4), overlap=rec.get("overlap", True),
                 double_buffer=bool(plan.get("double_buffer", False)),
+                early_start=bool(rec.get("early_start", False)),
+                edge_multicast=bool(rec.get("edge_multicast", False)),
                 backdoor_in=bool(rec.get("dma_in_backdoor", False)))
 
 
@@ -121,7 +123,8 @@ def rebuild(pt):
                         f"{c['contexts']}: re-run it (scripts/calibrate.py run)")
     system = System(dma_channels=c["dma_channels"], mem_latency=c["mem_latency"],
                     mem_bandwidth=c["mem_bandwidth"], config_ports=c["config_ports"],
-                    overlap=c["overlap"])
+                    overlap=c["overlap"], early_start=c.get("early_start", False),
+                    edge_multicast=c.get("edge_multicast", False))
     return plan, w, x, system
 
 
