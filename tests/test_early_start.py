@@ -134,8 +134,14 @@ def test_model_moves_the_runtimes_bytes_and_starts_contexts_earlier(K, C, N, mod
     system = perf.System(dma_channels=channels, config_ports=1, early_start=True)
     pred = perf.predict(plan, w, system)
     assert [p.ext_in for p in pred.passes] == job.ext_in
-    late = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=1))
-    assert pred.compute_cycles == late.compute_cycles
+    plain = perf.System(dma_channels=channels, config_ports=1)
+    late = perf.predict(plan, w, plain)
+    # The rest of the DMA-in beside the contexts costs them cycles (``perf._lost``); without
+    # that loss the contexts take what they take without early start.
+    assert pred.compute_cycles >= late.compute_cycles
+    free = perf.Constants(**{**perf.calibrated().__dict__, "steal": 0.0})
+    assert perf.predict(plan, w, system, constants=free).compute_cycles == \
+        perf.predict(plan, w, plain, constants=free).compute_cycles
     assert pred.cycles < late.cycles and pred.passes[0].hold < late.passes[0].hold
     # Never faster than its compute or its DMA-in.
     f = pred.passes[0]
@@ -158,7 +164,7 @@ def test_cli_model_reports_the_earlier_start(tmp_path, capsys):
     (late, _), (early, _) = json_runs(capsys, tmp_path, ("--no-early-start", "--early-start"),
                                       "run", "--sim", "model", "--layer", "alexnet-fc8",
                                       "--batch", 64)
-    assert early["compute_cycles"] == late["compute_cycles"]
+    assert early["compute_cycles"] >= late["compute_cycles"]      # the DMA beside them
     assert early["cycles"] < late["cycles"] and early["hold_cycles"] < late["hold_cycles"]
 
 
