@@ -89,9 +89,9 @@ class Constants:
     last context's work to the pass's end; ``config0``, ``config1``: configuration cycles,
     fixed and per Cbuf word of the busiest port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles
     fixed, per descriptor, and the share of the memory bandwidth a channel reaches;
-    ``steal``: cycles a running pass's contexts lose per DMA access (a STORE of the next
-    pass's DMA-in, a LOAD of the previous pass's DMA-out) at a Dbuf they keep fully busy
-    (double buffering: the Dbufs serve the DMA first, ``docs/system.md``).
+    ``steal``: cycles a running pass's contexts lose per DMA access at a Dbuf they keep fully
+    busy (the Dbufs serve the DMA first, ``docs/system.md``): double buffering's STOREs of the
+    next pass and LOADs of the previous one, early start's STOREs of the pass's own DMA-in.
     """
     fp: float = 1.0
     pipe2: float = 1.0
