@@ -150,6 +150,33 @@ POINTS_D2 = (
                                      "--batch 64 --mode dense"),
     ("d2-2x2-dense-64x512-b16-es", "--rows 2 --cols 2 --out-features 64 --in-features 512 "
                                    "--batch 16 --mode dense"),
+    # Early start with edge multicast (``-es-em``): an input block several Dbufs of an edge
+    # hold goes as one multicast flit a word, and each context starts when its data are in.
+    ("d2-2x2-dense-64x512-b16-es-em", "--rows 2 --cols 2 --out-features 64 "
+                                      "--in-features 512 --batch 16 --mode dense"),
+    ("d2-4x4-skip-256x1024-b16-es-em", "--rows 4 --cols 4 --out-features 256 "
+                                       "--in-features 1024 --batch 16 --density 0.25 "
+                                       "--sparse-graph skip"),
+    ("d2-4x4-dense-256x1024-b4-es-em", "--rows 4 --cols 4 --out-features 256 "
+                                       "--in-features 1024 --batch 4 --mode dense"),
+    ("d2-4x4-dense-256x1024-b64-es-em", "--rows 4 --cols 4 --out-features 256 "
+                                        "--in-features 1024 --batch 64 --mode dense"),
+    ("d2-4x4-gather-128x512-b16-es-em", "--rows 4 --cols 4 --out-features 128 "
+                                        "--in-features 512 --batch 16 --density 0.25 "
+                                        "--sparse-graph gather"),
+    ("d2-4x4-skip-512x2048-b16-db-es-em", "--rows 4 --cols 4 --out-features 512 "
+                                          "--in-features 2048 --batch 16 --density 0.25 "
+                                          "--sparse-graph skip --dbuf-bytes 262144"),
+    ("d2-4x4-dense-256x1024-b64-db-es-em", "--rows 4 --cols 4 --out-features 256 "
+                                           "--in-features 1024 --batch 64 --mode dense "
+                                           "--dbuf-bytes 262144"),
+    ("d2-8x8-dense-256x1024-b4-es-em", "--out-features 256 --in-features 1024 --batch 4 "
+                                       "--mode dense"),
+    ("d2-8x8-skip-fc8-b4-es-em", "--layer alexnet-fc8 --batch 4 --density 0.25 "
+                                 "--sparse-graph skip"),
+    ("d2-8x8-gather-1024x1024-b64-es-em", "--out-features 1024 --in-features 1024 --batch 64 "
+                                          "--density 0.25 --sparse-graph gather"),
+    ("d2-8x8-dense-fc8-b64-es-em", "--layer alexnet-fc8 --batch 64 --mode dense"),
 )
 
 #: Points not used for fitting, reported apart: one or two of each kind (array size, graph,
@@ -165,16 +192,20 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
 
 
 def command(name, opts):
-    """Return the full ``fdpu run`` argument list of a point's options (``-int1``: one INT
-    issue instead of the README's two; ``-db``: double-buffered passes, the others are not;
-    ``-es``: early start)."""
+    """Return the full ``fdpu run`` argument list of a point's options.
+
+    The name's tags set what the README's configuration leaves to its defaults, each named
+    either way so a point reruns as it ran whatever the defaults become: ``-int1``, one INT
+    issue instead of two; ``-db``, double-buffered passes (else not); ``-es``, early start;
+    ``-em``, edge multicast (else neither)."""
+    tags = name.split("-")
     depth = 2 if name.startswith("d2-") else 4
-    readme = _README.replace("--int-issue 2", "--int-issue 1") if name.endswith("-int1") \
-        else _README
+    readme = _README.replace("--int-issue 2", "--int-issue 1") if "int1" in tags else _README
     return ["run", "--sim", "verilator", *shlex.split(opts), *shlex.split(readme),
             "--operand-depth", str(depth),
-            "--double-buffer" if "-db-" in name or name.endswith("-db") else "--no-double-buffer",
-            *(["--early-start"] if name.endswith("-es") else [])]
+            "--double-buffer" if "db" in tags else "--no-double-buffer",
+            "--early-start" if "es" in tags else "--no-early-start",
+            "--edge-multicast" if "em" in tags else "--no-edge-multicast"]
 
 
 def _points():
