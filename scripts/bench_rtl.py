@@ -59,12 +59,18 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=ARRAY.int_issue,
              backdoor_in=False, dma_channels=SYSTEM.dma_channels, config_ports=4, overlap=True,
              sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=ARRAY.operand_depth,
-             early_start=SYSTEM.early_start):
+             early_start=None, edge_multicast=SYSTEM.edge_multicast):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
-    only); a ``skip`` plan's rows are balanced by their stored weights.
+    only); a ``skip`` plan's rows are balanced by their stored weights.  ``early_start``
+    ``None``: on where the DMA-in is overlapped and simulated (``System``'s rule, and off
+    with ``backdoor_in``).
     """
+    if early_start is None:
+        early_start = overlap and not backdoor_in
+    system = System(dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
+                    early_start=early_start, edge_multicast=edge_multicast)
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue, operand_depth=operand_depth)
     if layer:
@@ -90,13 +96,9 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     t0 = time.perf_counter()
     y, job = runtime.run_fc_rtl(plan, w, x, sim, max_cycles=max_cycles, progress=show,
-                                backdoor_in=backdoor_in, dma_channels=dma_channels,
-                                config_ports=config_ports, overlap=overlap,
-                                early_start=early_start)
+                                backdoor_in=backdoor_in, system=system)
     wall = time.perf_counter() - t0
-    rec = figures(plan, w, x, ref, y, job,
-                  System(dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
-                         early_start=early_start))
+    rec = figures(plan, w, x, ref, y, job, system)
     rec.pop("golden_counters")
     backdoor_s = job.wall_s.get("backdoor_s") or 0.0
     rec.update(sim=sim, layer=layer or f"{K}x{C}", density=density, golden_s=golden_s,
@@ -110,7 +112,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                timeline=job.wall_s.get("timeline"),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
-               overlap=overlap, early_start=early_start,
+               overlap=overlap, early_start=early_start, edge_multicast=edge_multicast,
                wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
@@ -161,7 +163,8 @@ def first_passes(args, mode):
     y, job = runtime.run_fc_rtl(plan, w, x, args.sim, first_passes=k,
                                 dma_channels=args.dma_channels, config_ports=args.config_ports,
                                 overlap=True, double_buffer=plan.double_buffer,
-                                early_start=args.early_start)
+                                early_start=args.early_start is not False,
+                                edge_multicast=args.edge_multicast)
     wall = time.perf_counter() - t0
     match = bool(np.array_equal(y.view(np.uint16), ref.view(np.uint16)))
     passes = job.overlaps() if job.double_buffer else [
@@ -172,7 +175,8 @@ def first_passes(args, mode):
         o.update(compute_cycles=r.compute_cycles, context_cycles=r.context_cycles)
     rec = dict(layer=args.layer, mode=mode, graph=plan.sparse_graph if mode == "sparse" else
                "dense", N=n, passes_run=k, passes=plan.passes, contexts=plan.contexts,
-               double_buffer=plan.double_buffer, early_start=args.early_start, match=match,
+               double_buffer=plan.double_buffer, early_start=args.early_start is not False,
+               edge_multicast=args.edge_multicast, match=match,
                cycles=job.cycles,
                compute_cycles=job.compute_cycles, dma_cycles=job.dma_cycles,
                ext_read_bytes=job.final["o_ext_rd_bytes"], pass_cycles=passes,
@@ -213,9 +217,14 @@ def main(argv=None):
                     help="MicC configuration ports (1..4; default 4)")
     ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
                     help="configure while the DMA-in runs (default on)")
-    ap.add_argument("--early-start", action=argparse.BooleanOptionalAction,
-                    default=SYSTEM.early_start,
-                    help="start each context when its own data are in (docs/system.md)")
+    ap.add_argument("--early-start", action=argparse.BooleanOptionalAction, default=None,
+                    help="start each context when its own data are in (docs/system.md; "
+                         "default: on with --overlap and the DMA-in simulated)")
+    ap.add_argument("--edge-multicast", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.edge_multicast,
+                    help="send an input block an edge's Dbufs hold as one multicast flit a "
+                         "word (docs/system.md; default "
+                         f"{'on' if SYSTEM.edge_multicast else 'off'})")
     ap.add_argument("--golden", choices=("fast", "exact"), default="fast",
                     help="golden engine of the reference (both are bit-exact; fast: vectorized)")
     ap.add_argument("--backdoor-in", action="store_true",
@@ -235,7 +244,8 @@ def main(argv=None):
     elif args.what == "speed":
         # The speed case keeps the PE and system it was first measured on (docs/harness.md):
         # 64 slots at operand depth 4, one INT issue, one DMA channel.
-        small = dict(int_issue=1, operand_depth=4, dma_channels=1)
+        small = dict(int_issue=1, operand_depth=4, dma_channels=1, early_start=False,
+                     edge_multicast=False)
         records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25, **small))
         records.append(run_case("icarus", 1, 1, 32, 8, 64, 8, "sparse", 0.25,
                                 dbuf_bytes=4096, **small))
@@ -252,7 +262,8 @@ def main(argv=None):
                                         overlap=args.overlap,
                                         sparse_graph=args.sparse_graph,
                                         operand_depth=args.operand_depth,
-                                        early_start=args.early_start))
+                                        early_start=args.early_start,
+                                        edge_multicast=args.edge_multicast))
     else:
         for n in args.batch:
             for mode in modes:
@@ -269,7 +280,8 @@ def main(argv=None):
                                         exact=args.golden == "exact",
                                         sparse_graph=args.sparse_graph,
                                         operand_depth=args.operand_depth,
-                                        early_start=args.early_start))
+                                        early_start=args.early_start,
+                                        edge_multicast=args.edge_multicast))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:

@@ -188,7 +188,8 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "4x4-dense-256x1024-b4", "bench-256x1024-b64-skip-0.09",
                      "bench-alexnet-fc8-b4-gather-0.25", "d2-bench-alexnet-fc8-b4-skip-0.25",
                      "d2-2x2-dense-64x512-b64-db", "d2-4x4-skip-512x2048-b16-db",
-                     "d2-4x4-dense-256x1024-b64-es"))
+                     "d2-4x4-dense-256x1024-b64-es", "d2-4x4-dense-256x1024-b64-es-em",
+                     "d2-8x8-skip-fc8-b4-es-em", "d2-4x4-dense-256x1024-b64-db-es-em"))
 
 
 def command(name, opts):

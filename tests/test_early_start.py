@@ -16,8 +16,9 @@ import pytest
 from cliutil import assert_user_error, json_runs
 
 from sw.compiler import dbuf_layout, dma_plan, layers, planner
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.program import pass_images
-from sw.models import perf
+from sw.models import choose, perf
 from sw.spec.arch import ArrayParams
 from sw.spec.dma import COPIES_BITS, DescFlag, unpack_descriptor
 from sw.spec.errors import FdpuError
@@ -123,6 +124,38 @@ def test_job_plan_loads_group_by_group_with_a_fence_after_each(K, C, N, mode, gr
         plain.ext_in[0] - 16 * plain.passes[0]["ndesc"]
 
 
+@pytest.mark.parametrize("K, C, N, mode, graph, density, early", [
+    # The contexts start 1k cycles earlier than after the whole DMA-in: on.
+    (64, 512, 16, "dense", None, 1.0, True),
+    # A graph bound by its Dbuf requests: the rest of the DMA-in beside the contexts costs
+    # them more than starting early gains (the model: 1.5 % slower): off.
+    (96, 1024, 64, "sparse", "skip", 0.1, False),
+])
+def test_default_early_start_is_the_models_faster_choice(K, C, N, mode, graph, density, early,
+                                                         tmp_path, capsys):
+    params = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2)
+    w = layers.make_weights((K, C), density, 1)
+    layer, opts = FcLayer.of(w, N), PlanOptions(mode, sparse_graph=graph)
+    cycles = {}
+    for on in (True, False):
+        plan, system = choose.best_run(layer, params, opts, perf.System(), early_start=on)
+        assert system.early_start is on
+        cycles[on] = perf.predict(plan, w, system).cycles
+    plan, system = choose.best_run(layer, params, opts, perf.System())
+    assert system.early_start is early and cycles[early] < cycles[not early]
+    # Without overlap nothing starts early and nothing is compared.
+    assert choose.best_run(layer, params, opts, perf.System(overlap=False))[1].early_start \
+        is False
+    # The CLI's default is that choice; an explicit option is honoured either way.
+    argv = ["run", "--sim", "model", "--rows", 2, "--cols", 2, "--out-features", K,
+            "--in-features", C, "--batch", N, "--mode", mode, "--density", density,
+            "--seed", 1] + (["--sparse-graph", graph] if graph else [])
+    (auto, _), (on, _), (off, _) = json_runs(capsys, tmp_path, ("--overlap", "--early-start",
+                                                                "--no-early-start"), *argv)
+    assert (auto["early_start"], on["early_start"], off["early_start"]) == (early, True, False)
+    assert auto["cycles"] == cycles[early]
+
+
 @pytest.mark.parametrize("K, C, N, mode, graph, channels", [
     (64, 256, 16, "dense", None, 4),
     (96, 512, 24, "sparse", "skip", 2),
@@ -131,10 +164,12 @@ def test_model_moves_the_runtimes_bytes_and_starts_contexts_earlier(K, C, N, mod
                                                                      channels):
     plan, w, passes = _layer(K, C, N, mode, graph)
     job = plan_job(P22, passes, dma_channels=channels, overlap=True, early_start=True)
-    system = perf.System(dma_channels=channels, config_ports=1, early_start=True)
+    system = perf.System(dma_channels=channels, config_ports=1, early_start=True,
+                         edge_multicast=False)
     pred = perf.predict(plan, w, system)
     assert [p.ext_in for p in pred.passes] == job.ext_in
-    plain = perf.System(dma_channels=channels, config_ports=1)
+    plain = perf.System(dma_channels=channels, config_ports=1, early_start=False,
+                        edge_multicast=False)
     late = perf.predict(plan, w, plain)
     # The rest of the DMA-in beside the contexts costs them cycles (``perf._lost``); without
     # that loss the contexts take what they take without early start.

@@ -80,10 +80,12 @@ def test_job_plan_writes_the_same_bytes_with_fewer_requests(K, C, N, mode, graph
     assert mcast or channels < 4
     assert sum(sent_b) < sum(sent_a) if mcast else sum(sent_b) == sum(sent_a)
     # The model counts the runtime's bytes.
-    system = perf.System(dma_channels=channels, config_ports=1, edge_multicast=True)
+    system = perf.System(dma_channels=channels, config_ports=1, early_start=False,
+                         edge_multicast=True)
     pred = perf.predict(plan, w, system)
     assert [q.ext_in for q in pred.passes] == edge.ext_in
-    slow = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=1))
+    slow = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=1,
+                                             early_start=False, edge_multicast=False))
     assert pred.passes[0].dma_in <= slow.passes[0].dma_in
     assert pred.compute_cycles == slow.compute_cycles
 
@@ -92,7 +94,7 @@ def test_cli_model_reports_edge_multicast(tmp_path, capsys):
     (plain, _), (edge, out) = json_runs(capsys, tmp_path,
                                         ("--no-edge-multicast", "--edge-multicast"), "run",
                                         "--sim", "model", "--layer", "alexnet-fc8", "--batch",
-                                        64)
+                                        64, "--no-early-start")
     assert (plain["edge_multicast"], edge["edge_multicast"]) == (False, True)
     assert edge["compute_cycles"] == plain["compute_cycles"]
     assert edge["dma_cycles"] < plain["dma_cycles"]

@@ -52,9 +52,11 @@ def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, ch
     assert plan.passes > 1 or not double
     passes = [(img, [(a, plan.output_bytes) for _, a in outs])
               for img, outs in pass_images(plan, w, x)]
+    system = perf.System(dma_channels=channels, config_ports=ports)     # early start, edge mc
     job = plan_job(params, passes, dma_channels=channels, config_ports=ports,
-                   double_buffer=double)
-    pred = perf.predict(plan, w, perf.System(dma_channels=channels, config_ports=ports))
+                   double_buffer=double, overlap=True, early_start=system.early_start,
+                   edge_multicast=system.edge_multicast)
+    pred = perf.predict(plan, w, system)
     assert [p.ext_in for p in pred.passes] == job.ext_in
     assert [p.ext_out for p in pred.passes] == job.ext_out
 
@@ -69,7 +71,14 @@ def test_figures_add_up():
     assert d["compute_cycles"] == sum(p.config + p.contexts for p in pred.passes)
     assert d["cycles"] == sum(p.span + p.dma_out for p in pred.passes) >= d["compute_cycles"]
     for p in pred.passes:
-        assert p.span == max(p.dma_in, p.config) + p.contexts       # overlap (the default)
+        assert p.span == p.config + p.hold + p.contexts
+    # Without early start the contexts wait for the whole DMA-in (overlapped with the
+    # configuration); with it (the default) no longer than that, and a cycle more where a
+    # pass's first context reads its last group's data (the fence counted a cycle later).
+    plain = perf.predict(plan, w, perf.System(early_start=False))
+    for p, e in zip(plain.passes, pred.passes):
+        assert p.span == max(p.dma_in, p.config) + p.contexts
+        assert e.hold <= p.hold + 1
     assert 0 < d["utilization"] <= d["issue_utilization"] <= 1
     assert d["utilization"] <= d["utilization_contexts"]
     assert d["external_bytes"] > d["min_external_bytes"] > 0
@@ -266,16 +275,23 @@ def test_bound_is_the_compute_or_the_traffic_floor(compute, nbytes, channels, bw
 
 
 def test_run_sim_model_takes_the_system_options(tmp_path, capsys):
+    # Without early start the contexts wait for the DMA-in, so the channels change the DMA
+    # cycles only; with it (the default) the end to end too.
     got = {}
     for ch in (1, 4):
-        path = tmp_path / f"m{ch}.json"
-        status, _, _ = run(capsys, "run", "--sim", "model", "--in-features", 512,
-                           "--out-features", 64, "--batch", 16, "--rows", 2, "--cols", 2,
-                           "--dma-channels", ch, "--json", path)
-        assert status == 0
-        got[ch] = json.loads(path.read_text())
-    assert got[4]["dma_cycles"] < got[1]["dma_cycles"]
-    assert got[4]["compute_cycles"] == got[1]["compute_cycles"]
+        for early in ("--no-early-start", "--early-start"):
+            path = tmp_path / f"m{ch}{early}.json"
+            status, _, _ = run(capsys, "run", "--sim", "model", "--in-features", 512,
+                               "--out-features", 64, "--batch", 16, "--rows", 2, "--cols", 2,
+                               "--dma-channels", ch, early, "--json", path)
+            assert status == 0
+            got[ch, early] = json.loads(path.read_text())
+            assert got[ch, early]["early_start"] is (early == "--early-start")
+    plain, early = (4, "--no-early-start"), (4, "--early-start")
+    assert got[plain]["dma_cycles"] < got[1, "--no-early-start"]["dma_cycles"]
+    assert got[plain]["compute_cycles"] == got[1, "--no-early-start"]["compute_cycles"]
+    assert got[early]["cycles"] < got[1, "--early-start"]["cycles"]
+    assert got[early]["cycles"] < got[plain]["cycles"]
 
 
 @pytest.mark.parametrize("extra, match", [

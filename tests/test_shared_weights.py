@@ -168,7 +168,8 @@ def test_the_model_loads_what_the_runtime_loads(case, edge):
               for img, outs in pass_images(plan, w, x)]
     job = plan_job(plan.params, passes, dma_channels=2, config_ports=1,
                    double_buffer=plan.double_buffer, edge_multicast=edge)
-    pred = perf.predict(plan, w, System(dma_channels=2, config_ports=1, edge_multicast=edge))
+    pred = perf.predict(plan, w, System(dma_channels=2, config_ports=1, early_start=False,
+                                        edge_multicast=edge))
     assert [p.ext_in for p in pred.passes] == job.ext_in
     # Side-by-side output blocks (items that share their weights) go out in one descriptor.
     assert [p.ext_out for p in pred.passes] == job.ext_out

@@ -16,7 +16,7 @@ import os
 import numpy as np
 from rich.table import Table
 
-from sw.cli.options import conv_record, graph_name, plan_layer, resolve, system_of
+from sw.cli.options import conv_record, graph_name, plan_run, resolve
 from sw.cli.output import BOUND_ROW, bound_text, check_outputs, console, megabytes, write_json
 from sw.compiler import balance
 from sw.models import perf, perf_fit
@@ -77,8 +77,7 @@ def run_model_command(args):
     """Run ``fdpu run --sim model``: predict the layer's figures; return 0."""
     check_model_options(args)
     name, w, x, params = resolve(args)
-    system = system_of(args, params)
-    plan = plan_layer(args, w, x, params)
+    plan, system = plan_run(args, w, x, params)
     pred = perf.predict(plan, w, system)
     rec = pred.as_dict()
     rec.update(sim="model", layer=name, K=plan.K, C=plan.C, N=plan.N, mode=plan.mode,

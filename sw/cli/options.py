@@ -21,7 +21,7 @@ from sw.spec.system import System
 _ARRAY = ArrayParams()
 
 __all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "layer_of",
-           "as_options", "plan_layer", "system_of", "check_system", "graph_name", "resolve",
+           "as_options", "plan_layer", "plan_run", "system_of", "check_system", "graph_name", "resolve",
            "add_array_args", "add_hw_args", "array_params", "conv_of", "conv_record"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
@@ -122,24 +122,30 @@ def check_system(system, params):
 def system_of(args, params):
     """Return the :class:`~sw.spec.system.System` of the system options (defaults for a
     command without them), checked (:func:`check_system`)."""
-    system = System(**{f: getattr(args, f, getattr(SYSTEM, f)) for f in
-                       ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
-                        "overlap", "early_start", "edge_multicast")})
-    if system.early_start and not system.overlap:
+    if getattr(args, "early_start", None) and not getattr(args, "overlap", SYSTEM.overlap):
         raise FdpuError("--early-start runs contexts beside their pass's DMA-in: it cannot run "
                         "with --no-overlap")
+    # ``--early-start`` not given: None, which System makes ``overlap``.
+    system = System(**{f: getattr(args, f, None if f == "early_start" else getattr(SYSTEM, f))
+                       for f in ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
+                                 "overlap", "early_start", "edge_multicast")})
     check_system(system, params)
     return system
 
 
 def plan_layer(args, w, x, params, feedback=True, bias=None, relu=None):
-    """Return the plan of the layer (:func:`layer_of`, :func:`plan_options`): without
-    ``--[no-]double-buffer`` the choice the performance model predicts faster
-    (:func:`sw.models.choose.best_plan`)."""
+    """Return the plan of the layer (:func:`plan_run`'s)."""
+    return plan_run(args, w, x, params, feedback, bias, relu)[0]
+
+
+def plan_run(args, w, x, params, feedback=True, bias=None, relu=None):
+    """Return ``(plan, system)`` of the layer (:func:`layer_of`, :func:`plan_options`,
+    :func:`system_of`): without ``--[no-]double-buffer`` and ``--[no-]early-start`` the
+    choices the performance model predicts faster (:func:`sw.models.choose.best_run`)."""
     with as_options("kb", "gb"):
-        plan, _ = choose.best_plan(layer_of(args, w, x.shape[0], bias, relu), params,
-                                   plan_options(args, feedback), system_of(args, params))
-    return plan
+        return choose.best_run(layer_of(args, w, x.shape[0], bias, relu), params,
+                               plan_options(args, feedback), system_of(args, params),
+                               early_start=getattr(args, "early_start", None))
 
 
 def graph_name(plan):
@@ -336,11 +342,10 @@ def add_hw_args(parser):
                     default=SYSTEM.overlap,
                     help="configure the PEs while the DMA-in fills the Dbufs (default on; "
                          "--no-overlap: DMA-in, then configuration and contexts)")
-    hw.add_argument("--early-start", action=argparse.BooleanOptionalAction,
-                    default=SYSTEM.early_start,
+    hw.add_argument("--early-start", action=argparse.BooleanOptionalAction, default=None,
                     help="start each context as soon as its own data are in the Dbufs, beside "
-                         "the rest of its pass's DMA-in (default "
-                         f"{'on' if SYSTEM.early_start else 'off'}; needs --overlap)")
+                         "the rest of its pass's DMA-in (needs --overlap; default: on with "
+                         "--overlap)")
     hw.add_argument("--edge-multicast", action=argparse.BooleanOptionalAction,
                     default=SYSTEM.edge_multicast,
                     help="send an input block that several Dbufs of an edge hold as one "

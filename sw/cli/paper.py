@@ -108,7 +108,13 @@ def _run_and_report(args, prepared, pts):
                      "Dbuf": f"{DEFAULTS['dbuf_bytes'] >> 20} MiB x 32",
                      "DMA channels": DEFAULTS["dma_channels"],
                      "external memory": f"{system.mem_bandwidth:g} B/cycle per channel, "
-                                        f"{system.mem_latency} cycles latency"})
+                                        f"{system.mem_latency} cycles latency",
+                     "DMA-in": ", ".join(
+                         name for name, on in (("overlapped with the configuration",
+                                                system.overlap),
+                                               ("early start", system.early_start),
+                                               ("edge multicast", system.edge_multicast))
+                         if on) or "before the configuration"})
     command_tail = ""
     if os.path.abspath(args.cache) != os.path.abspath(sweep.DEFAULT_CACHE):
         command_tail += f" --cache {args.cache}"

@@ -33,8 +33,7 @@ import time
 
 from rich.table import Table
 
-from sw.cli.options import (add_hw_args, add_layer_args, conv_record, plan_layer, resolve,
-                            system_of)
+from sw.cli.options import add_hw_args, add_layer_args, conv_record, plan_run, resolve
 from sw.cli.output import (BOUND_ROW, Bars, bound_text, check_outputs, console, save_npy,
                            write_json)
 from sw.runtime import layer
@@ -108,8 +107,7 @@ def run_rtl_command(args):
     name, w, x, params = resolve(args)
     # The memory's registers, then the system: bad values fail before anything runs.
     MemModel(latency=args.mem_latency, bandwidth=args.mem_bandwidth).registers()
-    system = system_of(args, params)
-    plan = plan_layer(args, w, x, params)
+    plan, system = plan_run(args, w, x, params)
     t0 = time.perf_counter()
     ref, exact = layer.golden(plan, w, x, args.golden, reporter=Bars())
     golden_s = time.perf_counter() - t0

@@ -15,6 +15,14 @@ decision is the planner's one rule (:func:`sw.compiler.planner.plan_fc`), with t
 performance model's cycles as its cost.  Without ``system.overlap`` nothing overlaps, so no
 plan is double-buffered.  The return is ``(plan, {double_buffer: predicted cycles})`` (empty
 when nothing was compared).
+
+:func:`best_run` makes the same choice for early start (``System.early_start``): given
+``early_start=None`` (no ``--[no-]early-start``) and an overlapped system, it takes each
+setting's best plan and returns the faster ``(plan, system)``.  Early start lets a pass's
+contexts begin before its whole DMA-in is in, but the rest of the DMA-in then shares the
+Dbufs with them (each word costs the contexts ``steal`` cycles at a busy Dbuf, docs/perf.md):
+a graph bound by its Dbuf requests, the skip graph on convolutions for one, can lose more than
+it gains.  An explicit ``True`` or ``False`` is honoured.
 """
 
 from dataclasses import replace
@@ -24,7 +32,7 @@ from sw.compiler.fc_layer import PlanOptions
 from sw.models import perf
 from sw.spec.errors import FdpuError
 
-__all__ = ["best_plan"]
+__all__ = ["best_plan", "best_run"]
 
 
 def best_plan(layer, params, options=None, system=perf.System()):
@@ -43,3 +51,22 @@ def best_plan(layer, params, options=None, system=perf.System()):
         cycles[plan.double_buffer] = perf.predict(plan, layer.weights, system).cycles
         return cycles[plan.double_buffer]
     return planner.plan_fc(layer, params, options, cost=cost), cycles
+
+
+def best_run(layer, params, options=None, system=perf.System(), early_start=None):
+    """Return ``(plan, system)``: :func:`best_plan` in ``system`` with ``early_start`` as given,
+    or, with ``early_start=None`` and ``system.overlap``, with early start on and off, whichever
+    the model predicts faster (on when they tie)."""
+    if early_start is not None or not system.overlap:
+        chosen = system if early_start is None else replace(system, early_start=early_start)
+        return best_plan(layer, params, options, chosen)[0], chosen
+    best = None
+    for early in (True, False):
+        chosen = replace(system, early_start=early)
+        plan, cycles = best_plan(layer, params, options, chosen)
+        c = cycles.get(plan.double_buffer)
+        if c is None:
+            c = perf.predict(plan, layer.weights, chosen).cycles
+        if best is None or c < best[0]:
+            best = (c, plan, chosen)
+    return best[1], best[2]

@@ -10,6 +10,8 @@ README's figures are measured on.
 
 from dataclasses import dataclass
 
+from sw.spec.errors import FdpuError
+
 __all__ = ["System", "DEFAULT", "SIMULATORS"]
 
 #: The HDL simulators that run the generated Verilog (``tb.host.runner``), every test of a
@@ -34,10 +36,11 @@ class System:
         MicC configuration ports (1, 2 or 4, each over its own Cbufs and mesh edge).
     overlap : bool
         The DMA of a pass overlaps its configuration (the contexts still wait for the DMA-in).
-    early_start : bool
+    early_start : bool or None
         Each context starts as soon as its own data are in the Dbufs, beside the rest of its
-        pass's DMA-in (needs ``overlap``; ``docs/system.md``, "Contexts start when their data
-        are in"); else a pass's contexts wait for its whole DMA-in.
+        pass's DMA-in (``docs/system.md``, "Contexts start when their data are in"); else a
+        pass's contexts wait for its whole DMA-in. It needs ``overlap``: ``None`` (the
+        default) is ``overlap``, and ``True`` without it is refused. Always a bool once made.
     edge_multicast : bool
         A block several Dbufs of one edge hold is sent by its channel as one edge-multicast
         flit a word, which the mesh writes into each of them (``docs/system.md``, "Edge
@@ -48,9 +51,17 @@ class System:
     mem_bandwidth: float = 8.0
     config_ports: int = 4
     overlap: bool = True
-    early_start: bool = False
-    edge_multicast: bool = False
+    early_start: bool | None = None
+    edge_multicast: bool = True
+
+    def __post_init__(self):
+        if self.early_start is None:
+            object.__setattr__(self, "early_start", bool(self.overlap))
+        elif self.early_start and not self.overlap:
+            raise FdpuError("early start runs contexts beside their pass's DMA-in: it needs "
+                            "overlap (not --no-overlap)")
 
 
-#: The README's system: 4 DMA channels at 8 B/cycle with 20 cycles of latency, 4 ports.
+#: The README's system: 4 DMA channels at 8 B/cycle with 20 cycles of latency, 4 ports, the
+#: configuration overlapped with the DMA-in, early start and edge multicast.
 DEFAULT = System()
