@@ -21,8 +21,8 @@ from sw.spec.system import System
 _ARRAY = ArrayParams()
 
 __all__ = ["DEFAULTS", "add_layer_args", "check_layer_options", "plan_options", "layer_of",
-           "as_options", "plan_layer", "plan_run", "system_of", "check_system", "graph_name", "resolve",
-           "add_array_args", "add_hw_args", "array_params", "conv_of", "conv_record"]
+           "as_options", "plan_layer", "plan_run", "system_of", "check_system", "graph_name",
+           "resolve", "add_array_args", "add_hw_args", "array_params", "conv_of", "conv_record"]
 
 #: The configuration every command defaults to, the one the README's figures are measured on:
 #: ``ArrayParams()`` (the paper's 8 x 8 array, its 6 KB operand buffer, its two integer units,
