@@ -11,9 +11,11 @@ every word of the descriptors before a fence when it is counted) and the MicC's 
 hold on its own (``tests/test_micc.py``).
 """
 
+import json
+
 import numpy as np
 import pytest
-from cliutil import assert_user_error, json_runs
+from cliutil import assert_user_error, json_runs, run
 
 from sw.compiler import dbuf_layout, dma_plan, layers, planner
 from sw.compiler.fc_layer import FcLayer, PlanOptions
@@ -183,7 +185,8 @@ def test_model_moves_the_runtimes_bytes_and_starts_contexts_earlier(K, C, N, mod
     assert f.span >= max(f.compute, f.dma_in)
 
 
-def test_runtime_and_cli_refuse_early_start_without_a_simulated_overlapped_dma(capsys):
+def test_runtime_and_cli_refuse_early_start_without_a_simulated_overlapped_dma(capsys,
+                                                                               tmp_path):
     plan, w, passes = _layer(16, 64, 4, "dense")
     for kwargs in (dict(overlap=False), dict(overlap=True, backdoor_in=True)):
         with pytest.raises(FdpuError, match="early start runs contexts beside their pass's "
@@ -193,6 +196,17 @@ def test_runtime_and_cli_refuse_early_start_without_a_simulated_overlapped_dma(c
                       "--early-start", "--no-overlap",
                       match="--early-start runs contexts beside their pass's DMA-in: it "
                             "cannot run with --no-overlap")
+    # The system's own rule: unset, early start is the overlap; asked for without it, refused.
+    assert perf.System().early_start is True and perf.System().edge_multicast is True
+    assert perf.System(overlap=False).early_start is False
+    with pytest.raises(FdpuError, match="early start runs contexts beside their pass's DMA-in: "
+                                        "it needs overlap"):
+        perf.System(overlap=False, early_start=True)
+    # Without --early-start, --no-overlap runs (the contexts wait for the whole DMA-in).
+    path = tmp_path / "m.json"
+    assert run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8", "--no-overlap",
+               "--json", path)[0] == 0
+    assert json.loads(path.read_text())["early_start"] is False
 
 
 def test_cli_model_reports_the_earlier_start(tmp_path, capsys):

@@ -55,18 +55,25 @@ def best_plan(layer, params, options=None, system=perf.System()):
 
 def best_run(layer, params, options=None, system=perf.System(), early_start=None):
     """Return ``(plan, system)``: :func:`best_plan` in ``system`` with ``early_start`` as given,
-    or, with ``early_start=None`` and ``system.overlap``, with early start on and off, whichever
-    the model predicts faster (on when they tie)."""
+    or, with ``early_start=None`` and ``system.overlap``, the plan and early-start setting the
+    model predicts fastest (early start on when they tie).  The plan is made once: the
+    double-buffering choice compares each plan at its better setting."""
     if early_start is not None or not system.overlap:
         chosen = system if early_start is None else replace(system, early_start=early_start)
         return best_plan(layer, params, options, chosen)[0], chosen
-    best = None
-    for early in (True, False):
-        chosen = replace(system, early_start=early)
-        plan, cycles = best_plan(layer, params, options, chosen)
-        c = cycles.get(plan.double_buffer)
-        if c is None:
-            c = perf.predict(plan, layer.weights, chosen).cycles
-        if best is None or c < best[0]:
-            best = (c, plan, chosen)
-    return best[1], best[2]
+    if layer.weights is None:
+        raise FdpuError("choosing between plans by their predicted cycles needs the layer's "
+                        "weights (FcLayer.of)")
+    settings = {early: replace(system, early_start=early) for early in (True, False)}
+    cycles = {}
+
+    def cost(plan):
+        for early, chosen in settings.items():
+            cycles[plan.double_buffer, early] = perf.predict(plan, layer.weights,
+                                                             chosen).cycles
+        return min(cycles[plan.double_buffer, early] for early in settings)
+    plan = planner.plan_fc(layer, params, options or PlanOptions(), cost=cost)
+    if (plan.double_buffer, True) not in cycles:         # one plan: nothing was compared
+        cost(plan)
+    early = cycles[plan.double_buffer, True] <= cycles[plan.double_buffer, False]
+    return plan, settings[early]
