@@ -344,8 +344,9 @@ def add_hw_args(parser):
                          "--no-overlap: DMA-in, then configuration and contexts)")
     hw.add_argument("--early-start", action=argparse.BooleanOptionalAction, default=None,
                     help="start each context as soon as its own data are in the Dbufs, beside "
-                         "the rest of its pass's DMA-in (needs --overlap; default: on with "
-                         "--overlap)")
+                         "the rest of its pass's DMA-in (needs --overlap; default: with "
+                         "--overlap, on or off as the performance model predicts faster; "
+                         "fdpu net: on)")
     hw.add_argument("--edge-multicast", action=argparse.BooleanOptionalAction,
                     default=SYSTEM.edge_multicast,
                     help="send an input block that several Dbufs of an edge hold as one "
