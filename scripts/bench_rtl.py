@@ -64,11 +64,10 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
     only); a ``skip`` plan's rows are balanced by their stored weights.  ``early_start``
-    ``None``: on where the DMA-in is overlapped and simulated (``System``'s rule, and off
-    with ``backdoor_in``).
+    ``None``: ``System``'s rule (on with ``overlap``), off with ``backdoor_in`` (no DMA-in).
     """
-    if early_start is None:
-        early_start = overlap and not backdoor_in
+    if backdoor_in and early_start is None:
+        early_start = False
     system = System(dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
                     early_start=early_start, edge_multicast=edge_multicast)
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
@@ -112,7 +111,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                timeline=job.wall_s.get("timeline"),
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
-               overlap=overlap, early_start=early_start, edge_multicast=edge_multicast,
+               overlap=overlap, early_start=system.early_start,
+               edge_multicast=system.edge_multicast,
                wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
