@@ -147,6 +147,29 @@ def test_dma_beside_double_buffered_passes_steals_context_cycles():
         assert (b.passes[0].contexts > a.passes[0].contexts) is grows
 
 
+def test_contexts_beside_an_early_start_dma_in_slow_it():
+    # The reverse of steal: the words an early-start DMA-in stores beside running contexts
+    # into the Dbufs they keep busy lose ``give`` cycles each (over the channels), so the
+    # DMA-in and the arrivals after the first context's start stretch, and the contexts that
+    # wait for them start later.  Without early start nothing runs beside the DMA-in.
+    plan, w, _ = _plan(64, 512, 16, "dense")
+    assert plan.passes == 1 and plan.contexts > 1
+    k = perf.calibrated()
+    for early in (True, False):
+        wl = perf.Workload(plan, w, perf.System(early_start=early))
+        a, b, c = (wl.evaluate(perf.Constants(**{**k.__dict__, "give": v}), rounded=False)
+                   for v in (0.0, 1.0, 2.0))
+        if early:
+            assert a.passes[0].dma_in < b.passes[0].dma_in < c.passes[0].dma_in
+            assert a.cycles <= b.cycles <= c.cycles
+            # At most one cycle per word beside the contexts and per unit of give.
+            words = sum(wl.dbuf_words[0][0].values()) / perf.System().dma_channels
+            assert b.passes[0].dma_in - a.passes[0].dma_in <= words
+        else:
+            assert a.passes[0].dma_in == b.passes[0].dma_in == c.passes[0].dma_in
+            assert a.cycles == c.cycles
+
+
 def test_no_overlap_adds_the_phases():
     plan, w, _ = _plan(64, 256, 16, "dense")
     on = perf.predict(plan, w, perf.System(overlap=True))

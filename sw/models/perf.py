@@ -91,7 +91,10 @@ class Constants:
     fixed, per descriptor, and the share of the memory bandwidth a channel reaches;
     ``steal``: cycles a running pass's contexts lose per DMA access at a Dbuf they keep fully
     busy (the Dbufs serve the DMA first, ``docs/system.md``): double buffering's STOREs of the
-    next pass and LOADs of the previous one, early start's STOREs of the pass's own DMA-in.
+    next pass and LOADs of the previous one, early start's STOREs of the pass's own DMA-in;
+    ``give``: the reverse, cycles an early-start DMA-in loses per word it stores beside the
+    contexts into a Dbuf they keep fully busy (their loads and its STOREs share the request
+    mesh's links into the Dbufs), spread over the channels.
     """
     fp: float = 1.0
     pipe2: float = 1.0
@@ -113,6 +116,7 @@ class Constants:
     dma_desc: float = 4.0
     dma_bw: float = 0.8
     steal: float = 1.0
+    give: float = 0.5
 
 
 def constants_of(values, path=CALIBRATION):
@@ -311,11 +315,6 @@ class Workload:
                 # Early start: context c no earlier than its group's data are in.
                 arrive = din.arrivals(system, k)
                 dma_in, moved, ndesc = arrive[-1], din.bytes, din.descriptors
-                # Groups past the last one with data (their contexts read only data an
-                # earlier group loaded: shared row blocks) are ready with the whole DMA-in.
-                ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
-                                  for c in range(dens[0].shape[0])])
-                waited, _, _ = self.work.pass_cycles(dens, k, ready)
                 # The rest of the DMA-in runs beside the contexts (the same loss per access
                 # as beside another pass's, _stolen), its words at an even rate; a later
                 # double-buffered pass's DMA-in ran beside the pass before (_stolen's).
@@ -323,8 +322,18 @@ class Workload:
                 part = max(0.0, dma_in - first) / dma_in if dma_in else 0.0
                 if q and self.plan.double_buffer:
                     part = 0.0
-                lost = _lost(busy[-1], ctx_cycles, {d: part * w for d, w in
-                                                    self.dbuf_words[q][0].items()}, k)
+                beside = {d: part * w for d, w in self.dbuf_words[q][0].items()}
+                lost = _lost(busy[-1], ctx_cycles, beside, k)
+                # ... and the contexts slow it in turn (give): the arrivals after the first
+                # context's start stretch by what its words beside them lose.
+                arrive = _slowed(arrive, first, _given(busy[-1], ctx_cycles, beside,
+                                                       system.dma_channels, k))
+                dma_in = arrive[-1]
+                # Groups past the last one with data (their contexts read only data an
+                # earlier group loaded: shared row blocks) are ready with the whole DMA-in.
+                ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
+                                  for c in range(dens[0].shape[0])])
+                waited, _, _ = self.work.pass_cycles(dens, k, ready)
                 waited, ctx_cycles = waited + lost, ctx_cycles + lost
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
                 span = cyc(config + max(waited, ctx_cycles))
@@ -385,6 +394,25 @@ def _lost(busy, ctx, share, k):
         return 0.0
     return k.steal * max((min(1.0, busy.get(d, 0.0) / ctx) * w for d, w in share.items()),
                          default=0.0)
+
+
+def _given(busy, ctx, share, channels, k):
+    """Return the DMA-in cycles the contexts of ``ctx`` cycles that ask ``busy`` ``{Dbuf: port
+    cycles}`` take from the ``share`` ``{Dbuf: words}`` it stores beside them: ``give x u_d``
+    per word at Dbuf ``d`` (``u_d`` as in :func:`_lost`), over the channels."""
+    if ctx <= 0:
+        return 0.0
+    return k.give * sum(min(1.0, busy.get(d, 0.0) / ctx) * w
+                        for d, w in share.items()) / channels
+
+
+def _slowed(arrive, first, extra):
+    """Return the arrival cycles ``arrive`` with what follows ``first`` stretched so that the
+    last comes ``extra`` cycles later."""
+    span = arrive[-1] - first
+    if extra <= 0 or span <= 0:
+        return arrive
+    return [t if t <= first else first + (t - first) * (1 + extra / span) for t in arrive]
 
 
 def _double_buffered(passes):

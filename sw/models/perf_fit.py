@@ -51,7 +51,7 @@ _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
                 "credit", "wstream", "shallow", "context", "tail", "steal"),
     "config": ("config0", "config1"),
-    "dma": ("dma0", "dma_desc", "dma_bw"),
+    "dma": ("dma0", "dma_desc", "dma_bw", "give"),
 }
 
 
