@@ -186,6 +186,7 @@ POINTS_D2 = (
     ("d2-8x8-skip-vgg7-b4-es-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip"),
     ("d2-8x8-dense-vgg7-b64-es-em", "--layer vgg16-fc7 --batch 64 --mode dense"),
     ("d2-8x8-skip-vgg7-b64-es-em", "--layer vgg16-fc7 --batch 64 --sparse-graph skip"),
+    ("d2-8x8-switch-vgg7-b64-es-em", "--layer vgg16-fc7 --batch 64 --sparse-graph switch"),
     # Finer row blocks than the chooser's at batch 4: more contexts a pass, which start
     # beside the rest of the DMA-in and slow it (the model's ``give``).
     ("d2-8x8-dense-fc8-b4-kb4-es-em", "--layer alexnet-fc8 --batch 4 --mode dense --kb 4 "
@@ -214,7 +215,8 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-dense-fc8-b4-em", "d2-8x8-skip-fc8-b64-es-em",
                      "d2-8x8-switch-fc8-b64-es-em", "d2-8x8-dense-vgg7-b4-db-em",
                      "d2-8x8-skip-vgg7-b4-es-em", "d2-8x8-dense-vgg7-b64-es-em",
-                     "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-dense-fc8-b4-kb4-es-em",
+                     "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
+                     "d2-8x8-dense-fc8-b4-kb4-es-em",
                      "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-vgg7-b4-kb4-es-em"))
 
