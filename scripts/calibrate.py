@@ -334,7 +334,8 @@ def print_markdown():
     print("| points | figure | n | mean | max | target |")
     print("|---|---|---:|---:|---:|---:|")
     for label, part in summary.items():
-        for key, v in part.items():
+        for key in perf_fit.TARGETS:
+            v = part[key]
             print(f"| {label} | {key.replace('_', ' ')} | {v['points']} | {v['mean']:.1%} | "
                   f"{v['max']:.1%} | {perf_fit.TARGETS[key]:.0%} |")
 

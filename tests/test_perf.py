@@ -241,6 +241,56 @@ def test_model_check_reports_every_point():
     assert summary["fitted"]["end_to_end"]["mean"] < 2 * perf_fit.TARGETS["end_to_end"]
 
 
+def _record_of(pt, nnz):
+    """Return an ``fdpu run --json`` record of calibration point ``pt``'s configuration."""
+    c = pt["config"]
+    rec = {k: c[k] for k in ("layer", "K", "C", "N", "mode", "passes", "contexts", "rows",
+                             "cols", "slots", "int_issue", "operand_depth", "dbuf_bytes",
+                             "dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
+                             "overlap", "early_start", "edge_multicast", "seed")}
+    rec.update(plan={k: c[k] for k in ("kb", "gb", "wfan", "sparse_graph", "double_buffer")},
+               dma_in_backdoor=c["backdoor_in"], nnz=nnz,
+               compute_cycles=2 * pt["measured"]["compute"], cycles=pt["measured"]["cycles"])
+    return rec
+
+
+@pytest.mark.parametrize("change", [None, "N", "kb", "edge_multicast", "seed", "nnz", "rows"])
+def test_measured_point_is_the_rtl_run_of_the_same_configuration(change):
+    cal = perf_fit.load()
+    pt = next(p for p in cal["points"] if p["name"] == "d2-8x8-dense-256x1024-b4-es-em")
+    w = layers.make_weights((pt["config"]["K"], pt["config"]["C"]), 1.0, pt["config"]["seed"])
+    rec = _record_of(pt, int(np.count_nonzero(w.view(np.uint16))))
+    if change is None:
+        assert perf_fit.measured_point(rec, cal) is pt
+        err = perf_fit.error_of(rec, pt)
+        assert err == dict(compute=pytest.approx(1.0), cycles=0.0)
+        return
+    if change in ("nnz", "N", "rows", "seed"):
+        rec[change] += 1
+    elif change == "kb":
+        rec["plan"]["kb"] += 1
+    else:
+        rec[change] = not rec[change]
+    assert perf_fit.measured_point(rec, cal) is None
+
+
+def test_model_check_errors_per_effect():
+    rows, _ = perf_fit.check()
+    effects = perf_fit.by_effect(rows)
+    graphs = [e for e in effects if e.startswith("graph ")]
+    # Each point has one graph, one array, one batch class: those effects partition the points.
+    for prefix in ("graph ", "array ", "batch "):
+        assert sum(effects[e]["points"] for e in effects if e.startswith(prefix)) == len(rows)
+    assert {"graph dense", "graph skip"} <= set(graphs)
+    for e, v in effects.items():
+        part = [r for r in rows if e in r["effects"]]
+        assert v["points"] == len(part) and 0 <= v["within"] <= len(part)
+        worst = max(abs(r["error"]["compute"]) for r in part)
+        assert v["compute"]["max"] == pytest.approx(worst)
+    assert "inputs by backdoor (compute only)" in effects
+    assert effects["inputs by backdoor (compute only)"]["end_to_end"]["points"] == 0
+
+
 def test_fit_recovers_known_constants():
     # Points "measured" by the model itself with known constants: the fit finds them again.
     pts = perf_fit.load()["points"]
@@ -281,6 +331,11 @@ def test_run_sim_model(tmp_path, capsys):
     assert rec["bound_by"] == "compute" and rec["bound_cycles"] == rec["compute_cycles"]
     assert rec["bound_reached"] == pytest.approx(rec["compute_cycles"] / rec["cycles"])
     assert "end to end against its bound" in out
+    # The RTL ran this very point (a calibration point): the model's error against it.
+    pt = rec["rtl_point"]
+    assert pt is not None and "measured on the RTL" in out and pt["name"] in out
+    meas = next(p for p in perf_fit.load()["points"] if p["name"] == pt["name"])["measured"]
+    assert pt["error"]["compute"] == pytest.approx(rec["compute_cycles"] / meas["compute"] - 1)
 
 
 @pytest.mark.parametrize("compute, nbytes, channels, bw, cycles, by, reached", [
@@ -338,8 +393,10 @@ def test_model_check_command(tmp_path, capsys):
     path = tmp_path / "c.json"
     status, out, _ = run(capsys, "model-check", "--point", name, "--json", path)
     assert status == 0 and name in out and "error summary" in out
+    assert "error per effect" in out
     rec = json.loads(path.read_text())
     assert [r["name"] for r in rec["rows"]] == [name]
+    assert set(rec["effects"]) == set(rec["rows"][0]["effects"])
     assert_user_error(capsys, "model-check", "--point", "no-such-point",
                       match="no calibration point named no-such-point")
 

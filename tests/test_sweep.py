@@ -9,6 +9,7 @@ import pytest
 
 from cliutil import assert_user_error, run
 from sw.cli import sweep as sweep_cli
+from sw.models import perf_fit
 from sw.spec.errors import FdpuError
 from sw.sweep import cache, execute, grid, paper, table
 
@@ -398,6 +399,12 @@ def test_paper_model_report(capsys, tmp_path):
         assert statement in md
     assert "performance model" in md and "fdpu model-check" in md
     assert "| alexnet-fc8 | 64 | skip |" in md
+    # Where the RTL ran the very point (a calibration point), the model's error against it.
+    assert "measured error: compute / end to end (RTL point)" in md
+    row = next(line for line in md.splitlines() if line.startswith("| alexnet-fc8 | 64 | skip"))
+    name = row.rsplit("(", 1)[1].split(",")[0].rstrip(") |")
+    cfg = next(p for p in perf_fit.load()["points"] if p["name"] == name)["config"]
+    assert (cfg["layer"], cfg["N"], cfg["sparse_graph"]) == ("alexnet-fc8", 64, "skip")
     for png in ("fig10_utilization.png", "fig11_bandwidth.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     recs = json.loads((out / "records.json").read_text())

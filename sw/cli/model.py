@@ -60,7 +60,8 @@ def model_check_command(args):
     rows, summary = perf_fit.check(cal, args.point)
     perf_fit.print_check(rows, summary, console())
     if args.json:
-        write_json(args.json, dict(rows=rows, summary=summary, constants=cal["constants"]))
+        write_json(args.json, dict(rows=rows, summary=summary, effects=perf_fit.by_effect(rows),
+                                   constants=cal["constants"]))
     return 0
 
 
@@ -91,7 +92,11 @@ def run_model_command(args):
                mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                overlap=system.overlap, early_start=system.early_start,
                edge_multicast=system.edge_multicast, double_buffer=plan.double_buffer,
-               calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT))
+               calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT), seed=args.seed)
+    pt = perf_fit.measured_point(rec)
+    rec["rtl_point"] = None if pt is None else dict(
+        name=pt["name"], holdout=pt["holdout"], command=pt["command"],
+        error=perf_fit.error_of(rec, pt))
     note = conv_record(args, rec, plan.N, system)
     _print(rec, pred, plan, params)
     if note:
@@ -134,6 +139,7 @@ def _print(rec, pred, plan, params):
     t.add_row("peak bandwidth requirement", f"{rec['peak_bandwidth']:.2f} B/cycle")
     t.add_row("busiest resource (most contexts)", pred.passes[0].bound)
     t.add_row("model time", f"{rec['model_seconds']:.2f} s")
+    t.add_row("measured on the RTL", _measured_text(rec["rtl_point"]))
     console().print(t)
     p = Table(title="per pass (cycles; bytes)", title_justify="left")
     cols = ["pass", "DMA-in", "config", "contexts", "compute", "waits for DMA", "span",
@@ -154,3 +160,15 @@ def _print(rec, pred, plan, params):
     console().print(p)
     console().print("figures from the performance model (docs/perf.md; its error against the "
                     "RTL: fdpu model-check)")
+
+
+def _measured_text(pt):
+    """Return the model's error against the RTL run of this very point, if one was made."""
+    if pt is None:
+        return "not this configuration (fdpu model-check: the error on the points that are)"
+
+    def pct(v):
+        return "-" if v is None else f"{v:+.1%}"
+    return (f"calibration point {pt['name']}{' (held out)' if pt['holdout'] else ''}: model "
+            f"error compute {pct(pt['error']['compute'])}, end to end "
+            f"{pct(pt['error']['cycles'])}")

@@ -139,7 +139,8 @@ def _run_and_report(args, prepared, pts):
         with progress_bar("CPU beside FDPU", "points") as show:
             measured = cpu.measure_points(fc, batches, progress=show)
     report.write(ours, args.out, source=args.source, command=command, config=config,
-                 model_records=model, model_error=summary, missing=missing, cpu=measured)
+                 model_records=model, model_error=summary, missing=missing, cpu=measured,
+                 rtl_checks=_rtl_checks(ours) if args.source == "model" else None)
     console().print(f"wrote {os.path.join(args.out, 'report.md')}, {report.FIG10}, "
                     f"{report.FIG11}, records.json, table.csv ({len(ours)} of {len(pts)} points)")
     bad = [r["name"] for r in ours if r["status"] != 0]
@@ -151,6 +152,20 @@ def _run_and_report(args, prepared, pts):
     for name, error in failed.items():
         console().print(f"[red]failed[/red]: {name}: {error}")
     return 1 if bad or failed else 0
+
+
+def _rtl_checks(records):
+    """Return, per model record's name whose very point the RTL ran (a calibration point:
+    :func:`sw.models.perf_fit.measured_point`), that point's name, whether it was held out of
+    the fit, and the model's error against it."""
+    cal = perf_fit.load()
+    out = {}
+    for r in records:
+        pt = perf_fit.measured_point(r["result"], cal)
+        if pt is not None:
+            out[r["name"]] = dict(point=pt["name"], holdout=pt["holdout"],
+                                  error=perf_fit.error_of(r["result"], pt))
+    return out
 
 
 def parser_default(name, source="model"):

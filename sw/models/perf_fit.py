@@ -17,9 +17,15 @@ array, system), what the RTL measured, and whether it was *held out* of the fit.
   :func:`save` writes it.
 * :func:`check` predicts every point with the given constants and returns one row per point
   (predicted, measured, relative error) and the mean and largest errors, fitted and held-out
-  points apart; :func:`print_check` prints them (``fdpu model-check``).
+  points apart; :func:`by_effect` the errors per effect the points exercise (graph, array,
+  batch, passes, the DMA's options); :func:`print_check` prints them (``fdpu model-check``).
+* :func:`measured_point` finds the calibration point that ran a record's configuration on the
+  RTL (the same layer and weights, batch, plan, array and system), and :func:`error_of` a
+  model record's error against it: how ``fdpu run --sim model`` and ``fdpu paper --source
+  model`` show the measured error of a point where the RTL ran it.
 """
 
+import functools
 import json
 import os
 from dataclasses import asdict
@@ -35,7 +41,7 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
 __all__ = ["CALIBRATION", "constants", "load", "point", "rebuild", "workload", "measured", "fit",
-           "save", "check", "print_check", "TARGETS"]
+           "save", "check", "by_effect", "print_check", "measured_point", "error_of", "TARGETS"]
 
 #: The calibration file: fitted constants and the RTL points they came from.
 CALIBRATION = perf.CALIBRATION
@@ -101,17 +107,21 @@ def point(rec, name, command, holdout):
                 measured=meas)
 
 
+def _weights(layer, k, c, density, seed):
+    """Return the weights a point ran: the zoo layer's or a ``K x C`` shape's, seeded and
+    pruned to ``density`` (``None``: the zoo layer's own, all weights of a shape)."""
+    if layer in layers.layer_names():
+        return layers.make_weights(layers.get_layer(layer), density, seed)
+    return layers.make_weights((k, c), 1.0 if density is None else density, seed)
+
+
 def rebuild(pt):
     """Return ``(plan, weights, inputs, system)`` of calibration point ``pt``, as it ran."""
     c = pt["config"]
     params = ArrayParams(rows=c["rows"], cols=c["cols"], slots=c["slots"],
                          int_issue=c["int_issue"], operand_depth=c["operand_depth"],
                          dbuf_bytes=c["dbuf_bytes"])
-    if c["layer"] in layers.layer_names():
-        w = layers.make_weights(layers.get_layer(c["layer"]), c["density"], c["seed"])
-    else:
-        w = layers.make_weights((c["K"], c["C"]), 1.0 if c["density"] is None else c["density"],
-                                c["seed"])
+    w = _weights(c["layer"], c["K"], c["C"], c["density"], c["seed"])
     x = layers.make_inputs(c["C"], c["N"], c["seed"])
     plan = planner.plan_fc(FcLayer.of(w, c["N"]), params, PlanOptions(
         c["mode"], c["sparse_graph"], c["kb"], c["gb"],
@@ -141,6 +151,48 @@ def measured(pt):
     if pt["config"]["backdoor_in"]:
         m.update(dma_in=None, cycles=None, ext_read=None)
     return m
+
+
+#: What a run and a calibration point must share to be the same point (the weights besides:
+#: the same seed and count of stored weights).
+_SAME = ("layer", "K", "C", "N", "mode", "sparse_graph", "kb", "gb", "wfan", "passes",
+         "contexts", "rows", "cols", "slots", "int_issue", "operand_depth", "dbuf_bytes",
+         "dma_channels", "mem_latency", "mem_bandwidth", "config_ports", "overlap",
+         "double_buffer", "early_start", "edge_multicast", "backdoor_in")
+
+
+@functools.lru_cache(maxsize=8)
+def _stored(layer, k, c, density, seed):
+    """Return the count of stored (non-zero) weights of a point's weights."""
+    w = np.asarray(_weights(layer, k, c, density, seed), np.float16)
+    return int(np.count_nonzero(w.view(np.uint16)))
+
+
+def measured_point(rec, calibration=None):
+    """Return the calibration point that ran the configuration of ``rec`` on the RTL, or
+    ``None``.
+
+    ``rec`` is a record of ``fdpu run`` (``--sim model`` or a simulator, ``--json``): the
+    point matches when it has the same layer, batch, graph and blocking, passes and contexts,
+    array, system options and DMA (the DMA-in on the RTL, not by backdoor), seed and count of
+    stored weights (``rec["nnz"]``).  ``calibration`` defaults to :func:`load`'s.
+    """
+    cfg = _config(rec)
+    for pt in (calibration or load())["points"]:
+        c = pt["config"]
+        if all(c.get(k) == cfg[k] for k in _SAME) and c.get("seed", 0) == cfg["seed"] and \
+                _stored(c["layer"], c["K"], c["C"], c["density"], c["seed"]) == rec["nnz"]:
+            return pt
+    return None
+
+
+def error_of(rec, pt):
+    """Return the relative error of a model record ``rec`` against calibration point ``pt``'s
+    measurement (:func:`measured_point`): ``{"compute": e, "cycles": e}`` (``None`` where the
+    RTL did not measure it)."""
+    meas = measured(pt)
+    got = dict(compute=rec["compute_cycles"], cycles=rec["cycles"])
+    return {k: (got[k] - meas[k]) / meas[k] if meas.get(k) else None for k in got}
 
 
 def _figures(pred):
@@ -232,17 +284,59 @@ def check(calibration=None, names=None):
         err = {key: (got[key] - meas[key]) / meas[key] if meas.get(key) else None
                for key in got}
         rows.append(dict(name=pt["name"], holdout=pt["holdout"], predicted=got, measured=meas,
-                         error=err, bound=pred.passes[0].bound, command=pt["command"]))
-    summary = {}
-    for label, sel in (("fitted", False), ("held out", True)):
-        part = [r for r in rows if r["holdout"] == sel]
-        s = {}
-        for key, fig in (("compute", "compute"), ("end_to_end", "cycles")):
-            errs = [abs(r["error"][fig]) for r in part if r["error"][fig] is not None]
-            s[key] = dict(points=len(errs), mean=float(np.mean(errs)) if errs else None,
-                          max=float(np.max(errs)) if errs else None)
-        summary[label] = s
+                         error=err, bound=pred.passes[0].bound, command=pt["command"],
+                         effects=effects(pt["config"])))
+    summary = {label: _errors([r for r in rows if r["holdout"] == sel])
+               for label, sel in (("fitted", False), ("held out", True))}
     return rows, summary
+
+
+def _errors(rows):
+    """Return the mean and largest absolute error of ``rows``' compute and end-to-end cycles,
+    and how many points are within both targets."""
+    s = {}
+    for key, fig in (("compute", "compute"), ("end_to_end", "cycles")):
+        errs = [abs(r["error"][fig]) for r in rows if r["error"][fig] is not None]
+        s[key] = dict(points=len(errs), mean=float(np.mean(errs)) if errs else None,
+                      max=float(np.max(errs)) if errs else None)
+    s["within"] = sum(1 for r in rows if all(
+        r["error"][fig] is None or abs(r["error"][fig]) <= TARGETS[key]
+        for key, fig in (("compute", "compute"), ("end_to_end", "cycles"))))
+    s["points"] = len(rows)
+    return s
+
+
+def effects(config):
+    """Return the effects a calibration point's configuration exercises: its graph, array,
+    batch (1, 2-16, more: latency-bound to issue-bound), operand depth, passes, double
+    buffering, how its inputs arrived (the DMA on the RTL or a backdoor) and the DMA's
+    options."""
+    out = [f"graph {graph_kind(config['mode'], config['sparse_graph']).name}",
+           f"array {config['rows']} x {config['cols']}",
+           "batch 1" if config["N"] == 1 else "batch 2-16" if config["N"] <= 16 else
+           "batch > 16",
+           f"operand depth {config['operand_depth']}",
+           "one pass" if config["passes"] == 1 else "several passes"]
+    if config.get("double_buffer"):
+        out.append("double-buffered")
+    if config["backdoor_in"]:
+        out.append("inputs by backdoor (compute only)")
+    else:
+        out.append("DMA on the RTL")
+        out += [name for name, key in (("early start", "early_start"),
+                                       ("edge multicast", "edge_multicast"))
+                if config.get(key)]
+    return out
+
+
+def by_effect(rows):
+    """Return ``{effect: summary}`` of :func:`check`'s rows, fitted and held out together: per
+    effect of :func:`effects` the points exercising it, their mean and largest errors and how
+    many are within both :data:`TARGETS`."""
+    names = []
+    for r in rows:
+        names += [e for e in r["effects"] if e not in names]
+    return {e: _errors([r for r in rows if e in r["effects"]]) for e in sorted(names)}
 
 
 def print_check(rows, summary, console):
@@ -265,12 +359,26 @@ def print_check(rows, summary, console):
                   num(m["compute"]), pct(e["compute"]), num(p["cycles"]), num(m["cycles"]),
                   pct(e["cycles"]), r["bound"])
     console.print(t)
+    e = Table(title="error per effect (the points exercising it, fitted and held out)",
+              title_justify="left")
+    for col in ("effect", "points", "within both targets", "compute mean", "compute max",
+                "end to end mean", "end to end max"):
+        e.add_column(col, justify="left" if col == "effect" else "right")
+    for name, v in by_effect(rows).items():
+        e.add_row(name, str(v["points"]), str(v["within"]),
+                  *(_pct(v[key][stat]) for key in TARGETS for stat in ("mean", "max")))
+    console.print(e)
     s = Table(title="error summary (|model - RTL| / RTL)", title_justify="left")
-    for col in ("points", "figure", "n", "mean", "max", "target"):
+    for col in ("points", "figure", "n", "mean", "max", "target", "within both targets"):
         s.add_column(col, justify="left" if col in ("points", "figure") else "right")
     for label, part in summary.items():
-        for key, v in part.items():
-            s.add_row(label, key.replace("_", " "), str(v["points"]),
-                      "-" if v["mean"] is None else f"{v['mean']:.1%}",
-                      "-" if v["max"] is None else f"{v['max']:.1%}", f"{TARGETS[key]:.0%}")
+        for key in TARGETS:
+            v = part[key]
+            s.add_row(label, key.replace("_", " "), str(v["points"]), _pct(v["mean"]),
+                      _pct(v["max"]), f"{TARGETS[key]:.0%}",
+                      f"{part['within']} of {part['points']}")
     console.print(s)
+
+
+def _pct(v):
+    return "-" if v is None else f"{v:.1%}"

@@ -112,13 +112,24 @@ def _bound(model):
     return passes[0].get("bound") or "-"
 
 
-def _points_table(by, layers, batches, graphs, model_by):
+def _checked(check):
+    """Return the cell of a model point's error against the RTL run of the same point."""
+    if check is None:
+        return "-"
+    e = check["error"]
+    return (f"{e['compute']:+.1%} / " + ("-" if e["cycles"] is None else f"{e['cycles']:+.1%}")
+            + f" ({check['point']}{', held out' if check['holdout'] else ''})")
+
+
+def _points_table(by, layers, batches, graphs, model_by, rtl_checks=None):
     head = ["layer", "batch", "graph", "passes", "compute cycles", "cycles end to end",
             "utilization (paper's metric)", "useful utilization", "dense-equivalent",
             "end to end", "external MB (minimum)", "peak B/cycle"]
     head += ["bound"]
     if model_by is not None:
         head += ["match", "model error: compute / end to end"]
+    if rtl_checks is not None:
+        head += ["measured error: compute / end to end (RTL point)"]
     lines = ["| " + " | ".join(head) + " |", "|---|---:|---|" + "---:|" * (len(head) - 3)]
     for layer in layers:
         for batch in batches:
@@ -138,6 +149,8 @@ def _points_table(by, layers, batches, graphs, model_by):
                 if model_by is not None:
                     row += ["yes" if x.get("match") else "NO",
                             f"{_err(m, r, 'compute_cycles')} / {_err(m, r, 'cycles')}"]
+                if rtl_checks is not None:
+                    row.append(_checked(rtl_checks.get(r["name"])))
                 lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -213,7 +226,7 @@ WHY = {
 
 
 def write(records, out_dir, *, source, command, config, model_records=None, model_error=None,
-          missing=(), cpu=None):
+          missing=(), cpu=None, rtl_checks=None):
     """Write the report of ``records`` into ``out_dir``.
 
     ``source`` is ``"rtl"`` or ``"model"``; ``command`` the command that made it; ``config``
@@ -221,7 +234,9 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
     of the same points; ``model_error`` the model's error summary on its calibration points;
     ``missing`` the names of the points without a record (listed, not plotted); ``cpu`` the
     host CPU's measurements on the same layers (:func:`sw.sweep.cpu.measure_points`), set
-    beside FDPU's utilization and written to ``cpu.json``.
+    beside FDPU's utilization and written to ``cpu.json``; ``rtl_checks`` (model reports),
+    per record name whose very point the RTL ran, the calibration point's name, whether it
+    was held out and the model's error against it (a column of the points' table).
     """
     os.makedirs(out_dir, exist_ok=True)
     every = records
@@ -257,6 +272,11 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
                                  if v.get("end_to_end", {}).get("mean") is not None else "")
                               for label, v in err.items())
                   + ". `fdpu paper --source rtl` measures the same points on the RTL.")
+        if rtl_checks is not None:
+            origin += (f" The last column of the points' table gives, for the {len(rtl_checks)} "
+                       f"point(s) the RTL ran as configured here (a calibration point with the "
+                       f"same weights, plan, array and system), the model's error against "
+                       f"that run.")
     _figures(by, layers, batches, graphs, out_dir, note)
     ours = paper.summary(records)
     sparse = [g for g in graphs if g != "dense"]
@@ -308,7 +328,8 @@ def write(records, out_dir, *, source, command, config, model_records=None, mode
     lines += ["", "Utilizations in this table are the paper's metric (FP operations executed). "
               "Why ours differ:", ""]
     lines += [f"* **{paper.STATEMENTS[k]}**: {WHY[k]}" for k in paper.STATEMENTS]
-    lines += ["", "## Every point", "", _points_table(by, layers, batches, graphs, model_by), "",
+    lines += ["", "## Every point", "",
+              _points_table(by, layers, batches, graphs, model_by, rtl_checks), "",
               "## Peak memory-bandwidth requirement, dense / sparse", "",
               _ratio_table(by, layers, batches, graphs), ""]
     if cpu is not None:
