@@ -338,6 +338,16 @@ def print_markdown():
             v = part[key]
             print(f"| {label} | {key.replace('_', ' ')} | {v['points']} | {v['mean']:.1%} | "
                   f"{v['max']:.1%} | {perf_fit.TARGETS[key]:.0%} |")
+    print()
+    print("| effect | points | within both targets | compute mean / max | "
+          "end to end mean / max |")
+    print("|---|---:|---:|---:|---:|")
+
+    def pair(v):
+        return "-" if v["mean"] is None else f"{v['mean']:.1%} / {v['max']:.1%}"
+    for name, v in perf_fit.by_effect(rows).items():
+        print(f"| {name} | {v['points']} | {v['within']} | {pair(v['compute'])} | "
+              f"{pair(v['end_to_end'])} |")
 
 
 def main(argv=None):
