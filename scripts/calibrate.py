@@ -10,6 +10,7 @@ Usage::
 
     python scripts/calibrate.py run              # run the points not yet in the cache
     python scripts/calibrate.py fit              # fit, write sw/models/calibration.json
+    python scripts/calibrate.py fit --keep steal # the same, steal held at its present value
     python scripts/calibrate.py points           # the points only: constants kept
     python scripts/calibrate.py table            # the error table of docs/perf.md
     fdpu model-check                             # predicted vs measured, per point
@@ -43,7 +44,8 @@ from sw.cli import app  # noqa: E402
 CACHE = os.path.join(ROOT, "docs", "data", "calibration.jsonl")
 #: Records of the 8 x 8 skip-graph benchmarks (``scripts/bench_skip.py``), DMA-in by backdoor.
 BENCH = (os.path.join(ROOT, "docs", "data", "skip_fc8.jsonl"),
-         os.path.join(ROOT, "docs", "data", "skip_sweep.jsonl"))
+         os.path.join(ROOT, "docs", "data", "skip_sweep.jsonl"),
+         os.path.join(ROOT, "docs", "data", "skip_depth.jsonl"))
 
 #: The README's configuration, at the operand depth each point states.
 _README = "--slots 128 --int-issue 2 --dma-channels 4"
@@ -218,7 +220,9 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
                      "d2-8x8-dense-fc8-b4-kb4-es-em",
                      "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-vgg7-b4-kb4-es-em",
-                     "d2-8x8-dense-vgg7-b4-kb4-es-em"))
+                     "d2-8x8-dense-vgg7-b4-kb4-es-em",
+                     # The skip graph at operand depth 2 and 4 (compute only).
+                     "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 
 
 def command(name, opts):
@@ -300,13 +304,20 @@ def bench_points():
                 rec = json.loads(line)
                 if rec["graph"].split("/")[-1] in UNMODELLED:
                     continue
-                name = (f"bench-{rec['layer']}-b{rec['N']}-{rec['graph'].split('/')[-1]}-"
-                        f"{rec['density']:g}")
-                if rec.get("operand_depth", 4) != 4:
-                    name = f"d{rec['operand_depth']}-{name}"
-                which = "fc8" if rec["layer"] == "alexnet-fc8" else "sweep"
-                rec.update(point=name, command=f"python scripts/bench_skip.py {which} "
-                           f"(record in docs/data/{os.path.basename(path)})")
+                graph = rec["graph"].split("/")[-1]
+                array = "" if (rec["rows"], rec["cols"]) == (8, 8) else \
+                    f"{rec['rows']}x{rec['cols']}-"
+                name = f"bench-{array}{rec['layer']}-b{rec['N']}-{graph}-{rec['density']:g}"
+                depth = rec.get("operand_depth", 4)
+                if depth != 4:
+                    name = f"d{depth}-{name}"
+                which = "fc8" if rec["layer"] == "alexnet-fc8" else \
+                    f"sweep --in-features {rec['C']} --out-features {rec['K']}"
+                rec.update(point=name, command=(
+                    f"python scripts/bench_skip.py {which} --rows {rec['rows']} --cols "
+                    f"{rec['cols']} --batch {rec['N']} --density {rec['density']:g} --graphs "
+                    f"{graph} --operand-depth {depth} (record in "
+                    f"docs/data/{os.path.basename(path)})"))
                 out.append(rec)
     return out
 
@@ -354,6 +365,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("run", "fit", "points", "list", "table"))
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
+    ap.add_argument("--keep", nargs="+", metavar="CONSTANT", default=(),
+                    help="fit: hold these constants at the calibration's present values")
     args = ap.parse_args(argv)
     if args.what == "list":
         for name, opts in _points():
@@ -382,7 +395,12 @@ def main(argv=None):
         print(f"{len(points)} points written to {perf_fit.CALIBRATION}, constants kept")
         perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
         return 0
-    cal = perf_fit.fit(points)
+    present = perf_fit.load()["constants"]
+    missing = [n for n in args.keep if n not in present]
+    if missing:
+        ap.error(f"--keep {' '.join(missing)}: not in the calibration's constants "
+                 f"({', '.join(present)})")
+    cal = perf_fit.fit(points, keep={n: present[n] for n in args.keep})
     perf_fit.save(cal)
     print(f"fitted on {sum(not p['holdout'] for p in points)} points, "
           f"{sum(p['holdout'] for p in points)} held out; constants written to "

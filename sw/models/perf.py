@@ -85,6 +85,9 @@ class Constants:
     operand_depth``: the rows' BSCAN tokens, value loads and FACCs in turn);
     ``shallow``: a sparse graph's loads take ``1 + shallow / operand_depth`` times their share
     of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back);
+    ``queue``, ``inflight``: the skip graph's, ``1 + queue + inflight / n`` with ``n`` the
+    loads its engines can keep in flight to one Dbuf (engines sharing it x ``gb`` x
+    ``operand_depth``);
     ``context``: cycles a context adds beside its busiest resource; ``tail``: cycles from the
     last context's work to the pass's end; ``config0``, ``config1``: configuration cycles,
     fixed and per Cbuf word of the busiest port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles
@@ -108,6 +111,8 @@ class Constants:
     credit: float = 4.0
     wstream: float = 12.0
     shallow: float = 0.5
+    queue: float = 0.05
+    inflight: float = 1.0
     context: float = 5.0
     tail: float = 30.0
     config0: float = 11.0
@@ -482,6 +487,8 @@ class _Work:
         self.homes = np.array([d for _, d in plan.homes], dtype=np.int64)
         self.links = home_dbufs.link_engines(p, plan.homes) if plan.homes else 1
         self.window = p.operand_depth
+        # The engines that share each engine's home Dbuf (their loads are in flight together).
+        self.sharers = np.bincount(self.homes)[self.homes] if plan.homes else np.ones(1)
 
     def densities(self, q, steps, chain):
         """Return pass ``q``'s ``(densities, chains)``, each ``contexts x engines``: the
@@ -517,7 +524,8 @@ class _Work:
         (:meth:`densities`) ask of each home Dbuf, summed over the contexts."""
         dens, _ = work
         _, _, _, mem = self._issues(dens)
-        held = self.plan.graph.held(k, self.plan.params.operand_depth)
+        held = self.plan.graph.held(k, self.plan.engine, self.plan.params.operand_depth,
+                                    self.sharers)
         per = np.asarray(mem).sum(axis=0) * held / k.dbuf
         out = {}
         for e, d in enumerate(self.homes.tolist()):
@@ -538,7 +546,7 @@ class _Work:
         terms = {"fp": fp / k.fp, "stream": chain * step}
         terms.update({n: np.full(dens.shape, v)
                       for n, v in kind.model_terms(spec, k, depth).items()})
-        held = kind.held(k, depth)
+        held = kind.held(k, spec, depth, self.sharers)
         if p0 is None:
             terms["int pipe"] = (p2 + (held - 1) * mem) / k.int1
         else:

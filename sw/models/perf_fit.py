@@ -55,7 +55,8 @@ _PRIOR = 0.02
 #: Constants each residual group fits (the others stay as they are while it is fitted).
 _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
-                "credit", "wstream", "shallow", "context", "tail", "steal"),
+                "credit", "wstream", "shallow", "queue", "inflight", "context", "tail",
+                "steal"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw", "give"),
 }
@@ -215,19 +216,25 @@ def _residuals(loads, names, base, x, which):
     return np.array(out)
 
 
-def fit(points, start=None):
+def fit(points, start=None, keep=None):
     """Return the calibration ``{"constants", "points"}`` fitted to ``points`` not held out.
 
-    ``start``: the constants to start from (default :class:`~sw.models.perf.Constants`'s).
+    ``start``: the constants to start from (default :class:`~sw.models.perf.Constants`'s);
+    ``keep``: ``{name: value}`` of constants not fitted, held at these values.
     """
     from scipy.optimize import least_squares
-    base = asdict(start or Constants())
+    keep = dict(keep or {})
+    unknown = sorted(set(keep) - set(asdict(Constants())))
+    if unknown:
+        raise FdpuError(f"cannot keep {', '.join(unknown)}: not a constant of the model "
+                        f"(there are: {', '.join(asdict(Constants()))})")
+    base = {**asdict(start or Constants()), **keep}
     train = [(workload(p), measured(p)) for p in points if not p["holdout"]]
     if not train:
         raise FdpuError("no calibration point to fit (all are held out)")
     for group, which in (("config", ("config",)), ("compute", ("compute",)),
                          ("dma", ("dma_in", "dma_out"))):
-        names = list(_GROUPS[group])
+        names = [n for n in _GROUPS[group] if n not in keep]
         x0 = np.array([base[n] for n in names], dtype=float)
         r0 = _residuals(train, names, base, x0, which)
         if not len(r0):

@@ -191,9 +191,10 @@ class GraphKind:
         ``k`` at operand depth ``depth``."""
         return {}
 
-    def held(self, k, depth):
+    def held(self, k, spec, depth, sharers):
         """Return the factor on the loads' share of the pipes, Dbufs and links (a full operand
-        queue holding a load back)."""
+        queue holding a load back): per engine of ``spec`` (``sharers``: the engines sharing
+        each one's home Dbuf), with the model's constants ``k`` at ``operand_depth`` tokens."""
         return 1.0
 
     def shared_by(self, spec):

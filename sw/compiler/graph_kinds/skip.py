@@ -145,6 +145,12 @@ class Skip(SparseKind):
                                                                    node.meta["row"]])
         return {}, {}, emitted
 
+    def held(self, k, spec, depth, sharers):
+        # The gb input loads of a stored weight go to gb FACCs' operand queues, so the engines
+        # sharing a Dbuf keep up to sharers x gb x depth loads in flight to it: the more, the
+        # less a full queue leaves the Dbuf idle (docs/perf.md, "Loads in flight").
+        return 1 + k.queue + k.inflight / (sharers * spec.gb * depth)
+
     def shared_by(self, spec):
         # A value feeds the gb FACCs of its row.
         return spec.gb

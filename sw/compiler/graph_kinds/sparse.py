@@ -8,7 +8,8 @@ weights only: at the least 2 bytes a stored weight and a 1-bit mask a weight
 Its value loads feed ``wfan`` lane groups (:data:`~sw.compiler.graph_kinds.base.WFANS`; 16
 only above 4 lane groups).  Its loads reach the Dbuf over the mesh, so the blocking chooser
 counts the busiest link, and a full operand queue holds a load back: the performance model
-multiplies the loads' share by ``1 + shallow / operand_depth``.
+multiplies the loads' share by ``1 + shallow / operand_depth`` (the skip graph by a factor of
+the loads its engines keep in flight, :meth:`~sw.compiler.graph_kinds.skip.Skip.held`).
 """
 
 from sw.compiler.graph_kinds.base import WFANS, GraphKind
@@ -26,7 +27,7 @@ class SparseKind(GraphKind):
     def chooser_terms(self, pipes, scale, Cw, per_dbuf, mem, links):
         return {"mesh link": mem * links() * scale}
 
-    def held(self, k, depth):
+    def held(self, k, spec, depth, sharers):
         return 1 + k.shallow / depth
 
     def min_weight_bytes(self, dense_weights, nnz):
