@@ -41,8 +41,10 @@ def register(subparsers):
         "model-check", help="the performance model against its RTL calibration points",
         description="Predict every calibration point of the performance model "
                     "(sw/models/calibration.json) and print predicted and measured cycles, "
-                    "their relative error and the mean and largest error, for the points the "
-                    "constants were fitted on and for the held-out points apart.")
+                    "their relative error, the errors per effect the points exercise (graph, "
+                    "array, batch, operand depth, passes, the DMA's options) and the mean and "
+                    "largest error, for the points the constants were fitted on and for the "
+                    "held-out points apart.")
     parser.add_argument("--point", nargs="+", metavar="NAME", help="check only these points")
     parser.add_argument("--json", metavar="PATH", help="write every row and the summary")
     parser.set_defaults(func=model_check_command)
