@@ -86,8 +86,8 @@ class Constants:
     ``shallow``: a sparse graph's loads take ``1 + shallow / operand_depth`` times their share
     of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back);
     ``queue``, ``inflight``: the skip graph's, ``1 + queue + inflight / n`` with ``n`` the
-    loads its engines can keep in flight to one Dbuf (engines sharing it x ``gb`` x
-    ``operand_depth``);
+    loads its engines can keep in flight to one Dbuf (engines sharing it x (``gb`` + 1) x
+    ``operand_depth``: the input loads and the value load);
     ``context``: cycles a context adds beside its busiest resource; ``tail``: cycles from the
     last context's work to the pass's end; ``config0``, ``config1``: configuration cycles,
     fixed and per Cbuf word of the busiest port; ``dma0``, ``dma_desc``, ``dma_bw``: DMA cycles

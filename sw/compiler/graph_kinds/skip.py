@@ -146,10 +146,11 @@ class Skip(SparseKind):
         return {}, {}, emitted
 
     def held(self, k, spec, depth, sharers):
-        # The gb input loads of a stored weight go to gb FACCs' operand queues, so the engines
-        # sharing a Dbuf keep up to sharers x gb x depth loads in flight to it: the more, the
-        # less a full queue leaves the Dbuf idle (docs/perf.md, "Loads in flight").
-        return 1 + k.queue + k.inflight / (sharers * spec.gb * depth)
+        # A stored weight's value load and its gb input loads each fill an operand queue of
+        # their own, so the engines sharing a Dbuf keep up to sharers x (gb + 1) x depth loads
+        # in flight to it: the more, the less a full queue leaves the Dbuf idle (docs/perf.md,
+        # "Loads in flight").
+        return 1 + k.queue + k.inflight / (sharers * (spec.gb + 1) * depth)
 
     def shared_by(self, spec):
         # A value feeds the gb FACCs of its row.
