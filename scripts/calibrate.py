@@ -10,7 +10,6 @@ Usage::
 
     python scripts/calibrate.py run              # run the points not yet in the cache
     python scripts/calibrate.py fit              # fit, write sw/models/calibration.json
-    python scripts/calibrate.py fit --keep steal # the same, steal held at its present value
     python scripts/calibrate.py points           # the points only: constants kept
     python scripts/calibrate.py table            # the error table of docs/perf.md
     fdpu model-check                             # predicted vs measured, per point
@@ -365,8 +364,6 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("run", "fit", "points", "list", "table"))
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these points")
-    ap.add_argument("--keep", nargs="+", metavar="CONSTANT", default=(),
-                    help="fit: hold these constants at the calibration's present values")
     args = ap.parse_args(argv)
     if args.what == "list":
         for name, opts in _points():
@@ -395,12 +392,7 @@ def main(argv=None):
         print(f"{len(points)} points written to {perf_fit.CALIBRATION}, constants kept")
         perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
         return 0
-    present = perf_fit.load()["constants"]
-    missing = [n for n in args.keep if n not in present]
-    if missing:
-        ap.error(f"--keep {' '.join(missing)}: not in the calibration's constants "
-                 f"({', '.join(present)})")
-    cal = perf_fit.fit(points, keep={n: present[n] for n in args.keep})
+    cal = perf_fit.fit(points)
     perf_fit.save(cal)
     print(f"fitted on {sum(not p['holdout'] for p in points)} points, "
           f"{sum(p['holdout'] for p in points)} held out; constants written to "

@@ -216,25 +216,19 @@ def _residuals(loads, names, base, x, which):
     return np.array(out)
 
 
-def fit(points, start=None, keep=None):
+def fit(points, start=None):
     """Return the calibration ``{"constants", "points"}`` fitted to ``points`` not held out.
 
-    ``start``: the constants to start from (default :class:`~sw.models.perf.Constants`'s);
-    ``keep``: ``{name: value}`` of constants not fitted, held at these values.
+    ``start``: the constants to start from (default :class:`~sw.models.perf.Constants`'s).
     """
     from scipy.optimize import least_squares
-    keep = dict(keep or {})
-    unknown = sorted(set(keep) - set(asdict(Constants())))
-    if unknown:
-        raise FdpuError(f"cannot keep {', '.join(unknown)}: not a constant of the model "
-                        f"(there are: {', '.join(asdict(Constants()))})")
-    base = {**asdict(start or Constants()), **keep}
+    base = asdict(start or Constants())
     train = [(workload(p), measured(p)) for p in points if not p["holdout"]]
     if not train:
         raise FdpuError("no calibration point to fit (all are held out)")
     for group, which in (("config", ("config",)), ("compute", ("compute",)),
                          ("dma", ("dma_in", "dma_out"))):
-        names = [n for n in _GROUPS[group] if n not in keep]
+        names = list(_GROUPS[group])
         x0 = np.array([base[n] for n in names], dtype=float)
         r0 = _residuals(train, names, base, x0, which)
         if not len(r0):
