@@ -328,3 +328,31 @@ def test_a_model_is_checked_as_a_whole_before_use(tmp_path, capsys, case, match)
     from cliutil import assert_user_error
     path = _whole(tmp_path, "m", **case)
     assert_user_error(capsys, "net", path, "--batch", "2", match=match)
+
+
+@pytest.mark.parametrize("bias, refused", [(1e6, True), (0.5, False)])
+def test_a_refused_model_gets_its_error_line_alone(tmp_path, capsys, bias, refused):
+    # The weights hold a value binary16 rounds to zero (a warning) and, refused, a bias beyond
+    # its range (an error): the error comes alone, the warning only with an accepted model.
+    from cliutil import assert_user_error, run
+    w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    w[0, 0] = 1e-9
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1, name="fc")]
+    p = _model(nodes, [_init("w", w), _init("b", np.full(4, bias))], 8, 4, tmp_path / "m.onnx")
+    if refused:
+        assert_user_error(capsys, "net", p, "--batch", 2, match="bias: values beyond the "
+                                                                 "binary16 range")
+        return
+    status, _, err = run(capsys, "net", p, "--batch", 2)
+    assert status == 0 and err.count("fdpu: warning:") == 1 and "round to zero" in err, err
+
+
+def test_a_refused_layer_gets_its_error_line_alone(tmp_path, capsys):
+    # fdpu run: weights with a value binary16 rounds to zero, inputs of the wrong width.
+    from cliutil import assert_user_error
+    w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    w[0, 0] = 1e-9
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "x.npy", np.ones((2, 5), np.float32))
+    assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy", "--inputs",
+                      tmp_path / "x.npy", match="x.npy")

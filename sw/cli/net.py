@@ -53,7 +53,7 @@ from sw.compiler.prune import check_density, prune
 from sw.models import golden_fc
 from sw.runtime.layer import RtlOptions
 from sw.runtime.network import NetOptions, run_network
-from sw.spec.errors import FdpuError
+from sw.spec.errors import FdpuError, deferred_warnings
 from sw.spec.system import SIMULATORS
 from tb.host.job_plan import MemModel
 
@@ -194,10 +194,13 @@ def check_options(args):
 
 
 def load_model(path):
-    """Return the :class:`~sw.compiler.net.Net` of ``path`` (``.onnx`` or ``.npz``)."""
-    if os.path.splitext(path)[1].lower() == ".onnx":
-        return onnx_import.load(path)
-    return net.from_npz(path)
+    """Return the :class:`~sw.compiler.net.Net` of ``path`` (``.onnx`` or ``.npz``); its
+    warnings (values binary16 rounds to zero) are issued only once the whole model is
+    accepted."""
+    with deferred_warnings():
+        if os.path.splitext(path)[1].lower() == ".onnx":
+            return onnx_import.load(path)
+        return net.from_npz(path)
 
 
 def load_labels(path, n, k):

@@ -14,7 +14,7 @@ from sw.compiler.prune import check_density, prune
 from sw.models import choose, golden_fc
 from sw.runtime.layer import conv_figures
 from sw.spec.arch import ArrayParams
-from sw.spec.errors import FdpuError, FdpuWarning
+from sw.spec.errors import FdpuError, FdpuWarning, deferred_warnings
 from sw.spec.system import DEFAULT as SYSTEM
 from sw.spec.system import System
 
@@ -219,7 +219,13 @@ def check_layer_options(args):
 
 
 def resolve(args):
-    """Return ``(description, weights, inputs, params)`` from the parsed options."""
+    """Return ``(description, weights, inputs, params)`` from the parsed options (the
+    warnings of reading them issued only once all are accepted)."""
+    with deferred_warnings():
+        return _resolve(args)
+
+
+def _resolve(args):
     params = array_params(args)
     check_layer_options(args)
     if args.weights:
