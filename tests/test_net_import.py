@@ -356,3 +356,13 @@ def test_a_refused_layer_gets_its_error_line_alone(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.ones((2, 5), np.float32))
     assert_user_error(capsys, "run", "--weights", tmp_path / "w.npy", "--inputs",
                       tmp_path / "x.npy", match="x.npy")
+
+
+def test_an_accepted_model_with_refused_inputs_gets_the_error_line_alone(tmp_path, capsys):
+    from cliutil import assert_user_error
+    w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    w[0, 0] = 1e-9
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], transB=1, name="fc")]
+    p = _model(nodes, [_init("w", w)], 8, 4, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((2, 5), np.float32))
+    assert_user_error(capsys, "net", p, "--inputs", tmp_path / "x.npy", match="x.npy")

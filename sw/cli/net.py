@@ -194,13 +194,10 @@ def check_options(args):
 
 
 def load_model(path):
-    """Return the :class:`~sw.compiler.net.Net` of ``path`` (``.onnx`` or ``.npz``); its
-    warnings (values binary16 rounds to zero) are issued only once the whole model is
-    accepted."""
-    with deferred_warnings():
-        if os.path.splitext(path)[1].lower() == ".onnx":
-            return onnx_import.load(path)
-        return net.from_npz(path)
+    """Return the :class:`~sw.compiler.net.Net` of ``path`` (``.onnx`` or ``.npz``)."""
+    if os.path.splitext(path)[1].lower() == ".onnx":
+        return onnx_import.load(path)
+    return net.from_npz(path)
 
 
 def load_labels(path, n, k):
@@ -297,10 +294,11 @@ def net_command(args):
     check_outputs([("--out", args.out), ("--json", args.json)],
                   [("MODEL", args.model), ("--inputs", args.inputs), ("--labels", args.labels)])
     system = system_of(args, params)
-    model = load_model(args.model)
-    x0, raw, labels = _inputs(args, model)
-    run_net = model if args.density is None else dataclasses.replace(model, layers=tuple(
-        layer.with_matrix(prune(layer.matrix, args.density)) for layer in model.layers))
+    with deferred_warnings():            # a refused input: its error line alone
+        model = load_model(args.model)
+        x0, raw, labels = _inputs(args, model)
+        run_net = model if args.density is None else dataclasses.replace(model, layers=tuple(
+            layer.with_matrix(prune(layer.matrix, args.density)) for layer in model.layers))
     rtl = RtlOptions(max_cycles=args.max_cycles, waves=args.waves)
     x, ran = run_network(run_net, x0, params, plan_options(args), system,
                          NetOptions(args.sim, args.engine, args.golden, args.chain, args.split,
