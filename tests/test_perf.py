@@ -170,6 +170,35 @@ def test_contexts_beside_an_early_start_dma_in_slow_it():
             assert a.cycles == c.cycles
 
 
+def test_only_the_words_that_arrive_beside_the_contexts_cost_them():
+    # An early-start DMA-in's groups hold every word the pass stores, Dbuf by Dbuf; the words
+    # beside the contexts are the part of each group that arrives after the first context
+    # starts (the input blocks every context reads come first, in group 0).
+    plan, w, _ = _plan(64, 512, 16, "dense")
+    wl = perf.Workload(plan, w, perf.System(early_start=True))
+    din = wl.passes[0][1]
+    total = {}
+    for g in din.words:
+        for d, n in g.items():
+            total[d] = total.get(d, 0) + n
+    assert total == wl.dbuf_words[0][0] and len(din.words) > 1
+    # Group by group: all of a group before the start is in, all after it beside, a group
+    # that straddles it at an even rate.
+    words = [{0: 100, 1: 10}, {0: 40}, {1: 30}]
+    assert perf._beside(words, [50, 90, 120], 50) == {0: 40.0, 1: 30.0}
+    assert perf._beside(words, [50, 90, 120], 70) == {0: 20.0, 1: 30.0}
+    assert perf._beside(words, [50, 90, 120], 120) == {0: 0.0, 1: 0.0}
+    assert perf._beside(words, [50, 90, 120], 0) == {0: 140.0, 1: 40.0}
+    # An early-start pass loses context cycles to those words only: with none beside, none.
+    k = perf.calibrated()
+    lone = perf.Workload(plan, w, perf.System(early_start=True))
+    lone.passes[0][1].words = [lone.passes[0][1].words[0]] + \
+        [{} for _ in lone.passes[0][1].words[1:]]
+    arrive = din.arrivals(perf.System(early_start=True), k)
+    assert sum(perf._beside(lone.passes[0][1].words, arrive, arrive[0]).values()) == 0
+    assert lone.evaluate(k).passes[0].contexts <= wl.evaluate(k).passes[0].contexts
+
+
 def test_no_overlap_adds_the_phases():
     plan, w, _ = _plan(64, 256, 16, "dense")
     on = perf.predict(plan, w, perf.System(overlap=True))

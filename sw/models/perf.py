@@ -321,13 +321,12 @@ class Workload:
                 arrive = din.arrivals(system, k)
                 dma_in, moved, ndesc = arrive[-1], din.bytes, din.descriptors
                 # The rest of the DMA-in runs beside the contexts (the same loss per access
-                # as beside another pass's, _stolen), its words at an even rate; a later
+                # as beside another pass's, _stolen): the words of the groups that arrive
+                # after the first context starts (_beside); a later
                 # double-buffered pass's DMA-in ran beside the pass before (_stolen's).
                 first = max(config, arrive[0])
-                part = max(0.0, dma_in - first) / dma_in if dma_in else 0.0
-                if q and self.plan.double_buffer:
-                    part = 0.0
-                beside = {d: part * w for d, w in self.dbuf_words[q][0].items()}
+                beside = {} if q and self.plan.double_buffer else \
+                    _beside(din.words, arrive, first)
                 lost = _lost(busy[-1], ctx_cycles, beside, k)
                 # ... and the contexts slow it in turn (give): the arrivals after the first
                 # context's start stretch by what its words beside them lose.
@@ -399,6 +398,22 @@ def _lost(busy, ctx, share, k):
         return 0.0
     return k.steal * max((min(1.0, busy.get(d, 0.0) / ctx) * w for d, w in share.items()),
                          default=0.0)
+
+
+def _beside(words, arrive, first):
+    """Return ``{Dbuf: words}`` an early-start DMA-in stores after cycle ``first`` (when the
+    contexts start): of each group's ``words`` the part that arrives after it, the group's
+    words at an even rate between the arrival of the group before and its own."""
+    out, start = {}, 0.0
+    for w, end in zip(words, arrive):
+        if end > start:
+            part = min(1.0, max(0.0, end - max(start, first)) / (end - start))
+        else:
+            part = 1.0 if end > first else 0.0
+        for d, n in w.items():
+            out[d] = out.get(d, 0.0) + part * n
+        start = end
+    return out
 
 
 def _given(busy, ctx, share, channels, k):
@@ -649,10 +664,11 @@ def _move_load(plan, nxt, channels, cbuf_words=0, edge=False):
 class _Groups:
     """An early-start DMA-in: per group of contexts, per channel ``(external bytes,
     descriptors, words sent)`` (group 0 with the Cbuf words and moves; the fences counted as
-    descriptors), and the group size ``2 ** shift``."""
+    descriptors), per group ``{Dbuf: words}`` the accesses its data take at each Dbuf
+    (``words``), and the group size ``2 ** shift``."""
 
-    def __init__(self, loads, shift):
-        self.loads, self.shift = loads, shift
+    def __init__(self, loads, shift, words):
+        self.loads, self.shift, self.words = loads, shift, words
         self.bytes = sum(b for g in loads for b, _, _ in g)
         self.descriptors = sum(r for g in loads for _, r, _ in g)
 
@@ -721,7 +737,13 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         # A fence a descriptor (the runtime's rule, tb.host.job_plan).
         for g in dma_plan.fence_groups([g for g in range(ngroups) if per[g][c][2]]):
             per[g][c][1] += 1
-    return _Groups([[tuple(t) for t in g] for g in per], shift)
+    pieces = [[] for _ in range(ngroups)]
+    for g, lo, hi, _ in runs:
+        pieces[g].append((lo, hi - lo))
+    for b in blocks:
+        pieces[dma_plan.block_group(group, b)].extend((a, nbytes) for a in b)
+    return _Groups([[tuple(t) for t in g] for g in per], shift,
+                   [_dbuf_words(g, p) for g in pieces])
 
 
 def _dbuf_words(pieces, p):
