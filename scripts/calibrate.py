@@ -178,6 +178,11 @@ POINTS_D2 = (
     ("d2-8x8-gather-1024x1024-b64-es-em", "--out-features 1024 --in-features 1024 --batch 64 "
                                           "--density 0.25 --sparse-graph gather"),
     ("d2-8x8-dense-fc8-b64-es-em", "--layer alexnet-fc8 --batch 64 --mode dense"),
+    # The SWITCH graph on the 8 x 8, where two engines share a Dbuf (fitted: the paper's
+    # layers below are validation only).
+    ("d2-8x8-switch-1024x1024-b64-es-em", "--out-features 1024 --in-features 1024 "
+                                          "--batch 64 --density 0.25 --sparse-graph switch"),
+    ("d2-8x8-switch-fc8-b16-es-em", "--layer alexnet-fc8 --batch 16 --sparse-graph switch"),
     # The paper's layers on the 8 x 8 with the defaults (edge multicast; early start and
     # double buffering as the model chose them), at the layers' own densities.
     ("d2-8x8-dense-fc8-b4-em", "--layer alexnet-fc8 --batch 4 --mode dense"),

@@ -208,6 +208,25 @@ def test_no_overlap_adds_the_phases():
         assert b.hold == 0
 
 
+def test_the_switch_graph_holds_its_loads_by_its_own_constant():
+    # The SWITCH graph's loads issue at the rate of its feedback loops: a full operand queue
+    # holds them back by `switch_held`, the gather graph's by `shallow`, each alone.
+    k = perf.calibrated()
+    for graph, own, other in (("switch", "switch_held", "shallow"),
+                              ("gather", "shallow", "switch_held")):
+        plan, w, _ = _plan(64, 512, 64, "sparse", graph, 0.25)
+        wl = perf.Workload(plan, w, perf.System(early_start=False))
+        spec, depth = plan.engine, plan.params.operand_depth
+        base = wl.evaluate(k, rounded=False).compute_cycles
+        held = plan.graph.held(k, spec, depth, 1)
+        mine = perf.Constants(**{**k.__dict__, own: getattr(k, own) * 4})
+        theirs = perf.Constants(**{**k.__dict__, other: getattr(k, other) * 4})
+        assert plan.graph.held(mine, spec, depth, 1) > held
+        assert plan.graph.held(theirs, spec, depth, 1) == held
+        assert wl.evaluate(mine, rounded=False).compute_cycles > base
+        assert wl.evaluate(theirs, rounded=False).compute_cycles == base
+
+
 def test_two_int_issues_speed_up_the_sparse_graph():
     # The gather graph's INT work goes to two pipes with the paper's two integer units.
     one = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=1)

@@ -83,8 +83,11 @@ class Constants:
     whose loads keep at most ``operand_depth`` tokens in flight; ``wstream``: cycles per
     column the gather graph's weight streams take (``wstream + fan x kb + credit /
     operand_depth``: the rows' BSCAN tokens, value loads and FACCs in turn);
-    ``shallow``: a sparse graph's loads take ``1 + shallow / operand_depth`` times their share
-    of the pipes, the Dbufs and the mesh links (a full operand queue holds a load back);
+    ``shallow``: the gather (and reuse) graph's loads take ``1 + shallow / operand_depth``
+    times their share of the pipes, the Dbufs and the mesh links (a full operand queue holds
+    a load back);
+    ``switch_held``: the SWITCH graph's, ``1 + switch_held / operand_depth`` (its loads issue
+    at the rate of its feedback loops, not of the operand queues);
     ``queue``, ``inflight``: the skip graph's, ``1 + queue + inflight / n`` with ``n`` the
     loads its engines can keep in flight to one Dbuf (engines sharing it x (``gb`` + 1) x
     ``operand_depth``: the input loads and the value load);
@@ -111,6 +114,7 @@ class Constants:
     credit: float = 4.0
     wstream: float = 12.0
     shallow: float = 0.5
+    switch_held: float = 0.5
     queue: float = 0.05
     inflight: float = 1.0
     context: float = 5.0

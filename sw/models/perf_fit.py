@@ -55,7 +55,7 @@ _PRIOR = 0.02
 #: Constants each residual group fits (the others stay as they are while it is fitted).
 _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
-                "credit", "wstream", "shallow", "queue", "inflight", "context", "tail",
+                "credit", "wstream", "shallow", "switch_held", "queue", "inflight", "context", "tail",
                 "steal"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw", "give"),

@@ -8,8 +8,9 @@ weights only: at the least 2 bytes a stored weight and a 1-bit mask a weight
 Its value loads feed ``wfan`` lane groups (:data:`~sw.compiler.graph_kinds.base.WFANS`; 16
 only above 4 lane groups).  Its loads reach the Dbuf over the mesh, so the blocking chooser
 counts the busiest link, and a full operand queue holds a load back: the performance model
-multiplies the loads' share by ``1 + shallow / operand_depth`` (the skip graph by a factor of
-the loads its engines keep in flight, :meth:`~sw.compiler.graph_kinds.skip.Skip.held`).
+multiplies the loads' share by ``1 + shallow / operand_depth`` (the SWITCH graph by its own
+constant, the skip graph by a factor of the loads its engines keep in flight,
+:meth:`~sw.compiler.graph_kinds.skip.Skip.held`).
 """
 
 from sw.compiler.graph_kinds.base import WFANS, GraphKind

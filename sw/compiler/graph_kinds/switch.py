@@ -75,5 +75,10 @@ class Switch(FdcsrKind):
         terms["switch loop"] = Cw * SPARSE_LOOP_CYCLES
         return {**terms, **super().chooser_terms(pipes, scale, Cw, per_dbuf, mem, links)}
 
+    def held(self, k, spec, depth, sharers):
+        # Its own constant: the loads issue at the rate of the feedback loops, so a full
+        # operand queue holds them back less than the gather graph's (docs/perf.md).
+        return 1 + k.switch_held / depth
+
     def model_terms(self, spec, k, depth):
         return {"switch loop": np.float64(spec.Cw * k.loop)}
