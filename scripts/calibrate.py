@@ -187,6 +187,7 @@ POINTS_D2 = (
     # double buffering as the model chose them), at the layers' own densities.
     ("d2-8x8-dense-fc8-b4-em", "--layer alexnet-fc8 --batch 4 --mode dense"),
     ("d2-8x8-skip-fc8-b64-es-em", "--layer alexnet-fc8 --batch 64 --sparse-graph skip"),
+    ("d2-8x8-switch-fc8-b4-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph switch"),
     ("d2-8x8-switch-fc8-b64-es-em", "--layer alexnet-fc8 --batch 64 --sparse-graph switch"),
     ("d2-8x8-dense-vgg7-b4-db-em", "--layer vgg16-fc7 --batch 4 --mode dense"),
     ("d2-8x8-skip-vgg7-b4-es-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip"),
@@ -219,6 +220,7 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      # The paper's layers on the 8 x 8 with the defaults, and finer blockings:
                      # validation only.
                      "d2-8x8-dense-fc8-b4-em", "d2-8x8-skip-fc8-b64-es-em",
+                     "d2-8x8-switch-fc8-b4-es-em",
                      "d2-8x8-switch-fc8-b64-es-em", "d2-8x8-dense-vgg7-b4-db-em",
                      "d2-8x8-skip-vgg7-b4-es-em", "d2-8x8-dense-vgg7-b64-es-em",
                      "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
