@@ -55,8 +55,8 @@ _PRIOR = 0.02
 #: Constants each residual group fits (the others stay as they are while it is fitted).
 _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
-                "credit", "wstream", "shallow", "switch_held", "queue", "inflight", "context", "tail",
-                "steal"),
+                "credit", "wstream", "shallow", "switch_held", "queue", "inflight", "context",
+                "tail", "steal"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw", "give"),
 }
