@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hw.array import make_pe_array
@@ -66,6 +67,21 @@ def test_small_pe_lints_clean(xy, int_issue):
     assert ("i_coord" in pe.signature.members) == (xy[0] < 0)
     verilog = to_verilog(pe, "pe")
     assert lint(verilog, "pe") == []
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_registers_case_reads_every_register_where_it_shows(position):
+    # The case the benches run (golden_images): every register in one operand position, and
+    # a wrong value in any register changes what the golden model stores.
+    p = cases.PARAMS_1X1
+    image = cases.registers_image(p, 4, SEED, position)
+    stored = run_image(image).memory
+    for r in range(1 if position == 2 else 0, p.regs):
+        other = cases.registers_image(p, 4, SEED, position)
+        other.regs[0, 0, r] ^= 0x0400_0400_0400_0400
+        assert not np.array_equal(run_image(other).memory, stored), f"register {r}"
+    with pytest.raises(ValueError, match="position"):
+        cases.registers_image(p, 4, SEED, 3)
 
 
 def test_bscan_case_stores_the_tokens_of_the_definition():
@@ -240,7 +256,8 @@ def test_mcast_is_checked_and_disassembled():
 
 def _golden_cases(root, p):
     """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, the
-    data-dependent instructions (emitters, counted FACC), random graphs."""
+    data-dependent instructions (emitters, counted FACC), every register in every operand
+    position, random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED, sparse_graph="switch")),
@@ -252,7 +269,8 @@ def _golden_cases(root, p):
         ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
         ("emitters", counted_cases.emitters_image(p, 12, SEED)),
         ("counted-facc", counted_cases.counted_facc_image(p, 12, SEED)),
-    ] + [(f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
+    ] + [(f"registers-{k}", cases.registers_image(p, 8, SEED + k, k)) for k in range(3)] + [
+        (f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
 

@@ -29,7 +29,7 @@ from sw.spec.isa import Op, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, store_stream
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
-           "read_case", "fc_image", "fig7_image", "random_image", "kernels_image",
+           "read_case", "fc_image", "fig7_image", "random_image", "registers_image", "kernels_image",
            "bscan_image", "bscan_tables", "bscan_reference", "ldhbz_image", "ldhbz_tables",
            "ldhbz_reference", "fmax_image", "fmax_tables", "fmax_reference"]
 
@@ -129,6 +129,47 @@ def fig7_image(params, contexts, feedback=True, long_chain=6, pe=(0, 0)):
     if feedback:
         g.validate(params)
     return assemble(g, place(g, params), {}, contexts)
+
+
+def registers_image(params, contexts, seed, position, pe=(0, 0)):
+    """Return a chain reading every register of the PE in operand ``position`` (0, 1 or 2).
+
+    Per context ``c`` a value ``v = c << 3`` runs through one node per register ``r``:
+    ``ADD r, v`` (position 0), ``XOR v, r`` (position 1) or ``FMADD v, r0, r`` (position 2,
+    binary16 lanes; register 0 holds 1.0 in every lane), the chain's value the one token
+    operand; the result is stored at ``OUT + 8 c``.  The other registers hold random values
+    (for position 2 finite lanes of magnitude 2^-4 to 2^4, so the sixteen sums stay finite and
+    each register changes the result).
+    """
+    if position not in (0, 1, 2):
+        raise ValueError(f"position must be 0, 1 or 2, not {position!r}")
+    g = Graph(f"registers-{position}")
+    out = params.dbuf_bytes          # Dbuf 1
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    v = g.add(Op.SHL, 1, imm=3, pe=pe, group=pe)
+    g.connect(c, v, 0)
+    op = (Op.ADD, Op.XOR, Op.FMADD)[position]
+    for r in range(params.regs):
+        n = g.add(op, pe=pe, group=pe)
+        g.nodes[n].regs.update({1: 0, 2: r} if position == 2 else {position: r})
+        g.connect(v, n, 1 - position if position < 2 else 0)
+        v = n
+    st = g.add(Op.STD, end=True, pe=pe, group=pe)
+    g.connect(ctx_address(g, c, out, 3, pe), st, 0)
+    g.connect(v, st, 1)
+    g.validate(params)
+    image = assemble(g, place(g, params), {}, contexts)
+    rng = random.Random(seed)
+    if position < 2:
+        image.regs[...] = _register_values(rng, image.regs.shape)
+        return image
+    lanes = [(rng.getrandbits(1) << 15) | (rng.randint(11, 19) << 10) | rng.getrandbits(10)
+             for _ in range(4 * image.regs.size)]
+    words = [sum(lane << (16 * k) for k, lane in enumerate(lanes[i:i + 4]))
+             for i in range(0, len(lanes), 4)]
+    image.regs[...] = np.array(words, dtype=np.uint64).reshape(image.regs.shape)
+    image.regs[..., 0] = 0x3C00_3C00_3C00_3C00
+    return image
 
 
 def kernels_image(params, contexts, pe=(0, 0)):
@@ -453,7 +494,9 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
     """Return a random graph: integer and FP operations, BSCANs, LDHBZs, SWITCHes with feedback.
 
     Each context loads one 8-byte value (indexed by the context ID) and computes ``nodes``
-    random operations over it, the context ID and immediates; some values are turned into an
+    random operations over it, the context ID, immediates and the PE's registers (random
+    finite binary16 lanes; a node takes at most one register operand, in any position, and
+    keeps a token one); some values are turned into an
     even address in the 128-byte table, 0 one time in 4 to 16, and loaded by ``LDHBZ`` (ISA
     v1.4: address 0 is +0.0 without a request); some values branch through a
     SWITCH (long or short branch, rejoined with the feedback edge); up to three results per
@@ -470,7 +513,9 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
 
     def add(op, nsrc=None, imm=0, **kw):
         at = kw.pop("at", None) or pe()
+        regs = kw.pop("regs", {})
         n = g.add(op, nsrc, imm=imm, pe=at, group=at, **kw)
+        g.nodes[n].regs.update(regs)
         uses[n] = 0
         return n
 
@@ -483,6 +528,13 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
             consumed.add(src)
 
     pool = []
+
+    def registers(nsrc):
+        # Register operands (any register, any operand position), one token operand kept:
+        # a node whose operands are all registers would never fire.
+        if nsrc < 2 or rng.random() >= 0.3:
+            return {}
+        return {rng.randrange(nsrc): rng.randrange(params.regs)}
 
     def pick():
         live = [n for n in pool if uses[n] < 3]
@@ -506,17 +558,20 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
         kind = rng.random()
         if kind < 0.4:
             op = rng.choice(_INT)
-            with_imm = rng.random() < 0.4
-            n = add(op, 1 if with_imm else 2, imm=rng.randint(-40, 40))
-            link(pick(), n, 0)
-            if not with_imm:
-                link(pick(), n, 1)
+            nsrc = 1 if rng.random() < 0.4 else 2
+            regs = registers(nsrc)
+            n = add(op, nsrc, imm=rng.randint(-40, 40), regs=regs)
+            for i in range(nsrc):
+                if i not in regs:
+                    link(pick(), n, i)
         elif kind < 0.75:
             op = rng.choice(_FP)
             nsrc = op.arity - (1 if rng.random() < 0.3 else 0)
-            n = add(op, nsrc, imm=rng.choice([0x3C00, 0xB800, 0x0001, 0x7BFF]))
+            regs = registers(nsrc)
+            n = add(op, nsrc, imm=rng.choice([0x3C00, 0xB800, 0x0001, 0x7BFF]), regs=regs)
             for i in range(nsrc):
-                link(pick(), n, i)
+                if i not in regs:
+                    link(pick(), n, i)
         elif kind < 0.82:
             n = add(Op.FIMM, imm=rng.getrandbits(16))
             link(pick(), n, 0)
@@ -580,7 +635,19 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
         link(s, st, 1)
     g.validate(params)
     table = bytes(random.Random(seed + 1).getrandbits(8) for _ in range(128))
-    return assemble(g, place(g, params), {0: table}, contexts)
+    image = assemble(g, place(g, params), {0: table}, contexts)
+    image.regs[...] = _register_values(random.Random(seed + 2), image.regs.shape)
+    return image
+
+
+def _register_values(rng, shape):
+    """Return random register words of ``shape``: four finite binary16 lanes each (an INT
+    operand reads the low 32 bits)."""
+    lanes = [(rng.getrandbits(16) & 0x83FF) | (rng.randrange(31) << 10)
+             for _ in range(4 * int(np.prod(shape)))]
+    words = [sum(lane << (16 * k) for k, lane in enumerate(lanes[i:i + 4]))
+             for i in range(0, len(lanes), 4)]
+    return np.array(words, dtype=np.uint64).reshape(shape)
 
 
 def swap_image(folder, image, hazard=True):
