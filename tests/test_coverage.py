@@ -33,6 +33,27 @@ def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
         ["PE", "MicC", "Cbuf", "Dbuf", "router", "external memory (bench)", "top"]
 
 
+def test_toggles_count_the_named_signals_and_list_them_by_signal(tmp_path):
+    # The generator's anonymous nets ($N: Verilator's __024N) count in toggle_all only; the
+    # missed bits of a signal are listed as ranges.
+    cov = load_script("coverage")
+    dma = "\\fdpu_system.fdpu.dma"
+    dat = tmp_path / "c.dat"
+    dat.write_text(_point("toggle", dma, 5, "__02410[3]:0->1", 0, "t")
+                   + _point("toggle", dma, 5, "__02410[4]:0->1", 7, "t")
+                   + "".join(_point("toggle", dma, 9, f"addr[{b}]:{d}", n, "t")
+                             for b, n in ((0, 1), (1, 0), (2, 0), (3, 0), (5, 0))
+                             for d in ("0->1", "1->0"))
+                   + _point("toggle", dma, 11, "busy:1->0", 0, "t")
+                   + _point("toggle", dma, 11, "busy:0->1", 2, "t"))
+    s = cov.summarize(dat)["DMA"]
+    assert s["toggle"] == [3, 12] and s["toggle_all"] == [4, 14]
+    assert list(cov.missed_toggles(s["missed"])) == [
+        (dma, "top.v", 9, "addr", "[3:1],[5]"),
+        (dma, "top.v", 11, "busy", "")]
+    assert cov.anonymous("__024auto__024verilog_backend:0->1") and not cov.anonymous("o:0->1")
+
+
 def test_configurations_of_one_block_count_once(tmp_path):
     # Two PE configurations whose FPU has the same points: a point is hit when either hit
     # it; a third with other points stands alone only if it is the best covered.

@@ -26,7 +26,7 @@ from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Dest, Instruction, Op, decode, disassemble, encode, mcast_selects
+from sw.spec.isa import Dest, Instruction, Op, Unit, decode, disassemble, encode, mcast_selects
 from tb.host.runner import run_cocotb
 from tb.pe import cases, counted_cases, mcast_cases
 from sw.spec.system import SIMULATORS
@@ -480,13 +480,20 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     # them too, SCAN's per-slot state included); both bit-exact with the golden model, whose
     # firings per opcode the bench compares.  Verilator is slow-marked: its build of the
     # int_issue 2 PE takes ~4 min here (shared with the two-int-issue Verilator test).
+    # A random graph and the register chains with every INT/CTRL slot hinted: pipe 0 fires
+    # each of their operations (its ALU's every opcode, SWITCH and BSCAN included).
     p = dataclasses.replace(cases.PARAMS_1X1, int_issue=2)
     plain = cases.kernels_image(p, 6)
     hinted_ops = (Op.MOV, Op.SHL, Op.SCAN)
     hinted = _with_pipe0(plain, hinted_ops)
     assert sum(i.pipe0 for i in hinted.instructions().values()) >= 5
+    int_ops = [op for op in Op if op.unit in (Unit.INT, Unit.CTRL)]
+    every = [(f"random-{SEED + 20 + i}-pipe0", cases.random_image(p, 24, SEED + 20 + i))
+             for i in range(2)]
+    every += [(f"registers-{k}-pipe0", cases.registers_image(p, 6, SEED + k, k)) for k in (0, 1)]
+    every = [(name, _with_pipe0(image, int_ops)) for name, image in every]
     folders = [str(cases.save_case(tmp_path / name, img, name))
-               for name, img in (("kernels", plain), ("kernels-pipe0", hinted))]
+               for name, img in [("kernels", plain), ("kernels-pipe0", hinted), *every]]
     out = tmp_path / "results.json"
     run_cocotb("pe", cases.top_params(p), "tb.pe.bench_pe", sim, seed=SEED,
                testcase="golden_images",
@@ -497,3 +504,7 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     assert res["kernels-pipe0"]["ops"] == ops
     want = {"ITER": ops["ITER"], **{op.name: ops[op.name] for op in hinted_ops}}
     assert res["kernels-pipe0"]["int0"] == want
+    for name, _ in every:
+        fired = res[name]["ops"]
+        assert res[name]["int0"] == {op: n for op, n in fired.items()
+                                     if Op[op].unit in (Unit.INT, Unit.CTRL)}, name

@@ -4,8 +4,8 @@ Each case is a graph (:mod:`sw.compiler.dfg`), placed (:func:`sw.compiler.place.
 into a binary image (:func:`sw.compiler.asm.assemble`) and run on the golden interpreter
 (:func:`sw.models.golden.run_image`). :func:`save_case` writes ``image.npz`` plus ``expected.json``
 (memory after the run, firings per opcode, context ends, LOAD/STORE requests) into a folder; the
-cocotb bench (``tb.pe.bench_pe``) runs the image on the generated Verilog and compares everything bit
-for bit.
+cocotb bench (``tb.pe.bench_pe``) runs the image on the generated Verilog and compares
+everything bit for bit.
 
 Plain Python: the pytest layer builds the cases, the bench only reads them.  The cases of the
 data-dependent instructions are in :mod:`tb.pe.counted_cases`.
@@ -29,7 +29,8 @@ from sw.spec.isa import Op, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, store_stream
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
-           "read_case", "fc_image", "fig7_image", "random_image", "registers_image", "kernels_image",
+           "read_case", "fc_image", "fig7_image", "random_image", "registers_image",
+           "kernels_image",
            "bscan_image", "bscan_tables", "bscan_reference", "ldhbz_image", "ldhbz_tables",
            "ldhbz_reference", "fmax_image", "fmax_tables", "fmax_reference"]
 
