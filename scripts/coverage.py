@@ -191,11 +191,13 @@ def summarize(dat):
     included.
 
     A point is counted once over the instances of its generated module (hit when any instance
-    hit it), and once over the configurations that generated the same :func:`role`: where
+    hit it), and once over the configurations (a module of one build's Verilog) that
+    generated the same :func:`role`: where
     every configuration's module has the same number of points of a kind, they are the same
     statements in the same order (only widths and depths differ), so a point is hit when any
     configuration hit it; otherwise the configuration with the most points hit stands for
-    the role."""
+    the role.  Toggle points of named signals are matched by name instead (signal, bit and
+    direction: :func:`_named_toggles`), whatever the configurations' sizes."""
     seen = {}
     for kind, module, file, line, comment, count in points(dat):
         if kind not in ("line", "toggle"):
@@ -204,10 +206,11 @@ def summarize(dat):
         seen[key] = seen.get(key, 0) + count
     by_module = defaultdict(list)
     for (kind, module, file, line, comment), count in seen.items():
-        by_module[(kind, module)].append((file, line, comment, count))
+        by_module[(kind, module, file)].append((file, line, comment, count))
     groups = defaultdict(dict)
-    for (kind, module), pts in by_module.items():
-        groups[(kind, role(module))][module] = sorted(pts, key=lambda p: (p[1], p[2]))
+    for (kind, module, file), pts in by_module.items():
+        # A module of one build (tops of several sizes name their blocks alike).
+        groups[(kind, role(module))][(module, file)] = sorted(pts, key=lambda p: (p[1], p[2]))
     out = defaultdict(lambda: {"line": [0, 0], "toggle": [0, 0], "toggle_all": [0, 0],
                                "modules": {}, "missed": []})
     for (kind, name), variants in sorted(groups.items()):
@@ -220,19 +223,33 @@ def summarize(dat):
             stand = max(modules, key=lambda m: sum(1 for p in variants[m] if p[3]))
             first = variants[stand]
             hits = [bool(p[3]) for p in first]
-        cat = out[category(stand)]
+        cat = out[category(stand[0])]
         if kind == "toggle":
             cat["toggle_all"][0] += sum(hits)
             cat["toggle_all"][1] += len(hits)
-            named = [not anonymous(p[2]) for p in first]
-            hits = [h for h, keep in zip(hits, named) if keep]
-            first = [p for p, keep in zip(first, named) if keep]
+            first, hits = _named_toggles([variants[stand]] + [variants[m] for m in modules
+                                                              if m != stand])
         cat[kind][0] += sum(hits)
         cat[kind][1] += len(hits)
         cat["modules"].setdefault(name, {})[kind] = [sum(hits), len(hits)]
-        cat["missed"] += [(kind, stand, file, line, comment)
+        cat["missed"] += [(kind, stand[0], file, line, comment)
                           for (file, line, comment, _), hit in zip(first, hits) if not hit]
     return out
+
+
+def _named_toggles(configurations):
+    """Return ``(points, hits)`` of the named signals' toggle points over the configurations
+    of one role, matched by signal, bit and direction (one point each, hit when any
+    configuration hit it; a bit only some configurations have counts once)."""
+    merged = {}
+    for pts in configurations:
+        for file, line, comment, count in pts:
+            if anonymous(comment):
+                continue
+            point, hit = merged.get(comment, ((file, line, comment, 0), False))
+            merged[comment] = (point, hit or bool(count))
+    ordered = sorted(merged.values(), key=lambda v: (v[0][1], v[0][2]))
+    return [point for point, _ in ordered], [hit for _, hit in ordered]
 
 
 def _bits(indices):

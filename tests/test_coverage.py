@@ -71,6 +71,14 @@ def test_configurations_of_one_block_count_once(tmp_path):
                    + _point("line", "fdpu_pe_bb.fpu", 20, "if", 0, "b")
                    + _point("line", "fdpu_pe_bb.fpu", 22, "else", 0, "b"))
     assert cov.summarize(dat)["FPU"]["line"] == [1, 1]
+    # Toggles of named signals are matched by name across configurations of any size.
+    dat.write_text(_point("toggle", "fdpu_pe_aa.fpu", 3, "o[0]:0->1", 1, "a")
+                   + _point("toggle", "fdpu_pe_aa.fpu", 3, "o[1]:0->1", 0, "a")
+                   + _point("toggle", "fdpu_pe_bb.fpu", 4, "o[1]:0->1", 2, "b")
+                   + _point("toggle", "fdpu_pe_bb.fpu", 4, "o[2]:0->1", 0, "b")
+                   + _point("toggle", "fdpu_pe_bb.fpu", 5, "__0241[0]:0->1", 0, "b"))
+    s = cov.summarize(dat)["FPU"]
+    assert s["toggle"] == [2, 3] and s["toggle_all"] == [1, 2]
 
 
 def test_a_verilator_run_writes_its_coverage(tmp_path, monkeypatch):
