@@ -256,8 +256,8 @@ def test_mcast_is_checked_and_disassembled():
 
 def _golden_cases(root, p):
     """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, the
-    data-dependent instructions (emitters, counted FACC), every register in every operand
-    position, random graphs."""
+    data-dependent instructions (emitters, counted FACC), every integer operation, every
+    register in every operand position, random graphs."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED, sparse_graph="switch")),
@@ -269,7 +269,8 @@ def _golden_cases(root, p):
         ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
         ("emitters", counted_cases.emitters_image(p, 12, SEED)),
         ("counted-facc", counted_cases.counted_facc_image(p, 12, SEED)),
-    ] + [(f"registers-{k}", cases.registers_image(p, 8, SEED + k, k)) for k in range(3)] + [
+    ] + [(f"int-ops-{h}", cases.int_ops_image(p, 8, SEED, h)) for h in (0, 1)] + [
+        (f"registers-{k}", cases.registers_image(p, 8, SEED + k, k)) for k in range(3)] + [
         (f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
@@ -491,6 +492,7 @@ def test_pipe0_hint_moves_int_slots_to_pipe_0(sim, tmp_path):
     every = [(f"random-{SEED + 20 + i}-pipe0", cases.random_image(p, 24, SEED + 20 + i))
              for i in range(2)]
     every += [(f"registers-{k}-pipe0", cases.registers_image(p, 6, SEED + k, k)) for k in (0, 1)]
+    every += [(f"int-ops-{h}-pipe0", cases.int_ops_image(p, 6, SEED, h)) for h in (0, 1)]
     every = [(name, _with_pipe0(image, int_ops)) for name, image in every]
     folders = [str(cases.save_case(tmp_path / name, img, name))
                for name, img in [("kernels", plain), ("kernels-pipe0", hinted), *every]]

@@ -29,8 +29,8 @@ from sw.spec.isa import Op, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, store_stream
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
-           "read_case", "fc_image", "fig7_image", "random_image", "registers_image",
-           "kernels_image",
+           "read_case", "fc_image", "fig7_image", "random_image", "int_ops_image",
+           "registers_image", "kernels_image",
            "bscan_image", "bscan_tables", "bscan_reference", "ldhbz_image", "ldhbz_tables",
            "ldhbz_reference", "fmax_image", "fmax_tables", "fmax_reference"]
 
@@ -130,6 +130,38 @@ def fig7_image(params, contexts, feedback=True, long_chain=6, pe=(0, 0)):
     if feedback:
         g.validate(params)
     return assemble(g, place(g, params), {}, contexts)
+
+
+def int_ops_image(params, contexts, seed, half, pe=(0, 0)):
+    """Return half of the ISA's integer operations on two loaded values, folded into one store.
+
+    Per context ``c``: ``a`` is the 8-byte word ``c mod 16`` of a random table, ``b = a +
+    12345``; each operation of the ``half`` (0: ``ADD .. XOR``, 1: ``SHL .. LTU``) takes ``(a,
+    b)`` as tokens (shifts by ``b``'s low five bits, compares signed and unsigned), the results
+    are folded by ``XOR`` and stored at ``OUT + 8 c``.
+    """
+    if half not in (0, 1):
+        raise ValueError(f"half must be 0 or 1, not {half!r}")
+    g = Graph(f"int-ops-{half}")
+    out = params.dbuf_bytes          # Dbuf 1
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    a = g.add(Op.LDD, pe=pe, group=pe)
+    g.connect(chain(g, c, ((Op.AND, 15), (Op.SHL, 3)), pe), a, 0)
+    b = g.add(Op.ADD, 1, imm=12345, pe=pe, group=pe)
+    results = [g.add(op, pe=pe, group=pe) for op in _INT[6 * half:6 * half + 6]]
+    g.fanout(a, [(b, 0)] + [(n, 0) for n in results])
+    g.fanout(b, [(n, 1) for n in results])
+    while len(results) > 1:
+        x = g.add(Op.XOR, pe=pe, group=pe)
+        g.connect(results.pop(), x, 0)
+        g.connect(results.pop(), x, 1)
+        results.insert(0, x)
+    st = g.add(Op.STD, end=True, pe=pe, group=pe)
+    g.connect(ctx_address(g, c, out, 3, pe), st, 0)
+    g.connect(results[0], st, 1)
+    g.validate(params)
+    table = bytes(random.Random(seed).getrandbits(8) for _ in range(128))
+    return assemble(g, place(g, params), {0: table}, contexts)
 
 
 def registers_image(params, contexts, seed, position, pe=(0, 0)):
