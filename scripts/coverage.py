@@ -206,8 +206,9 @@ def summarize(dat):
     generated the same :func:`role`: where
     every configuration's module has the same number of points of a kind, they are the same
     statements in the same order (only widths and depths differ), so a point is hit when any
-    configuration hit it; otherwise the configuration with the most points hit stands for
-    the role.  Toggle points of named signals are matched by name instead (signal, bit and
+    configuration hit it; otherwise line points are matched by their text (:func:`_by_text`)
+    and for all nets' toggles the configuration with the most points hit stands for the
+    role.  Toggle points of named signals are matched by name instead (signal, bit and
     direction: :func:`_named_toggles`), whatever the configurations' sizes."""
     seen = {}
     for kind, module, file, line, comment, count in points(dat):
@@ -230,6 +231,10 @@ def summarize(dat):
             first = variants[modules[0]]
             hits = [any(variants[m][i][3] for m in modules) for i in range(len(first))]
             stand = modules[0]
+        elif kind == "line":
+            stand = max(modules, key=lambda m: len(variants[m]))
+            first, hits = _by_text([variants[stand]] + [variants[m] for m in modules
+                                                        if m != stand])
         else:
             stand = max(modules, key=lambda m: sum(1 for p in variants[m] if p[3]))
             first = variants[stand]
@@ -248,6 +253,24 @@ def summarize(dat):
         cat["missed"] += [(kind, stand[0], file, line, comment)
                           for (file, line, comment, _), hit in zip(first, hits) if not hit]
     return out
+
+
+def _by_text(configurations):
+    """Return ``(points, hits)`` of line points over configurations of one role whose point
+    counts differ: a point is matched by its kind (``if``, ``case``...), its Verilog line
+    (the generator's ``$N`` numbers dropped) and its rank among the module's points with
+    both alike, so the same statement in two configurations counts once and a statement only
+    a larger configuration has (one more case arm) counts on its own."""
+    merged = {}
+    for pts in configurations:
+        rank = defaultdict(int)
+        for file, line, comment, count in pts:
+            text = re.sub(r"\\?\$\d+", "$", _source_line(file, line))
+            key = (comment, text, rank[(comment, text)])
+            rank[(comment, text)] += 1
+            point, hit = merged.get(key, ((file, line, comment, 0), False))
+            merged[key] = (point, hit or bool(count))
+    return [point for point, _ in merged.values()], [hit for _, hit in merged.values()]
 
 
 def _except(name, pts, hits, cat):

@@ -69,15 +69,16 @@ def test_small_pe_lints_clean(xy, int_issue):
     assert lint(verilog, "pe") == []
 
 
-@pytest.mark.parametrize("position", [0, 1, 2])
-def test_registers_case_reads_every_register_where_it_shows(position):
+@pytest.mark.parametrize("position, fp", [(0, False), (1, False), (0, True), (1, True),
+                                          (2, True)])
+def test_registers_case_reads_every_register_where_it_shows(position, fp):
     # The case the benches run (golden_images): every register in one operand position, and
     # a wrong value in any register changes what the golden model stores.
     p = cases.PARAMS_1X1
-    image = cases.registers_image(p, 4, SEED, position)
+    image = cases.registers_image(p, 4, SEED, position, fp)
     stored = run_image(image).memory
     for r in range(1 if position == 2 else 0, p.regs):
-        other = cases.registers_image(p, 4, SEED, position)
+        other = cases.registers_image(p, 4, SEED, position, fp)
         other.regs[0, 0, r] ^= 0x0400_0400_0400_0400
         assert not np.array_equal(run_image(other).memory, stored), f"register {r}"
     with pytest.raises(ValueError, match="position"):
@@ -270,7 +271,8 @@ def _golden_cases(root, p):
         ("emitters", counted_cases.emitters_image(p, 12, SEED)),
         ("counted-facc", counted_cases.counted_facc_image(p, 12, SEED)),
     ] + [(f"int-ops-{h}", cases.int_ops_image(p, 8, SEED, h)) for h in (0, 1)] + [
-        (f"registers-{k}", cases.registers_image(p, 8, SEED + k, k)) for k in range(3)] + [
+        (f"registers-{'fp' if fp else 'int'}-{k}", cases.registers_image(p, 8, SEED + k, k, fp))
+        for k, fp in ((0, False), (1, False), (0, True), (1, True), (2, True))] + [
         (f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 

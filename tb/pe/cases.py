@@ -164,24 +164,26 @@ def int_ops_image(params, contexts, seed, half, pe=(0, 0)):
     return assemble(g, place(g, params), {0: table}, contexts)
 
 
-def registers_image(params, contexts, seed, position, pe=(0, 0)):
+def registers_image(params, contexts, seed, position, fp=False, pe=(0, 0)):
     """Return a chain reading every register of the PE in operand ``position`` (0, 1 or 2).
 
-    Per context ``c`` a value ``v = c << 3`` runs through one node per register ``r``:
-    ``ADD r, v`` (position 0), ``XOR v, r`` (position 1) or ``FMADD v, r0, r`` (position 2,
-    binary16 lanes; register 0 holds 1.0 in every lane), the chain's value the one token
-    operand; the result is stored at ``OUT + 8 c``.  The other registers hold random values
-    (for position 2 finite lanes of magnitude 2^-4 to 2^4, so the sixteen sums stay finite and
-    each register changes the result).
+    Per context ``c`` a value ``v = c << 3`` runs through one node per register ``r``: on the
+    INT pipe ``ADD r, v`` (position 0) or ``XOR v, r`` (position 1); with ``fp`` (always for
+    position 2) ``FADD r, v``, ``FADD v, r`` or ``FMADD v, r0, r`` (binary16 lanes; register 0
+    then holds 1.0 in every lane); the chain's value is the one token operand, the result is
+    stored at ``OUT + 8 c``.  The other registers hold random values (binary16 ones finite, of
+    magnitude 2^-4 to 2^4, so the sixteen sums stay finite and each register changes the
+    result).
     """
     if position not in (0, 1, 2):
         raise ValueError(f"position must be 0, 1 or 2, not {position!r}")
-    g = Graph(f"registers-{position}")
+    fp = fp or position == 2
+    g = Graph(f"registers-{'fp' if fp else 'int'}-{position}")
     out = params.dbuf_bytes          # Dbuf 1
     c = g.add(Op.CTX, pe=pe, group=pe)
     v = g.add(Op.SHL, 1, imm=3, pe=pe, group=pe)
     g.connect(c, v, 0)
-    op = (Op.ADD, Op.XOR, Op.FMADD)[position]
+    op = (Op.FADD, Op.FADD, Op.FMADD)[position] if fp else (Op.ADD, Op.XOR)[position]
     for r in range(params.regs):
         n = g.add(op, pe=pe, group=pe)
         g.nodes[n].regs.update({1: 0, 2: r} if position == 2 else {position: r})
@@ -193,7 +195,7 @@ def registers_image(params, contexts, seed, position, pe=(0, 0)):
     g.validate(params)
     image = assemble(g, place(g, params), {}, contexts)
     rng = random.Random(seed)
-    if position < 2:
+    if not fp:
         image.regs[...] = _register_values(rng, image.regs.shape)
         return image
     lanes = [(rng.getrandbits(1) << 15) | (rng.randint(11, 19) << 10) | rng.getrandbits(10)
@@ -201,7 +203,8 @@ def registers_image(params, contexts, seed, position, pe=(0, 0)):
     words = [sum(lane << (16 * k) for k, lane in enumerate(lanes[i:i + 4]))
              for i in range(0, len(lanes), 4)]
     image.regs[...] = np.array(words, dtype=np.uint64).reshape(image.regs.shape)
-    image.regs[..., 0] = 0x3C00_3C00_3C00_3C00
+    if position == 2:
+        image.regs[..., 0] = 0x3C00_3C00_3C00_3C00
     return image
 
 
