@@ -5,8 +5,8 @@ from scriptutil import load_script
 from tb.host.runner import run_cocotb
 
 
-def _point(kind, module, line, comment, count, hier):
-    keys = dict(f="top.v", l=str(line), page=f"v_{kind}/{module}", o=comment, h=hier)
+def _point(kind, module, line, comment, count, hier, file="top.v"):
+    keys = dict(f=str(file), l=str(line), page=f"v_{kind}/{module}", o=comment, h=hier)
     return "C '" + "".join(f"\x01{k}\x02{v}" for k, v in keys.items()) + f"' {count}\n"
 
 
@@ -56,7 +56,8 @@ def test_toggles_count_the_named_signals_and_list_them_by_signal(tmp_path):
 
 def test_configurations_of_one_block_count_once(tmp_path):
     # Two PE configurations whose FPU has the same points: a point is hit when either hit
-    # it; a third with other points stands alone only if it is the best covered.
+    # it; configurations with other points are matched by kind and text (no Verilog here:
+    # the same empty text), the larger one's extra point counting on its own.
     cov = load_script("coverage")
     assert cov.role("fdpu_pe_0123ab.alu2") == "pe.alu2"
     assert cov.role("\\fdpu_system.fdpu.dbuf3.sram") == "dbuf.sram"
@@ -70,7 +71,7 @@ def test_configurations_of_one_block_count_once(tmp_path):
     dat.write_text(_point("line", "fdpu_pe_aa.fpu", 10, "if", 1, "a")
                    + _point("line", "fdpu_pe_bb.fpu", 20, "if", 0, "b")
                    + _point("line", "fdpu_pe_bb.fpu", 22, "else", 0, "b"))
-    assert cov.summarize(dat)["FPU"]["line"] == [1, 1]
+    assert cov.summarize(dat)["FPU"]["line"] == [1, 2]
     # Toggles of named signals are matched by name across configurations of any size.
     dat.write_text(_point("toggle", "fdpu_pe_aa.fpu", 3, "o[0]:0->1", 1, "a")
                    + _point("toggle", "fdpu_pe_aa.fpu", 3, "o[1]:0->1", 0, "a")
@@ -95,3 +96,38 @@ def test_a_verilator_run_writes_its_coverage(tmp_path, monkeypatch):
     hit, total = s["ALU"]["line"]
     assert total > 0 and 0 < hit <= total
     assert s["ALU"]["toggle"][1] > 0
+
+
+def test_points_unreachable_by_design_leave_the_total_and_a_hit_one_is_reported(tmp_path):
+    # EXCEPTIONS: the MADD arm (Verilog line "4'h3:") of a PE's ALU is left out when never
+    # hit; matched by the role and the Verilog text, not by the line number; when hit, it
+    # stays in the count and is reported as a wrong exception.
+    cov = load_script("coverage")
+    verilog = tmp_path / "v.v"
+    verilog.write_text("      4'h2:\n      4'h3:\n      4'h3:\n")
+    dat = tmp_path / "c.dat"
+    dat.write_text(_point("line", "fdpu_pe_ab.alu", 1, "case", 5, "a", verilog)
+                   + _point("line", "fdpu_pe_ab.alu", 2, "case", 0, "a", verilog)
+                   + _point("line", "alu", 3, "case", 0, "b", verilog))
+    s = cov.summarize(dat)["ALU"]
+    assert s["line"] == [1, 2] and [e[2] for e in s["excepted"]] == [2] and s["wrong"] == []
+    dat.write_text(_point("line", "fdpu_pe_ab.alu", 1, "case", 5, "a", verilog)
+                   + _point("line", "fdpu_pe_ab.alu", 2, "case", 1, "a", verilog))
+    s = cov.summarize(dat)["ALU"]
+    assert s["line"] == [2, 2] and s["excepted"] == [] and len(s["wrong"]) == 1
+
+
+def test_line_points_of_configurations_of_other_sizes_match_by_text(tmp_path):
+    # Two configurations of one block with 2 and 3 case arms: the arms alike count once (hit
+    # when either hit them), the larger one's extra arm on its own.
+    cov = load_script("coverage")
+    small, large = tmp_path / "s.v", tmp_path / "l.v"
+    small.write_text("  4'h0:\n  4'h1:\n")
+    large.write_text("  4'h0:\n  4'h1:\n  4'h2:\n")
+    dat = tmp_path / "c.dat"
+    dat.write_text(_point("line", "fdpu_pe_aa.fpu", 1, "case", 0, "a", small)
+                   + _point("line", "fdpu_pe_aa.fpu", 2, "case", 4, "a", small)
+                   + _point("line", "fdpu_pe_bb.fpu", 1, "case", 3, "b", large)
+                   + _point("line", "fdpu_pe_bb.fpu", 2, "case", 0, "b", large)
+                   + _point("line", "fdpu_pe_bb.fpu", 3, "case", 0, "b", large))
+    assert cov.summarize(dat)["FPU"]["line"] == [2, 3]
