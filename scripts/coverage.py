@@ -76,8 +76,9 @@ CATEGORIES = [
     ("PE", "hw/pe/*.py (the rest)", lambda m: re.match(r"((fdpu|array)_pe_\w+|pe)(\.|$)", m)
      is not None),
     ("Dbuf", "hw/noc/dbuf.py", lambda m: re.search(r"(^|\.)dbuf\d*(\.|$)", m) is not None),
-    ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma(\d+|_rig)?(\.|$)", m)
+    ("bench rigs", "tb/dma, tb/noc", lambda m: re.fullmatch(r"dma_rig|noc_memory_\w+", m)
      is not None),
+    ("DMA", "hw/ctrl/dma.py", lambda m: re.search(r"(^|\.)dma\d*(\.|$)", m) is not None),
     ("MicC", "hw/ctrl/micc.py", lambda m: re.search(r"(^|\.)micc(\.|$)", m) is not None),
     ("Cbuf", "hw/ctrl/cbuf.py", lambda m: re.search(r"(^|\.)cbuf(\.|$)", m) is not None),
     ("router", "hw/noc/router.py, mesh.py", lambda m: re.match(r"router", m) is not None
@@ -170,11 +171,11 @@ def role(module):
     """Return what a generated module is, whatever top and parameters made it: the hash of a
     shared module, the tops' prefixes and instance numbers dropped (``fdpu_pe_<hash>.alu2``
     and ``array_pe_<hash>.alu2`` -> ``pe.alu2``, ``\\fdpu_system.fdpu.dbuf3.sram`` ->
-    ``dbuf.sram``)."""
+    ``dbuf.sram``, the DMA rig's ``dma_rig.dma`` -> ``dma``)."""
     m = module.lstrip("\\")
     m = re.sub(r"^(fdpu|array)_pe_[0-9a-f]+", "pe", m)
     m = re.sub(r"^router_[0-9a-f]+", "router", m)
-    m = re.sub(r"^(fdpu_system\.)?fdpu\.", "", m)
+    m = re.sub(r"^((fdpu_system\.)?fdpu|dma_rig|noc_memory_\w+?)\.", "", m)
     m = re.sub(r"(^|\.)(dbuf|dma)\d+", r"\1\2", m)
     m = re.sub(r"^fdpu_sram__\w+", "fdpu_sram", m)
     return re.sub(r"(^|\.)r_\d+_\d+", r"\1r", m)
@@ -239,7 +240,7 @@ def summarize(dat):
             stand = max(modules, key=lambda m: sum(1 for p in variants[m] if p[3]))
             first = variants[stand]
             hits = [bool(p[3]) for p in first]
-        cat = out[category(stand[0])]
+        cat = out[category(name)]
         if kind == "toggle":
             cat["toggle_all"][0] += sum(hits)
             cat["toggle_all"][1] += len(hits)

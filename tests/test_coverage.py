@@ -62,6 +62,11 @@ def test_configurations_of_one_block_count_once(tmp_path):
     assert cov.role("fdpu_pe_0123ab.alu2") == "pe.alu2"
     assert cov.role("\\fdpu_system.fdpu.dbuf3.sram") == "dbuf.sram"
     assert cov.role("\\fdpu_system.fdpu.dma2") == "dma"
+    # The DMA rig's blocks are the DMA, Cbuf and meshes; the rig's own logic is a bench's.
+    assert [cov.role(m) for m in ("dma_rig.dma", "dma_rig.cbuf.bank0", "dma_rig.req.r")] == \
+        ["dma", "cbuf.bank0", "req.r"]
+    assert [cov.category(m) for m in ("dma_rig", "dma", "cbuf.bank0", "req.r")] == \
+        ["bench rigs", "DMA", "Cbuf", "router"]
     dat = tmp_path / "c.dat"
     dat.write_text(_point("line", "fdpu_pe_aa.fpu", 10, "if", 1, "a")
                    + _point("line", "fdpu_pe_aa.fpu", 12, "else", 0, "a")
