@@ -195,14 +195,7 @@ def registers_image(params, contexts, seed, position, fp=False, pe=(0, 0)):
     g.validate(params)
     image = assemble(g, place(g, params), {}, contexts)
     rng = random.Random(seed)
-    if not fp:
-        image.regs[...] = _register_values(rng, image.regs.shape)
-        return image
-    lanes = [(rng.getrandbits(1) << 15) | (rng.randint(11, 19) << 10) | rng.getrandbits(10)
-             for _ in range(4 * image.regs.size)]
-    words = [sum(lane << (16 * k) for k, lane in enumerate(lanes[i:i + 4]))
-             for i in range(0, len(lanes), 4)]
-    image.regs[...] = np.array(words, dtype=np.uint64).reshape(image.regs.shape)
+    image.regs[...] = _register_values(rng, image.regs.shape, (11, 19) if fp else (0, 30))
     if position == 2:
         image.regs[..., 0] = 0x3C00_3C00_3C00_3C00
     return image
@@ -676,10 +669,12 @@ def random_image(params, contexts, seed, nodes=14, pes=None):
     return image
 
 
-def _register_values(rng, shape):
-    """Return random register words of ``shape``: four finite binary16 lanes each (an INT
-    operand reads the low 32 bits)."""
-    lanes = [(rng.getrandbits(16) & 0x83FF) | (rng.randrange(31) << 10)
+def _register_values(rng, shape, exponents=(0, 30)):
+    """Return random register words of ``shape``: four finite binary16 lanes each, their
+    biased exponents in the closed range ``exponents`` (an INT operand reads the low 32
+    bits)."""
+    lo, hi = exponents
+    lanes = [(rng.getrandbits(1) << 15) | (rng.randint(lo, hi) << 10) | rng.getrandbits(10)
              for _ in range(4 * int(np.prod(shape)))]
     words = [sum(lane << (16 * k) for k, lane in enumerate(lanes[i:i + 4]))
              for i in range(0, len(lanes), 4)]
