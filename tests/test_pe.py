@@ -26,7 +26,9 @@ from sw.models.golden import ContextOrderError, run_image
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import word_parts
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Dest, Instruction, Op, Unit, decode, disassemble, encode, mcast_selects
+from sw.spec import fp16
+from sw.spec.isa import (Dest, Instruction, Op, Unit, decode, disassemble, encode, facc_imm,
+                        loop_imm, mcast_selects)
 from tb.host.runner import run_cocotb
 from tb.pe import cases, counted_cases, mcast_cases
 from sw.spec.system import SIMULATORS
@@ -67,6 +69,41 @@ def test_small_pe_lints_clean(xy, int_issue):
     assert ("i_coord" in pe.signature.members) == (xy[0] < 0)
     verilog = to_verilog(pe, "pe")
     assert lint(verilog, "pe") == []
+
+
+@pytest.mark.parametrize("span, steps", [(2, 8), (1, 4), (3, 8)])
+def test_span_case_stores_every_partial_sum(span, steps):
+    # The golden model's partial sums of a FACC spanning two contexts against the definition:
+    # acc from -0.0 at every even context, fma per step, stored every 2**span steps.
+    p = cases.PARAMS_1X1
+    image = cases.span_image(p, 8, SEED, span=span, steps=steps)
+    mem = run_image(image).memory
+    a = np.frombuffer(bytes(mem.read(0, 256)), dtype="<u8")
+    b = np.frombuffer(bytes(mem.read(512, 64)), dtype="<u2")
+    per = steps >> span
+    acc, got, want = 0, [], []
+    for c in range(8):
+        acc = fp16.NEG_ZERO * 0x0001_0001_0001_0001 if c % 2 == 0 else acc
+        for t in range(steps):
+            i = (c * steps + t) & 31
+            acc = int(fp16.simd4_fma(int(a[i]), int(b[i]) * 0x0001_0001_0001_0001, acc))
+            if (t + 1) % (1 << span) == 0:
+                at = p.dbuf_bytes + (c << (3 + (per - 1).bit_length())) + 8 * (t >> span)
+                got.append(int.from_bytes(bytes(mem.read(at, 8)), "little"))
+                want.append(acc)
+    assert got == want and len(got) == 8 * per
+
+
+def test_facc_span_is_checked():
+    # A span only on a FACC counting its steps (no count operand), 0..15.
+    Instruction(Op.FACC, nsrc=2, imm=facc_imm(64, 15)).check(ArrayParams())
+    with pytest.raises(FdpuError, match="span"):
+        Instruction(Op.FACC, nsrc=2, imm=loop_imm(64, 16)).check(ArrayParams())
+    with pytest.raises(FdpuError, match="span"):
+        Instruction(Op.FACC, nsrc=3, imm=loop_imm(0, 2)).check(ArrayParams())
+    with pytest.raises(FdpuError, match="span"):
+        facc_imm(64, 16)
+    assert "every=4" in disassemble(Instruction(Op.FACC, nsrc=2, imm=facc_imm(64, 2)))
 
 
 @pytest.mark.parametrize("position, fp", [(0, False), (1, False), (0, True), (1, True),
@@ -270,6 +307,7 @@ def _golden_cases(root, p):
         ("ldhbz", cases.ldhbz_image(p, 8, SEED)),
         ("emitters", counted_cases.emitters_image(p, 12, SEED)),
         ("counted-facc", counted_cases.counted_facc_image(p, 12, SEED)),
+        ("span", cases.span_image(p, 8, SEED)),
     ] + [(f"int-ops-{h}", cases.int_ops_image(p, 8, SEED, h)) for h in (0, 1)] + [
         (f"registers-{'fp' if fp else 'int'}-{k}", cases.registers_image(p, 8, SEED + k, k, fp))
         for k, fp in ((0, False), (1, False), (0, True), (1, True), (2, True))] + [

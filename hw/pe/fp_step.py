@@ -11,7 +11,8 @@ Combinational (no state, no handshake): the FP pipe's S1 offers ``o_fpu`` to its
   count (``acc``, ``count``) read at the pick; ``i_slot``: the slot; ``i_ectx``: its END
   count; ``i_dmask``: the destinations to serve.
 * FACC's ``count`` is 0 at the first step of an accumulation (the accumulator is then -0.0 in
-  each lane).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
+  each lane).  A span ``s`` (``imm[31:16]``, ``nsrc = 2``: :func:`sw.spec.isa.facc_imm`) makes
+  every ``2**s``-th step emit too, keeping the count (the sum goes on).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
   with ``nsrc = 3`` (a count operand, the immediate's ``count`` 0) it counts down the steps
   left: the first step loads it from ``c[47:32]`` (:func:`sw.spec.isa.token_count`), a count
   of 0 taken as 1 and reported on ``o_bad_count``.  Either way the step whose new count equals
@@ -122,8 +123,19 @@ class FpStep(wiring.Component):
             acc.eq(Mux(first, Const(NEG_ZERO4, 64), fr.acc)),
             newcount.eq((Mux(counted & first, Cat(tcount[0] | bad, tcount[1:]), fr.count)
                          + Mux(counted, Const(0xFFFF, 16), Const(1, 16)))[:16]),
-            emits.eq(~is_facc | (newcount == limm.count)),
             self.o_keep_c.eq(counted & ~first),
+        ]
+        # The last step of an accumulation restarts it; with a span s (imm[31:16], no count
+        # operand) every 2**s-th step also emits, and the sum goes on (a partial result).
+        last = Signal(name="facc_last1")
+        mid = Signal(name="facc_mid_emit1")
+        span = Signal(4, name="facc_span1")
+        m.d.comb += [
+            last.eq(newcount == limm.count),
+            span.eq(limm.step[:4]),
+            mid.eq(is_facc & ~counted & span.any()
+                   & ~(newcount & ((Const(1, 16) << span) - 1)[:16]).any()),
+            emits.eq(~is_facc | last | mid),
         ]
 
         tag = self.o_fpu.tag
@@ -146,7 +158,7 @@ class FpStep(wiring.Component):
         m.d.comb += [tag.dmask.eq(self.i_dmask), tag.end.eq(end1),
                      tag.facc.eq(is_facc), tag.emit.eq(emits),
                      tag.slot.eq(self.i_slot),
-                     tag.count.eq(Mux(emits, Const(0, 16), newcount))]
+                     tag.count.eq(Mux(~is_facc | last, Const(0, 16), newcount))]
         m.d.comb += [self.o_fpu.op.eq(fop), self.o_fpu.a.eq(fa), self.o_fpu.b.eq(fb),
                      self.o_fpu.c.eq(fc)]
         m.d.comb += [self.o_busy_set.eq(go & is_facc), self.o_bad_count.eq(go & bad)]

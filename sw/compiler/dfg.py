@@ -46,7 +46,7 @@ from fractions import Fraction
 
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, loop_count
+from sw.spec.isa import Op, Unit, facc_results, loop_count
 
 __all__ = ["DfgError", "Node", "Edge", "Graph", "VARYING"]
 
@@ -419,7 +419,7 @@ class Graph:
         if node.op in _EMITTERS:
             return r * loop_count(node.imm)
         if node.op is Op.FACC:
-            return r / loop_count(node.imm)
+            return facc_results(loop_count(node.imm), node.imm >> 16, r)
         return r
 
     def _topo(self, out):

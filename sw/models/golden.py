@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from sw.models.golden_counters import Counters
 from sw.spec import fp16
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, issue_pipe, mcast_selects, token_count
+from sw.spec.isa import Op, Unit, facc_emits, issue_pipe, mcast_selects, token_count
 from sw.spec.packet import TAG_BITS
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
@@ -485,7 +485,7 @@ class _Machine:
                 left = st.left or max(1, token_count(st.fifos[2][0][0]))
                 last = left == 1
             else:
-                last = st.count + 1 == insn.count
+                last = facc_emits(insn.count, insn.step, st.count + 1)
             ndest = range(len(insn.dests)) if last else ()
         elif op.is_load or op.is_store:
             ndest = ()
@@ -590,10 +590,16 @@ class _Machine:
                     return True
             else:
                 st.count += 1
-                if st.count < insn.count:
+                if not facc_emits(insn.count, insn.step, st.count):
                     return True
-            value, st.acc, st.count = st.acc, None, 0
-            tag = None if tag is None else tag[:1]
+            value = st.acc
+            if insn.nsrc == 3 or st.count == insn.count:
+                st.acc, st.count = None, 0          # else a partial result: the sum goes on
+            if tag is not None and insn.step and len(tag) > 1 and tag[-1] != VARYING:
+                # A span's results, one per 2**span steps: the loop index they fold, shifted.
+                tag = tag[:-1] + (tag[-1] >> insn.step,)
+            elif tag is not None:
+                tag = tag[:1]
         elif op is Op.FADD:
             value = int(fp16.simd4_add(a(0), a(1)))
         elif op is Op.FSUB:

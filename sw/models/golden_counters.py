@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op
+from sw.spec.isa import Op, facc_results
 
 __all__ = ["Counters", "program_counters"]
 
@@ -118,7 +118,7 @@ def program_counters(image, contexts, switch_true, mem_hops, accesses=None, emit
             elif op in (Op.ITER, Op.BSCAN):
                 k = n * insn.count
             elif op is Op.FACC:
-                k = into[(key, 2)] if insn.nsrc == 3 else n // insn.count
+                k = into[(key, 2)] if insn.nsrc == 3 else facc_results(insn.count, insn.step, n)
             elif op is Op.SWITCH:
                 t = switch_true.get(key, 0)
                 k = t if i < insn.ntrue else n - t

@@ -67,7 +67,13 @@ Special instructions:
   accumulation also consumes ``n`` (the other steps do not wait for it) and the accumulation
   takes ``n[47:32]`` steps (:func:`token_count`); a count of 0 is the PE's sticky
   ``BAD_COUNT`` error (the step is done as if the count were 1; the golden model raises), so
-  a row with no stored weight is given one stored +0.0 by the host.
+  a row with no stored weight is given one stored +0.0 by the host.  With ``nsrc = 2`` the
+  immediate's ``step`` field (``imm[31:16]``) is the FACC's *span* ``s`` (0..15,
+  :func:`facc_imm`): with ``s >= 1`` the accumulator also leaves after every ``2**s``
+  steps of an accumulation, *without* restarting (a running partial sum, as the last step's
+  result leaves), so one accumulation can span ``count / 2**s`` contexts that each feed it
+  ``2**s`` steps and each store what it has so far (a context of a streamed plan,
+  ``docs/dataflow.md``).
 * ``LDH/LDHB/LDW/LDD addr``: load 2 (zero-extended), 2 (binary16 broadcast to four lanes),
   4 or 8 bytes from ``addr + imm``; ``STH/STW/STD addr, data``: store the low 2, 4 or 8 bytes
   of ``data`` at ``addr + imm`` and, once the Dbuf has written them, send a 0 token to the
@@ -96,7 +102,8 @@ from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
 
 __all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "loop_imm_layout", "loop_imm",
-           "loop_count", "token_count", "count_token", "TOKEN_COUNT_AT",
+           "loop_count", "token_count", "count_token", "TOKEN_COUNT_AT", "facc_imm",
+           "facc_emits", "facc_results", "FACC_MAX_SPAN",
            "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS",
            "MCAST_NIBBLES", "mcast_selects"]
 
@@ -328,7 +335,13 @@ class Instruction:
             if not 1 <= self.count <= _LOOP_COUNT_MASK:
                 raise FdpuError(f"{op.name}: count imm[15:0] must be in 1..{_LOOP_COUNT_MASK}, "
                                 f"got 0")
+        if op is Op.FACC and not 0 <= self.step <= FACC_MAX_SPAN:
+            raise FdpuError(f"FACC: the span imm[31:16] must be in 0..{FACC_MAX_SPAN} (partial "
+                            f"results every 2**span steps; 0: none), got {self.step}")
         if op is Op.FACC and self.nsrc == 3:
+            if self.step:
+                raise FdpuError("FACC with a count operand (nsrc = 3): the span imm[31:16] "
+                                "must be 0")
             if self.count:
                 raise FdpuError(f"FACC with a count operand (nsrc = 3): count imm[15:0] must be "
                                 f"0, got {self.count}")
@@ -387,8 +400,8 @@ def loop_imm_layout():
     * ``count`` (``imm[15:0]``): ``ITER``'s and ``BSCAN``'s tokens per firing, ``BPOS``'s
       mask bits, ``SCAN``'s firings per restart, ``FACC``'s firings per result; 0 for an
       ``ITER`` or ``FACC`` whose count comes from a token (:func:`token_count`).
-    * ``step`` (``imm[31:16]``, signed): ``ITER``'s and ``BPOS``'s increment (unused by the
-      others).
+    * ``step`` (``imm[31:16]``, signed): ``ITER``'s and ``BPOS``'s increment, ``FACC``'s
+      span (:func:`facc_imm`; unused by the others).
 
     :attr:`Instruction.count` and :attr:`Instruction.step` read it, :func:`loop_imm` writes it,
     the PE decodes it (``hw.pe.layouts.loop_imm_struct``).
@@ -410,6 +423,44 @@ def loop_imm(count, step=0):
     """
     word = _LOOP.pack(count=count, step=step)
     return word - (1 << 32) if word >> 31 else word
+
+
+#: The largest FACC span: partial results at most every ``2**15`` steps (``count`` < 2**16).
+FACC_MAX_SPAN = 15
+
+
+def facc_imm(count, span=0):
+    """Return the immediate of a ``FACC`` of ``count`` steps per accumulation (``nsrc = 2``)
+    that also emits its running sum after every ``2**span`` steps (``span`` 0: only at the
+    end; module doc).
+
+    Raises :class:`FdpuError` when ``count`` is not in 1..65535 or ``span`` not in
+    0..:data:`FACC_MAX_SPAN`.
+    """
+    if not 1 <= count <= _LOOP_COUNT_MASK or not 0 <= span <= FACC_MAX_SPAN:
+        raise FdpuError(f"FACC: count {count} must be in 1..{_LOOP_COUNT_MASK} and span {span} "
+                        f"in 0..{FACC_MAX_SPAN}")
+    return loop_imm(count, span)
+
+
+def facc_emits(count, span, done):
+    """Return whether the ``done``-th step (1-based) of an accumulation of ``count`` steps
+    with span ``span`` emits (the last step, or with a span every ``2**span``-th)."""
+    return done == count or span > 0 and done % (1 << span) == 0
+
+
+def facc_results(count, span, steps):
+    """Return the results ``steps`` steps of a FACC of ``count`` steps per accumulation and
+    span ``span`` emit (``steps`` may be a :class:`~fractions.Fraction`, a rate per context:
+    then the emissions are counted at their average, one per ``2**span`` steps and one per
+    accumulation's last, remainder, step)."""
+    if not span:
+        return steps // count if isinstance(steps, int) else steps / count
+    per = count >> span << span
+    whole = (count >> span) + (count != per)        # the emissions of one accumulation
+    if not isinstance(steps, int):
+        return steps * whole / count
+    return steps // count * whole + (steps % count) // (1 << span)
 
 
 def loop_count(imm):
@@ -499,6 +550,8 @@ def disassemble(insn):
         operands.append(f"count={count} step={insn.step}")
     elif op is Op.FACC and insn.nsrc == 3:
         pass                                      # the count is operand 2
+    elif op is Op.FACC and insn.step:
+        operands.append(f"count={insn.count} every={1 << insn.step}")
     elif op in (Op.FACC, Op.SCAN, Op.BSCAN):
         operands.append(f"count={insn.count}")
     elif op is Op.MCAST:

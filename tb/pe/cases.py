@@ -25,7 +25,7 @@ from sw.compiler.place import place
 from sw.models.golden import run_image
 from sw.spec import fp16
 from sw.spec.arch import ArrayParams
-from sw.spec.isa import Op, loop_imm
+from sw.spec.isa import Op, facc_imm, loop_imm
 from tb.pe.graph_parts import chain, ctx_address, store_stream
 
 __all__ = ["PARAMS_1X1", "PARAMS_2X2", "top_params", "array_params", "save_case", "swap_image",
@@ -264,6 +264,45 @@ def kernels_image(params, contexts, pe=(0, 0)):
     s3 = g.add(Op.STH, imm=12, end=True, pe=pe, group=pe)
     g.connect(base, s3, 0)
     g.connect(ldh, s3, 1)
+    g.validate(params)
+    return assemble(g, place(g, params), segments, contexts)
+
+
+def span_image(params, contexts, seed, span=2, steps=8, pe=(0, 0)):
+    """Return a graph whose FACC spans contexts and emits partial sums (``facc_imm`` span).
+
+    Per context ``c`` an ITER emits ``steps`` table indices; LDD and LDHB of two random tables
+    feed a FACC of ``2 * steps`` steps per accumulation and span ``span``, so that one
+    accumulation runs over two contexts and every ``2**span`` steps a running sum leaves; each
+    is stored at its own address (an ITER of the context's ``steps >> span`` addresses), and
+    the acknowledgements end the context.
+    """
+    g = Graph("span")
+    rng = random.Random(seed)
+    tab_a, tab_b = 0, 512                                 # Dbuf 0
+    out = params.dbuf_bytes                               # Dbuf 1
+    per = steps >> span
+    segments = {
+        tab_a: bytes(rng.getrandbits(8) & 0x3F if i % 2 else rng.getrandbits(8)
+                     for i in range(8 * 32)),
+        tab_b: np.asarray([rng.uniform(-2, 2) for _ in range(32)], dtype=np.float16).tobytes(),
+    }
+    c = g.add(Op.CTX, pe=pe, group=pe)
+    first = g.add(Op.MUL, 1, imm=steps, pe=pe, group=pe)
+    g.connect(c, first, 0)
+    it = g.add(Op.ITER, imm=loop_imm(steps, 1), pe=pe, group=pe)
+    g.connect(first, it, 0)
+    idx = g.add(Op.AND, 1, imm=31, pe=pe, group=pe)
+    g.connect(it, idx, 0)
+    lda = chain(g, idx, [(Op.SHL, 3), (Op.LDD, tab_a)], pe)
+    ldb = chain(g, idx, [(Op.SHL, 1), (Op.LDHB, tab_b)], pe)
+    acc = g.add(Op.FACC, imm=facc_imm(2 * steps, span), pe=pe, group=pe)
+    g.connect(lda, acc, 0)
+    g.connect(ldb, acc, 1)
+    base = ctx_address(g, c, out, 3 + (per - 1).bit_length(), pe)
+    addrs = g.add(Op.ITER, imm=loop_imm(per, 8), pe=pe, group=pe)
+    g.connect(base, addrs, 0)
+    store_stream(g, addrs, acc, Op.STD, 0, per, pe)
     g.validate(params)
     return assemble(g, place(g, params), segments, contexts)
 
