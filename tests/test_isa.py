@@ -32,8 +32,10 @@ def instructions(draw, params):
     if op is Op.SCAN and imm & 0xFFFF == 0:
         imm |= 1
     if op is Op.FACC:
-        # nsrc 2: the count is the immediate's (1..65535); nsrc 3: operand 2 (a token) is.
-        imm = imm & ~0xFFFF if nsrc == 3 else imm | (0 if imm & 0xFFFF else 1)
+        # nsrc 2: the count is the immediate's (1..65535), imm[31:16] a span 0..15; nsrc 3:
+        # operand 2 (a token) is, and there is no span.
+        span = 0 if nsrc == 3 else (imm >> 16) & isa.FACC_MAX_SPAN
+        imm = (span << 16) | (0 if nsrc == 3 else imm & 0xFFFF or 1)
         regmask &= 0b011
     if op in (Op.BSCAN, Op.BPOS):
         imm = (imm & ~0xFFFF) | (imm & 0xFFFF) % 32 + 1

@@ -56,7 +56,7 @@ def run_asm(args):
     graph.validate(params)
     placement = place(graph, params)
     segments, outputs = dbuf_layout.pass_memory(plan, w, x, args.pass_index)
-    image = assemble(graph, placement, segments, plan.pass_contexts(args.pass_index),
+    image = assemble(graph, placement, segments, plan.pass_micc_contexts(args.pass_index),
                      meta=dict(layer=name, plan=plan.describe(), pass_index=args.pass_index,
                                outputs=outputs))
     print(f"{name}: {plan.mode}, {len(graph.nodes)} instructions on {plan.engines} PEs "

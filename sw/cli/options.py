@@ -66,6 +66,10 @@ def add_layer_args(parser):
                      help="output rows per engine (default: the blocking chooser's)")
     arr.add_argument("--gb", type=int, metavar="G",
                      help="lane groups (4 batch elements) per engine (default: the chooser's)")
+    arr.add_argument("--chunks", type=int, metavar="N",
+                     help="dense: contexts per work item (a streamed plan: each steps over 1/N "
+                          "of the item's columns and starts when its share of the weights is "
+                          "in, docs/dataflow.md; default 1)")
     arr.add_argument("--wfan", type=int, choices=fc_plan.WFANS,
                      help="sparse: lane groups per value load (default: the chooser's)")
     arr.add_argument("--rows", type=int, default=DEFAULTS["rows"], metavar="R",
@@ -89,8 +93,10 @@ def plan_options(args, feedback=True):
                         "--no-overlap")
     if double is None and not getattr(args, "overlap", True):
         double = False
+    chunks = getattr(args, "chunks", None)
     return PlanOptions(mode=args.mode, sparse_graph=args.sparse_graph, kb=args.kb, gb=args.gb,
-                       wfan=args.wfan, feedback=feedback, double_buffer=double)
+                       wfan=args.wfan, feedback=feedback, double_buffer=double,
+                       chunks=1 if chunks is None else chunks)
 
 
 def layer_of(args, w, n, bias=None, relu=None):

@@ -133,6 +133,7 @@ def run_rtl_command(args):
                   "yes" if rec["match"] else f"NO ({rec['mismatches']} outputs)")
     table.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
     table.add_row("passes / contexts", f"{plan.passes} / {plan.contexts}"
+                  + (f" x {plan.chunks} (streamed)" if plan.chunks > 1 else "")
                   + (" (double-buffered)" if plan.double_buffer else "")
                   + (", inputs by edge multicast" if rec["edge_multicast"] else ""))
     table.add_row("load balance (engines' mean / max FACC steps)",
@@ -158,7 +159,8 @@ def run_rtl_command(args):
     if rec["early_start"] and not plan.double_buffer:
         started = sum(r["started_in"] or 0 for r in rec["pass_cycles"])
         table.add_row("contexts started before their pass's DMA-in ended (+ at most 1 a pass)",
-                      f"{started:,} of {plan.contexts * plan.passes:,}")
+                      f"{started:,} of "
+                      f"{sum(plan.pass_micc_contexts(p) for p in range(plan.passes)):,}")
     if plan.double_buffer:
         pc = rec["pass_cycles"]
         table.add_row("DMA behind other passes' contexts: in / out (of all DMA)",

@@ -107,11 +107,15 @@ class PassLayout:
     ``tables``: per engine ``(address, bytes)`` of its descriptor table; ``inputs``: per input
     block key (``(gbi, slice)``, in order of first use) its slot and ``((dbuf, address), ...)``
     of every copy; ``places``: an :class:`ItemPlace` per context slot, in slot order (slot
-    ``s`` is engine ``s % E``, context ``s // E``).
+    ``s`` is engine ``s % E``, context ``s // E``); ``chunks`` and ``chunk_bytes``: a streamed
+    plan's contexts per item and the bytes of each one's share of an item's data
+    (:attr:`~sw.compiler.fc_plan.FcPlan.chunk_bytes`), which :func:`first_use` needs.
     """
     tables: tuple
     inputs: dict
     places: tuple
+    chunks: int = 1
+    chunk_bytes: int = 0
 
 
 def pass_layout(plan, p, item_bytes, stage=None):
@@ -201,8 +205,9 @@ def pass_layout(plan, p, item_bytes, stage=None):
             oaddr = bases[plan.item(i)]
         places.append(ItemPlace(e, t, i, baddr, nbytes, caddr, oaddr, xaddr))
     base = plan.pass_ctx_base(p) * ENTRY_BYTES
-    tables = tuple((plan.desc_base[e] + base, ctxs * ENTRY_BYTES) for e in range(plan.engines))
-    return PassLayout(tables, inputs, tuple(places))
+    tables = tuple((plan.desc_base[e] + base, ctxs * plan.chunks * ENTRY_BYTES)
+                   for e in range(plan.engines))
+    return PassLayout(tables, inputs, tuple(places), plan.chunks, plan.chunk_bytes)
 
 
 def pass_memory(plan, weights, inputs, p, stage=None):
@@ -236,14 +241,22 @@ def pass_contents(plan, weights, inputs, p, stage=None):
         # Shared data and bias (pass_layout) are written by the first place that has them:
         # a row block's own item, never a dummy that reads it.
         if nbytes and at.data not in segments:
-            segments[at.data] = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
+            blob = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
+            step = plan.chunk_bytes or nbytes          # a streamed item: one piece a context
+            for k in range(0, nbytes, step):
+                segments[at.data + k] = blob[k:k + step]
         if plan.bias is not None and at.bias not in segments:
             segments[at.bias] = _bias_bytes(plan, None if at.item is None
                                             else plan.item(at.item)[0])
         if at.item is not None:
             outputs.append((at.item, at.output))
-        entry = np.array([at.data, at.input, at.output, at.bias], dtype="<u4").tobytes()
-        desc[at.engine][at.context * ENTRY_BYTES:(at.context + 1) * ENTRY_BYTES] = entry
+        # One entry per MicC context: a streamed item's context k reads its k-th share of the
+        # weights and of each lane group's inputs (Cw / chunks columns on).
+        for k in range(plan.chunks):
+            m = at.context * plan.chunks + k
+            entry = np.array([at.data + k * plan.chunk_bytes, at.input + k * 8 * spec.columns,
+                              at.output, at.bias], dtype="<u4").tobytes()
+            desc[at.engine][m * ENTRY_BYTES:(m + 1) * ENTRY_BYTES] = entry
     for e, (addr, _) in enumerate(layout.tables):
         segments[addr] = bytes(desc[e])
     return segments, outputs, layout
@@ -256,13 +269,22 @@ def first_use(layout):
     A context reads its engines' table entries (the tables count as context 0's: they are
     small and every context's entry is in them), its items' data and bias blocks and the
     input blocks those items read; a copy of an input block counts for the first context
-    that reads *that copy*.
+    that reads *that copy*.  A streamed plan's item runs in contexts ``t chunks ..`` (slot
+    context ``t``): its bias and input block count for the first, the ``k``-th piece of its
+    data (``chunk_bytes`` each) for context ``t chunks + k``.
     """
     first = {addr: 0 for addr, _ in layout.tables}
+
+    def use(addr, ctx):
+        first[addr] = min(first.get(addr, ctx), ctx)
     for at in layout.places:
-        for addr in (at.data if at.nbytes else None, at.bias or None, at.input):
+        c0 = at.context * layout.chunks
+        for addr in (at.bias or None, at.input):
             if addr is not None:
-                first[addr] = min(first.get(addr, at.context), at.context)
+                use(addr, c0)
+        step = layout.chunk_bytes or at.nbytes
+        for k, off in enumerate(range(0, at.nbytes, step or 1)):
+            use(at.data + off, c0 + k)
     return first
 
 

@@ -119,7 +119,9 @@ class PlanOptions:
     (``False``: the order-hazard demonstration); ``fan_pipe0``: the ``pipe0`` hint on wfan-16
     MOV trees; ``double_buffer``: ``None`` turns it on when the layer takes several passes and
     an item fits half a Dbuf; ``split``: column slices of a split reduction
-    (:mod:`sw.compiler.split`).  ``kb``, ``gb`` and ``contexts`` are checked against the
+    (:mod:`sw.compiler.split`); ``chunks``: contexts per work item (a *streamed* plan, each
+    context ``Cw / chunks`` columns of it, so that it starts when its share of the weights is
+    in: docs/dataflow.md).  ``kb``, ``gb`` and ``contexts`` are checked against the
     layer by the planner (their ranges depend on it).
     """
     mode: str = "sparse"
@@ -132,6 +134,7 @@ class PlanOptions:
     fan_pipe0: bool = False
     double_buffer: bool = None
     split: int = 1
+    chunks: int = 1
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -157,6 +160,11 @@ class PlanOptions:
             raise FdpuError(f"split must be a positive integer (column slices), got "
                             f"{self.split!r}")
         object.__setattr__(self, "split", int(self.split))
+        if isinstance(self.chunks, bool) or not isinstance(self.chunks, (int, np.integer)) \
+                or self.chunks < 1:
+            raise FdpuError(f"chunks must be a positive integer (contexts per work item), got "
+                            f"{self.chunks!r}")
+        object.__setattr__(self, "chunks", int(self.chunks))
 
     @property
     def named_graph(self):

@@ -88,6 +88,7 @@ class FcPlan:
     relu: bool = False                             # y = max(y, +0.0) before the store
     out_stride: int = 0                            # tokens between an output's group rows
     split: int = 1                                 # column slices of the reduction
+    chunks: int = 1                                # contexts per item (a streamed plan)
 
     @property
     def epilogue(self):
@@ -120,7 +121,20 @@ class FcPlan:
         """Return the :class:`~sw.compiler.graph_kinds.base.EngineSpec` every engine of the
         plan builds."""
         return EngineSpec(self.graph, self.kb, self.gb, self.Cw, self.wfan, self.feedback,
-                          self.fan_pipe0, self.bias is not None, self.relu, self.out_stride)
+                          self.fan_pipe0, self.bias is not None, self.relu, self.out_stride,
+                          self.chunks)
+
+    @property
+    def entries(self):
+        """Return the descriptor-table entries of an engine a pass: one per MicC context
+        (``contexts x chunks``)."""
+        return self.contexts * self.chunks
+
+    @property
+    def chunk_bytes(self):
+        """Return the bytes of one context's share of a streamed item's dense weights
+        (``kb x Cw / chunks`` binary16; 0 for a plan of one context per item)."""
+        return 0 if self.chunks == 1 else 2 * self.kb * self.engine.columns
 
     @property
     def dense_weights(self):
@@ -278,8 +292,13 @@ class FcPlan:
         return range(p * self.per_pass, min(self.items, (p + 1) * self.per_pass))
 
     def pass_contexts(self, p):
-        """Return the contexts of pass ``p``."""
+        """Return the context slots of pass ``p`` (one item per engine each)."""
         return -(-len(self.pass_items(p)) // self.engines)
+
+    def pass_micc_contexts(self, p):
+        """Return the contexts the MicC runs in pass ``p``: ``chunks`` per context slot
+        (slot ``t``'s item in contexts ``t chunks .. (t + 1) chunks - 1``)."""
+        return self.pass_contexts(p) * self.chunks
 
     @property
     def region_bytes(self):
@@ -320,7 +339,7 @@ class FcPlan:
         """Return the offset of input slot ``slot`` in a pass's half (or whole) of a Dbuf:
         after the largest descriptor table of any Dbuf, ``input_bytes`` (8-aligned) apart."""
         most = max(len(self.engines_at(d)) for _, d in self.homes)
-        return align(most * self.contexts * ENTRY_BYTES, 8) + slot * align(self.input_bytes, 8)
+        return align(most * self.entries * ENTRY_BYTES, 8) + slot * align(self.input_bytes, 8)
 
     def engines_at(self, d):
         """Return the engines homed at Dbuf ``d``."""
@@ -336,7 +355,7 @@ class FcPlan:
         half of the Dbuf of pass ``p``'s parity, which begins with its own copy of the
         tables)."""
         base = self.pass_base(d, p)
-        return (base + len(self.engines_at(d)) * self.contexts * ENTRY_BYTES,
+        return (base + len(self.engines_at(d)) * self.entries * ENTRY_BYTES,
                 base + self.region_bytes)
 
     @property
@@ -375,4 +394,4 @@ class FcPlan:
                     wfan=self.wfan, fan_pipe0=self.fan_pipe0, double_buffer=self.double_buffer,
                     sparse_graph=self.sparse_graph,
                     rows_balanced=bool(self.row_order), bias=self.bias is not None,
-                    relu=self.relu, split=self.split)
+                    relu=self.relu, split=self.split, chunks=self.chunks)

@@ -26,7 +26,7 @@ import numpy as np
 
 from sw.compiler.dfg import Graph
 from sw.spec import fp16
-from sw.spec.isa import Op
+from sw.spec.isa import Op, facc_imm
 
 __all__ = ["build_engine", "build_graph", "fc_result"]
 
@@ -58,8 +58,10 @@ def build_engine(g, spec, e, desc=0, pe=None):
     ld_o = add("ldO", Op.LDW, imm=desc + 8)
     ld_c = add("ldC", Op.LDW, imm=desc + 12) if spec.bias else None
     g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)] + ([(ld_c, 0)] if ld_c is not None else []))
-    facc = [[add("facc", Op.FACC, imm=spec.graph.facc_count(spec), row=k, lane=j)
-             for j in range(gb)] for k in range(kb)]
+    count = spec.graph.facc_count(spec)
+    imm = facc_imm(count, spec.span) if spec.span else count
+    facc = [[add("facc", Op.FACC, imm=imm, row=k, lane=j) for j in range(gb)]
+            for k in range(kb)]
     st = [[add("st", Op.STD, imm=(j * spec.output_stride + k) * 8, end=True, row=k, lane=j)
            for j in range(gb)] for k in range(kb)]
     result = _epilogue(g, spec, add, ld_c, facc)

@@ -86,10 +86,10 @@ def plan_fc(layer, *args, **kwargs):
 
 def _plan_args(K, C, N, mode="sparse", params=None, kb=None, gb=None, feedback=True,
                contexts=None, wfan=None, fan_pipe0=False, sparse_graph=None, row_nnz=None,
-               double_buffer=None, bias=None, relu=False, split=1):
+               double_buffer=None, bias=None, relu=False, split=1, chunks=1):
     """Return :func:`plan_fc` of its loose-argument form."""
     options = PlanOptions(mode, sparse_graph, kb, gb, wfan, contexts, feedback, fan_pipe0,
-                          double_buffer, split)
+                          double_buffer, split, chunks)
     layer = FcLayer(K, C, N, bias=bias, relu=relu)
     if row_nnz is not None:
         if not may_skip_zeros(mode, sparse_graph):
@@ -171,7 +171,8 @@ def _plan(layer, params=None, options=None, cost=None):
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(kind, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=opts.fan_pipe0,
                   bias=bias, relu=relu, split=split, double_buffer=bool(double_buffer))
-    slots = engine_costs(replace(plan.engine, Cw=min(cw, 64)))[0]
+    plan = replace(plan, chunks=_check_chunks(opts.chunks, plan))
+    slots = engine_costs(replace(plan.engine, Cw=min(cw, 64), chunks=1))[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "
                         f"slots; the PE has {params.slots}")
@@ -196,7 +197,7 @@ def _plan(layer, params=None, options=None, cost=None):
     for pe, d in plan.homes:
         i = per_dbuf.get(d, 0)
         per_dbuf[d] = i + 1
-        desc_base.append(params.dbuf_base(d) + i * int(contexts) * ENTRY_BYTES)
+        desc_base.append(params.dbuf_base(d) + i * int(contexts) * plan.chunks * ENTRY_BYTES)
     plan = replace(plan, contexts=int(contexts), desc_base=tuple(desc_base))
     if row_nnz is not None:
         plan = replace(plan, row_order=balanced_rows(row_nnz, kb, plan.row_block_engines()))
@@ -229,6 +230,28 @@ def _check_split(split, K, C, kb, gb, probe):
         raise FdpuError(f"split {split}: slices of {probe.Cw} columns leave the last one "
                         f"without any of the {C} in_features; use at most "
                         f"{-(-C // probe.Cw) if probe.Cw < C else 1} slices")
+
+
+def _check_chunks(chunks, plan):
+    """Return ``chunks`` if a streamed plan of ``plan``'s graph and shape may have that many
+    contexts per item (see :class:`~sw.compiler.fc_layer.PlanOptions`), else refuse it."""
+    if chunks == 1:
+        return 1
+    kind, cw = plan.graph, plan.Cw
+    if not kind.streams:
+        names = ", ".join(k.name for k in GRAPHS.values() if k.streams)
+        raise FdpuError(f"chunks={chunks}: the {kind.name} graph does not stream an item over "
+                        f"several contexts (the {names} graph does)")
+    if plan.split != 1:
+        raise FdpuError(f"chunks={chunks}: a split plan keeps one context per item")
+    per = cw // chunks
+    if cw % chunks or per < 2 or per & (per - 1):
+        ok = [cw // (1 << s) for s in range(1, cw.bit_length())
+              if cw % (1 << s) == 0 and cw >> s > 1]
+        raise FdpuError(f"chunks={chunks}: each context must step over a power of two of the "
+                        f"item's {cw} columns (at least 2); allowed: "
+                        f"{', '.join(map(str, sorted(set(ok)))) or 'none'}")
+    return chunks
 
 
 def _room(plan):

@@ -45,7 +45,7 @@ def pass_images(plan, weights, inputs, graph=None, placement=None):
     for p in range(plan.passes):
         segments, outputs, layout = dbuf_layout.pass_contents(plan, weights, inputs, p)
         first = dbuf_layout.first_use_meta(dbuf_layout.first_use(layout), segments)
-        yield assemble(graph, placement, segments, plan.pass_contexts(p),
+        yield assemble(graph, placement, segments, plan.pass_micc_contexts(p),
                        meta=dict(shared=dbuf_layout.shared_inputs(plan, p), first_use=first),
                        ctx_base=plan.pass_ctx_base(p)), outputs
 

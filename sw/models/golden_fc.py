@@ -91,7 +91,7 @@ def run_fc(plan, weights, inputs, exact=False, seed=None, jitter=4, max_events=5
         _, mu = graphs.fc_result(plan, w16, x16, running=True)
         return FcRun(y, total, plan, True, events, cycles, mu)
     y, mu = graphs.fc_result(plan, w16, x16, running=True, progress=progress)
-    contexts = sum(plan.pass_contexts(p) for p in range(plan.passes))
+    contexts = sum(plan.pass_micc_contexts(p) for p in range(plan.passes))
     image = assemble(graph, placement, {}, contexts)
     return FcRun(y, _fc_counters(plan, graph, placement, image, w16, contexts), plan, False,
                  running=mu)

@@ -289,7 +289,7 @@ class Workload:
                            system.edge_multicast)
             early = None
             if system.early_start and system.overlap:
-                shift = dma_plan.gate_shift(plan.pass_contexts(q))
+                shift = dma_plan.gate_shift(plan.pass_micc_contexts(q))
                 early = (dma_plan.group_of(first, shift), shift)
             din = _dma_load(segs, p, system.dma_channels, cbuf, groups=groups, pre=moves,
                             early=early, edge=system.edge_multicast)
@@ -523,7 +523,10 @@ class _Work:
         kbi = plan.item_blocks[0][items]
         st[:len(items)] = steps[kbi]
         ch[:len(items)] = chain[kbi]
-        return st.reshape(ctxs, E) / (plan.kb * plan.Cw), ch.reshape(ctxs, E)
+        st, ch = st.reshape(ctxs, E) / (plan.kb * plan.Cw), ch.reshape(ctxs, E)
+        # A streamed plan's item runs as `chunks` contexts, each 1/chunks of its steps.
+        G = plan.chunks
+        return np.repeat(st, G, axis=0), np.repeat(ch, G, axis=0) / G
 
     def _issues(self, density):
         """Return ``(fp, pipe 2, pipe 0 or None, loads)`` at row density ``density`` (arrays)."""
@@ -633,8 +636,9 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
     for at in layout.places:
         if at.data not in seen:
             seen.add(at.data)
-            if at.nbytes:
-                segs.append((at.data, at.nbytes))
+            step = plan.chunk_bytes or at.nbytes     # a streamed item: a piece a context
+            segs.extend((at.data + k, min(step, at.nbytes - k)) for k in range(0, at.nbytes,
+                                                                               step or 1))
             if plan.bias_bytes:
                 segs.append((at.bias, plan.bias_bytes))
     return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout), layout

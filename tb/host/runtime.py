@@ -402,10 +402,10 @@ def fc_cycle_bound(plan):
     cycles, a small layer keeps the fixed 200k.
     """
     cols = min(plan.Cw, 64)
-    _, integer, fp = engine_costs(dataclasses.replace(plan.engine, Cw=cols))
+    _, integer, fp = engine_costs(dataclasses.replace(plan.engine, Cw=cols, chunks=1))
     contexts = max(plan.pass_contexts(p) for p in range(plan.passes))
     issues = (integer + fp) * plan.Cw / cols * contexts
-    return int(200_000 + 2_000 * contexts + 8 * issues)
+    return int(200_000 + 2_000 * contexts * plan.chunks + 8 * issues)
 
 
 def run_fc_rtl(plan, weights, inputs, sim, first_passes=None, **kwargs):

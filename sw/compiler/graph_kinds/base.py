@@ -66,7 +66,9 @@ class EngineSpec:
     ``graph`` (a :class:`GraphKind`), ``wfan`` lane groups per value load (sparse),
     ``fan_pipe0`` (the pipe-0 hint on a value load's MOV tree), ``feedback`` (the SWITCH
     graph's feedback edges), the epilogue (``bias``: a bias per output; ``relu``) and
-    ``out_stride`` (tokens between a lane group's outputs and the next one's; 0: ``kb``)."""
+    ``out_stride`` (tokens between a lane group's outputs and the next one's; 0: ``kb``) and
+    ``chunks`` (contexts per item, a streamed engine: each context steps over ``Cw / chunks``
+    columns and stores its partial sums, the last context's being the outputs)."""
     graph: "GraphKind"
     kb: int
     gb: int
@@ -77,6 +79,19 @@ class EngineSpec:
     bias: bool = False
     relu: bool = False
     out_stride: int = 0
+    chunks: int = 1
+
+    @property
+    def columns(self):
+        """Return the columns one context steps over: ``Cw``, or a streamed engine's
+        ``Cw / chunks`` (a power of two: the FACCs' span, :func:`sw.spec.isa.facc_imm`)."""
+        return self.Cw // self.chunks
+
+    @property
+    def span(self):
+        """Return the FACCs' span: 0, or with ``chunks > 1`` ``log2`` of :attr:`columns`
+        (each context's partial sum leaves, the sum goes on over the item's contexts)."""
+        return 0 if self.chunks == 1 else self.columns.bit_length() - 1
 
     @property
     def output_stride(self):
@@ -112,6 +127,10 @@ class GraphKind:
     auto = True
     #: The most weight rows an item may hold (``None``: any).
     max_kb = None
+    #: Whether an item may stream over several contexts (``EngineSpec.chunks``): its
+    #: streams step over a context's ``columns`` in column order, so one accumulation with a
+    #: span (:func:`sw.spec.isa.facc_imm`) runs on over the item's contexts.
+    streams = False
 
     @property
     def sparse(self):
