@@ -341,8 +341,12 @@ class Workload:
                 # earlier group loaded: shared row blocks) are ready with the whole DMA-in.
                 ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
                                   for c in range(dens[0].shape[0])])
-                waited, _, _ = self.work.pass_cycles(dens, k, ready)
-                waited, ctx_cycles = waited + lost, ctx_cycles + lost
+                # The loss falls on the contexts that run beside the DMA-in (their data in
+                # before its end), evenly: a context waiting for its data absorbs it.
+                during = ready < arrive[-1] - config
+                extra = np.where(during, lost / max(1, int(during.sum())), 0.0)
+                waited, _, _ = self.work.pass_cycles(dens, k, ready, extra)
+                ctx_cycles = ctx_cycles + lost
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
                 span = cyc(config + max(waited, ctx_cycles))
                 hold = max(0, span - config - ctx_cycles)
@@ -554,11 +558,12 @@ class _Work:
             out[d] = out.get(d, 0.0) + float(per[e])
         return out
 
-    def pass_cycles(self, work, k, ready=None):
+    def pass_cycles(self, work, k, ready=None, extra=None):
         """Return ``(context cycles (float), busiest bound, FACC steps)`` of a pass whose
         contexts and engines have the stored-weight densities and accumulations ``work``
         (:meth:`densities`); ``ready``: per context the cycle (from the contexts' start) before
-        which it cannot start (early start: its data are not in)."""
+        which it cannot start (early start: its data are not in); ``extra``: per context the
+        cycles it loses besides (the DMA-in beside it)."""
         plan = self.plan
         dens, chain = work
         fp, p2, p0, mem = self._issues(dens)
@@ -581,6 +586,8 @@ class _Work:
         names = list(terms)
         stack = np.stack([np.broadcast_to(terms[n], dens.shape) for n in names])
         cyc = stack.max(axis=0) + k.context
+        if extra is not None:
+            cyc = cyc + np.asarray(extra)[:, None]
         bound = names[int(np.bincount(stack.argmax(axis=0).ravel(),
                                       minlength=len(names)).argmax())]
         finish = np.zeros(dens.shape[1])
