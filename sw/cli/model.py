@@ -119,6 +119,7 @@ def _print(rec, pred, plan, params):
     t.add_column("value", justify="right")
     t.add_row("graph / blocking kb x gb", f"{rec['graph']} / {plan.kb} x {plan.gb}")
     t.add_row("passes / contexts per pass", f"{plan.passes} / {plan.contexts}"
+              + (f" x {plan.chunks} (streamed)" if plan.chunks > 1 else "")
               + (" (double-buffered)" if plan.double_buffer else "")
               + (", each context started when its data are in" if rec["early_start"] else "")
               + (", inputs by edge multicast" if rec["edge_multicast"] else ""))

@@ -69,7 +69,8 @@ def add_layer_args(parser):
     arr.add_argument("--chunks", type=int, metavar="N",
                      help="dense: contexts per work item (a streamed plan: each steps over 1/N "
                           "of the item's columns and starts when its share of the weights is "
-                          "in, docs/dataflow.md; default 1)")
+                          "in, docs/dataflow.md; default: 1, or where the layer waits for its "
+                          "DMA-in, the count the performance model predicts fastest)")
     arr.add_argument("--wfan", type=int, choices=fc_plan.WFANS,
                      help="sparse: lane groups per value load (default: the chooser's)")
     arr.add_argument("--rows", type=int, default=DEFAULTS["rows"], metavar="R",
@@ -93,10 +94,9 @@ def plan_options(args, feedback=True):
                         "--no-overlap")
     if double is None and not getattr(args, "overlap", True):
         double = False
-    chunks = getattr(args, "chunks", None)
     return PlanOptions(mode=args.mode, sparse_graph=args.sparse_graph, kb=args.kb, gb=args.gb,
                        wfan=args.wfan, feedback=feedback, double_buffer=double,
-                       chunks=1 if chunks is None else chunks)
+                       chunks=getattr(args, "chunks", None))
 
 
 def layer_of(args, w, n, bias=None, relu=None):

@@ -160,7 +160,8 @@ def run_command(args):
     table.add_row("weights K x C", f"{plan.K} x {plan.C} ({record['nnz']:,} non-zero)")
     table.add_row("blocking kb x gb", f"{plan.kb} rows x {plan.gb} lane groups")
     table.add_row("engines / contexts / passes",
-                  f"{plan.engines} / {plan.contexts} / {plan.passes}")
+                  f"{plan.engines} / {plan.contexts} / {plan.passes}"
+                  + (f" ({plan.chunks} contexts an item, streamed)" if plan.chunks > 1 else ""))
     table.add_row("load balance (engines' mean / max FACC steps)",
                   f"{record['load_balance']:.3f}")
     table.add_row("match (error bound holds)", "yes" if chk.holds else

@@ -121,7 +121,8 @@ class PlanOptions:
     an item fits half a Dbuf; ``split``: column slices of a split reduction
     (:mod:`sw.compiler.split`); ``chunks``: contexts per work item (a *streamed* plan, each
     context ``Cw / chunks`` columns of it, so that it starts when its share of the weights is
-    in: docs/dataflow.md).  ``kb``, ``gb`` and ``contexts`` are checked against the
+    in: docs/dataflow.md; ``None``: 1 to the planner, the performance model's choice to
+    :func:`sw.models.choose.best_run`).  ``kb``, ``gb`` and ``contexts`` are checked against the
     layer by the planner (their ranges depend on it).
     """
     mode: str = "sparse"
@@ -134,7 +135,7 @@ class PlanOptions:
     fan_pipe0: bool = False
     double_buffer: bool = None
     split: int = 1
-    chunks: int = 1
+    chunks: int = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -160,11 +161,12 @@ class PlanOptions:
             raise FdpuError(f"split must be a positive integer (column slices), got "
                             f"{self.split!r}")
         object.__setattr__(self, "split", int(self.split))
-        if isinstance(self.chunks, bool) or not isinstance(self.chunks, (int, np.integer)) \
-                or self.chunks < 1:
-            raise FdpuError(f"chunks must be a positive integer (contexts per work item), got "
-                            f"{self.chunks!r}")
-        object.__setattr__(self, "chunks", int(self.chunks))
+        if self.chunks is not None:
+            if isinstance(self.chunks, bool) or not isinstance(self.chunks, (int, np.integer)) \
+                    or self.chunks < 1:
+                raise FdpuError(f"chunks must be a positive integer (contexts per work item), "
+                                f"got {self.chunks!r}")
+            object.__setattr__(self, "chunks", int(self.chunks))
 
     @property
     def named_graph(self):

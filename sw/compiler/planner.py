@@ -171,7 +171,7 @@ def _plan(layer, params=None, options=None, cost=None):
     wfan = WFANS[0] if wfan is None else wfan
     plan = FcPlan(kind, K, C, N, params, kb, gb, feedback, wfan, fan_pipe0=opts.fan_pipe0,
                   bias=bias, relu=relu, split=split, double_buffer=bool(double_buffer))
-    plan = replace(plan, chunks=_check_chunks(opts.chunks, plan))
+    plan = replace(plan, chunks=_check_chunks(opts.chunks or 1, plan))
     slots = engine_costs(replace(plan.engine, Cw=min(cw, 64), chunks=1))[0]
     if slots > params.slots:
         raise FdpuError(f"a {mode} engine with kb={kb}, gb={gb} needs {slots} instruction "

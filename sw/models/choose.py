@@ -23,6 +23,15 @@ contexts begin before its whole DMA-in is in, but the rest of the DMA-in then sh
 Dbufs with them (each word costs the contexts ``steal`` cycles at a busy Dbuf, docs/perf.md):
 a graph bound by its Dbuf requests, the skip graph on convolutions for one, can lose more than
 it gains.  An explicit ``True`` or ``False`` is honoured.
+
+:func:`best_run` also chooses whether a dense layer *streams* (``PlanOptions.chunks``, a work
+item over several contexts that each start when their share of the weights is in,
+docs/dataflow.md), when no count is given: only where streaming can gain, a plan whose
+predicted DMA-in is longer than its contexts (the contexts of one pass wait for it) and an
+overlapped system; then each count whose contexts step over at least
+:data:`STREAM_MIN_COLUMNS` columns is predicted with early start, and the fastest plan wins
+(one context per item on a tie).  A compute-bound layer keeps one context per item: streaming
+adds stores and per-context costs and runs the DMA beside the contexts, which slows them.
 """
 
 from dataclasses import replace
@@ -32,7 +41,13 @@ from sw.compiler.fc_layer import PlanOptions
 from sw.models import perf
 from sw.spec.errors import FdpuError
 
-__all__ = ["best_plan", "best_run"]
+__all__ = ["best_plan", "best_run", "stream_counts", "STREAM_MIN_COLUMNS"]
+
+#: The fewest columns a streamed context steps over when the model chooses the count (fewer,
+#: and the context's own costs, its descriptor loads and stores, weigh on it).
+STREAM_MIN_COLUMNS = 256
+#: The most contexts per item the model considers.
+STREAM_MAX_CHUNKS = 64
 
 
 def best_plan(layer, params, options=None, system=perf.System()):
@@ -53,11 +68,51 @@ def best_plan(layer, params, options=None, system=perf.System()):
     return planner.plan_fc(layer, params, options, cost=cost), cycles
 
 
+def stream_counts(plan):
+    """Return the contexts per item the model may choose for ``plan``'s layer: each a power
+    of two of at least :data:`STREAM_MIN_COLUMNS` of its ``Cw`` columns, at most
+    :data:`STREAM_MAX_CHUNKS` (none for a graph that does not stream or a split plan)."""
+    if not plan.graph.streams or plan.split != 1:
+        return []
+    cw, per, out = plan.Cw, STREAM_MIN_COLUMNS, []
+    while per < cw:
+        if cw % per == 0 and cw // per <= STREAM_MAX_CHUNKS:
+            out.append(cw // per)
+        per *= 2
+    return out
+
+
 def best_run(layer, params, options=None, system=perf.System(), early_start=None):
     """Return ``(plan, system)``: :func:`best_plan` in ``system`` with ``early_start`` as given,
     or, with ``early_start=None`` and ``system.overlap``, the plan and early-start setting the
     model predicts fastest (early start on when they tie).  The plan is made once: the
-    double-buffering choice compares each plan at its better setting."""
+    double-buffering choice compares each plan at its better setting.  With
+    ``options.chunks`` ``None``, the streaming choice of the module doc follows."""
+    options = options or PlanOptions()
+    if options.chunks is not None:
+        return _best_run(layer, params, options, system, early_start)
+    plan, chosen = _best_run(layer, params, replace(options, chunks=1), system, early_start)
+    if early_start is False or not system.overlap or not stream_counts(plan):
+        return plan, chosen
+    once = perf.predict(plan, layer.weights, chosen)
+    if all(f.dma_in <= f.contexts for f in once.passes):
+        return plan, chosen
+    streamed = replace(system, early_start=True)
+    best = (once.cycles, plan, chosen)
+    for n in stream_counts(plan):
+        try:
+            cand = planner.plan_fc(layer, params, replace(options, chunks=n,
+                                                          double_buffer=plan.double_buffer))
+        except FdpuError:
+            continue
+        cycles = perf.predict(cand, layer.weights, streamed).cycles
+        if cycles < best[0]:
+            best = (cycles, cand, streamed)
+    return best[1], best[2]
+
+
+def _best_run(layer, params, options, system, early_start):
+    """Return :func:`best_run`'s choice for a given ``options.chunks``."""
     if early_start is not None or not system.overlap:
         chosen = system if early_start is None else replace(system, early_start=early_start)
         return best_plan(layer, params, options, chosen)[0], chosen
