@@ -11,15 +11,16 @@ start before its DMA-in ends, bit for bit.
 """
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from cliutil import assert_user_error, run
 
 from sw.compiler import dbuf_layout, layers, planner
-from sw.compiler.fc_layer import PlanOptions
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.program import pass_images
-from sw.models import perf
+from sw.models import choose, perf
 from sw.models.golden_fc import run_fc
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
@@ -169,3 +170,31 @@ def test_streamed_item_starts_before_its_dma_in_ends_on_the_rtl(sim, rows, top):
           f"{run0.started_in} of 8")
     assert run0.status["o_retired"] == 8
     assert run0.started_in >= 4
+
+
+def test_model_streams_a_layer_that_waits_for_its_dma_in_only():
+    # The default (no chunks given): a traffic-bound single-item layer (one DMA channel at
+    # 2 B a cycle) streams (the model's fastest count), a compute-bound one and a sparse one
+    # keep one context per item; a count given is honoured.
+    sysm = System(dma_channels=1, mem_bandwidth=2.0)
+    w = layers.make_weights((32, 2048), 1.0, 2)
+    layer = FcLayer.of(w, 4)
+    plan, chosen = choose.best_run(layer, P22, PlanOptions(mode="dense"), sysm)
+    assert plan.chunks in choose.stream_counts(plan) and chosen.early_start
+    once = perf.predict(replace(plan, chunks=1), w, chosen)
+    assert once.passes[0].dma_in > once.passes[0].contexts
+    assert perf.predict(plan, w, chosen).cycles < once.cycles
+    given, _ = choose.best_run(layer, P22, PlanOptions(mode="dense", chunks=2), sysm)
+    assert given.chunks == 2
+    plan, _ = choose.best_run(layer, P22, PlanOptions(mode="dense"), System())
+    assert plan.chunks == 1                           # 4 channels at 8 B: compute-bound
+    sparse = layers.make_weights((32, 2048), 0.25, 2)
+    plan, _ = choose.best_run(FcLayer.of(sparse, 4), P22, PlanOptions(mode="sparse"), sysm)
+    assert plan.chunks == 1 and not plan.graph.streams
+
+
+def test_stream_counts_keep_a_context_at_least_its_columns():
+    plan = planner.plan_fc(16, 4096, 4, "dense", P22)
+    assert choose.stream_counts(plan) == [16, 8, 4, 2]
+    assert choose.stream_counts(planner.plan_fc(16, 256, 4, "dense", P22)) == []
+    assert choose.stream_counts(planner.plan_fc(16, 4096, 4, "sparse", P22)) == []

@@ -84,6 +84,7 @@ def _config(rec):
                 density=rec.get("density"), seed=rec.get("seed", 0),
                 sparse_graph=plan.get("sparse_graph"), kb=plan["kb"], gb=plan["gb"],
                 wfan=plan["wfan"], passes=rec["passes"], contexts=rec["contexts"],
+                chunks=plan.get("chunks", 1),
                 rows=rec["rows"], cols=rec["cols"], slots=rec["slots"],
                 int_issue=rec.get("int_issue", 1), operand_depth=rec.get("operand_depth", 4),
                 dbuf_bytes=rec.get("dbuf_bytes", 1 << 21),
@@ -127,7 +128,7 @@ def rebuild(pt):
     plan = planner.plan_fc(FcLayer.of(w, c["N"]), params, PlanOptions(
         c["mode"], c["sparse_graph"], c["kb"], c["gb"],
         wfan=c["wfan"] if graph_kind(c["mode"], c["sparse_graph"]).sparse else None,
-        double_buffer=c.get("double_buffer", False)))
+        double_buffer=c.get("double_buffer", False), chunks=c.get("chunks", 1)))
     if (plan.passes, plan.contexts) != (c["passes"], c["contexts"]):
         raise FdpuError(f"calibration point {pt['name']}: the plan now has {plan.passes} passes "
                         f"of {plan.contexts} contexts, the RTL ran {c['passes']} of "
