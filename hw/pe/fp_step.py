@@ -11,12 +11,13 @@ Combinational (no state, no handshake): the FP pipe's S1 offers ``o_fpu`` to its
   count (``acc``, ``count``) read at the pick; ``i_slot``: the slot; ``i_ectx``: its END
   count; ``i_dmask``: the destinations to serve.
 * FACC's ``count`` is 0 at the first step of an accumulation (the accumulator is then -0.0 in
-  each lane).  A span ``s`` (``imm[31:16]``, ``nsrc = 2``: :func:`sw.spec.isa.facc_imm`) makes
-  every ``2**s``-th step emit too, keeping the count (the sum goes on).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
+  each lane).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
   with ``nsrc = 3`` (a count operand, the immediate's ``count`` 0) it counts down the steps
   left: the first step loads it from ``c[47:32]`` (:func:`sw.spec.isa.token_count`), a count
   of 0 taken as 1 and reported on ``o_bad_count``.  Either way the step whose new count equals
-  the immediate's ``count`` is the last: the new count is 0 and the result leaves.
+  the immediate's ``count`` is the last: the new count is 0 and the result leaves.  A span
+  ``s`` (``imm[31:16]``, ``nsrc = 2``: :func:`sw.spec.isa.facc_imm`) makes every ``2**s``-th
+  step emit too, keeping its count (the sum goes on).
 * ``o_emits``: the result leaves (every FP instruction but a FACC step before its last); the
   room check counts local destinations only then.
 * ``o_keep_c``: the step does not take operand 2 (a FACC with a count operand past its first
