@@ -239,6 +239,7 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
+                     "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
                      # The skip graph at operand depth 2 and 4 (compute only).
                      "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 
