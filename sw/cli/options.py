@@ -94,9 +94,10 @@ def plan_options(args, feedback=True):
                         "--no-overlap")
     if double is None and not getattr(args, "overlap", True):
         double = False
-    return PlanOptions(mode=args.mode, sparse_graph=args.sparse_graph, kb=args.kb, gb=args.gb,
-                       wfan=args.wfan, feedback=feedback, double_buffer=double,
-                       chunks=getattr(args, "chunks", None))
+    with as_options("chunks"):
+        return PlanOptions(mode=args.mode, sparse_graph=args.sparse_graph, kb=args.kb,
+                           gb=args.gb, wfan=args.wfan, feedback=feedback, double_buffer=double,
+                           chunks=getattr(args, "chunks", None))
 
 
 def layer_of(args, w, n, bias=None, relu=None):
@@ -148,7 +149,7 @@ def plan_run(args, w, x, params, feedback=True, bias=None, relu=None):
     """Return ``(plan, system)`` of the layer (:func:`layer_of`, :func:`plan_options`,
     :func:`system_of`): without ``--[no-]double-buffer`` and ``--[no-]early-start`` the
     choices the performance model predicts faster (:func:`sw.models.choose.best_run`)."""
-    with as_options("kb", "gb"):
+    with as_options("kb", "gb", "chunks"):
         return choose.best_run(layer_of(args, w, x.shape[0], bias, relu), params,
                                plan_options(args, feedback), system_of(args, params),
                                early_start=getattr(args, "early_start", None))

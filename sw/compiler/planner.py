@@ -240,15 +240,15 @@ def _check_chunks(chunks, plan):
     kind, cw = plan.graph, plan.Cw
     if not kind.streams:
         names = ", ".join(k.name for k in GRAPHS.values() if k.streams)
-        raise FdpuError(f"chunks={chunks}: the {kind.name} graph does not stream an item over "
+        raise FdpuError(f"chunks {chunks}: the {kind.name} graph does not stream an item over "
                         f"several contexts (the {names} graph does)")
     if plan.split != 1:
-        raise FdpuError(f"chunks={chunks}: a split plan keeps one context per item")
+        raise FdpuError(f"chunks {chunks}: a split plan keeps one context per item")
     per = cw // chunks
     if cw % chunks or per < 2 or per & (per - 1):
         ok = [cw // (1 << s) for s in range(1, cw.bit_length())
               if cw % (1 << s) == 0 and cw >> s > 1]
-        raise FdpuError(f"chunks={chunks}: each context must step over a power of two of the "
+        raise FdpuError(f"chunks {chunks}: each context must step over a power of two of the "
                         f"item's {cw} columns (at least 2); allowed: "
                         f"{', '.join(map(str, sorted(set(ok)))) or 'none'}")
     return chunks
