@@ -41,7 +41,7 @@ from sw.compiler.fc_plan import ENTRY_BYTES, LANES, align
 from sw.spec.errors import FdpuError
 
 __all__ = ["ItemPlace", "PassLayout", "pass_layout", "pass_memory", "pass_contents",
-           "first_use", "first_use_meta", "shared_inputs", "gather_outputs"]
+           "data_pieces", "first_use", "first_use_meta", "shared_inputs", "gather_outputs"]
 
 
 def _item_width(plan):
@@ -116,6 +116,14 @@ class PassLayout:
     places: tuple
     chunks: int = 1
     chunk_bytes: int = 0
+
+
+def data_pieces(address, nbytes, chunk_bytes):
+    """Return ``[(address, bytes)]``: the segments an item's ``nbytes`` of data at ``address``
+    are laid down as, one whole, or a streamed plan's (``chunk_bytes``, its
+    :attr:`~sw.compiler.fc_plan.FcPlan.chunk_bytes`) one piece per context of the item."""
+    step = chunk_bytes or nbytes
+    return [(address + k, min(step, nbytes - k)) for k in range(0, nbytes, step or 1)]
 
 
 def pass_layout(plan, p, item_bytes, stage=None):
@@ -242,9 +250,8 @@ def pass_contents(plan, weights, inputs, p, stage=None):
         # a row block's own item, never a dummy that reads it.
         if nbytes and at.data not in segments:
             blob = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
-            step = plan.chunk_bytes or nbytes          # a streamed item: one piece a context
-            for k in range(0, nbytes, step):
-                segments[at.data + k] = blob[k:k + step]
+            for addr, n in data_pieces(at.data, nbytes, plan.chunk_bytes):
+                segments[addr] = blob[addr - at.data:addr - at.data + n]
         if plan.bias is not None and at.bias not in segments:
             segments[at.bias] = _bias_bytes(plan, None if at.item is None
                                             else plan.item(at.item)[0])
@@ -282,9 +289,8 @@ def first_use(layout):
         for addr in (at.bias or None, at.input):
             if addr is not None:
                 use(addr, c0)
-        step = layout.chunk_bytes or at.nbytes
-        for k, off in enumerate(range(0, at.nbytes, step or 1)):
-            use(at.data + off, c0 + k)
+        for k, (addr, _) in enumerate(data_pieces(at.data, at.nbytes, layout.chunk_bytes)):
+            use(addr, c0 + k)
     return first
 
 

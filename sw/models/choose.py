@@ -100,17 +100,14 @@ def best_run(layer, params, options=None, system=perf.System(), early_start=None
     if all(f.dma_in <= f.contexts for f in once.passes):
         return plan, chosen
     streamed = replace(system, early_start=True)
-    best = (once.cycles, plan, chosen)
-    for n in stream_counts(plan)[:1]:
-        try:
-            cand = planner.plan_fc(layer, params, replace(options, chunks=n,
-                                                          double_buffer=plan.double_buffer))
-        except FdpuError:
-            continue
-        cycles = perf.predict(cand, layer.weights, streamed).cycles
-        if cycles < best[0]:
-            best = (cycles, cand, streamed)
-    return best[1], best[2]
+    try:
+        cand = planner.plan_fc(layer, params, replace(options, chunks=stream_counts(plan)[0],
+                                                      double_buffer=plan.double_buffer))
+    except FdpuError:                      # the streamed plan does not fit: keep one context
+        return plan, chosen
+    if perf.predict(cand, layer.weights, streamed).cycles < once.cycles:
+        return cand, streamed
+    return plan, chosen
 
 
 def _best_run(layer, params, options, system, early_start):

@@ -643,9 +643,7 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
     for at in layout.places:
         if at.data not in seen:
             seen.add(at.data)
-            step = plan.chunk_bytes or at.nbytes     # a streamed item: a piece a context
-            segs.extend((at.data + k, min(step, at.nbytes - k)) for k in range(0, at.nbytes,
-                                                                               step or 1))
+            segs.extend(dbuf_layout.data_pieces(at.data, at.nbytes, plan.chunk_bytes))
             if plan.bias_bytes:
                 segs.append((at.bias, plan.bias_bytes))
     return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout), layout
