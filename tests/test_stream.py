@@ -106,18 +106,14 @@ def test_each_context_reads_its_own_share_of_the_weights():
             assert first[at.data + k * share] <= at.context * plan.chunks + k
         assert first[at.input] <= at.context * plan.chunks
         # The descriptor of context t G + k: the k-th share of weights and inputs.
-        table = dict(layout.tables)
-        for e, (addr, n) in enumerate(layout.tables):
-            assert n == plan.entries * 16
-        base = layout.tables[at.engine][0]
-        blob = image.segments[base]
+        blob = image.segments[layout.tables[at.engine][0]]
         for k in range(plan.chunks):
             m = at.context * plan.chunks + k
             words = np.frombuffer(blob[16 * m:16 * m + 16], dtype="<u4")
             assert words[0] == at.data + k * share
             assert words[1] == at.input + k * 8 * plan.engine.columns
             assert words[2] == at.output
-        assert table
+    assert all(n == plan.entries * 16 for _, n in layout.tables)
     # Contexts 1 .. G-1 of an item are first to read something (their share of weights).
     assert sorted(set(first.values())) == list(range(image.contexts))
     # The FACCs carry a span: log2 of the columns a context steps over.
