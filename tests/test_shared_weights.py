@@ -176,6 +176,24 @@ def test_the_model_loads_what_the_runtime_loads(case, edge):
     assert sum(pl["nouts"] for pl in job.passes) < plan.items
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_a_dbufs_results_leave_in_one_descriptor(case):
+    # A Dbuf's output blocks lie side by side after its item data: one DMA-out descriptor
+    # per Dbuf that holds results, whatever the graph, passes, split or double buffering.
+    plan, w = _plan(*case)
+    x = layers.make_inputs(plan.C, plan.N, 5)
+    passes = [(img, [(a, plan.output_bytes) for _, a in outs])
+              for img, outs in pass_images(plan, w, x)]
+    job = plan_job(plan.params, passes, dma_channels=2, double_buffer=plan.double_buffer)
+    for p, (pl, (_, reads)) in enumerate(zip(job.passes, passes)):
+        holders = {plan.params.dbuf_of(a)[0] for a, _ in reads}
+        assert pl["nouts"] == len(holders), f"pass {p}"
+        layout = dbuf_layout.pass_layout(plan, p, lambda i: 8)
+        for at in layout.places:      # after every byte of the Dbuf's item data
+            assert all(at.output >= o.data + o.nbytes for o in layout.places
+                       if plan.homes[o.engine][1] == plan.homes[at.engine][1])
+
+
 def _unshared(plan):
     """Return ``plan`` with its items in the row-blocks-fastest order, each row block's
     lane-group blocks on different engines (so on different Dbufs, no copy shared)."""

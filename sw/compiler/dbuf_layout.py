@@ -17,10 +17,11 @@ blocks hold their column slice's; one copy per Dbuf of a row block's data, howev
 of its lane-group blocks' items the Dbuf's engines run; for all its dummy items one zero
 block, or where the graph's work does not depend on the weights
 (``GraphKind.dummy_reads_any``), a row block the Dbuf holds), with a bias the item's bias
-block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy items), and the
-output blocks (``kb x gb`` tokens, group-major: the
-token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each group's outputs are
-one run, the form a chained next layer's input block takes them in).  A layer whose data
+block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy items); then,
+after all of the Dbuf's item data, the output blocks of its items side by side in slot order
+(so that a Dbuf's results leave in one DMA-out descriptor; ``kb x gb`` tokens each,
+group-major: the token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each
+group's outputs are one run, the form a chained next layer's input block takes them in).  A layer whose data
 do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
 ``p`` fills ``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
 ``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
@@ -33,7 +34,7 @@ segment (the order a DMA-in that lets each context start when its data are in fo
 :func:`gather_outputs` assembles the ``N x K`` result from the outputs after the run.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -206,12 +207,17 @@ def pass_layout(plan, p, item_bytes, stage=None):
                            alloc(d, plan.bias_bytes) if plan.bias is not None else 0, nbytes)
         baddr, caddr, nbytes = shared[key]
         if stage is None:
-            oaddr = alloc(d, plan.output_bytes)
+            oaddr = None                  # below, after every Dbuf's item data
         elif i is None:
             oaddr = alloc(d, plan.output_span, high=True)
         else:
             oaddr = bases[plan.item(i)]
         places.append(ItemPlace(e, t, i, baddr, nbytes, caddr, oaddr, xaddr))
+    # A Dbuf's output blocks side by side, in slot order (its real items' before its dummy
+    # ones'), so that its results leave in one DMA-out descriptor.
+    places = [at if at.output is not None else
+              replace(at, output=alloc(plan.homes[at.engine][1], plan.output_bytes))
+              for at in places]
     base = plan.pass_ctx_base(p) * ENTRY_BYTES
     tables = tuple((plan.desc_base[e] + base, ctxs * plan.chunks * ENTRY_BYTES)
                    for e in range(plan.engines))

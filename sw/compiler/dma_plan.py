@@ -265,8 +265,8 @@ def out_runs(params, reads, channels):
     (``(global address, bytes)``, the output blocks a pass stores out).
 
     Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
-    more is written out: the output blocks of a Dbuf's items lie side by side where they do
-    not hold their own weights, :mod:`sw.compiler.dbuf_layout`); the Dbufs are spread over
+    more is written out: a Dbuf's output blocks lie side by side after its item data,
+    :mod:`sw.compiler.dbuf_layout`, so a pass stores one descriptor per Dbuf); the Dbufs are spread over
     the channels as :func:`assign_channels` spreads the DMA-in (each on its edge's channel),
     so the DMA-out runs on every channel at once.
     """
