@@ -60,7 +60,7 @@ Contract
   ``o_clock`` counts cycles since reset.
 * Host registers are ports: ``i_start`` (one-cycle pulse; the MicC starts on the next
   cycle) with ``i_n_config``, ``i_n_ctx``, ``i_contexts``, ``i_window``, ``i_ends``,
-  ``i_ctx_base`` (see :mod:`hw.ctrl.micc`); ``o_done``; ``o_halt``
+  ``i_ctx_base``, ``i_keep``, ``i_end_base`` (see :mod:`hw.ctrl.micc`); ``o_done``; ``o_halt``
   (done or any error: what a host waits for); ``o_state``, ``o_error`` (bits of
   :data:`ERROR_BITS`), ``o_issued``, ``o_retired``, ``o_ends``, ``o_cycles``,
   ``o_config_cycles`` (the part of ``o_cycles`` spent configuring the PEs),
@@ -167,7 +167,7 @@ class FDPU(wiring.Component):
         super().__init__({**extra,
             "i_start": In(1), "i_n_config": In(32), "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16), "i_ctx_base": In(32),
-            "i_ctx_gate": In(1), "i_gate_shift": In(5),
+            "i_keep": In(1), "i_end_base": In(32), "i_ctx_gate": In(1), "i_gate_shift": In(5),
             "o_done": Out(1), "o_halt": Out(1), "o_state": Out(MiccState),
             "o_error": Out(len(ERROR_BITS)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
@@ -219,7 +219,8 @@ class FDPU(wiring.Component):
                          getattr(micc, f"i_n_config{sfx}").eq(getattr(self, f"i_n_config{sfx}"))]
         m.d.comb += [cbuf.wr_en.eq(dma.cbuf_wr_en), cbuf.wr_addr.eq(dma.cbuf_wr_addr),
                      cbuf.wr_data.eq(dma.cbuf_wr_data)]
-        for name in ("i_n_ctx", "i_contexts", "i_window", "i_ends", "i_ctx_base"):
+        for name in ("i_n_ctx", "i_contexts", "i_window", "i_ends", "i_ctx_base", "i_keep",
+                     "i_end_base"):
             m.d.comb += getattr(micc, name).eq(getattr(self, name))
         # The DMA and the MicC may overlap (the DMA-in of the Dbufs behind the configuration):
         # the MicC holds its first context while any channel is busy, and flags a Cbuf write

@@ -86,11 +86,14 @@ def _records(n_flits, rng):
 
 
 def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None,
-         regs_override=None, max_cycles=20_000, counted=False, first_counts=None, ctx_base=0):
+         regs_override=None, max_cycles=20_000, counted=False, first_counts=None, ctx_base=0,
+         keep=False, end_base=0, ends_from=None):
     """Run the rig; return (flits out, state, error, issued, retired, max in flight).
 
     ``ctx_base``: the first context ID (``i_ctx_base``); the ENDs still count from 0, as the
-    PEs' END slots do.
+    PEs' END slots do.  ``keep``, ``end_base``: the registers ``i_keep`` (no configuration)
+    and ``i_end_base``; the ENDs carry IDs from ``ends_from`` (default ``end_base``), as END
+    slots configured ``end_base`` contexts ago do.
 
     ``counted``: each context's ENDs arrive as CTX_END flits with random counts;
     ``first_counts``: the counts of context 0's flits instead (an overshoot, say).
@@ -114,7 +117,8 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
             await ctx.tick()
         ctx.set(c.wr_en, 0)
         regs = dict(i_n_config=len(records), i_n_ctx=len(templates), i_contexts=contexts,
-                    i_window=window, i_ends=ends, i_ctx_base=ctx_base)
+                    i_window=window, i_ends=ends, i_ctx_base=ctx_base, i_keep=int(keep),
+                    i_end_base=end_base)
         regs.update(regs_override or {})
         for k, v in regs.items():
             ctx.set(getattr(m, k), v)
@@ -133,7 +137,9 @@ def _run(n_config, templates, contexts, window, ends, *, stall=0.3, bad_end=None
             if send is not None:
                 pending.remove(send)
                 ctx.set(m.i_flit.valid, 1)
-                ctx.set(m.i_flit.payload.as_value(), _end(send[1], send[2]))
+                ctx.set(m.i_flit.payload.as_value(),
+                        _end((send[1] + (end_base if ends_from is None else ends_from))
+                             % 2 ** 32, send[2]))
             else:
                 ctx.set(m.i_flit.valid, 0)
             valid, payload = ctx.get(m.o_flit.valid), ctx.get(m.o_flit.payload)
@@ -213,6 +219,25 @@ def test_context_ids_from_a_base():
     ids = [body_layout(Kind.OPERAND, P).unpack(unpack_flit(P, w)[2])["data"]
            for w in out[len(config):]]
     assert ids == [base + i // len(templates) for i in range(6 * len(templates))]
+
+
+@pytest.mark.parametrize("end_base", [0, 7, 2 ** 32 - 3])
+def test_a_kept_configuration_is_not_sent_again(end_base):
+    # i_keep: the PEs hold the configuration (the previous run's), so no CONFIG flit; the
+    # contexts' templates are still read after port 0's records, and the ENDs, which the END
+    # slots count on from their configuration, are taken from i_end_base (wrapping).
+    templates = [(0, 0, 3), (1, 1, 5), (1, 0, 0)]
+    out, config, log = _run(11, templates, 9, 3, 2, counted=True, keep=True,
+                            end_base=end_base)
+    assert log["done"] == 1 and log["error"] == 0 and log["retired"] == 9, log
+    assert log["config_cycles"] == 0 and config
+    ids = [body_layout(Kind.OPERAND, P).unpack(unpack_flit(P, w)[2])["data"] for w in out]
+    assert ids == [i // len(templates) for i in range(9 * len(templates))]
+
+
+def test_ends_not_counted_from_the_end_base_are_bad_ends():
+    _, _, log = _run(11, [(0, 0, 3)], 4, 2, 1, keep=True, end_base=6, ends_from=0)
+    assert log["error"] >> MiccError.BAD_END & 1 and not log["done"]
 
 
 def test_config_too_big_is_an_error_not_a_hang():

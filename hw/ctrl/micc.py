@@ -17,7 +17,10 @@ Host registers (ports, sampled on ``i_start``): ``i_n_config`` (port 0) and ``i_
 ``i_n_ctx`` CTX template words (one per CTX slot) after port 0's records; ``i_contexts``;
 ``i_window`` (``1 .. operand_depth``); ``i_ends`` (END messages per context); ``i_ctx_base``
 (the first context ID: alternate passes of a double-buffered layer number their contexts
-from 0 and from ``contexts``, so that they read alternate halves of the descriptor tables).  With
+from 0 and from ``contexts``, so that they read alternate halves of the descriptor tables);
+``i_keep`` (the PEs hold this configuration from the previous run, which left them as
+configuring does: no CONFIG, DRAIN, start in HOLD) and ``i_end_base`` (the ENDs the END slots
+sent since they were configured: the IDs the ENDs of this run carry start there).  With
 ``ports = P`` the Cbufs are cut into ``P`` regions of ``words / P`` words (whole banks,
 :class:`hw.ctrl.cbuf.Cbuf`); port ``p`` reads only region ``p`` (its ``rd_addr_<p>`` is an offset
 in it), so the ports never compete for a bank.  The Cbuf words are 64 bits; the record and
@@ -25,10 +28,10 @@ template formats are :func:`sw.spec.cbuf.cbuf_header_layout` and
 :func:`sw.spec.cbuf.cbuf_template_layout`, and :func:`sw.compiler.image.expand_cbuf` is one port's
 expansion in Python.
 
-1. CONFIG: every port reads one Cbuf word per cycle; a record header is latched (no flit),
-   each of its ``count`` data words leaves as one CONFIG flit with the header's ``what`` and
-   destination and the running ``(slot, index)``, one per cycle per port when the mesh
-   accepts.  The ports run in parallel and independently.
+1. CONFIG (skipped with ``i_keep``): every port reads one Cbuf word per cycle; a record
+   header is latched (no flit), each of its ``count`` data words leaves as one CONFIG flit
+   with the header's ``what`` and destination and the running ``(slot, index)``, one per
+   cycle per port when the mesh accepts.  The ports run in parallel and independently.
 2. DRAIN: until every port's last flit left and ``drain`` cycles passed; with
    ``delivered=True`` (the top) also until ``i_delivered`` (CONFIG flits ejected into PEs
    since the start, counted by the top) equals the CONFIG flits sent, so no context token
@@ -42,11 +45,11 @@ expansion in Python.
    With ``window = 1`` every context waits for the previous one to end: the dependence
    control for contexts that depend on each other (the image's ``window`` chooses it).
 5. Each CTX_END flit carries its context ID and a ``count`` of END messages (ISA
-   v1.2, 0 counts as 1; the ID is the END slot's count of earlier ENDs, ``0 .. contexts-1``
-   whatever ``i_ctx_base``); the end counter of that context (a table indexed by the ID's low
-   bits) adds the count; the oldest context retires when its counter reaches ``i_ends``.
-   ``o_ends`` counts END messages (the sum of the counts), not flits.  DONE when
-   ``retired == contexts``; ``o_done`` stays high until the next start.
+   v1.2, 0 counts as 1; the ID is the END slot's count of earlier ENDs minus ``i_end_base``,
+   ``0 .. contexts-1`` whatever ``i_ctx_base``); the end counter of that context (a table
+   indexed by the ID's low bits) adds the count; the oldest context retires when its counter
+   reaches ``i_ends``.  ``o_ends`` counts END messages (the sum of the counts), not flits.
+   DONE when ``retired == contexts``; ``o_done`` stays high until the next start.
 
 Errors (sticky until the next start, bits of ``o_error`` = :class:`sw.spec.status.MiccError`)
 end the run in DONE with ``o_done`` low: a configuration larger than a port's Cbuf region, bad
@@ -140,6 +143,7 @@ class Micc(wiring.Component):
             "i_start": In(1),
             "i_n_ctx": In(16), "i_contexts": In(32),
             "i_window": In(8), "i_ends": In(16), "i_ctx_base": In(32),
+            "i_keep": In(1), "i_end_base": In(32),
             "i_hold": In(1), "i_cbuf_write": In(1), "i_delivered": In(32),
             "o_state": Out(MiccState), "o_done": Out(1), "o_error": Out(len(MiccError)),
             "o_issued": Out(32), "o_retired": Out(32), "o_ends": Out(32), "o_cycles": Out(48),
@@ -178,6 +182,7 @@ class Micc(wiring.Component):
         s.window = Signal(32)
         s.ends = Signal(16)
         s.ctx_base = Signal(32)
+        s.end_base = Signal(32)
         s.running = ~equals(state, MiccState.IDLE) & ~equals(state, MiccState.DONE)
         m.d.comb += [
             self.o_state.eq(state), self.o_error.eq(err),
@@ -272,7 +277,7 @@ class Micc(wiring.Component):
         end_id = Signal(32)
         age = Signal(32)
         s.outstanding = Signal(32)
-        m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32]),
+        m.d.comb += [self.i_flit.ready.eq(1), end_id.eq(end_body.data[:32] - s.end_base),
                      age.eq(end_id - s.retired), s.outstanding.eq(s.issued - s.retired)]
         got = self.i_flit.valid
         is_end = Bits(fl.kind.as_value()) == Kind.CTX_END.value
@@ -361,7 +366,8 @@ class Micc(wiring.Component):
         idle_out = Cat(*[~q.left.any() & ~q.pend & ~q.out.r_rdy for q in ports]).all()
         with m.If(self.i_start & ~s.running):
             m.d.sync += [
-                state.eq(MiccState.CONFIG), s.err.eq(self._start_errors(s)),
+                state.eq(Mux(self.i_keep, MiccState.HOLD, MiccState.CONFIG)),
+                s.err.eq(self._start_errors(s)), s.end_base.eq(self.i_end_base),
                 s.n_ctx.eq(_zx(self.i_n_ctx)),
                 s.contexts.eq(self.i_contexts), s.window.eq(_zx(self.i_window)),
                 s.ends.eq(self.i_ends), s.ctx_base.eq(self.i_ctx_base),
@@ -369,8 +375,10 @@ class Micc(wiring.Component):
                 s.config_cycles.eq(0), s.hold_cycles.eq(0), s.flits.eq(0), in_ctx.eq(0),
                 s.hidden.eq(0), wait.eq(self.drain),
             ] + [c.eq(0) for c in s.counts]
+            # Kept: nothing to configure, the templates right after port 0's records.
             for q in ports:
-                m.d.sync += [q.rptr.eq(0), q.left.eq(q.n_config), q.r_left.eq(0)]
+                m.d.sync += [q.rptr.eq(Mux(self.i_keep, q.n_config, 0)),
+                             q.left.eq(Mux(self.i_keep, 0, q.n_config)), q.r_left.eq(0)]
             m.d.sync += s.pend_is_ctx.eq(0)
         with m.Elif(~s.err.any()):
             with m.If(equals(state, MiccState.CONFIG)):

@@ -56,6 +56,8 @@ static void set_reg(const std::string& name, uint64_t v) {
     else if (name == "i_ends") top->i_ends = v;
     else if (name == "i_cbuf_words") top->i_cbuf_words = v;
     else if (name == "i_ctx_base") top->i_ctx_base = v;
+    else if (name == "i_keep") top->i_keep = v;
+    else if (name == "i_end_base") top->i_end_base = v;
     else if (name == "i_ctx_gate") top->i_ctx_gate = v;
     else if (name == "i_gate_shift") top->i_gate_shift = v;
     else {

@@ -32,7 +32,8 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   them), the Cbuf image on the first pass and the descriptors; each Dbuf's data go over one
   channel (the channels balanced by bytes), at the memory's bandwidth plus a cost per
   descriptor and the memory latency; the DMA-out moves the pass's output blocks.
-* **A pass** with ``overlap`` configures behind its DMA-in (its contexts wait for both);
+* **A pass** with ``overlap`` configures behind its DMA-in (its contexts wait for both; a
+  layer's passes after its first keep the configuration, no cycle);
   without, DMA-in, configuration and contexts follow each other; the DMA-out follows.  With
   ``early_start`` the DMA-in is cut into the runtime's groups of contexts
   (:mod:`sw.compiler.dma_plan`, a fence costing a descriptor after each), and each context
@@ -312,9 +313,11 @@ class Workload:
         ``rounded=False`` keeps the cycles as floats (a fit needs them smooth)."""
         k, system, p = constants or calibrated(), self.system, self.plan.params
         cyc = _rounder(rounded)
-        config = cyc(k.config0 + k.config1 * self.cfg_words)
+        configured = cyc(k.config0 + k.config1 * self.cfg_words)
         passes, fsteps, busy = [], 0.0, []
         for q, (dens, din, dout) in enumerate(self.passes):
+            # The passes after a layer's first keep its configuration (one program).
+            config = 0 if q else configured
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
             busy.append(self.work.dbuf_busy(dens, k))
             fsteps += fp

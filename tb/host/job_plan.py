@@ -36,11 +36,18 @@ Contract
   (their runs in and their results out); a pass whose Cbuf image equals the previous pass's
   is marked ``prefetch`` in the run spec (its DMA-in may run while the previous pass
   computes).
+* A kept configuration (``keep_config``, the default): a pass whose Cbuf words equal the
+  previous pass's runs with ``i_keep`` (the MicC sends no CONFIG flit: the PEs hold that
+  configuration, and a pass leaves them as configuring does, every context's state back at
+  its start and a SWITCH's feedback token back in place) and ``i_end_base``, the contexts
+  run since the PEs were configured (the END slots count on from there).
 * A job may start from Cbufs that already hold a configuration (``cbuf_loaded``: a job resumed
   after the pass that loaded it, ``tb.host.runtime.run_job(checkpoint=...)``): its first pass
   loads its Cbuf words only when they differ, as a pass after that one would, and
   :attr:`JobPlan.cbuf_preload` lists the words the bench writes into the Cbufs before the job
-  starts (the state the job resumes from).
+  starts (the state the job resumes from); when that pass keeps the configuration,
+  :attr:`JobPlan.configure` has the bench configure the PEs first (a MicC run with no
+  context, before the job's clock starts), as the pass before the job had.
 * :func:`cbuf_port_words` is a pass's Cbuf words per configuration port: what the Cbufs hold
   after it.
 * :class:`MemModel` holds the external memory model's registers (latency, bandwidth, stalls).
@@ -194,6 +201,10 @@ class JobPlan:
     #: ``[(Cbuf word address, uint64 words)]`` the Cbufs hold before the first pass
     #: (``plan_job(cbuf_loaded=...)``); empty for a job that starts from reset.
     cbuf_preload: list = ()
+    #: The MicC registers of a run with no context that configures the PEs before the first
+    #: pass (a resumed job whose first pass keeps the configuration the job before it made),
+    #: or ``None``.
+    configure: dict = None
 
     @property
     def descriptors(self):
@@ -277,7 +288,7 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
     descs, moved = [[] for _ in range(nch)], 0
     load = [0] * nch
     cbuf_words = 0
-    if prev_cbuf is None or not all(np.array_equal(a, b) for a, b in zip(prev_cbuf, cwords)):
+    if prev_cbuf is None or not _same_words(prev_cbuf, cwords):
         for q, words in enumerate(cwords):
             if len(words):
                 descs[0].append(_desc(exts[0].put(words), 8 * q * region, 8 * len(words),
@@ -343,13 +354,18 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
         touched.append((lo, hi))
         where += [(addr, n, c, at + addr - lo) for addr, n in group]
         out_bytes += hi - lo
-    plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words, early=early,
+    plan = dict(on_chip=on_chip, descs=descs, cbuf_words=cbuf_words, cwords=cwords, early=early,
                 gate_shift=shift,
                 ndesc=sum(len(d) for d in descs), outs=outs,
                 nouts=sum(len(o) for o in outs), cfg=[len(c) for c in cfgs],
                 templates=len(templates), image=image, moved=moved, out_bytes=out_bytes,
                 touched=sorted(touched))
     return plan, where, prev_cbuf
+
+
+def _same_words(a, b):
+    """Return whether two per-port lists of Cbuf words are equal."""
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
 def _plan_moves(p, moves, lists, touched, load, edge=False):
@@ -409,13 +425,14 @@ def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
                   i_cbuf_words=pl["cbuf_words"] if overlap and not backdoor_in else 0,
                   i_contexts=image.contexts, i_window=image.window,
                   i_ends=image.ends_per_context, i_ctx_base=image.ctx_base,
+                  i_keep=int(pl["keep"]), i_end_base=pl["end_base"],
                   i_ctx_gate=int(pl["early"] and not backdoor_in),
                   i_gate_shift=pl["gate_shift"]))
 
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
              overlap=False, double_buffer=False, cbuf_loaded=None, early_start=False,
-             edge_multicast=False):
+             edge_multicast=False, keep_config=True):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
@@ -425,7 +442,9 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     (:func:`cbuf_port_words`) the Cbufs hold when the job starts, or ``None`` (reset);
     ``early_start``: each context starts when its own data are in (module doc; needs
     ``overlap``); ``edge_multicast``: blocks several Dbufs of an edge hold go as one
-    edge-multicast flit a word (``sw.compiler.dma_plan.delivery_windows``).
+    edge-multicast flit a word (``sw.compiler.dma_plan.delivery_windows``); ``keep_config``:
+    a pass whose Cbuf words equal the previous pass's keeps the PEs' configuration (module
+    doc).
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -439,11 +458,18 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     region = cbuf_capacity(p) // config_ports
     preload = [] if cbuf_loaded is None else [(q * region, np.asarray(words, dtype=np.uint64))
                                               for q, words in enumerate(cbuf_loaded) if len(words)]
+    # The configuration the PEs hold at a pass's start (a resumed job's: the bench restores
+    # the one its first pass keeps) and the ENDs each END slot has sent since it was made.
+    configured, ends = cbuf_loaded, 0
     for j, (image, reads, *moves) in enumerate(passes):
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
                                           exts, prev_cbuf, config_ports,
                                           moves[0] if moves else (), early_start,
                                           edge_multicast)
+        pl["keep"] = bool(keep_config and configured is not None
+                          and _same_words(pl["cwords"], configured))
+        pl["end_base"] = ends if pl["keep"] and j else 0
+        ends, configured = (pl["end_base"] + image.contexts) % 2 ** 32, pl["cwords"]
         plan.append(pl)
         results.append(where)
     # The results: per channel one range of its external memory, read back at the end.
@@ -467,5 +493,8 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
                    for j, pl in enumerate(plan)]
     ext_in = [pl["moved"] + 16 * (pl["ndesc"] + pl["nouts"]) for pl in plan]
     ext_out = [pl["out_bytes"] for pl in plan]
+    # A resumed job whose first pass keeps its configuration: the bench makes it first.
+    configure = dict(spec_passes[0]["regs"], i_contexts=0, i_keep=0, i_ctx_gate=0,
+                     i_cbuf_words=0) if plan and plan[0]["keep"] else None
     return JobPlan(p, exts, plan, results, reads_spec, res_base, spec_passes, ext_in, ext_out,
-                   preload)
+                   preload, configure)

@@ -58,7 +58,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
             double_buffer=False, checkpoint=None, segment_passes=None, system=None,
-            early_start=False, edge_multicast=False):
+            early_start=False, edge_multicast=False, keep_config=True):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
     ``checkpoint`` in resumable segments.
 
@@ -136,6 +136,10 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     edge_multicast : bool
         Blocks several Dbufs of an edge hold are sent as one edge-multicast flit a word
         (``sw.compiler.dma_plan.delivery_windows``, ``docs/system.md``).
+    keep_config : bool
+        A pass whose configuration equals the previous pass's keeps the PEs' configuration
+        instead of sending it again (the MicC's ``i_keep``, ``tb.host.job_plan``); ``False``
+        configures every pass (a measurement aid).
 
     Returns
     -------
@@ -165,7 +169,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                   depth=depth, timeout_s=timeout_s, backdoor_in=backdoor_in,
                   dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
                   double_buffer=double_buffer, early_start=bool(early_start),
-                  edge_multicast=bool(edge_multicast))
+                  edge_multicast=bool(edge_multicast), keep_config=bool(keep_config))
     if checkpoint is None:
         return _run_segment(params, passes, sim, configs=configs, progress=progress, **kwargs)
     if configs is not None:
@@ -214,7 +218,7 @@ def _offset_progress(progress, first, passes):
 def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves, progress,
                  depth, timeout_s, configs=None, backdoor_in, dma_channels, config_ports,
                  overlap, double_buffer, cbuf_loaded=None, store=None, early_start=False,
-                 edge_multicast=False):
+                 edge_multicast=False, keep_config=True):
     """Run ``passes`` in one simulation (:func:`run_job`'s arguments), starting from Cbufs
     that hold ``cbuf_loaded``; with a :class:`~tb.host.checkpoint.Checkpoint` ``store``, load
     the result it keeps for this segment instead, or keep the new one there."""
@@ -223,7 +227,8 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
     plan = plan_job(p, passes, configs=configs, dma_channels=dma_channels,
                     config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap,
                     double_buffer=double_buffer, cbuf_loaded=cbuf_loaded,
-                    early_start=early_start, edge_multicast=edge_multicast)
+                    early_start=early_start, edge_multicast=edge_multicast,
+                    keep_config=keep_config)
     size = plan.ext_size(sim)
     if max_cycles is None:
         max_cycles = plan.default_max_cycles()
@@ -270,6 +275,7 @@ def _run_in(work_dir, p, plan, size, regs_mem, passes, sim, max_cycles, dma_max_
                 chunk=int(min(max_cycles, 100_000)),
                 cbuf_depth=p.cbuf_bytes // 8,
                 cbuf_preload=[[int(a), [int(w) for w in words]] for a, words in plan.cbuf_preload],
+                configure=plan.configure,
                 progress_file=progress_file if progress else None)
     key = kept = None
     if store is not None:

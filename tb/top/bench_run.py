@@ -31,7 +31,9 @@ ends the job.  Every phase's start and end clock is recorded.
 
 With ``cbuf_preload`` in the spec (a job resumed after its first passes,
 ``tb.host.runtime.run_job(checkpoint=...)``) the Cbufs are written by backdoor before the
-first pass with what the pass before the job left in them.
+first pass with what the pass before the job left in them; with ``configure`` (that first
+pass keeps the PEs' configuration, ``i_keep``) the bench then configures the PEs with those
+registers and no context, as the pass before the job did, before the job's clock starts.
 
 With ``backdoor_in`` in the spec (``tb.host.runtime.run_job(backdoor_in=True)``, a measurement aid
 for layers whose DMA-in would take too long to simulate, never the default) the DMA-in of each
@@ -68,6 +70,18 @@ def _int(handle):
     if not value.is_resolvable:
         raise AssertionError(f"{handle._path} holds unknown bits: {value}")
     return int(value)
+
+
+def _from_clock0(passes, final, failure, clock0):
+    """Count ``o_clock`` and the passes' recorded clocks from ``clock0`` (the job's start,
+    after a configuring run) in place."""
+    for st in [final] + [r.get("status") for r in passes] + [(failure or {}).get("status")]:
+        if st:
+            st["o_clock"] -= clock0
+    for r in passes:
+        for k in r:
+            if k.endswith(("_start", "_end")) and isinstance(r[k], int):
+                r[k] -= clock0
 
 
 def _snapshot(dut, npes):
@@ -352,6 +366,17 @@ async def run_job(dut):
                     True)
     load_s = time.monotonic() - t0
     tb = TB(dut, spec)
+    if spec.get("configure"):
+        # A resumed job whose first pass keeps the configuration: make it, as the pass before
+        # the job did (a MicC run with no context), before the job's clock starts.
+        for name, value in spec["configure"].items():
+            getattr(dut, name).value = value
+        await tb.pulse("i_start")
+        halted, _ = await tb.wait(dut.o_halt, spec["max_cycles"], "configure", 0, level=True)
+        if not (halted and _int(dut.o_done)):
+            raise AssertionError(f"configuring the PEs before the first pass failed: "
+                                 f"{_snapshot(dut, npes)}")
+    clock0 = _int(dut.o_clock) if spec.get("configure") else 0
     t1 = time.monotonic()
     passes, failure = [], None
     overlap = spec.get("overlap", False)
@@ -443,6 +468,7 @@ async def run_job(dut):
             break
     run_s, run_cpu_s = time.monotonic() - t1, time.process_time() - tb.c0
     final = _snapshot(dut, npes)
+    _from_clock0(passes, final, failure, clock0)
     reads = {}
     if failure is None:
         for j, (c, first, count) in enumerate(spec["reads"]):
