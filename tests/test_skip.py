@@ -12,11 +12,13 @@ import pytest
 
 from sw.compiler import balance, graphs, layers
 from sw.compiler.graph_kinds.skip import SKIP_WORD, skip_stored
+from sw.compiler.fc_layer import FcLayer, PlanOptions
 from sw.compiler.planner import plan_fc
-from sw.models import reference
+from sw.models import choose, perf, reference
 from sw.models.golden_fc import run_fc
 from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
+from sw.spec.system import System
 
 SEED = int(os.environ.get("FDPU_SEED", "20261202"))
 P1 = ArrayParams(rows=1, cols=1, dbuf_bytes=32768, slots=128, int_issue=2, operand_depth=4)
@@ -152,6 +154,27 @@ def test_skip_and_gather_differ_only_in_the_sign_of_zeros():
     zero = (a & 0x7FFF) == 0
     assert np.array_equal(a[~zero], b[~zero])
     assert np.all((b[zero] & 0x7FFF) == 0)
+
+
+def test_default_halves_the_row_block_of_a_layer_that_waits_for_its_data():
+    # The default (no kb given, choose.best_run): a sparse layer whose contexts wait for their
+    # data (one DMA channel at 2 B a cycle) runs with half the planner's row block where the
+    # model predicts that faster; a given kb is honoured; with early start off nothing changes.
+    p = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2, dbuf_bytes=1 << 16)
+    slow = System(dma_channels=1, mem_bandwidth=2.0)
+    w = layers.make_weights((32, 2048), 0.25, 2)
+    layer = FcLayer.of(w, 4)
+    opts = PlanOptions(mode="sparse", sparse_graph="skip")
+    base = plan_fc(layer, p, opts)                    # the planner's row block
+    once = perf.predict(base, w, slow)                # (early start: on with overlap)
+    plan, chosen = choose.best_run(layer, p, opts, slow)
+    assert base.kb > 1 and plan.kb == base.kb // 2 and plan.graph.name == "skip"
+    assert sum(f.hold for f in once.passes) >= choose.WAIT_SHARE * once.cycles
+    assert perf.predict(plan, w, chosen).cycles < once.cycles and chosen.early_start
+    given, _ = choose.best_run(layer, p, PlanOptions(mode="sparse", sparse_graph="skip",
+                                                     kb=base.kb), slow)
+    assert given.kb == base.kb
+    assert choose.best_run(layer, p, opts, slow, early_start=False)[0].kb == base.kb
 
 
 def test_default_sparse_graph_is_chosen_by_the_estimate():

@@ -34,6 +34,14 @@ and it is taken if it is faster.  Not the count the model predicts fastest: on v
 at batch 4 it predicts 8 and 16 contexts an item alike, the RTL measured 16 at 1,203,856
 cycles and 8 at 1,648,344 (docs/system.md).  A compute-bound layer keeps one context per item: streaming
 adds stores and per-context costs and runs the DMA beside the contexts, which slows them.
+
+A graph that does not stream (the sparse graphs, whose accumulations' lengths come from the
+data) gets the same choice with *half its row block* instead (twice the contexts a pass, each
+starting when its smaller share of the data is in), when no ``kb`` is given: one halving, not
+the model's best row block, because the model is optimistic where more contexts run beside the
+DMA-in. On the 8 x 8 RTL, batch 4, the skip graph (docs/system.md): alexnet-fc8 140,595
+cycles at ``kb`` 4 against 155,052 at 8 and 155,957 at 2 (the model: 140,855, 161,973,
+130,713); vgg16-fc7 140,455 at 4 against 149,781 at 8.
 """
 
 from dataclasses import replace
@@ -50,6 +58,9 @@ __all__ = ["best_plan", "best_run", "stream_counts", "STREAM_MIN_COLUMNS"]
 STREAM_MIN_COLUMNS = 256
 #: The most contexts per item the model considers.
 STREAM_MAX_CHUNKS = 64
+#: The share of a layer's predicted time its contexts wait for their data from which a graph
+#: that does not stream is predicted with half its row block too.
+WAIT_SHARE = 0.1
 
 
 def best_plan(layer, params, options=None, system=perf.System()):
@@ -94,20 +105,37 @@ def best_run(layer, params, options=None, system=perf.System(), early_start=None
     if options.chunks is not None:
         return _best_run(layer, params, options, system, early_start)
     plan, chosen = _best_run(layer, params, replace(options, chunks=1), system, early_start)
-    if early_start is False or not system.overlap or not stream_counts(plan):
+    if early_start is False or not system.overlap:
         return plan, chosen
     once = perf.predict(plan, layer.weights, chosen)
-    if all(f.dma_in <= f.contexts for f in once.passes):
+    finer = _finer(plan, options, once)
+    if finer is None:
         return plan, chosen
-    streamed = replace(system, early_start=True)
+    early = replace(system, early_start=True)
     try:
-        cand = planner.plan_fc(layer, params, replace(options, chunks=stream_counts(plan)[0],
-                                                      double_buffer=plan.double_buffer))
-    except FdpuError:                      # the streamed plan does not fit: keep one context
+        cand = planner.plan_fc(layer, params, finer)
+    except FdpuError:                      # the finer plan does not fit: keep the plan
         return plan, chosen
-    if perf.predict(cand, layer.weights, streamed).cycles < once.cycles:
-        return cand, streamed
+    if perf.predict(cand, layer.weights, early).cycles < once.cycles:
+        return cand, early
     return plan, chosen
+
+
+def _finer(plan, options, once):
+    """Return the options of the one finer plan :func:`best_run` predicts beside ``plan``
+    (predicted ``once``), or ``None``: a streamed plan for a graph that streams, where a
+    pass's DMA-in is longer than its contexts; else, unless the row block was given, the plan
+    with half its row block (twice the contexts), where the contexts wait for their data
+    :data:`WAIT_SHARE` of the layer's time or more."""
+    kept = dict(double_buffer=plan.double_buffer)
+    if stream_counts(plan):
+        if any(f.dma_in > f.contexts for f in once.passes):
+            return replace(options, chunks=stream_counts(plan)[0], **kept)
+        return None
+    if not plan.graph.streams and options.kb is None and plan.kb > 1 and plan.split == 1 \
+            and sum(f.hold for f in once.passes) >= WAIT_SHARE * once.cycles:
+        return replace(options, chunks=1, kb=plan.kb // 2, **kept)
+    return None
 
 
 def _best_run(layer, params, options, system, early_start):
