@@ -200,6 +200,8 @@ POINTS_D2 = (
                                       "--gb 1"),
     ("d2-8x8-skip-fc8-b4-kb2-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
                                      "--kb 2 --gb 1"),
+    ("d2-8x8-skip-fc8-b4-kb4-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
+                                     "--kb 4 --gb 1"),
     ("d2-8x8-skip-vgg7-b4-kb4-es-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip "
                                       "--kb 4 --gb 1"),
     ("d2-8x8-dense-vgg7-b4-kb4-es-em", "--layer vgg16-fc7 --batch 4 --mode dense --kb 4 "
@@ -236,7 +238,8 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-skip-vgg7-b4-es-em", "d2-8x8-dense-vgg7-b64-es-em",
                      "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
                      "d2-8x8-dense-fc8-b4-kb4-es-em",
-                     "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-vgg7-b4-kb4-es-em",
+                     "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-fc8-b4-kb4-es-em",
+                     "d2-8x8-skip-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
                      "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
