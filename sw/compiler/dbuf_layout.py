@@ -21,8 +21,9 @@ block (``kb`` binary16, the biases of its rows, 0 for padding rows and dummy ite
 after all of the Dbuf's item data, the output blocks of its items side by side in slot order
 (so that a Dbuf's results leave in one DMA-out descriptor; ``kb x gb`` tokens each,
 group-major: the token of row ``k`` and lane group ``g`` at ``8 (g kb + k)``, so that each
-group's outputs are one run, the form a chained next layer's input block takes them in).  A layer whose data
-do not fit the Dbufs runs in several passes (one memory image each, the same program).  Pass
+group's outputs are one run, the form a chained next layer's input block takes them in).  A
+layer whose data do not fit the Dbufs runs in several passes (one memory image each, the same
+program).  Pass
 ``p`` fills ``FcPlan.data_region(d, p)`` of each Dbuf and the table entries from
 ``FcPlan.pass_ctx_base(p)``: a double-buffered plan's consecutive passes touch disjoint bytes.
 

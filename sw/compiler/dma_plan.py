@@ -266,9 +266,9 @@ def out_runs(params, reads, channels):
 
     Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
     more is written out: a Dbuf's output blocks lie side by side after its item data,
-    :mod:`sw.compiler.dbuf_layout`, so a pass stores one descriptor per Dbuf); the Dbufs are spread over
-    the channels as :func:`assign_channels` spreads the DMA-in (each on its edge's channel),
-    so the DMA-out runs on every channel at once.
+    :mod:`sw.compiler.dbuf_layout`, so a pass stores one descriptor per Dbuf); the Dbufs are
+    spread over the channels as :func:`assign_channels` spreads the DMA-in (each on its
+    edge's channel), so the DMA-out runs on every channel at once.
     """
     spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
     runs = []
