@@ -105,11 +105,11 @@ def best_run(layer, params, options=None, system=perf.System(), early_start=None
     if options.chunks is not None:
         return _best_run(layer, params, options, system, early_start)
     plan, chosen = _best_run(layer, params, replace(options, chunks=1), system, early_start)
-    if early_start is False or not system.overlap:
+    finer = _finer(plan, options)
+    if early_start is False or not system.overlap or finer is None:
         return plan, chosen
     once = perf.predict(plan, layer.weights, chosen)
-    finer = _finer(plan, options, once)
-    if finer is None:
+    if not _waits(plan, once):
         return plan, chosen
     early = replace(system, early_start=True)
     try:
@@ -121,21 +121,25 @@ def best_run(layer, params, options=None, system=perf.System(), early_start=None
     return plan, chosen
 
 
-def _finer(plan, options, once):
-    """Return the options of the one finer plan :func:`best_run` predicts beside ``plan``
-    (predicted ``once``), or ``None``: a streamed plan for a graph that streams, where a
-    pass's DMA-in is longer than its contexts; else, unless the row block was given, the plan
-    with half its row block (twice the contexts), where the contexts wait for their data
-    :data:`WAIT_SHARE` of the layer's time or more."""
+def _finer(plan, options):
+    """Return the options of the one finer plan :func:`best_run` may predict beside ``plan``,
+    or ``None``: a streamed plan for a graph that streams; else, unless the row block was
+    given, the plan with half its row block (twice the contexts)."""
     kept = dict(double_buffer=plan.double_buffer)
     if stream_counts(plan):
-        if any(f.dma_in > f.contexts for f in once.passes):
-            return replace(options, chunks=stream_counts(plan)[0], **kept)
-        return None
-    if not plan.graph.streams and options.kb is None and plan.kb > 1 and plan.split == 1 \
-            and sum(f.hold for f in once.passes) >= WAIT_SHARE * once.cycles:
+        return replace(options, chunks=stream_counts(plan)[0], **kept)
+    if not plan.graph.streams and options.kb is None and plan.kb > 1 and plan.split == 1:
         return replace(options, chunks=1, kb=plan.kb // 2, **kept)
     return None
+
+
+def _waits(plan, once):
+    """Return whether ``plan`` (predicted ``once``) waits for its data enough to try its finer
+    plan: a streaming graph where a pass's DMA-in is longer than its contexts, another where
+    its contexts wait :data:`WAIT_SHARE` of the layer's time or more."""
+    if plan.graph.streams:
+        return any(f.dma_in > f.contexts for f in once.passes)
+    return sum(f.hold for f in once.passes) >= WAIT_SHARE * once.cycles
 
 
 def _best_run(layer, params, options, system, early_start):
