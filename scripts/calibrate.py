@@ -38,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from sw.cli import app  # noqa: E402
+from sw.cli import model as model_cli  # noqa: E402
 
 #: The RTL records of the calibration points (a result cache, one JSON object a line).
 CACHE = os.path.join(ROOT, "docs", "data", "calibration.jsonl")
@@ -217,7 +218,54 @@ POINTS_D2 = (
                                        "--chunks 16"),
     ("d2-8x8-dense-vgg7-b4-st16-es-em", "--layer vgg16-fc7 --batch 4 --mode dense "
                                         "--chunks 16"),
+    # Short accumulations: a few stored weights a row (the small layers of a network).
+    ("d2-2x2-skip-256x64-b8-es-em", "--rows 2 --cols 2 --out-features 256 --in-features 64 "
+                                    "--batch 8 --density 0.09 --sparse-graph skip --kb 4 --gb 2"),
+    ("d2-2x2-skip-128x256-b8-es-em", "--rows 2 --cols 2 --out-features 128 --in-features 256 "
+                                     "--batch 8 --density 0.09 --sparse-graph skip"),
+    ("d2-4x4-skip-256x128-b8-es-em", "--rows 4 --cols 4 --out-features 256 --in-features 128 "
+                                     "--batch 8 --density 0.09 --sparse-graph skip"),
+    ("d2-8x8-skip-256x64-b8-es-em", "--out-features 256 --in-features 64 --batch 8 "
+                                    "--density 0.09 --sparse-graph skip"),
 )
+
+#: The networks' cache: one ``fdpu net --sim verilator --json`` record a line (per layer).
+NET_CACHE = os.path.join(ROOT, "docs", "data", "calibration_net.jsonl")
+
+#: ``(name, fdpu net arguments)`` of the network points: whole networks on the RTL, each layer
+#: a point of its own, so that what a single layer never shows is measured (a layer chained on
+#: chip after another, its MOVEs beside its configuration; the two stages of a split
+#: reduction; a convolution run on its unrolled rows).  Validation only: never fitted.
+NET_POINTS = (
+    ("net-8x8-digits-b8-chain", "examples/digits/digits.onnx --inputs examples/digits/test_x.npy "
+                                "--limit 8 --chain --no-split"),
+    ("net-8x8-digits-b8-host", "examples/digits/digits.onnx --inputs examples/digits/test_x.npy "
+                               "--limit 8 --no-chain --no-split"),
+    ("net-8x8-digits-b8-split", "examples/digits/digits.onnx --inputs "
+                                "examples/digits/test_x.npy --limit 8 --chain --split"),
+    ("net-2x2-digits-b8-chain", "examples/digits/digits.onnx --inputs examples/digits/test_x.npy "
+                                "--limit 8 --rows 2 --cols 2 --chain --no-split"),
+    ("net-2x2-digits-b8-host", "examples/digits/digits.onnx --inputs examples/digits/test_x.npy "
+                               "--limit 8 --rows 2 --cols 2 --no-chain --no-split"),
+    ("net-2x2-lenet-b2", "examples/cnn/lenet_digits.onnx --inputs examples/cnn/lenet_x.npy "
+                         "--limit 2 --rows 2 --cols 2 --no-split"),
+    ("net-8x8-lenet-b2", "examples/cnn/lenet_digits.onnx --inputs examples/cnn/lenet_x.npy "
+                         "--limit 2 --no-split"),
+)
+
+#: Network points whose first layers ran as another point's did (the same layers, options and
+#: cycles): only these layers of theirs are points.
+NET_LAYERS = {"net-8x8-digits-b8-split": (2, 3)}
+
+#: The README's system for the network points, each option named (the defaults may change).
+_NET_SYSTEM = (_README + " --operand-depth 2 --edge-multicast --early-start "
+               "--no-double-buffer")
+
+
+def net_command(opts, sim="verilator"):
+    """Return the full ``fdpu net`` argument list of a network point's arguments."""
+    return ["net", *shlex.split(opts), "--sim", sim, *shlex.split(_NET_SYSTEM)]
+
 
 #: Points not used for fitting, reported apart: one or two of each kind (array size, graph,
 #: batch, depth, multi-pass), none that is the only one of its kind (the fit needs those).
@@ -243,6 +291,7 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-dense-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
                      "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
+                     "d2-4x4-skip-256x128-b8-es-em",
                      # The skip graph at operand depth 2 and 4 (compute only).
                      "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 
@@ -282,8 +331,54 @@ def _cache():
     return {r["point"]: r for r in recs}
 
 
+def _net_cache():
+    if not os.path.exists(NET_CACHE):
+        return {}
+    with open(NET_CACHE) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    return {r["point"]: r for r in recs}
+
+
+def run_networks(names=None):
+    """Run the network points not yet in their cache (or only ``names``); append them."""
+    have = _net_cache()
+    for name, opts in NET_POINTS:
+        if (names and name not in names) or name in have:
+            continue
+        argv = net_command(opts)
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rec.json")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status = app.main(argv + ["--json", path])
+            if status != 0:
+                print(out.getvalue())
+                print(f"  {name}: exit status {status}, not recorded", flush=True)
+                continue
+            with open(path) as f:
+                rec = json.load(f)
+        rec.update(point=name, command="fdpu " + " ".join(argv))
+        with open(NET_CACHE, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        print("  " + ", ".join(f"{lay['name']}: {lay['compute_cycles']:,} / {lay['cycles']:,}"
+                               for lay in rec["layers"]), flush=True)
+
+
+def networks():
+    """Return the network points of the cache as the calibration stores them
+    (:func:`sw.models.perf_fit.network_point`), in :data:`NET_POINTS`' order."""
+    from sw.models import perf_fit
+    have = _net_cache()
+    return [perf_fit.network_point(have[name], name, have[name]["command"],
+                                   "fdpu " + " ".join(net_command(opts, "model")),
+                                   NET_LAYERS.get(name))
+            for name, opts in NET_POINTS if name in have]
+
+
 def run_points(names=None):
     """Run the points not yet in the cache (or only ``names``); append their records."""
+    run_networks(names)
     have = _cache()
     for name, opts in _points():
         if (names and name not in names) or name in have:
@@ -347,8 +442,11 @@ def bench_points():
 def print_markdown():
     """Print the calibration's error table as Markdown (docs/perf.md)."""
     from sw.models import perf_fit
-    rows, summary = perf_fit.check()
-    cfg = {p["name"]: p["config"] for p in perf_fit.load()["points"]}
+    cal = perf_fit.load()
+    rows, _ = perf_fit.check(cal)
+    nets = perf_fit.network_rows(cal, model_cli.predict_network)
+    summary = perf_fit.summarize(rows + nets)
+    cfg = {p["name"]: p["config"] for p in cal["points"]}
     print("| point | array | depth | graph | K x C | batch | passes | compute model / RTL | "
           "error | end to end model / RTL | error |")
     print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
@@ -364,6 +462,20 @@ def print_markdown():
               f"{c['passes']} | {p['compute']:,} / {m['compute']:,} | {e['compute']:+.1%} | "
               f"{p['cycles']:,} / {meas} | {end} |")
     print()
+    layer = {f"{n['name']}:{lay['index']}": lay for n in cal.get("networks", ())
+             for lay in n["layers"]}
+    print("| network point: layer | K x C | what it shows | compute model / RTL | error | "
+          "end to end model / RTL | error |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in nets:
+        lay, p, m, e = layer[r["name"]], r["predicted"], r["measured"], r["error"]
+        # Its graph and array, and what only a network shows (the effects after "network").
+        eff = lay["effects"]
+        shows = ", ".join(eff[:2] + eff[eff.index("network") + 1:])
+        print(f"| *{r['name']} {lay['name']} | {lay['K']} x {lay['C']} | {shows} | "
+              f"{p['compute']:,} / {m['compute']:,} | {e['compute']:+.1%} | "
+              f"{p['cycles']:,} / {m['cycles']:,} | {e['cycles']:+.1%} |")
+    print()
     print("| points | figure | n | mean | max | target |")
     print("|---|---|---:|---:|---:|---:|")
     for label, part in summary.items():
@@ -378,7 +490,7 @@ def print_markdown():
 
     def pair(v):
         return "-" if v["mean"] is None else f"{v['mean']:.1%} / {v['max']:.1%}"
-    for name, v in perf_fit.by_effect(rows).items():
+    for name, v in perf_fit.by_effect(rows + nets).items():
         print(f"| {name} | {v['points']} | {v['within']} | {pair(v['compute'])} | "
               f"{pair(v['end_to_end'])} |")
 
@@ -391,6 +503,8 @@ def main(argv=None):
     if args.what == "list":
         for name, opts in _points():
             print(f"{name:36s} fdpu {' '.join(command(name, opts))}")
+        for name, opts in NET_POINTS:
+            print(f"{name:36s} fdpu {' '.join(net_command(opts))}")
         return 0
     if args.what == "run":
         run_points(args.only)
@@ -409,20 +523,22 @@ def main(argv=None):
             r["command"] = "fdpu " + " ".join(command(r["point"], opts[r["point"]]))
             r.setdefault("density", _density(opts[r["point"]]))
     points = [perf_fit.point(r, r["point"], r["command"], r["point"] in HOLDOUT) for r in recs]
+    nets = networks()
     if args.what == "points":
-        cal = dict(perf_fit.load(), points=points)
+        cal = dict(perf_fit.load(), points=points, networks=nets)
         perf_fit.save(cal)
-        print(f"{len(points)} points written to {perf_fit.CALIBRATION}, constants kept")
-        perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
+        print(f"{len(points)} points and {len(nets)} networks written to "
+              f"{perf_fit.CALIBRATION}, constants kept")
+        perf_fit.print_check(*model_cli.check_all(cal), Console(width=140))
         return 0
-    cal = perf_fit.fit(points)
+    cal = dict(perf_fit.fit(points), networks=nets)
     perf_fit.save(cal)
     print(f"fitted on {sum(not p['holdout'] for p in points)} points, "
           f"{sum(p['holdout'] for p in points)} held out; constants written to "
           f"{perf_fit.CALIBRATION}:")
     for name, v in cal["constants"].items():
         print(f"  {name:10s} {v:10.4f}")
-    perf_fit.print_check(*perf_fit.check(cal), Console(width=140))
+    perf_fit.print_check(*model_cli.check_all(cal), Console(width=140))
     return 0
 
 

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 from cliutil import assert_user_error, run
 
+from sw.cli import model as model_cli
 from sw.compiler import layers, planner
 from sw.compiler.program import pass_images
 from sw.models import perf, perf_fit
 from sw.spec.arch import ArrayParams
+from sw.spec.errors import FdpuError
 from tb.host import runtime
 from tb.host.job_plan import plan_job
 
@@ -70,19 +72,41 @@ def test_figures_add_up():
     assert plan.passes > 2 and len(pred.passes) == plan.passes
     assert d["compute_cycles"] == sum(p.config + p.contexts for p in pred.passes)
     assert d["cycles"] == sum(p.span + p.dma_out for p in pred.passes) >= d["compute_cycles"]
+    # The first pass configures once channel 0 has loaded the Cbufs; the others keep it.
+    assert pred.passes[0].cbuf_in > 0 and all(p.cbuf_in == 0 for p in pred.passes[1:])
     for p in pred.passes:
-        assert p.span == p.config + p.hold + p.contexts
+        assert p.span == p.cbuf_in + p.config + p.hold + p.contexts
     # Without early start the contexts wait for the whole DMA-in (overlapped with the
     # configuration); with it (the default) no longer than that, and a cycle more where a
     # pass's first context reads its last group's data (the fence counted a cycle later).
     plain = perf.predict(plan, w, perf.System(early_start=False))
     for p, e in zip(plain.passes, pred.passes):
-        assert p.span == max(p.dma_in, p.config) + p.contexts
+        assert p.span == max(p.dma_in, p.cbuf_in + p.config) + p.contexts
         assert e.hold <= p.hold + 1
     assert 0 < d["utilization"] <= d["issue_utilization"] <= 1
     assert d["utilization"] <= d["utilization_contexts"]
     assert d["external_bytes"] > d["min_external_bytes"] > 0
     json.dumps(d, allow_nan=False)
+
+
+def test_the_configuration_starts_when_the_cbufs_are_in():
+    # The MicC's start is armed until channel 0 has written every Cbuf word (docs/system.md):
+    # a small layer on the 8 x 8, whose configuration is long beside its DMA-in, ends its
+    # configuration no earlier than the Cbuf words' load and the configuration itself.  The
+    # network point that shows it: the digits MLP's first layer, whose configuration the RTL
+    # hid behind the DMA-in for 875 of its 2,487 cycles only.
+    cal = perf_fit.load()
+    net = next(n for n in cal["networks"] if n["name"] == "net-8x8-digits-b8-host")
+    rec = model_cli.predict_network(net["model_command"].split()[2:])
+    p0 = rec["layers"][0]["pass_cycles"][0]
+    m0 = net["layers"][0]["measured"]
+    assert p0["span"] >= p0["dma_in"] + 0.5 * p0["config"]
+    assert abs(rec["layers"][0]["cycles"] - m0["cycles"]) < perf_fit.TARGETS["end_to_end"] * \
+        m0["cycles"]
+    plan, w, _ = _plan(256, 64, 8, "sparse", "skip", 0.1, ArrayParams(
+        rows=8, cols=8, slots=128, operand_depth=2, int_issue=2))
+    f = perf.predict(plan, w).passes[0]
+    assert f.cbuf_in > f.config > 0 and f.span >= f.cbuf_in + f.config + f.contexts
 
 
 def test_double_buffering_hides_the_dma_behind_other_passes():
@@ -289,6 +313,46 @@ def test_model_check_reports_every_point():
     assert summary["fitted"]["end_to_end"]["mean"] < 2 * perf_fit.TARGETS["end_to_end"]
 
 
+def test_network_points_validate_what_single_layers_do_not_show():
+    # Whole networks on the RTL, each layer a held-out point: chained layers (MOVEs beside the
+    # configuration), the split's two stages, convolutions on their unrolled rows.
+    cal = perf_fit.load()
+    nets = cal["networks"]
+    assert nets and all(n["holdout"] and n["command"].startswith("fdpu net ") for n in nets)
+    assert all(n["model_command"].startswith("fdpu net ") and "--sim model" in
+               n["model_command"] for n in nets)
+    shown = {e for n in nets for lay in n["layers"] for e in lay["effects"]}
+    assert {"chained in (MOVEs)", "inputs from the host", "split: partial sums", "split: sum",
+            "convolution (unrolled rows)", "array 2 x 2", "array 8 x 8"} <= shown
+    for n in nets:
+        for lay in n["layers"]:
+            m = lay["measured"]
+            assert m["compute"] > 0 and m["cycles"] >= m["compute"] and m["dma_in"] >= 0
+
+
+def test_network_rows_pair_the_models_layers_with_the_rtls():
+    cal = perf_fit.load()
+    net = cal["networks"][0]
+    calls = []
+
+    def predict(argv):
+        calls.append(argv)
+        return model_cli.predict_network(argv)
+    rows = perf_fit.network_rows(cal, predict, [net["name"]])
+    assert len(calls) == 1 and calls[0][0].endswith(".onnx") and "model" in calls[0]
+    assert [r["name"] for r in rows] == [f"{net['name']}:{lay['index']}"
+                                         for lay in net["layers"]]
+    for r, lay in zip(rows, net["layers"]):
+        assert r["holdout"] and r["measured"] == lay["measured"]
+        assert r["error"]["cycles"] == pytest.approx(
+            (r["predicted"]["cycles"] - lay["measured"]["cycles"]) / lay["measured"]["cycles"])
+    # A model that no longer runs the network's layers as the RTL did is refused, not paired.
+    with pytest.raises(FdpuError, match="no longer runs layer 0"):
+        perf_fit.network_rows(cal, lambda argv: dict(layers=[]), [net["name"]])
+    summary = perf_fit.summarize(rows)
+    assert summary["held out"]["points"] == len(rows) and summary["fitted"]["points"] == 0
+
+
 def _record_of(pt, nnz):
     """Return an ``fdpu run --json`` record of calibration point ``pt``'s configuration."""
     c = pt["config"]
@@ -447,6 +511,12 @@ def test_model_check_command(tmp_path, capsys):
     assert set(rec["effects"]) == set(rec["rows"][0]["effects"])
     assert_user_error(capsys, "model-check", "--point", "no-such-point",
                       match="no calibration point named no-such-point")
+    net = perf_fit.load()["networks"][0]
+    status, out, _ = run(capsys, "model-check", "--point", net["name"], "--json", path)
+    rec = json.loads(path.read_text())
+    assert status == 0 and [r["name"] for r in rec["rows"]] == [
+        f"{net['name']}:{lay['index']}" for lay in net["layers"]]
+    assert "network" in rec["effects"]
 
 
 # -- against the RTL ------------------------------------------------------------------------

@@ -11,11 +11,17 @@ result is computed (``--out`` is refused), nor are the options that only a simul
 ``--no-feedback``).
 """
 
+import argparse
+import contextlib
+import io
+import json
 import os
+import tempfile
 
 import numpy as np
 from rich.table import Table
 
+from sw.cli import net as net_cli
 from sw.cli.options import conv_record, graph_name, plan_run, resolve
 from sw.cli.output import BOUND_ROW, bound_text, check_outputs, console, megabytes, write_json
 from sw.compiler import balance
@@ -25,7 +31,8 @@ from sw.spec.errors import FdpuError
 #: The checkout (calibration paths are given relative to it).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-__all__ = ["register", "check_model_options", "run_model_command", "model_check_command"]
+__all__ = ["register", "check_model_options", "run_model_command", "model_check_command",
+           "check_all", "predict_network"]
 
 #: Options ``fdpu run`` has that the model refuses (``(flag, attribute, default)``).
 _SIM_ONLY = (("--out", "out", None), ("--max-cycles", "max_cycles", None),
@@ -54,17 +61,41 @@ def model_check_command(args):
     """Print the model's error on its calibration points; return 0."""
     check_outputs([("--json", args.json)])
     cal = perf_fit.load()
-    names = {p["name"] for p in cal["points"]}
+    names = {p["name"] for p in cal["points"] + list(cal.get("networks", ()))}
     unknown = sorted(set(args.point or ()) - names)
     if unknown:
         raise FdpuError(f"--point: no calibration point named {', '.join(unknown)} (there are: "
                         f"{', '.join(sorted(names))})")
-    rows, summary = perf_fit.check(cal, args.point)
+    rows, summary = check_all(cal, args.point)
     perf_fit.print_check(rows, summary, console())
     if args.json:
         write_json(args.json, dict(rows=rows, summary=summary, effects=perf_fit.by_effect(rows),
                                    constants=cal["constants"]))
     return 0
+
+
+def check_all(calibration, names=None):
+    """Return ``(rows, summary)`` of :func:`sw.models.perf_fit.check` over the calibration's
+    single-layer points and its network points (each layer a row; ``names`` limits both)."""
+    rows, _ = perf_fit.check(calibration, names)
+    rows += perf_fit.network_rows(calibration, predict_network, names)
+    return rows, perf_fit.summarize(rows)
+
+
+def predict_network(argv):
+    """Return the record of ``fdpu net <argv>`` (``--sim model``; files named relative to the
+    checkout, as the calibration stores them), printing nothing."""
+    argv = [os.path.join(ROOT, a) if not a.startswith("-") and not os.path.isabs(a)
+            and os.path.exists(os.path.join(ROOT, a)) else a for a in argv]
+    parser = argparse.ArgumentParser(prog="fdpu")
+    net_cli.register(parser.add_subparsers())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "net.json")
+        args = parser.parse_args(["net", *argv, "--json", path])
+        with contextlib.redirect_stdout(io.StringIO()):
+            args.func(args)
+        with open(path) as f:
+            return json.load(f)
 
 
 def check_model_options(args):

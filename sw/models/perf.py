@@ -101,7 +101,10 @@ class Constants:
     next pass and LOADs of the previous one, early start's STOREs of the pass's own DMA-in;
     ``give``: the reverse, cycles an early-start DMA-in loses per word it stores beside the
     contexts into a Dbuf they keep fully busy (their loads and its STOREs share the request
-    mesh's links into the Dbufs), spread over the channels.
+    mesh's links into the Dbufs), spread over the channels;
+    ``ramp``: the steps of an accumulation before its loads are held as the graph's factor
+    says: of a row of ``L`` FACC steps, ``max(0, L - ramp) / L`` of the factor's excess
+    counts (a short row's stream ends before its operand queues fill).
     """
     fp: float = 1.0
     pipe2: float = 1.0
@@ -127,6 +130,7 @@ class Constants:
     dma_bw: float = 0.8
     steal: float = 1.0
     give: float = 0.5
+    ramp: float = 8.0
 
 
 def constants_of(values, path=CALIBRATION):
@@ -167,6 +171,7 @@ class PassFigures:
     in_hidden: int = 0         # double-buffered: DMA-in cycles behind the previous pass
     out_hidden: int = 0        # double-buffered: DMA-out cycles behind the next pass
     out_exposed: int = None    # DMA-out cycles on the critical path (None: all of them)
+    cbuf_in: int = 0           # cycles until the pass's Cbuf words are in: the MicC starts
 
     @property
     def compute(self):
@@ -221,7 +226,8 @@ class Prediction:
             config_cycles=sum(p.config for p in self.passes),
             context_cycles=sum(p.contexts for p in self.passes),
             hold_cycles=sum(p.hold for p in self.passes),
-            pass_cycles=[{**{k: v for k, v in asdict(p).items() if k != "out_exposed"},
+            pass_cycles=[{**{k: v for k, v in asdict(p).items()
+                             if k not in ("out_exposed", "cbuf_in")},
                           "compute": p.compute} for p in self.passes],
             flops=self.flops, useful_flops=self.useful_flops,
             **figures.utilizations(self.params, useful=self.useful_flops, flops=self.flops,
@@ -298,7 +304,7 @@ class Workload:
                 _output_segments(plan, layout, system.dma_channels)
             dout = [] if chained_to is not None else \
                 _dma_load(outs, p, system.dma_channels, [], out=True)
-            self.passes.append((dens, din, dout))
+            self.passes.append((dens, din, dout, cbuf))
             blocks, nbytes = groups
             self.dbuf_words.append((
                 _dbuf_words(segs + [(a, nbytes) for g in blocks for a in g], p),
@@ -315,9 +321,15 @@ class Workload:
         cyc = _rounder(rounded)
         configured = cyc(k.config0 + k.config1 * self.cfg_words)
         passes, fsteps, busy = [], 0.0, []
-        for q, (dens, din, dout) in enumerate(self.passes):
+        for q, (dens, din, dout, cbuf) in enumerate(self.passes):
             # The passes after a layer's first keep its configuration (one program).
             config = 0 if q else configured
+            # The MicC starts when channel 0 has written the Cbufs (its list begins with
+            # their descriptors: the armed start, docs/system.md), so a configuration ends
+            # no earlier than those words' load and its own cycles.
+            cbuf_in = cyc(_dma_cycles([(8 * sum(cbuf), len(cbuf), sum(cbuf))], system,
+                                      k)[0]) if config and cbuf else 0
+            configured_at = cbuf_in + config
             ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
             busy.append(self.work.dbuf_busy(dens, k))
             fsteps += fp
@@ -331,7 +343,7 @@ class Workload:
                 # as beside another pass's, _stolen): the words of the groups that arrive
                 # after the first context starts (_beside); a later
                 # double-buffered pass's DMA-in ran beside the pass before (_stolen's).
-                first = max(config, arrive[0])
+                first = max(configured_at, arrive[0])
                 beside = {} if q and self.plan.double_buffer else \
                     _beside(din.words, arrive, first)
                 lost = _lost(busy[-1], ctx_cycles, beside, k)
@@ -342,29 +354,31 @@ class Workload:
                 dma_in = arrive[-1]
                 # Groups past the last one with data (their contexts read only data an
                 # earlier group loaded: shared row blocks) are ready with the whole DMA-in.
-                ready = np.array([arrive[min(c >> din.shift, len(arrive) - 1)] - config
+                last = len(arrive) - 1
+                ready = np.array([arrive[min(c >> din.shift, last)] - configured_at
                                   for c in range(dens[0].shape[0])])
                 # The loss falls on the contexts that run beside the DMA-in (their data in
                 # before its end), evenly: a context waiting for its data absorbs it.
-                during = ready < arrive[-1] - config
+                during = ready < arrive[-1] - configured_at
                 extra = np.where(during, lost / max(1, int(during.sum())), 0.0)
                 waited, _, _ = self.work.pass_cycles(dens, k, ready, extra)
                 ctx_cycles = ctx_cycles + lost
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
-                span = cyc(config + max(waited, ctx_cycles))
-                hold = max(0, span - config - ctx_cycles)
+                span = cyc(configured_at + max(waited, ctx_cycles))
+                hold = max(0, span - configured_at - ctx_cycles)
             else:
                 dma_in, moved, ndesc = _dma_cycles(din, system, k)
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
                 if system.overlap:
-                    start, hold = max(dma_in, config), max(0, dma_in - config)
+                    start = max(dma_in, configured_at)
+                    hold = max(0, dma_in - configured_at)
                 else:
                     start, hold = dma_in + config, 0
                 span = start + ctx_cycles
             # The DMA reads its descriptor lists, in and out, from external memory.
             ext_in = moved + DMA_DESC_BYTES * (ndesc + nout)
             passes.append(PassFigures(dma_in, config, ctx_cycles, hold, span,
-                                      dma_out, ext_in, ext_out, bound))
+                                      dma_out, ext_in, ext_out, bound, cbuf_in=cbuf_in))
         if self.plan.double_buffer and system.overlap:
             _stolen(passes, busy, self.dbuf_words, k, cyc)
             _double_buffered(passes)
@@ -456,13 +470,13 @@ def _double_buffered(passes):
     exposed.
     """
     f0 = passes[0]
-    start = max(f0.dma_in, f0.config)            # pass 0 as without double buffering
+    start = max(f0.dma_in, f0.cbuf_in + f0.config)   # pass 0 as without double buffering
     s_prev = end_prev = 0
     for j, f in enumerate(passes):
         if j:
             prev = passes[j - 1]
             out_prev = passes[j - 2].dma_out if j >= 2 else 0
-            micc = max(end_prev, s_prev + out_prev)
+            micc = max(end_prev, s_prev + out_prev + f.cbuf_in)
             loaded = s_prev + out_prev + f.dma_in
             start = max(micc + f.config, loaded)
             f.hold = max(0, loaded - (micc + f.config))
@@ -548,14 +562,20 @@ class _Work:
             return fp, other, p0, mem
         return fp, other + p0, None, mem
 
+    def _held(self, chain, k):
+        """Return the factor on the loads' share of the pipes, Dbufs and links per context
+        and engine: the graph's (:meth:`GraphKind.held`), its excess counted ``max(0, L -
+        ramp) / L`` for accumulations of ``L`` steps (``chain``)."""
+        held = self.plan.graph.held(k, self.plan.engine, self.plan.params.operand_depth,
+                                    self.sharers)
+        return 1 + (held - 1) * np.maximum(0.0, chain - k.ramp) / np.maximum(chain, 1.0)
+
     def dbuf_busy(self, work, k):
         """Return ``{Dbuf: cycles}``: the port cycles the contexts of a pass with ``work``
         (:meth:`densities`) ask of each home Dbuf, summed over the contexts."""
-        dens, _ = work
+        dens, chain = work
         _, _, _, mem = self._issues(dens)
-        held = self.plan.graph.held(k, self.plan.engine, self.plan.params.operand_depth,
-                                    self.sharers)
-        per = np.asarray(mem).sum(axis=0) * held / k.dbuf
+        per = (np.asarray(mem) * self._held(chain, k)).sum(axis=0) / k.dbuf
         out = {}
         for e, d in enumerate(self.homes.tolist()):
             out[d] = out.get(d, 0.0) + float(per[e])
@@ -576,7 +596,7 @@ class _Work:
         terms = {"fp": fp / k.fp, "stream": chain * step}
         terms.update({n: np.full(dens.shape, v)
                       for n, v in kind.model_terms(spec, k, depth).items()})
-        held = kind.held(k, spec, depth, self.sharers)
+        held = self._held(chain, k)
         if p0 is None:
             terms["int pipe"] = (p2 + (held - 1) * mem) / k.int1
         else:

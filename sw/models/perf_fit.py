@@ -28,6 +28,7 @@ array, system), what the RTL measured, and whether it was *held out* of the fit.
 import functools
 import json
 import os
+import shlex
 from dataclasses import asdict
 
 import numpy as np
@@ -41,7 +42,8 @@ from sw.spec.arch import ArrayParams
 from sw.spec.errors import FdpuError
 
 __all__ = ["CALIBRATION", "constants", "load", "point", "rebuild", "workload", "measured", "fit",
-           "save", "check", "by_effect", "print_check", "measured_point", "error_of", "TARGETS"]
+           "save", "check", "network_point", "network_rows", "summarize", "by_effect",
+           "print_check", "measured_point", "error_of", "TARGETS"]
 
 #: The calibration file: fitted constants and the RTL points they came from.
 CALIBRATION = perf.CALIBRATION
@@ -56,7 +58,7 @@ _PRIOR = 0.02
 _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
                 "credit", "wstream", "shallow", "switch_held", "queue", "inflight", "context",
-                "tail", "steal"),
+                "tail", "steal", "ramp"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw", "give"),
 }
@@ -288,9 +290,85 @@ def check(calibration=None, names=None):
         rows.append(dict(name=pt["name"], holdout=pt["holdout"], predicted=got, measured=meas,
                          error=err, bound=pred.passes[0].bound, command=pt["command"],
                          effects=effects(pt["config"])))
-    summary = {label: _errors([r for r in rows if r["holdout"] == sel])
-               for label, sel in (("fitted", False), ("held out", True))}
-    return rows, summary
+    return rows, summarize(rows)
+
+
+def network_point(rec, name, command, model_command, keep=None):
+    """Return the calibration entry of a network run on the RTL (``fdpu net --sim verilator
+    --json`` record ``rec``): its name, the command that measured it, the ``fdpu net``
+    arguments that predict it (``--sim model``), and per layer (those of index in ``keep``,
+    default all) what the RTL measured and the effects it exercises.  Network points are
+    validation only (held out)."""
+    layers_ = []
+    for lay in rec["layers"]:
+        if keep is not None and lay["index"] not in keep:
+            continue
+        runs = lay.get("pass_cycles") or []
+        meas = dict(compute=lay["compute_cycles"],
+                    config=sum(r["config"] for r in runs) if runs else None,
+                    contexts=sum(r["contexts"] for r in runs) if runs else None,
+                    cycles=lay["cycles"],
+                    dma_in=sum(r["dma_in"] for r in runs) if runs else None,
+                    dma_out=sum(r["dma_out"] for r in runs) if runs else None,
+                    ext_read=lay["ext_read_bytes"], ext_write=lay["ext_write_bytes"])
+        config = dict(mode=rec["mode"], sparse_graph=lay["graph"].split("/")[-1]
+                      if "/" in lay["graph"] else None, rows=rec["rows"], cols=rec["cols"],
+                      N=lay["N"], operand_depth=rec["operand_depth"], passes=lay["passes"],
+                      double_buffer=lay["double_buffer"], backdoor_in=False,
+                      early_start=rec["early_start"], edge_multicast=rec["edge_multicast"])
+        layers_.append(dict(index=lay["index"], name=lay["name"], stage=lay.get("stage"),
+                            K=lay["K"], C=lay["C"], measured=meas,
+                            effects=effects(config) + _network_effects(lay)))
+    return dict(name=name, command=command, model_command=model_command, holdout=True,
+                layers=layers_)
+
+
+def _network_effects(lay):
+    """Return the effects only a network shows of one layer record (``fdpu net --json``)."""
+    out = ["network"]
+    out.append("chained in (MOVEs)" if lay["chained_in"] else "inputs from the host")
+    out.append("chained out" if lay["chained_out"] else "outputs to the host")
+    if lay.get("stage"):
+        out.append(f"split: {lay['stage']}")
+    if "Conv" in lay["name"]:
+        out.append("convolution (unrolled rows)")
+    return out
+
+
+def network_rows(calibration, predict, names=None):
+    """Return :func:`check`'s rows for the calibration's network points: each network run
+    by ``predict(argv)`` (the ``fdpu net`` record of the arguments ``argv``, ``--sim
+    model``), its layers paired with the RTL's by index.  ``names`` limits the networks."""
+    rows = []
+    for net in calibration.get("networks", ()):
+        if names and net["name"] not in names:
+            continue
+        argv = shlex.split(net["model_command"])[2:]           # after "fdpu net"
+        got = {lay["index"]: lay for lay in predict(argv)["layers"]}
+        for lay in net["layers"]:
+            p = got.get(lay["index"])
+            if p is None or p["name"] != lay["name"]:
+                raise FdpuError(f"network point {net['name']}: the model no longer runs layer "
+                                f"{lay['index']} ({lay['name']}) as the RTL did: re-run it "
+                                f"(scripts/calibrate.py run)")
+            runs = p.get("pass_cycles") or []
+            pred = dict(compute=p["compute_cycles"], cycles=p["cycles"],
+                        dma_in=sum(r["dma_in"] for r in runs),
+                        dma_out=sum(r["dma_out"] for r in runs),
+                        ext_read=p["ext_read_bytes"], ext_write=p["ext_write_bytes"])
+            meas = lay["measured"]
+            err = {key: (pred[key] - meas[key]) / meas[key] if meas.get(key) else None
+                   for key in pred}
+            rows.append(dict(name=f"{net['name']}:{lay['index']}", holdout=True,
+                             predicted=pred, measured=meas, error=err, bound=p["bound_by"],
+                             command=net["command"], effects=lay["effects"]))
+    return rows
+
+
+def summarize(rows):
+    """Return :func:`check`'s summary of ``rows``: fitted and held-out points apart."""
+    return {label: _errors([r for r in rows if r["holdout"] == sel])
+            for label, sel in (("fitted", False), ("held out", True))}
 
 
 def _errors(rows):
