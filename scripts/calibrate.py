@@ -229,6 +229,12 @@ POINTS_D2 = (
                                     "--density 0.09 --sparse-graph skip"),
 )
 
+#: The RTL records of the paper's evaluation (``fdpu paper --source rtl``'s result cache).
+PAPER_RTL = os.path.join(ROOT, "docs", "data", "paper-rtl")
+#: The sources whose paper records measure today's hardware (``{source digest: commit}``):
+#: their points are validation points (held out); the records of older hardware are not.
+PAPER_SOURCES = {"4bb66a4248b8df949ba4a5b89608dc0a4022c203e05414728ba15c28ccd6dcb3": "0454ba6"}
+
 #: The networks' cache: one ``fdpu net --sim verilator --json`` record a line (per layer).
 NET_CACHE = os.path.join(ROOT, "docs", "data", "calibration_net.jsonl")
 
@@ -439,6 +445,25 @@ def bench_points():
     return out
 
 
+def paper_points():
+    """Return the bit-exact RTL records of the paper's evaluation measured on a source of
+    :data:`PAPER_SOURCES`, named ``paper-<layer>-b<batch>-<graph>`` (validation points)."""
+    out = []
+    for name in sorted(os.listdir(PAPER_RTL)) if os.path.isdir(PAPER_RTL) else ():
+        with open(os.path.join(PAPER_RTL, name)) as f:
+            rec = json.load(f)
+        commit = PAPER_SOURCES.get(rec.get("source"))
+        if commit is None or rec.get("sim") != "verilator" or rec.get("status") != 0 or \
+                not rec["result"].get("match"):
+            continue
+        pt, res = rec["point"], dict(rec["result"])
+        graph = pt.get("sparse-graph", pt.get("mode", "dense"))
+        res.update(point=f"paper-{pt['layer']}-b{pt['batch']}-{graph}", density=None, seed=0,
+                   command=f"{rec['command']} (at {commit}; record docs/data/paper-rtl/{name})")
+        out.append(res)
+    return sorted(out, key=lambda r: r["point"])
+
+
 def print_markdown():
     """Print the calibration's error table as Markdown (docs/perf.md)."""
     from sw.models import perf_fit
@@ -523,6 +548,10 @@ def main(argv=None):
             r["command"] = "fdpu " + " ".join(command(r["point"], opts[r["point"]]))
             r.setdefault("density", _density(opts[r["point"]]))
     points = [perf_fit.point(r, r["point"], r["command"], r["point"] in HOLDOUT) for r in recs]
+    # The paper's RTL points that no calibration point already ran, held out.
+    for r in paper_points():
+        if perf_fit.measured_point(r, dict(points=points)) is None:
+            points.append(perf_fit.point(r, r["point"], r["command"], True))
     nets = networks()
     if args.what == "points":
         cal = dict(perf_fit.load(), points=points, networks=nets)

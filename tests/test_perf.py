@@ -298,6 +298,12 @@ def test_calibration_file_is_complete():
     assert any(p["config"].get("early_start") and not p["holdout"] for p in pts)
     assert any(p["holdout"] for p in pts) and not all(p["holdout"] for p in pts)
     assert all(p["command"] for p in pts)
+    # The paper's RTL points on today's hardware validate (held out), each config once.
+    paper = [p for p in pts if p["name"].startswith("paper-")]
+    assert paper and all(p["holdout"] and "docs/data/paper-rtl/" in p["command"]
+                         for p in paper)
+    configs = [json.dumps(p["config"], sort_keys=True) for p in pts]
+    assert len(set(configs)) == len(configs)
 
 
 def test_model_check_reports_every_point():
