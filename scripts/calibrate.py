@@ -4,7 +4,10 @@ The calibration set is a list of RTL runs (:data:`POINTS`): array sizes 1 x 1 to
 dense graph and each sparse graph, batch 1 to 64, several shapes, layers that take several
 passes.  Each point is an ``fdpu run --sim verilator`` command (or, for the 8 x 8 points
 whose DMA-in is loaded by backdoor, the ``scripts/bench_skip.py`` record it came from); a
-quarter of them are *held out*: not used for fitting, their error reported apart.
+quarter of them are *held out*: not used for fitting, their error reported apart.  Beside
+them, validation only (held out): whole networks run on the RTL (:data:`NET_POINTS`, each
+layer a point: chained layers, split stages, convolutions) and the paper's RTL records
+measured on today's hardware (:func:`paper_points`).
 
 Usage::
 

@@ -19,6 +19,9 @@ array, system), what the RTL measured, and whether it was *held out* of the fit.
   (predicted, measured, relative error) and the mean and largest errors, fitted and held-out
   points apart; :func:`by_effect` the errors per effect the points exercise (graph, array,
   batch, passes, the DMA's options); :func:`print_check` prints them (``fdpu model-check``).
+* :func:`network_point` stores a network run on the RTL as a held-out point per layer, and
+  :func:`network_rows` checks them against the network run on the model (a ``predict``
+  callable: the CLI runs ``fdpu net --sim model``); :func:`summarize` sums any rows.
 * :func:`measured_point` finds the calibration point that ran a record's configuration on the
   RTL (the same layer and weights, batch, plan, array and system), and :func:`error_of` a
   model record's error against it: how ``fdpu run --sim model`` and ``fdpu paper --source
