@@ -348,6 +348,23 @@ def _net_cache():
     return {r["point"]: r for r in recs}
 
 
+def _run_json(name, argv):
+    """Run ``fdpu <argv> --json`` for point ``name``, its output hidden; return its record, or
+    ``None`` (its output and exit status printed) if it failed."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rec.json")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = app.main(argv + ["--json", path])
+        if status != 0:
+            print(out.getvalue())
+            print(f"  {name}: exit status {status}, not recorded", flush=True)
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+
 def run_networks(names=None):
     """Run the network points not yet in their cache (or only ``names``); append them."""
     have = _net_cache()
@@ -355,18 +372,9 @@ def run_networks(names=None):
         if (names and name not in names) or name in have:
             continue
         argv = net_command(opts)
-        print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "rec.json")
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                status = app.main(argv + ["--json", path])
-            if status != 0:
-                print(out.getvalue())
-                print(f"  {name}: exit status {status}, not recorded", flush=True)
-                continue
-            with open(path) as f:
-                rec = json.load(f)
+        rec = _run_json(name, argv)
+        if rec is None:
+            continue
         rec.update(point=name, command="fdpu " + " ".join(argv))
         with open(NET_CACHE, "a") as f:
             f.write(json.dumps(rec) + "\n")
@@ -393,18 +401,9 @@ def run_points(names=None):
         if (names and name not in names) or name in have:
             continue
         argv = command(name, opts)
-        print(f"[{time.strftime('%H:%M:%S')}] {name}: fdpu {' '.join(argv)}", flush=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "rec.json")
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                status = app.main(argv + ["--json", path])
-            if status != 0:
-                print(out.getvalue())
-                print(f"  {name}: exit status {status}, not recorded", flush=True)
-                continue
-            with open(path) as f:
-                rec = json.load(f)
+        rec = _run_json(name, argv)
+        if rec is None:
+            continue
         for drop in ("busy_map", "dma_descriptors", "golden_counters"):
             rec.pop(drop, None)
         rec.update(point=name, command="fdpu " + " ".join(argv), density=_density(opts),
