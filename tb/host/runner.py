@@ -398,7 +398,11 @@ def run_cocotb(top, params, test_module, sim, *, waves=False, testcase=None, see
     print(f"run_cocotb: {test_module} on {sim}, top {name} {full_params}, seed {seed}, "
           f"build {build_dir}", flush=True)
 
-    env_updates = verilator_env() if sim == "verilator" else {}
+    env_updates = {}
+    if sim == "verilator":
+        env_updates = verilator_env()
+        env_updates.update(verilator.compiler_cache_env(BUILD_ROOT.parent / "ccache",
+                                                        env_updates))
     built = False
     build_s = 0.0
     with _patched_environ({k: v for k, v in env_updates.items()

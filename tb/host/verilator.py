@@ -11,6 +11,8 @@ Contract
 * :data:`VERILATOR_BUILD_ARGS`, :data:`BUILD_JOBS` and :data:`BUILD_RECIPE` are the build's
   command-line options, its parallel compile jobs and the recipe number that every cached
   build is keyed on; :func:`verilator_can_fst` says whether FST traces compile here.
+* :func:`compiler_cache_env` returns the environment that puts ``ccache`` in front of the
+  build's C++ compiler when the machine has it (Verilator's ``OBJCACHE``).
 
 Plain text in, text out (no simulator is run here); :mod:`tb.host.hier_wrapper` rewrites the
 hierarchical blocks' wrappers after Verilator has run, :mod:`tb.host.runner` drives the build.
@@ -18,16 +20,21 @@ See ``docs/harness.md`` "Simulation speed".
 """
 
 import functools
+import os
 import re
+import shutil
 import subprocess
 
 from hw.lib.shared import shared_modules
 from hw.lib.sram import SRAM_MODULE
 
 __all__ = ["BUILD_JOBS", "VERILATOR_BUILD_ARGS", "COVERAGE_ARGS", "BUILD_RECIPE",
-           "HIER_MIN_INSTANCES",
+           "HIER_MIN_INSTANCES", "compiler_cache_env",
            "REGISTERED_INPUTS", "hier_blocks", "verilator_config", "register_block_inputs",
            "verilator_can_fst"]
+
+#: The checkout (``ccache`` takes paths relative to it).
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: Parallel C++ compile jobs of a Verilator build (the machines have 2 cores).
 BUILD_JOBS = 2
@@ -55,6 +62,34 @@ HIER_MIN_INSTANCES = 16
 #: (:func:`register_block_inputs`): the reset, and coordinates that the designs hold constant
 #: (``hw.pe.pe.Pe.i_coord``, ``hw.noc.router.Router.i_x``/``i_y``).
 REGISTERED_INPUTS = ("rst", "i_coord", "i_x", "i_y")
+
+
+def compiler_cache_env(cache_dir, base=None):
+    """Return the environment updates that compile a Verilator build through ``ccache``.
+
+    Every build compiles the same Verilator and cocotb runtime files (``verilated.cpp``,
+    ``verilated_vpi.cpp``...: about 12 CPU seconds a build here), and a build whose design
+    changed in one module recompiles the C++ of the modules that did not.  With ``ccache``
+    on ``PATH`` the build's make runs each compile through it (``OBJCACHE=ccache``, a variable
+    of Verilator's ``verilated.mk``), with its cache in ``cache_dir`` (the checkout's
+    ``build/ccache``: a fresh clone starts empty) unless ``CCACHE_DIR`` is set, paths taken
+    relative to the checkout (``CCACHE_BASEDIR``: the build folders of one checkout share
+    entries) and the precompiled headers Verilator's builds use accepted
+    (``CCACHE_SLOPPINESS``).  The objects are those the compiler writes: the cache changes
+    build time, never a build.  Returns ``{}`` without ``ccache`` (or with
+    ``FDPU_CCACHE=0``); ``base`` is the environment to read (default :data:`os.environ`).
+    """
+    base = os.environ if base is None else base
+    if base.get("FDPU_CCACHE") == "0" or shutil.which("ccache", path=base.get("PATH")) is None:
+        return {}
+    makeflags = base.get("MAKEFLAGS", "").split()
+    return {"MAKEFLAGS": " ".join([*(f for f in makeflags if not f.startswith("OBJCACHE=")),
+                                   "OBJCACHE=ccache"]),
+            "CCACHE_DIR": base.get("CCACHE_DIR", str(cache_dir)),
+            "CCACHE_BASEDIR": base.get("CCACHE_BASEDIR", str(_ROOT)),
+            "CCACHE_SLOPPINESS": base.get("CCACHE_SLOPPINESS",
+                                          "pch_defines,time_macros,include_file_mtime,"
+                                          "include_file_ctime")}
 
 
 def hier_blocks(verilog):
