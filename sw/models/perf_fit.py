@@ -114,12 +114,23 @@ def point(rec, name, command, holdout):
                 measured=meas)
 
 
+@functools.lru_cache(maxsize=4)
 def _weights(layer, k, c, density, seed):
     """Return the weights a point ran: the zoo layer's or a ``K x C`` shape's, seeded and
-    pruned to ``density`` (``None``: the zoo layer's own, all weights of a shape)."""
+    pruned to ``density`` (``None``: the zoo layer's own, all weights of a shape).  Read-only:
+    the points of one layer share them (:func:`check` takes the points layer by layer)."""
     if layer in layers.layer_names():
-        return layers.make_weights(layers.get_layer(layer), density, seed)
-    return layers.make_weights((k, c), 1.0 if density is None else density, seed)
+        w = layers.make_weights(layers.get_layer(layer), density, seed)
+    else:
+        w = layers.make_weights((k, c), 1.0 if density is None else density, seed)
+    w.setflags(write=False)
+    return w
+
+
+def _weights_key(pt):
+    """Return the arguments of :func:`_weights` of calibration point ``pt``."""
+    c = pt["config"]
+    return c["layer"], c["K"], c["C"], c["density"], c["seed"]
 
 
 def rebuild(pt):
@@ -128,7 +139,7 @@ def rebuild(pt):
     params = ArrayParams(rows=c["rows"], cols=c["cols"], slots=c["slots"],
                          int_issue=c["int_issue"], operand_depth=c["operand_depth"],
                          dbuf_bytes=c["dbuf_bytes"])
-    w = _weights(c["layer"], c["K"], c["C"], c["density"], c["seed"])
+    w = _weights(*_weights_key(pt))
     x = layers.make_inputs(c["C"], c["N"], c["seed"])
     plan = planner.plan_fc(FcLayer.of(w, c["N"]), params, PlanOptions(
         c["mode"], c["sparse_graph"], c["kb"], c["gb"],
@@ -282,7 +293,8 @@ def check(calibration=None, names=None):
     cal = calibration or load()
     k = perf.constants_of(cal["constants"])
     rows = []
-    for pt in cal["points"]:
+    order = {pt["name"]: i for i, pt in enumerate(cal["points"])}
+    for pt in sorted(cal["points"], key=lambda pt: repr(_weights_key(pt))):
         if names and pt["name"] not in names:
             continue
         wl = workload(pt)
@@ -293,6 +305,7 @@ def check(calibration=None, names=None):
         rows.append(dict(name=pt["name"], holdout=pt["holdout"], predicted=got, measured=meas,
                          error=err, bound=pred.passes[0].bound, command=pt["command"],
                          effects=effects(pt["config"])))
+    rows.sort(key=lambda row: order[row["name"]])
     return rows, summarize(rows)
 
 
