@@ -109,6 +109,41 @@ def test_the_configuration_starts_when_the_cbufs_are_in():
     assert f.cbuf_in > f.config > 0 and f.span >= f.cbuf_in + f.config + f.contexts
 
 
+def test_a_layer_chained_on_waits_for_its_outputs_to_reach_the_stage_dbuf():
+    # Chained on chip, a layer stores its outputs into the next layer's stage chunks, each at
+    # the top of one Dbuf: every engine of its last context queues there, one STORE a cycle,
+    # where through the host each stores into its own Dbuf.  The network points that show
+    # it: the digits MLP's first two layers chained on the 8 x 8 (contexts 838 and 841
+    # cycles on the RTL against 411 and 560 through the host).
+    p88 = ArrayParams(rows=8, cols=8, slots=128, operand_depth=2, int_issue=2)
+    first, w, _ = _plan(256, 64, 8, "dense", params=p88)
+    nxt, _, _ = _plan(128, 256, 8, "dense", params=p88)
+    home = perf.predict(first, w).passes[0]
+    chained = perf.predict(first, w, chained_to=nxt).passes[0]
+    bases = perf.chain.stages(first, nxt)[0]
+    dbufs = {first.params.dbuf_of(a)[0] for a in bases.values()}
+    # Every output lies in one stage Dbuf here; each engine's kb x gb words queue behind the
+    # other engines' (one context a pass).
+    assert len(dbufs) == 1 and first.pass_contexts(0) == 1
+    words = first.kb * first.gb
+    queue = words * first.engines - words
+    assert chained.contexts - home.contexts == pytest.approx(
+        queue / perf.calibrated().dbuf, abs=1)
+    assert list(perf._stage_queue(first, 0, bases)) == [queue]
+    # A pass of several contexts: the earlier contexts' queues drain behind the next ones.
+    big, _, _ = _plan(512, 64, 64, "dense", params=p88)
+    queued = perf._stage_queue(big, 0, perf.chain.stages(big, _plan(128, 512, 64, "dense",
+                                                                    params=p88)[0])[0])
+    assert len(queued) == big.pass_contexts(0) > 1
+    assert queued[-1] > 0 and not queued[:-1].any()
+    cal = perf_fit.load()
+    net = next(n for n in cal["networks"] if n["name"] == "net-8x8-digits-b8-chain")
+    rec = model_cli.predict_network(net["model_command"].split()[2:])
+    for lay, m in zip(rec["layers"][:2], net["layers"][:2]):
+        assert abs(lay["compute_cycles"] - m["measured"]["compute"]) < \
+            perf_fit.TARGETS["compute"] * m["measured"]["compute"]
+
+
 def test_double_buffering_hides_the_dma_behind_other_passes():
     # The same passes (a double-buffered plan on Dbufs twice as big holds what a plain one
     # holds): overlapped, the DMA-in of every pass but the first and the DMA-out of every pass

@@ -281,6 +281,9 @@ class Workload:
         self.passes = []
         # Per pass ``({Dbuf: words its DMA-in stores}, {Dbuf: words its DMA-out loads})``.
         self.dbuf_words = []
+        # Per pass, per context the cycles its outputs' STOREs queue at the stage Dbuf
+        # (chained on: :func:`_stage_queue`); ``None`` where the outputs go home.
+        self.stage_queue = []
         laid, stage = plan, None
         if chained_to is not None:
             # The outputs go into the next layer's input layout, as chain lays them.
@@ -288,6 +291,7 @@ class Workload:
             stage = chain.stages(plan, chained_to)[:2]
         for q in range(plan.passes):
             dens = self.work.densities(q, steps, longest)
+            self.stage_queue.append(None if stage is None else _stage_queue(plan, q, stage[0]))
             segs, groups, first, layout = _pass_segments(laid, q, nnz_rows,
                                                          chained_from is not None, stage)
             cbuf = cbuf_words if q == 0 else []
@@ -330,7 +334,9 @@ class Workload:
             cbuf_in = cyc(_dma_cycles([(8 * sum(cbuf), len(cbuf), sum(cbuf))], system,
                                       k)[0]) if config and cbuf else 0
             configured_at = cbuf_in + config
-            ctx_cycles, bound, fp = self.work.pass_cycles(dens, k)
+            queued = self.stage_queue[q]
+            queued = None if queued is None else queued / k.dbuf
+            ctx_cycles, bound, fp = self.work.pass_cycles(dens, k, extra=queued)
             busy.append(self.work.dbuf_busy(dens, k))
             fsteps += fp
             dout_c, ext_out, nout = _dma_cycles(dout, system, k)
@@ -361,6 +367,8 @@ class Workload:
                 # before its end), evenly: a context waiting for its data absorbs it.
                 during = ready < arrive[-1] - configured_at
                 extra = np.where(during, lost / max(1, int(during.sum())), 0.0)
+                if queued is not None:
+                    extra = extra + queued
                 waited, _, _ = self.work.pass_cycles(dens, k, ready, extra)
                 ctx_cycles = ctx_cycles + lost
                 dma_in, ctx_cycles = cyc(dma_in), cyc(ctx_cycles)
@@ -635,6 +643,33 @@ def _config_words(plan, image, ports):
         cfgs, templates = [len(c) for c in words], len(tpl)
     loads = [n + (templates if q == 0 else 0) for q, n in enumerate(cfgs)]
     return max(cfgs), [n for n in loads if n]
+
+
+def _stage_queue(plan, q, bases):
+    """Return, per context of pass ``q`` (as :meth:`_Work.densities` counts them), the STOREs
+    of its outputs that wait behind other engines' at the busiest stage Dbuf of a layer
+    chained on (``bases``: per item ``(kbi, gbi)`` its first output's address,
+    :func:`sw.compiler.chain.stages`).
+
+    A chained layer's outputs go to the stage chunks, each at the top of one Dbuf, so every
+    engine of a context stores its ``kb x gb`` output words into the same Dbuf or few, where
+    they go one a cycle; the engines end their accumulations together, so the pass's last
+    context lasts the longest queue at one Dbuf beyond its engine's own STOREs (which its
+    issues count).  An earlier context's queue drains while the next one computes: zero.
+    Outputs kept home (through the host) spread over the engines' own Dbufs instead."""
+    p, E = plan.params, plan.engines
+    items = np.asarray(plan.pass_items(q))
+    kbi, gbi = (a[items] for a in plan.item_blocks)
+    rows = np.minimum(plan.kb, plan.K - kbi * plan.kb)
+    groups = np.minimum(plan.gb, plan.groups - gbi * plan.gb)
+    words = rows * groups
+    dbufs = np.array([p.dbuf_of(int(bases[(int(a), int(b))]))[0] for a, b in zip(kbi, gbi)])
+    last = np.arange(len(items)) // E == plan.pass_contexts(q) - 1
+    out = np.zeros(plan.pass_contexts(q) * plan.chunks)
+    if last.any():
+        busiest = np.bincount(dbufs[last], weights=words[last]).max()
+        out[-1] = max(0.0, busiest - words[last].max())
+    return out
 
 
 def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
