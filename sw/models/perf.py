@@ -254,7 +254,8 @@ def predict(plan, weights, system=System(), constants=None, image=None, chained_
     chip (:mod:`sw.compiler.chain`): ``chained_from``, the previous layer's plan, whose stages
     this layer's DMA-in copies into its input blocks by MOVE descriptors (each word one LOAD
     and a STORE per copy, no external byte but the descriptors) instead of loading them;
-    ``chained_to``, the next layer's plan: the outputs stay on chip (no DMA-out).
+    ``chained_to``, the next layer's plan: the outputs stay on chip (no DMA-out), stored into
+    the stage chunks, where the last context's STOREs queue (:func:`_stage_queue`).
     """
     t0 = time.perf_counter()
     pred = Workload(plan, weights, system, image, chained_from, chained_to).evaluate(constants)
@@ -281,8 +282,8 @@ class Workload:
         self.passes = []
         # Per pass ``({Dbuf: words its DMA-in stores}, {Dbuf: words its DMA-out loads})``.
         self.dbuf_words = []
-        # Per pass, per context the cycles its outputs' STOREs queue at the stage Dbuf
-        # (chained on: :func:`_stage_queue`); ``None`` where the outputs go home.
+        # Per pass, per context the output STOREs that queue at the stage Dbuf (chained on:
+        # :func:`_stage_queue`); ``None`` where the outputs go home.
         self.stage_queue = []
         laid, stage = plan, None
         if chained_to is not None:
