@@ -658,18 +658,16 @@ def _stage_queue(plan, q, bases):
     context lasts the longest queue at one Dbuf beyond its engine's own STOREs (which its
     issues count).  An earlier context's queue drains while the next one computes: zero.
     Outputs kept home (through the host) spread over the engines' own Dbufs instead."""
-    p, E = plan.params, plan.engines
-    items = np.asarray(plan.pass_items(q))
+    p, E, ctxs = plan.params, plan.engines, plan.pass_contexts(q)
+    out = np.zeros(ctxs * plan.chunks)
+    items = np.asarray(plan.pass_items(q))[(ctxs - 1) * E:]         # the last context's
+    if not len(items):
+        return out
     kbi, gbi = (a[items] for a in plan.item_blocks)
-    rows = np.minimum(plan.kb, plan.K - kbi * plan.kb)
-    groups = np.minimum(plan.gb, plan.groups - gbi * plan.gb)
-    words = rows * groups
-    dbufs = np.array([p.dbuf_of(int(bases[(int(a), int(b))]))[0] for a, b in zip(kbi, gbi)])
-    last = np.arange(len(items)) // E == plan.pass_contexts(q) - 1
-    out = np.zeros(plan.pass_contexts(q) * plan.chunks)
-    if last.any():
-        busiest = np.bincount(dbufs[last], weights=words[last]).max()
-        out[-1] = max(0.0, busiest - words[last].max())
+    words = np.minimum(plan.kb, plan.K - kbi * plan.kb) * \
+        np.minimum(plan.gb, plan.groups - gbi * plan.gb)
+    dbufs = [p.dbuf_of(int(bases[(int(a), int(b))]))[0] for a, b in zip(kbi, gbi)]
+    out[-1] = max(0.0, np.bincount(dbufs, weights=words).max() - words.max())
     return out
 
 
