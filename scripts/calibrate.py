@@ -204,12 +204,20 @@ POINTS_D2 = (
                                       "--gb 1"),
     ("d2-8x8-skip-fc8-b4-kb2-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
                                      "--kb 2 --gb 1"),
-    ("d2-8x8-skip-fc8-b4-kb4-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
-                                     "--kb 4 --gb 1"),
-    ("d2-8x8-skip-vgg7-b4-kb4-es-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip "
-                                      "--kb 4 --gb 1"),
     ("d2-8x8-dense-vgg7-b4-kb4-es-em", "--layer vgg16-fc7 --batch 4 --mode dense --kb 4 "
                                        "--gb 1"),
+    # The skip graph's rows in parallel, without the DMA beside the contexts: the same layer
+    # at 2, 4 and 8 rows an item (each row its own loads in flight), and at 4 % density.
+    ("d2-8x8-skip-fc8-b4-kb2-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip --kb 2 "
+                                  "--gb 1"),
+    ("d2-8x8-skip-fc8-b4-kb4-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip --kb 4 "
+                                  "--gb 1"),
+    ("d2-8x8-skip-fc8-b4-kb8-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip --kb 8 "
+                                  "--gb 1"),
+    ("d2-8x8-skip-fc8-4pc-b4-kb8-em", "--layer alexnet-fc8 --batch 4 --density 0.04 "
+                                      "--sparse-graph skip --kb 8 --gb 1"),
+    ("d2-8x8-skip-vgg7-b4-kb8-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip --kb 8 "
+                                   "--gb 1"),
     # Streamed items (an item over 16 contexts, each starting when its share of the weights
     # is in), beside the same layer unstreamed where that point is not above.
     ("d2-2x2-dense-32x2048-b4-es-em", "--rows 2 --cols 2 --out-features 32 --in-features 2048 "
@@ -295,12 +303,11 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-skip-vgg7-b4-es-em", "d2-8x8-dense-vgg7-b64-es-em",
                      "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
                      "d2-8x8-dense-fc8-b4-kb4-es-em",
-                     "d2-8x8-skip-fc8-b4-kb2-es-em", "d2-8x8-skip-fc8-b4-kb4-es-em",
-                     "d2-8x8-skip-vgg7-b4-kb4-es-em",
+                     "d2-8x8-skip-fc8-b4-kb2-es-em",
                      "d2-8x8-dense-vgg7-b4-kb4-es-em",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
                      "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
-                     "d2-4x4-skip-256x128-b8-es-em",
+                     "d2-4x4-skip-256x128-b8-es-em", "d2-8x8-skip-fc8-b4-kb4-em",
                      # The skip graph at operand depth 2 and 4 (compute only).
                      "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 

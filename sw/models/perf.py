@@ -18,8 +18,9 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   MOV tree, the loads keeping at most ``operand_depth`` tokens in flight; for the gather
   graph also its weight streams), the FP pipe, the INT pipes (two with ``int_issue = 2``),
   its home Dbuf (one access a cycle, shared by the engines homed there), the busiest mesh
-  link its loads cross (:func:`sw.compiler.home_dbufs.link_engines`) and, for the SWITCH
-  graph, the loop of each weight row; each divided by the rate the RTL reaches
+  link its loads cross (:func:`sw.compiler.home_dbufs.link_engines`), for the SWITCH
+  graph the loop of each weight row and for the skip graph the load round trips of each
+  row (its rows stream their loads side by side); each divided by the rate the RTL reaches
   (:class:`Constants`).
 * **Contexts** start on each engine as soon as its previous one is done and at most
   ``window`` (the operand depth) are in flight: context ``c`` waits for context
@@ -104,7 +105,10 @@ class Constants:
     mesh's links into the Dbufs), spread over the channels;
     ``ramp``: the steps of an accumulation before its loads are held as the graph's factor
     says: of a row of ``L`` FACC steps, ``max(0, L - ramp) / L`` of the factor's excess
-    counts (a short row's stream ends before its operand queues fill).
+    counts (a short row's stream ends before its operand queues fill);
+    ``row_trip``: cycles of a load's round trip for a graph whose weight rows each stream
+    their own loads (``GraphKind.row_round_trip``: the skip graph): a row of ``L`` steps
+    takes at least ``max(0, L - ramp) x row_trip / operand_depth``.
     """
     fp: float = 1.0
     pipe2: float = 1.0
@@ -131,6 +135,7 @@ class Constants:
     steal: float = 1.0
     give: float = 0.5
     ramp: float = 8.0
+    row_trip: float = 30.0
 
 
 def constants_of(values, path=CALIBRATION):
@@ -603,6 +608,9 @@ class _Work:
         kind, spec = plan.graph, plan.engine
         step = k.acc + k.fan * kind.shared_by(spec) + k.credit / depth
         terms = {"fp": fp / k.fp, "stream": chain * step}
+        trip = kind.row_round_trip(k)
+        if trip is not None:
+            terms["row loads"] = np.maximum(0.0, chain - k.ramp) * trip / depth
         terms.update({n: np.full(dens.shape, v)
                       for n, v in kind.model_terms(spec, k, depth).items()})
         held = self._held(chain, k)

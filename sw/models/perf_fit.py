@@ -61,7 +61,7 @@ _PRIOR = 0.02
 _GROUPS = {
     "compute": ("fp", "pipe2", "pipe0", "int1", "dbuf", "mesh", "loop", "acc", "fan",
                 "credit", "wstream", "shallow", "switch_held", "queue", "inflight", "context",
-                "tail", "steal", "ramp"),
+                "tail", "steal", "ramp", "row_trip"),
     "config": ("config0", "config1"),
     "dma": ("dma0", "dma_desc", "dma_bw", "give"),
 }

@@ -220,6 +220,12 @@ class GraphKind:
         """Return the FACCs that share one token of the slowest operand stream."""
         return spec.kb
 
+    def row_round_trip(self, k):
+        """Return the cycles of a weight row's load round trip in the performance model with
+        constants ``k`` where each row of an engine streams its own loads (the row then takes
+        at least its steps past ``k.ramp`` x this / the operand depth), else ``None``."""
+        return None
+
     def min_weight_bytes(self, dense_weights, nnz):
         """Return the bytes of the weights at the least: 2 B each (dense)."""
         return 2 * dense_weights

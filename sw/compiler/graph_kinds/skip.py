@@ -155,3 +155,8 @@ class Skip(SparseKind):
     def shared_by(self, spec):
         # A value feeds the gb FACCs of its row.
         return spec.gb
+
+    def row_round_trip(self, k):
+        # Each row has its own BPOS, input loads and value loads, at most operand-depth
+        # tokens in flight each (docs/perf.md, "Rows in parallel").
+        return k.row_trip
