@@ -316,6 +316,7 @@ def test_each_skip_row_streams_its_own_loads():
     # Dbuf does; only the skip graph has the term.
     k = perf.calibrated()
     p88 = ArrayParams(rows=8, cols=8, slots=128, operand_depth=2, int_issue=2)
+    slow = perf.Constants(**{**k.__dict__, "row_trip": k.row_trip * 2})
     w = layers.make_weights((512, 2048), 0.25, 0)
     nnz = np.count_nonzero(w.view(np.uint16), axis=1)
     got = {}
@@ -323,7 +324,6 @@ def test_each_skip_row_streams_its_own_loads():
         plan = planner.plan_fc(512, 2048, 4, "sparse", p88, sparse_graph="skip", row_nnz=nnz,
                                kb=kb, gb=1)
         wl = perf.Workload(plan, w, perf.System(early_start=False))
-        slow = perf.Constants(**{**k.__dict__, "row_trip": k.row_trip * 2})
         got[kb] = (wl.evaluate(k, rounded=False), wl.evaluate(slow, rounded=False))
     (two, two_slow), (eight, eight_slow) = got[2], got[8]
     assert two.passes[0].bound == "row loads" and eight.passes[0].bound == "dbuf"
@@ -332,7 +332,6 @@ def test_each_skip_row_streams_its_own_loads():
     assert eight_slow.compute_cycles == eight.compute_cycles
     plan, w, _ = _plan(64, 512, 4, "dense")
     wl = perf.Workload(plan, w)
-    slow = perf.Constants(**{**k.__dict__, "row_trip": k.row_trip * 2})
     assert plan.graph.row_round_trip(k) is None
     assert wl.evaluate(slow).compute_cycles == wl.evaluate(k).compute_cycles
 
