@@ -30,7 +30,7 @@ from sw.spec import fp16
 from sw.spec.isa import (Dest, Instruction, Op, Unit, decode, disassemble, encode, facc_imm,
                         loop_imm, mcast_selects)
 from tb.host.runner import run_cocotb
-from tb.pe import cases, counted_cases, mcast_cases
+from tb.pe import cases, counted_cases, mcast_cases, port_cases
 from sw.spec.system import SIMULATORS
 
 SEED = int(os.environ.get("FDPU_SEED", "20261130"))
@@ -193,6 +193,40 @@ def test_fmax_on_one_pe(sim, tmp_path):
                                                       "FDPU_PE_STRESS": "0.3,0.5"})
 
 
+def test_port_cases_meet_every_dispatcher_port_and_operand_memory():
+    # tb.pe.port_cases by their instructions: each (dispatcher, port, operand k, bank b) the
+    # write arbiters can see is met: INT (with and without the pipe-0 hint: both INT
+    # dispatchers of a PE with two INT pipes) and memory lane 1 on all four ports into all
+    # 12 memories, lane 0 on all four ports into the operand-0 memories, the FP dispatcher
+    # (one port) into all 12; and SWITCHes whose taken branch has 2, 3 and 4 destinations,
+    # whose third operand reads every register.
+    p = cases.PARAMS_1X1
+    met = set()
+    ntrue, third = set(), set()
+    for name, image in (port_cases.write_port_images(p, 2, SEED)
+                        + port_cases.switch_images(p, 2, SEED)):
+        for (_, _, s), insn in image.instructions().items():
+            if insn.op is Op.SWITCH:
+                ntrue.add((insn.ntrue, insn.pipe0))
+                third.add((insn.regs[2], insn.pipe0))
+            if insn.op.unit is Unit.MEM:
+                kind = "lane1" if any(d.operand for d in insn.dests) else "lane0"
+            elif insn.op.unit is Unit.FP:
+                kind = "fp"
+            else:
+                kind = "int-p0" if insn.pipe0 else "int"
+            for i, d in enumerate(insn.dests):
+                met.add((kind, 0 if kind == "fp" else i, d.operand, d.slot % 4))
+    mems = [(k, b) for k in range(3) for b in range(4)]
+    want = {(kind, i, k, b) for kind in ("int", "int-p0", "lane1") for i in range(4)
+            for k, b in mems}
+    want |= {("lane0", i, 0, b) for i in range(4) for b in range(4)}
+    want |= {("fp", 0, k, b) for k, b in mems}
+    assert want <= met, sorted(want - met)
+    assert {(n, h) for n in (2, 3, 4) for h in (False, True)} <= ntrue
+    assert {(r, h) for r in range(p.regs) for h in (False, True)} <= third
+
+
 def test_random_graphs_have_skipped_and_real_ldhbz():
     # The random graphs' LDHBZs meet both address 0 (no request) and table
     # addresses: over a few seeds, some fire and some fewer requests leave than memory ops.
@@ -295,7 +329,8 @@ def test_mcast_is_checked_and_disassembled():
 def _golden_cases(root, p):
     """Build the single-PE cases of ``p``: FC layers, Fig. 7, kernels, BSCAN, LDHBZ, the
     data-dependent instructions (emitters, counted FACC), every integer operation, every
-    register in every operand position, random graphs."""
+    register in every operand position, random graphs, every dispatcher port into every
+    operand memory and SWITCH branches of 2 to 4 destinations (:mod:`tb.pe.port_cases`)."""
     print(f"seed {SEED} (set FDPU_SEED to change)")
     built = [
         ("fc-sparse", cases.fc_image("sparse", 2, 32, 4, p, SEED, sparse_graph="switch")),
@@ -311,7 +346,8 @@ def _golden_cases(root, p):
     ] + [(f"int-ops-{h}", cases.int_ops_image(p, 8, SEED, h)) for h in (0, 1)] + [
         (f"registers-{'fp' if fp else 'int'}-{k}", cases.registers_image(p, 8, SEED + k, k, fp))
         for k, fp in ((0, False), (1, False), (0, True), (1, True), (2, True))] + [
-        (f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)]
+        (f"random-{SEED + i}", cases.random_image(p, 24, SEED + i)) for i in range(3)] + \
+        port_cases.write_port_images(p, 8, SEED) + port_cases.switch_images(p, 8, SEED)
     return [str(cases.save_case(root / name, img, name)) for name, img in built]
 
 

@@ -16,7 +16,8 @@ Environment (set by ``tests/test_pe.py`` through ``run_cocotb(extra_env=...)``):
   reorder pool, ``pool_ovf_issue``) and fail if there was none (the path was not exercised).
 * ``FDPU_PE_EXPECT_INT0=1`` (``int_issue == 2``): fail unless INT pipe 0 fired every ITER and
   no other INT/CTRL instruction (BSCAN and BPOS included) but loads and stores (the pipe split
-  of ``hw.pe.pe``).
+  of ``hw.pe.pe``); in a case with pipe-0 hints, unless it fired the hinted opcodes (and ITER)
+  only.
 
 Besides the cases, two hand-built tests: ``errors_are_sticky`` and
 ``facc_count_zero_is_an_error`` (a FACC count operand of 0: the golden model refuses it).
@@ -136,10 +137,17 @@ async def golden_images(dut):
         int0 = {op: n for op, n in tb.fired_int0.items()
                 if Op[op].unit is not Unit.MEM}
         dut._log.info(f"case {expected['name']}: INT pipe 0 fired {dict(tb.fired_int0)}")
-        if os.environ.get("FDPU_PE_EXPECT_INT0") == "1":
+        hinted = {i.op.name for (x, y, s), i in image.instructions().items()
+                  if (x, y) == (tb.x, tb.y) and i.pipe0}
+        if os.environ.get("FDPU_PE_EXPECT_INT0") == "1" and not hinted:
             want = {"ITER": tb.fired["ITER"]} if tb.fired["ITER"] else {}
             assert int0 == want, (f"case {expected['name']}: INT pipe 0 fired {int0} besides "
                                   f"its loads and stores, expected {want} (every ITER)")
+        elif os.environ.get("FDPU_PE_EXPECT_INT0") == "1":
+            # Instructions with the pipe-0 hint: pipe 0 fires those opcodes (and ITER) only.
+            assert hinted <= set(int0) <= hinted | {"ITER"}, (
+                f"case {expected['name']}: INT pipe 0 fired {int0}, expected the hinted "
+                f"opcodes {sorted(hinted)} (and ITER)")
         results.append(dict(name=expected["name"], contexts=image.contexts,
                             cycles=tb.cycle, ops=dict(tb.fired), int0=int0,
                             requests=tb.requests))
