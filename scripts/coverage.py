@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 #: The RTL test modules whose Verilator cases the default collection runs.
 DEFAULT_TESTS = ["tests/test_alu.py", "tests/test_fpu.py", "tests/test_fifo.py",
-                 "tests/test_mesh.py", "tests/test_dbuf.py", "tests/test_dma.py",
+                 "tests/test_mesh.py", "tests/test_dbuf.py", "tests/test_cbuf.py",
+                 "tests/test_dma.py",
                  "tests/test_micc.py", "tests/test_backdoor.py", "tests/test_pe.py",
                  "tests/test_end_coalesce.py", "tests/test_top.py", "tests/test_chain.py",
                  "tests/test_split.py", "tests/test_net_cnn.py", "tests/test_early_start.py"]

@@ -1,0 +1,1 @@
+"""cocotb bench of the Cbufs (:mod:`hw.ctrl.cbuf`)."""
