@@ -1,7 +1,9 @@
 """cocotb test of the DMA on its rig (:mod:`tb.dma.rig`): random descriptor lists (multicast
 and Dbuf to Dbuf MOVE ones among them) against a Python model of the external memory, the Dbufs
 and the Cbufs, under random memory latency, bandwidth and stalls and random mesh backpressure;
-bad descriptors end in ``BAD_DESC``; long descriptors stream at one STORE a cycle, long MOVEs
+external addresses carry random bits above the memory's size (it decodes the low
+bits), so the DMA's address arithmetic runs on all 32 bits; bad descriptors end in
+``BAD_DESC``; long descriptors stream at one STORE a cycle, long MOVEs
 at ``2 + popcount(copies)`` cycles a word; an empty descriptor (a fence) counts in ``o_fences``
 only when every Dbuf word of the descriptors before it is written (the Dbufs are compared
 with the model in the cycle the count rises).
@@ -76,6 +78,7 @@ class TB:
         self.p = ArrayParams(rows=rig["rows"], cols=rig["cols"], dbuf_bytes=rig["dbuf_bytes"],
                              cbufs=rig["cbufs"], cbuf_bytes=rig["cbuf_bytes"],
                              slots=64, operand_depth=4, int_issue=1)
+        self.ext_bytes = rig["ext_bytes"]
         self.ext_words = rig["ext_bytes"] // 8
         self.dwords = self.p.dbuf_bytes // 8
         self.beats = word_bits(self.p) // 64
@@ -126,9 +129,20 @@ class TB:
             self.ext[first + i] = w
             st[first + i].value = int(w)
 
+    def alias(self, rng, ext):
+        """Return external address ``ext`` with random bits above the memory's size half the
+        time (the memory decodes the low bits: the same word), so that the DMA's address
+        arithmetic runs on all 32 bits; a range never wraps past 2^32 (``ext`` + its length
+        stay below the memory's size)."""
+        if rng.random() < 0.5:
+            return ext
+        return ext + rng.randrange(1, (1 << 32) // self.ext_bytes) * self.ext_bytes
+
     def apply(self, desc):
         """Apply one good descriptor to the model (a multicast one to each of its Dbufs)."""
         ext, loc, n, flags, copies = _fields(desc)
+        if not flags & MOVE:
+            ext %= self.ext_bytes                # the memory decodes the low bits
         w = n // 8
         if flags & CBUF:
             self.cbuf[loc // 8:loc // 8 + w] = self.ext[ext // 8:ext // 8 + w]
@@ -165,9 +179,10 @@ class TB:
             if _int(dut.o_halt):
                 return
 
-    async def run(self, descs, mem, bound=200_000, snaps=None):
+    async def run(self, descs, mem, bound=200_000, snaps=None, list_addr=LISTS):
         """Write the list, start the DMA, await halt; return (done, error, desc, bytes);
-        ``snaps``: a list to collect :meth:`watch_fences`'s snapshots in."""
+        ``snaps``: a list to collect :meth:`watch_fences`'s snapshots in; ``list_addr``: the
+        list's address as the DMA is given it (its low bits are ``LISTS``)."""
         dut = self.dut
         words = []
         for desc in descs:
@@ -176,7 +191,8 @@ class TB:
         dut.i_mem_latency.value, dut.i_mem_bw.value = mem["latency"], mem["bw"]
         dut.i_mem_stall.value, dut.i_req_stall.value = mem["stall"], mem["req_stall"]
         rd0, wr0 = _int(dut.o_rd_bytes), _int(dut.o_wr_bytes)
-        dut.i_list.value, dut.i_count.value = LISTS, len(descs)
+        assert list_addr % self.ext_bytes == LISTS
+        dut.i_list.value, dut.i_count.value = list_addr, len(descs)
         dut.i_start.value = 1
         await RisingEdge(dut.clk)
         dut.i_start.value = 0
@@ -280,9 +296,14 @@ async def random_jobs(dut):
     for job in range(int(os.environ.get("FDPU_DMA_JOBS", "6"))):
         mem = dict(latency=rng.choice([0, 2, 5, 17, 40]), bw=rng.choice([64, 64, 32, 8, 3]),
                    stall=rng.choice([0, 0, 64, 160]), req_stall=rng.choice([0, 0, 100, 200]))
-        descs = [_random_desc(rng, tb) for _ in range(rng.randint(1, 6))]
+        # Now and then a long list (descriptor counts past 32, fences past 16).
+        n = rng.randint(1, 6) if job % 3 != 2 else rng.randint(33, 48)
+        descs = [_random_desc(rng, tb) for _ in range(n)]
+        # External addresses (and the list's) with random high bits half the time.
+        descs = [d if d[3] & MOVE else (tb.alias(rng, d[0]), *d[1:]) for d in descs]
         snaps = []
-        done, err, idx, rd, wr, cycles = await tb.run(descs, mem, snaps=snaps)
+        done, err, idx, rd, wr, cycles = await tb.run(descs, mem, snaps=snaps,
+                                                      list_addr=tb.alias(rng, LISTS))
         assert done and not err and idx == len(descs), \
             f"job {job}: done {done}, error bits {err}, descriptor {idx} of {len(descs)}"
         fences = 0
