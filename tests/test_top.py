@@ -117,17 +117,24 @@ def test_sparse_gather_graph_1x1(sim):
     assert fc_plan.DEFAULT_SPARSE_GRAPH == "gather"
 
 
-def test_unknown_opcode_is_reported():
+# Bad input on both simulators (Verilator: slow; the coverage collection runs it).
+BOTH = pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator",
+                                                              marks=pytest.mark.slow)])
+
+
+@BOTH
+def test_unknown_opcode_is_reported(sim):
     image = _image()
     cfg, templates = image.cbuf_words()
     # Point the CTX templates at an unconfigured slot: a token for an INVALID slot.
     tpl = cbuf_template_layout(image.params)
     bad = [tpl.pack(**{**tpl.unpack(int(t)), "slot": 15}) for t in templates]
     with pytest.raises(RtlError, match="PE_UNKNOWN_OPCODE.*PE \\(0,0\\): UNKNOWN_OPCODE"):
-        runtime.run_rtl(image, "icarus", config=(cfg, bad), max_cycles=5_000)
+        runtime.run_rtl(image, sim, config=(cfg, bad), max_cycles=5_000)
 
 
-def test_address_outside_the_dbufs_is_reported():
+@BOTH
+def test_address_outside_the_dbufs_is_reported(sim):
     image = _image()
     p = image.params
     insns = image.instructions()
@@ -137,10 +144,11 @@ def test_address_outside_the_dbufs_is_reported():
     for j in range(image.program.shape[3]):
         image.program[y, x, s, j] = (word >> (64 * j)) & ((1 << 64) - 1)
     with pytest.raises(RtlError, match="BAD_ADDRESS"):
-        runtime.run_rtl(image, "icarus", max_cycles=5_000)
+        runtime.run_rtl(image, sim, max_cycles=5_000)
 
 
-def test_configuration_larger_than_the_cbufs():
+@BOTH
+def test_configuration_larger_than_the_cbufs(sim):
     image = _image(cbufs=1, cbuf_bytes=4096)      # 512 Cbuf words: a small DMA load
     cfg, templates = image.cbuf_words()
     cap = memories.cbuf_capacity(image.params)
@@ -149,15 +157,16 @@ def test_configuration_larger_than_the_cbufs():
         memories.write_memories(image, "/tmp", big, templates)
     # The hardware check: the MicC refuses a length beyond its Cbufs.
     with pytest.raises(RtlError, match="MICC_CONFIG_TOO_BIG"):
-        runtime.run_rtl(image, "icarus", config=(big, templates), max_cycles=5_000)
+        runtime.run_rtl(image, sim, config=(big, templates), max_cycles=5_000)
 
 
-def test_graph_that_never_finishes_times_out_with_a_deadlock_report():
+@BOTH
+def test_graph_that_never_finishes_times_out_with_a_deadlock_report(sim):
     image = _image()
     image.ends_per_context += 1                   # the MicC waits for an END that never comes
     with pytest.raises(RtlError, match=r"timeout after 3000 cycles.*deadlock.*MicC state WAIT, "
                                        r"contexts issued 1, retired 0"):
-        runtime.run_rtl(image, "icarus", max_cycles=3_000)
+        runtime.run_rtl(image, sim, max_cycles=3_000)
 
 
 def test_fc_cycle_bound_grows_with_the_work():
