@@ -10,8 +10,9 @@ from tb.host.runner import run_cocotb
 
 
 @pytest.mark.parametrize("sim", SIMULATORS)
-@pytest.mark.parametrize("ports, behavioural", [(4, False), (1, True), (2, True)])
-def test_random_words_read_back_on_every_port(sim, ports, behavioural):
-    params = dict(rows=2, cols=2, cbufs=4, cbuf_bytes=256, behavioural=behavioural,
+@pytest.mark.parametrize("cbufs, ports, behavioural", [(8, 4, False), (4, 1, True),
+                                                      (8, 2, True)])
+def test_random_words_read_back_on_every_port(sim, cbufs, ports, behavioural):
+    params = dict(rows=2, cols=2, cbufs=cbufs, cbuf_bytes=256, behavioural=behavioural,
                   ports=ports)
     assert run_cocotb("cbuf", params, "tb.cbuf.bench_cbuf", sim).tests == 1

@@ -30,7 +30,11 @@ def test_points_count_once_per_module_hit_in_any_instance(tmp_path):
                                       "\\fdpu_system.fdpu.cbuf.bank0",
                                       "\\fdpu_system.fdpu.dbuf3.sram", "\\fdpu_system.fdpu.rep",
                                       "\\fdpu_system.extmem.delay", "fdpu_system")] == \
-        ["PE", "MicC", "Cbuf", "Dbuf", "router", "external memory (bench)", "top"]
+        ["PE", "MicC", "Cbuf", "Dbuf", "mesh wiring", "external memory (bench)", "top"]
+    # The routers inside a flat mesh are the router; the mesh's own ports its wiring.
+    assert [cov.category(m) for m in ("\\fdpu_system.fdpu.req.r_1_0", "noc_memory_x.noc.reply.r",
+                                      "router_ab.in_local", "mesh", "noc_memory_x.noc")] == \
+        ["router", "router", "router", "mesh wiring", "mesh wiring"]
 
 
 def test_toggles_count_the_named_signals_and_list_them_by_signal(tmp_path):
@@ -52,6 +56,23 @@ def test_toggles_count_the_named_signals_and_list_them_by_signal(tmp_path):
         (dma, "top.v", 9, "addr", "[3:1],[5]"),
         (dma, "top.v", 11, "busy", "")]
     assert cov.anonymous("__024auto__024verilog_backend:0->1") and not cov.anonymous("o:0->1")
+
+
+def test_a_generators_number_after_a_name_matches_across_configurations(tmp_path):
+    # Yosys's second net of a name (x$70; Verilator: x__02470) has another number in another
+    # configuration: matched by the number's rank among that name's numbers.
+    cov = load_script("coverage")
+    dat = tmp_path / "c.dat"
+    dat.write_text(_point("toggle", "router_aa", 5, "i__02470[0]:0->1", 1, "a")
+                   + _point("toggle", "router_aa", 6, "i__02475[0]:0->1", 0, "a")
+                   + _point("toggle", "router_bb", 5, "i__02491[0]:0->1", 0, "b")
+                   + _point("toggle", "router_bb", 6, "i__02493[0]:0->1", 1, "b"))
+    s = cov.summarize(dat)["router"]
+    assert s["toggle"] == [2, 2]
+    dat.write_text(_point("toggle", "router_aa", 5, "i__02470[0]:0->1", 1, "a")
+                   + _point("toggle", "router_bb", 6, "i__02493[0]:0->1", 0, "b")
+                   + _point("toggle", "router_bb", 5, "j__02491[0]:0->1", 0, "b"))
+    assert cov.summarize(dat)["router"]["toggle"] == [1, 2]
 
 
 def test_configurations_of_one_block_count_once(tmp_path):
