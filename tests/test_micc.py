@@ -1,8 +1,9 @@
 """Tests of hw.ctrl.micc and hw.ctrl.cbuf in amaranth.sim: the compact Cbuf records expanded into
 CONFIG flits exactly as sw.compiler.image.expand_cbuf does, context window, end counting, done, and
-the error bits (configuration too big, bad registers, stray ends); and the Cbuf encoding of
+the error bits (configuration too big, bad registers, stray ends); the Cbuf encoding of
 real images (sw.compiler.image.Image.cbuf_words) against the flits of
-tb.host.memories.image_flits."""
+tb.host.memories.image_flits; and the MicC on the generated Verilog, both simulators
+(tb/micc/bench_micc.py: random jobs and every error)."""
 
 import os
 import random
@@ -27,7 +28,9 @@ from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, body_layout, pack_flit, unpack_flit
 from sw.spec.ports import config_port_of, config_ports
 from sw.spec.status import MiccError
+from sw.spec.system import SIMULATORS
 from tb.host.memories import image_flits
+from tb.host.runner import run_cocotb
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -511,3 +514,13 @@ def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
         assert max(len(w) for w in configs) <= 1.1 * len(one) / 4
         coords = config_ports(p, ports)
         assert coords == [(-1, 0), (8, 7), (7, -1), (0, 8)]
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+@pytest.mark.parametrize("cbufs, ports", [(2, 1), (4, 4)])
+def test_random_jobs_and_every_error_on_the_rtl(sim, cbufs, ports):
+    # The MicC alone on the generated Verilog (tb/micc/bench_micc.py): random jobs (records of
+    # random words on every configuration port, context and END bases anywhere in 32 bits,
+    # keep, hold, counted ENDs) under backpressure, then each MiccError from its bad input.
+    params = dict(rows=2, cols=3, cbufs=cbufs, cbuf_bytes=256, operand_depth=4, ports=ports)
+    assert run_cocotb("micc", params, "tb.micc.bench_micc", sim, seed=SEED).tests == 2

@@ -1,0 +1,1 @@
+"""cocotb bench of the MicC (:mod:`hw.ctrl.micc`)."""
