@@ -104,21 +104,6 @@ EXCEPTIONS = [
 ]
 
 
-#: Toggle points left out of a category's toggle total, hit or not: ``(role pattern, signal
-#: pattern, first bit, why)``: bits ``first`` and up of the matching named signals.  Only
-#: counters of events, whose bit ``b`` toggles both ways after ``2 ** (b + 1)`` counts.
-TOGGLE_EXCEPTIONS = [
-    (r"dma", r"(o_)?(cycles|rd_bytes|wr_bytes)", 20,
-     "the DMA's cycle and byte counters (32 and 40 bits): bits 20 and up toggle after runs of "
-     "over 2 million cycles or bytes; the coverage runs are under 200,000"),
-    (r"micc", r"(o_)?(cycles|config_cycles|hidden|config_hidden|hold_cycles|flits|issued|"
-              r"retired|ends_seen|ends)", 20,
-     "the MicC's cycle, flit, context and end counters (32 and 48 bits): bits 20 and up "
-     "toggle after runs of over 2 million cycles or events; the coverage runs are under "
-     "200,000"),
-]
-
-
 def _last(module):
     return module.rsplit(".", 1)[-1]
 
@@ -264,7 +249,6 @@ def summarize(dat):
             cat["toggle_all"][1] += len(hits)
             first, hits = _named_toggles([variants[stand]] + [variants[m] for m in modules
                                                               if m != stand])
-            first, hits = _except_toggles(name, first, hits, cat)
         if kind == "line":
             first, hits = _except(name, first, hits, cat)
         cat[kind][0] += sum(hits)
@@ -342,25 +326,6 @@ def _unnumbered(pts):
     return {comment: key(comment) for _, _, comment, _ in pts}
 
 
-def _except_toggles(name, pts, hits, cat):
-    """Drop the toggle points of role ``name`` that a :data:`TOGGLE_EXCEPTIONS` entry names,
-    hit or not (counted in ``cat["toggle_excepted"]``); return the points and hits kept."""
-    rules = [(re.compile(sig), first) for pattern, sig, first, _ in TOGGLE_EXCEPTIONS
-             if re.fullmatch(pattern, name)]
-    if not rules:
-        return pts, hits
-    kept, kept_hits = [], []
-    for point, hit in zip(pts, hits):
-        m = re.match(r"([^\[:]+)(?:\[(\d+)\])?", point[2])
-        bit = int(m.group(2)) if m.group(2) else 0
-        if any(rule.fullmatch(m.group(1)) and bit >= first for rule, first in rules):
-            cat["toggle_excepted"] = cat.get("toggle_excepted", 0) + 1
-            continue
-        kept.append(point)
-        kept_hits.append(hit)
-    return kept, kept_hits
-
-
 def _named_toggles(configurations):
     """Return ``(points, hits)`` of the named signals' toggle points over the configurations
     of one role, matched by signal (its generator's numbers by rank: :func:`_unnumbered`),
@@ -436,9 +401,6 @@ def report(out, json_path=None, uncovered=()):
         if s["excepted"]:
             print(f"{name}: {len(s['excepted'])} line point(s) unreachable by design left out "
                   f"(scripts/coverage.py EXCEPTIONS; --uncovered {name} lists them)")
-        if s.get("toggle_excepted"):
-            print(f"{name}: {s['toggle_excepted']} toggle point(s) of counters' high bits left "
-                  f"out (scripts/coverage.py TOGGLE_EXCEPTIONS)")
     for name in uncovered:
         excepted = summary.get(name, {"excepted": []})["excepted"]
         if excepted:
