@@ -15,7 +15,7 @@ from hw.noc.flit import FlitKind, body_view
 from hw.tooling.verilog import lint, to_verilog
 from sw.models.noc import DbufModel
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import DescFlag, copy_targets, pack_descriptor
+from sw.spec.dma import DescFlag, copy_targets, edge_targets, pack_descriptor, written_dbufs
 from sw.spec.packet import Kind, flit_fields
 from sw.spec.status import DmaError
 from tb.dma.rig import make_dma_rig
@@ -269,3 +269,77 @@ def test_fence_counts_only_when_every_earlier_store_is_acknowledged():
     assert len(got["stores"]) == first + 2 and len(got["acks"]) == first + 2, got
     assert got["fence_at"] > max(got["acks"][:first]), got
     assert min(c for c, _ in got["stores"][first:]) >= got["fence_at"], got
+
+
+@pytest.mark.parametrize("first, copies", [(2, 0b100_0010), (0, 0b100_1010), (1, 0b1000_0000),
+                                           (9, 0)])
+def test_edge_multicast_with_copies_stores_each_target_then_collects_every_reach(first, copies):
+    # mcast with copies (amaranth.sim, a 2 x 3 array, the DMA west of row 0, Dbuf models
+    # answering 5-40 cycles later): one MSTORE per word and target in copy_targets order, each
+    # at its offset there; after the last word one MLOAD per target at the descriptor's first
+    # offset there; every Dbuf of each target's edge line (written_dbufs) holds the words, and
+    # the DMA is done only once every Dbuf of every target's reach has answered its MLOAD.
+    seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"seed {seed} (set FDPU_SEED to repeat)")
+    rng = random.Random(seed)
+    p = ArrayParams(rows=2, cols=3, dbuf_bytes=256, slots=64, operand_depth=4, int_issue=1)
+    dma = Dma(p)
+    port = p.dbuf_at(*dma.coord)
+    off, n = 8 * rng.randrange(24), 4
+    data = [rng.getrandbits(64) for _ in range(n)]
+    words = {0x100: 0x1000 | (p.dbuf_base(first) + off) << 32,
+             0x108: pack_descriptor(0, 0, 8 * n, DescFlag.MCAST, copies)[1],
+             **{0x1000 + 8 * i: w for i, w in enumerate(data)}}
+    targets = copy_targets(first, copies)
+    reach = {t: edge_targets(p, port, t) for t in targets}
+    models = [DbufModel(p, k) for k in range(p.num_dbufs)]
+    got = dict(sent=[], replies=0, done_at=None, last_reply=None)
+
+    async def bench(ctx):
+        ctx.set(dma.o_req.ready, 1)
+        await _start_one(ctx, dma)
+        pending, replies = [], []
+        for cycle in range(400):
+            if ctx.get(dma.o_ext_rd.valid):
+                pending.append(words.get(ctx.get(dma.o_ext_rd.payload), 0))
+            ctx.set(dma.i_ext_rdata.valid, bool(pending))
+            ctx.set(dma.i_ext_rdata.payload, pending[0] if pending else 0)
+            if pending and ctx.get(dma.i_ext_rdata.ready):
+                pending.pop(0)
+            replies.sort()
+            reply = replies.pop(0)[1] if replies and replies[0][0] <= cycle else None
+            ctx.set(dma.i_rep.valid, reply is not None)
+            ctx.set(dma.i_rep.payload.as_value(), reply or 0)
+            if reply is not None:
+                got["replies"] += 1
+                got["last_reply"] = cycle
+            if ctx.get(dma.o_req.valid):
+                flit = ctx.get(dma.o_req.payload.as_value())
+                kind, dst, f = flit_fields(p, flit)
+                got["sent"].append((kind, dst, f["addr"], f.get("data")))
+                for d in reach[p.dbuf_at(*dst)]:      # the mesh's copies along the line
+                    answer = models[d].reply(flit)
+                    if answer is not None:
+                        replies.append((cycle + rng.randint(5, 40), answer))
+            if ctx.get(dma.o_done) and got["done_at"] is None:
+                got["done_at"] = cycle
+            await ctx.tick()
+        got.update(error=ctx.get(dma.o_error))
+
+    sim = Simulator(dma)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [(Kind.MSTORE, p.dbuf_coord(t), p.dbuf_base(t) + off + 8 * i, w)
+            for i, w in enumerate(data) for t in targets]
+    want += [(Kind.MLOAD, p.dbuf_coord(t), p.dbuf_base(t) + off, None) for t in targets]
+    assert [s if s[0] == Kind.MSTORE else s[:3] + (None,) for s in got["sent"]] == want
+    assert not got["error"] and got["done_at"] is not None, got
+    assert got["replies"] == sum(len(r) for r in reach.values())
+    assert got["done_at"] > got["last_reply"], got
+    written = written_dbufs(p, port, first, copies, True)
+    assert written == list(dict.fromkeys(d for t in targets for d in reach[t]))
+    for d in range(p.num_dbufs):
+        held = models[d].contents()[off:off + 8 * n]
+        want_bytes = b"".join(w.to_bytes(8, "little") for w in data)
+        assert (held == want_bytes) == (d in written), (d, written)

@@ -66,12 +66,15 @@ Dbufs
     memory once (``o_rd_bytes`` counts it once) and goes to its targets in that order, one
     STORE a cycle while the mesh accepts, before the next word does: ``1 + popcount(copies)``
     cycles per word at best.  The descriptor completes when every STORE has been acknowledged.
-    Edge multicast (``mcast``): one MSTORE flit per word to the Dbuf ``k`` of ``local``
-    (posted: no acknowledgement), which the mesh writes into every Dbuf of
-    :func:`sw.spec.dma.edge_targets` from this DMA's port to ``k``; after the last word one
-    MLOAD to the same address, which each of those Dbufs answers after its copies of the
-    words, so its ``n`` replies acknowledge the descriptor (``n``, a constant per Dbuf, is
-    what the DMA then waits for): one request cycle per word however many Dbufs take it.
+    Edge multicast (``mcast``): one MSTORE flit per word and target (posted: no
+    acknowledgement), which the mesh writes into every Dbuf of
+    :func:`sw.spec.dma.edge_targets` from this DMA's port to that target; after the last word
+    one MLOAD per target (first, then the copies, each to the descriptor's first offset
+    there), which each of those Dbufs answers after its copies of the words, so their
+    replies acknowledge the descriptor (``n`` per target, a constant per Dbuf, is what the DMA
+    then waits for): one request cycle per word and target however many Dbufs take it.  With
+    ``copies`` one word read from external memory reaches several edge lines (the targets on
+    other edges than this DMA's).
     OUT: LOAD flits, issued only while the reply FIFO (``outstanding`` words) has room counting
     the loads in flight; the replies of one descriptor come from one Dbuf over one XY path, so
     they arrive in order.  ``i_rep`` (REPLY flits addressed to the DMA) is always ready: the
@@ -317,14 +320,11 @@ class Dma(wiring.Component):
         xs, ys = self._edge(s.first_idx)
         m.d.comb += [s.xs.eq(xs), s.ys.eq(ys), s.targets.eq(mask)]
         # An edge-multicast descriptor's acknowledgements: one per Dbuf the mesh writes from
-        # this channel's port to the first Dbuf (a constant per Dbuf, sw.spec.dma.edge_targets).
-        port = p.dbuf_at(*self.coord)
-        reach = [len(edge_targets(p, port, k)) for k in range(nd)]
-        s.reach = Signal(range(max(reach) + 1), name="reach")
-        n = Const(0, len(s.reach))
-        for k in reversed(range(nd)):
-            n = Mux(equals(s.first_idx, k), Const(reach[k], len(s.reach)), n)
-        m.d.comb += s.reach.eq(n)
+        # this channel's port to each target Dbuf (a constant per Dbuf,
+        # sw.spec.dma.edge_targets), collected by one MLOAD per target; ``reach`` is that of
+        # the current target ``dst_k`` (below).
+        s.port_reach = [len(edge_targets(p, p.dbuf_at(*self.coord), k)) for k in range(nd)]
+        s.reach = Signal(range(max(s.port_reach) + 1), name="reach")
         s.src_end, src_last = Signal(32, name="src_end"), Signal(32, name="src_last")
         m.d.comb += [s.src_end.eq(_add_length(s.ext, s.length)), src_last.eq((s.src_end - 1)[:32])]
         s.src_first_idx, s.src_last_idx = s.ext[shift:], src_last[shift:]
@@ -345,6 +345,10 @@ class Dma(wiring.Component):
             ny = Mux(s.rest[k], Const(p.dbuf_coord(k)[1] + 1, p.y_bits), ny)
             nk = Mux(s.rest[k], Const(k, kbits), nk)
         s.nx, s.ny, s.nk = nx, ny, nk
+        n = Const(0, len(s.reach))
+        for k in reversed(range(nd)):
+            n = Mux(equals(s.dst_k, k), Const(s.port_reach[k], len(s.reach)), n)
+        m.d.comb += s.reach.eq(n)
 
     def _checks(self, m, s):
         """``s.bad``: the descriptor breaks a rule of the module doc (checked in CHECK)."""
@@ -356,8 +360,8 @@ class Dma(wiring.Component):
                     | ~(Bits(s.first_idx) < p.num_dbufs))
         # Multicast is for IN and MOVE descriptors into the Dbufs, to Dbufs that exist.
         copies_bad = s.copies.any() & (s.is_out | s.is_cbuf | s.past)
-        # Edge multicast likewise, and without copies (the mesh makes them).
-        mcast_bad = s.is_mcast & (s.is_out | s.is_cbuf | s.copies.any())
+        # Edge multicast likewise (with copies, each target's edge line takes its MSTOREs).
+        mcast_bad = s.is_mcast & (s.is_out | s.is_cbuf)
         # A MOVE: neither OUT nor CBUF, its source (aligned with ``ext``) inside one Dbuf.
         src_bad = ((s.src_end < s.ext) | (s.length.any() & (s.src_first_idx != s.src_last_idx))
                    | ~(Bits(s.src_first_idx) < p.num_dbufs))
@@ -391,8 +395,10 @@ class Dma(wiring.Component):
         s.moving = moving = equals(s.state, DmaState.MOVE)
         s.store_v = store_v = (moving & ~s.is_out & ~s.is_cbuf & s.st_left.any()
                                & s.rdq.r_rdy)
-        # An edge-multicast descriptor's MLOAD, after its last MSTORE: every Dbuf it reaches
-        # answers it after that Dbuf's copies of the words (the same route, in order).
+        # An edge-multicast descriptor's MLOADs, after its last MSTORE, one per target Dbuf
+        # (the first, then its copies, as the STOREs go): every Dbuf a target's MSTOREs reach
+        # answers that target's MLOAD after its copies of the words (the same route, in
+        # order).
         s.sync_left = Signal(name="sync_left")
         sync_v = moving & s.sync_left & ~s.st_left.any()
         m.submodules.repq = s.repq = repq = fifo.SyncFIFO(width=64, depth=depth)
@@ -400,15 +406,17 @@ class Dma(wiring.Component):
         ld_used = _wide(m, s.ld_flight + repq.w_level, s.lbits + 1, "ld_used")
         m.d.comb += ld_room.eq(Bits(ld_used) < depth)
         load_v = moving & s.ld_left.any() & Mux(s.is_move, s.room, s.is_out & ld_room)
-        # A STORE's address: the word's offset in the current target Dbuf.
+        # A STORE's address: the word's offset in the current target Dbuf; an MLOAD's: the
+        # descriptor's first offset there.
         st_at = zero_extend(Cat(s.st_addr[:s.shift], s.dst_k), 32)
+        sync_at = zero_extend(Cat(s.loc[:s.shift], s.dst_k), 32)
         load_kind = Mux(sync_v, FlitKind.MLOAD, FlitKind.LOAD)
         m.d.comb += [
             req.kind.eq(Mux(store_v, Mux(s.is_mcast, FlitKind.MSTORE, FlitKind.STORE),
                             load_kind)),
-            req.dst_x.eq(Mux(store_v, s.dst_x, Mux(sync_v, s.xs, s.ld_x))),
-            req.dst_y.eq(Mux(store_v, s.dst_y, Mux(sync_v, s.ys, s.ld_y))),
-            body.addr.eq(Mux(store_v, st_at, Mux(sync_v, s.loc, s.ld_addr))), body.size.eq(3),
+            req.dst_x.eq(Mux(store_v | sync_v, s.dst_x, s.ld_x)),
+            req.dst_y.eq(Mux(store_v | sync_v, s.dst_y, s.ld_y)),
+            body.addr.eq(Mux(store_v, st_at, Mux(sync_v, sync_at, s.ld_addr))), body.size.eq(3),
             body.bcast.eq(0), body.src_x.eq(cx + 1), body.src_y.eq(cy + 1), body.slot.eq(0),
             body.tag.eq(~store_v & ~sync_v & s.is_move),
             body.data.eq(s.rdq.r_data),
@@ -417,8 +425,14 @@ class Dma(wiring.Component):
         sent = self.o_req.valid & self.o_req.ready
         s.st_sent, s.ld_sent = sent & store_v, sent & ~store_v & ~sync_v
         s.sync_sent = sent & ~store_v & sync_v
+        # After the last word the targets start again at the first (``_first_target``): each
+        # MLOAD moves on to the next, the last one ends the descriptor's requests.
         with m.If(s.sync_sent):
-            m.d.sync += s.sync_left.eq(0)
+            with m.If(s.rest.any()):
+                m.d.sync += [s.dst_x.eq(s.nx), s.dst_y.eq(s.ny), s.dst_k.eq(s.nk),
+                             s.rest.eq(s.rest & ~lowest_one(s.rest))]
+            with m.Else():
+                m.d.sync += s.sync_left.eq(0)
         s.word_done = ~s.rest.any()
         with m.If(s.st_sent):
             with m.If(s.word_done):

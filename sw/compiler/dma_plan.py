@@ -38,13 +38,14 @@ two agree byte for byte:
   have written.
 """
 
+import functools
 from typing import NamedTuple
 
-from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets
+from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets, written_dbufs
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
-           "Window", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of",
+           "Window", "part_range", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of",
            "group_runs", "block_group", "fence_groups", "out_runs"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
@@ -145,27 +146,44 @@ def multicast_windows(groups, params, chan):
 
 class Window(NamedTuple):
     """One descriptor of a block: its ``channel``; ``lo``, the global address in its first
-    Dbuf; ``copies``, its multicast mask; ``group``, the block's index; ``flags``,
-    :class:`sw.spec.dma.DescFlag` (``MCAST`` or none); ``targets``, the Dbufs it writes."""
+    Dbuf (of the whole block: add :func:`part_range`'s start for the part it loads);
+    ``copies``, its multicast mask; ``group``, the block's index; ``flags``,
+    :class:`sw.spec.dma.DescFlag` (``MCAST`` or none); ``targets``, the Dbufs it writes;
+    ``part``, ``(i, n)``: it loads the ``i``-th of ``n`` near-equal word ranges of the block
+    (:func:`part_range`; ``(0, 1)``: all of it)."""
     channel: int
     lo: int
     copies: int
     group: int
     flags: DescFlag
     targets: list
+    part: tuple = (0, 1)
 
 
-def delivery_windows(groups, params, chan, edge=False):
+def part_range(nbytes, part):
+    """Return ``(start, bytes)`` of part ``(i, n)`` of a block of ``nbytes`` (whole words, the
+    first parts a word longer where the words do not divide)."""
+    i, n = part
+    words, extra = divmod(nbytes // 8, n)
+    start = i * words + min(i, extra)
+    return 8 * start, 8 * (words + (i < extra))
+
+
+def delivery_windows(groups, params, chan, edge=False, cross=True):
     """Return the :class:`Window` descriptors that load ``groups`` (per block, the global
     addresses of its copies at one offset; ``chan``: Dbuf -> channel): with ``edge``, the
-    edge-multicast ones first (module doc), then :func:`multicast_windows` of the rest.
-    Either kind writes only the block's own Dbufs, at its offset: a MOVE's windows write
-    exactly the ranges its copies would."""
+    edge-multicast ones first (module doc), with ``cross`` shared across channels where that
+    reads the block fewer times (:func:`_cross_cover`), then :func:`multicast_windows` of
+    the rest.  Every kind writes only the block's own Dbufs, at its offset: a MOVE's windows
+    (``cross`` off: they read no external byte) write exactly the ranges its copies would."""
     ports = dma_ports(params)
     out, rest, index = [], [], []
     for g, addrs in enumerate(groups):
         off = params.dbuf_of(addrs[0])[1]
-        left = _edge_cover(addrs, params, chan, ports, out, g, edge)
+        mine = []
+        left = _edge_cover(addrs, params, chan, ports, mine, g, edge)
+        out.extend(_cross_cover(mine, params, sorted(set(chan.values())), off)
+                   if cross and mine else mine)
         if left:
             rest.append([params.dbuf_base(d) + off for d in left])
             index.append(g)
@@ -173,6 +191,83 @@ def delivery_windows(groups, params, chan, edge=False):
         first = params.dbuf_of(lo)[0]
         out.append(Window(c, lo, copies, index[r], DescFlag(0), copy_targets(first, copies)))
     return out
+
+
+def _descriptors(assign):
+    """Return ``{channel: [[targets of one descriptor]]}`` of ``assign`` (``[(channel,
+    target)]``): each channel's targets ascending, cut where one lies past ``COPIES_BITS``
+    + 1 of its descriptor's first."""
+    per = {}
+    for c, t in sorted(assign):
+        runs = per.setdefault(c, [])
+        if runs and t - runs[-1][0] <= COPIES_BITS:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return per
+
+
+def _cross_cover(windows, params, channels, off):
+    """Return the edge-multicast ``windows`` of one block (one flit a word each, every one on
+    its own Dbufs' channel) re-dealt over ``channels`` so that the block crosses the external
+    ports fewer times (:func:`_deal`)."""
+    ports = dma_ports(params)
+    lines = tuple((w.channel, params.dbuf_of(w.lo)[0], frozenset(w.targets)) for w in windows)
+    out = []
+    for c, first, copies, part in _deal(params, tuple(channels), lines):
+        out.append(Window(c, params.dbuf_base(first) + off, copies, windows[0].group,
+                          DescFlag.MCAST, written_dbufs(params, ports[c], first, copies, True),
+                          part))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _deal(params, channels, lines):
+    """Return ``[(channel, first target, copies, part)]``: the descriptors that send a block to
+    its edge ``lines`` (``(channel, target, Dbufs)`` each: one flit a word from that channel
+    to that target writes those Dbufs).
+
+    A line may go to any of ``channels`` whose flit reaches exactly its Dbufs (to some target
+    of the line: :func:`sw.spec.dma.edge_targets`).  A channel that takes several lines sends
+    each word to each of them from one descriptor (``mcast`` with ``copies``: one read, a
+    flit a word and target), and the block may be cut in two parts dealt differently.  Of
+    every such dealing the one taken has the fewest flits on the busiest channel (the
+    DMA-in's time), then the fewest words read (external bytes), then the fewest
+    descriptors; the lines as they come count among them, so nothing gets worse.  On the 8 x
+    8 with four channels a block every Dbuf holds is read twice instead of four times: each
+    half by two channels, each sending it to two edges.
+    """
+    ports = dma_ports(params)
+    choices = [sorted({(c, t) for c in channels for t in line
+                       if set(edge_targets(params, ports[c], t)) == line}
+                      | {(c0, t0)}) for c0, t0, line in lines]
+    dealings = [[]]
+    if len(lines) <= 6:                      # at most 4 ** 6 dealings
+        for ch in choices:
+            dealings = [d + [x] for d in dealings for x in ch]
+    else:
+        dealings = [[(c, t) for c, t, _ in lines]]
+
+    def cost(parts):
+        # ``parts``: [(dealing, share of the block in halves)]
+        flits, reads, descs = {}, 0, 0
+        for d, share in parts:
+            for c, runs in _descriptors(d).items():
+                flits[c] = flits.get(c, 0) + share * sum(len(r) for r in runs)
+                reads += share * len(runs)
+                descs += len(runs)
+        return max(flits.values()), reads, descs
+    costs = {i: cost([(d, 2)]) for i, d in enumerate(dealings)}
+    whole = min(costs, key=costs.get)
+    best = [(dealings[whole], (0, 1))]
+    # Halves dealt differently: pairs of the dealings that read the block fewest times.
+    pool = sorted(costs, key=lambda i: (costs[i][1], costs[i][0], costs[i][2]))[:16]
+    a, b = min(((a, b) for a in pool for b in pool),
+               key=lambda ab: cost([(dealings[ab[0]], 1), (dealings[ab[1]], 1)]))
+    if cost([(dealings[a], 1), (dealings[b], 1)]) < costs[whole]:
+        best = [(dealings[a], (0, 2)), (dealings[b], (1, 2))]
+    return [(c, r[0], sum(1 << (t - r[0] - 1) for t in r[1:]), part)
+            for d, part in best for c, runs in sorted(_descriptors(d).items()) for r in runs]
 
 
 def _edge_cover(addrs, params, chan, ports, out, g, edge):
@@ -197,11 +292,15 @@ def _edge_cover(addrs, params, chan, ports, out, g, edge):
 
 
 def sent_words(window, nbytes):
-    """Return the requests a :class:`Window` of ``nbytes`` sends on its channel's port: one
-    STORE per word and target, or one MSTORE per word and the MLOAD (edge multicast)."""
+    """Return the requests a :class:`Window` of a block of ``nbytes`` sends on its channel's
+    port for its part: one STORE per word and target, or one MSTORE per word and target and
+    an MLOAD per target (edge multicast)."""
+    words = part_range(nbytes, window.part)[1] // 8
+    if not words:                             # an empty part: no descriptor
+        return 0
     if window.flags & DescFlag.MCAST:
-        return nbytes // 8 + 1
-    return nbytes // 8 * len(window.targets)
+        return (words + 1) * len(copy_targets(0, window.copies))
+    return words * len(window.targets)
 
 
 def move_windows(moves, params, channels, load, edge=False):
@@ -219,7 +318,7 @@ def move_windows(moves, params, channels, load, edge=False):
     chan = assign_channels(words, channels, params, load, edge)
     out = []
     for m in moves:
-        for w in delivery_windows([list(m.dsts)], params, chan, edge):
+        for w in delivery_windows([list(m.dsts)], params, chan, edge, cross=False):
             out.append((w.channel, m, w))
             load[w.channel] += m.nbytes // 8
     return out

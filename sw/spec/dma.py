@@ -16,11 +16,13 @@ out       95       direction: chip to external memory (else external memory to c
 cbuf      96       ``local`` is in the Cbufs (IN only)
 move      97       Dbuf to Dbuf on chip: the words at Dbuf address ``ext`` go to ``local`` (and
                    its ``copies``) with no external-memory traffic; not with ``out`` or ``cbuf``
-mcast     98       edge multicast (IN or MOVE into the Dbufs, ``copies`` 0): each word is one
-                   MSTORE flit to the Dbuf ``k`` of ``local``, which the mesh also writes into
-                   every Dbuf of :meth:`sw.spec.arch.ArrayParams.multicast_dbufs` from the
-                   channel's port to ``k`` (:func:`edge_targets`); one MLOAD after the last
-                   word collects one acknowledgement per Dbuf.  One read, one flit a word
+mcast     98       edge multicast (IN or MOVE into the Dbufs): each word is one MSTORE flit
+                   to the Dbuf ``k`` of ``local`` and one to each Dbuf of ``copies``, which the
+                   mesh also writes into every Dbuf of
+                   :meth:`sw.spec.arch.ArrayParams.multicast_dbufs` from the channel's port
+                   to that target (:func:`edge_targets`); one MLOAD per target after the last
+                   word collects one acknowledgement per Dbuf.  One read, one flit a word and
+                   target
 copies    99..127  multicast (IN or MOVE into the Dbufs): bit ``i`` set writes every word also
                    to Dbuf ``k + 1 + i`` at the same offset, ``k`` being the Dbuf of ``local``;
                    0 writes Dbuf ``k`` only.  One read, ``1 + popcount`` STOREs
@@ -38,7 +40,8 @@ import enum
 from sw.spec.bitfields import Field, Layout
 
 __all__ = ["DESC_BYTES", "WORD_BITS", "COPIES_BITS", "DescFlag", "descriptor_layout",
-           "pack_descriptor", "unpack_descriptor", "copy_targets", "edge_targets"]
+           "pack_descriptor", "unpack_descriptor", "copy_targets", "edge_targets",
+           "written_dbufs"]
 
 #: Bits of one external-memory word (one DMA beat); a descriptor is two of them.
 WORD_BITS = 64
@@ -98,9 +101,23 @@ def unpack_descriptor(words):
 
 
 def copy_targets(first, copies):
-    """Return the Dbufs an IN or MOVE descriptor whose ``local`` is in Dbuf ``first`` writes,
-    in the order the DMA writes each word to them."""
+    """Return the target Dbufs of an IN or MOVE descriptor whose ``local`` is in Dbuf
+    ``first``, in the order the DMA sends each word to them (without ``mcast``: the Dbufs it
+    writes)."""
     return [first] + [first + 1 + i for i in range(COPIES_BITS) if copies >> i & 1]
+
+
+def written_dbufs(params, port, first, copies=0, mcast=False):
+    """Return the Dbufs a good IN or MOVE descriptor (``local`` in Dbuf ``first``) run by the
+    DMA channel at edge port ``port`` writes, each once, in the order its flits reach them:
+    its :func:`copy_targets`, and with ``mcast`` every Dbuf of :func:`edge_targets` of each
+    of them."""
+    out = []
+    for t in copy_targets(first, copies):
+        for d in edge_targets(params, port, t) if mcast else [t]:
+            if d not in out:
+                out.append(d)
+    return out
 
 
 def edge_targets(params, port, first):

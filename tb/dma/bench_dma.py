@@ -25,7 +25,8 @@ from cocotb.triggers import ClockCycles, Edge, First, ReadOnly, RisingEdge
 
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import cbuf_words, word_bits
-from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets, pack_descriptor
+from sw.spec.dma import (COPIES_BITS, DescFlag, copy_targets, edge_targets, pack_descriptor,
+                         written_dbufs)
 from sw.spec.status import DmaError
 from tb.common.clock import reset, start_clock
 
@@ -46,21 +47,20 @@ def _port(p):
 def _targets(p, desc):
     """Return the Dbufs a good IN or MOVE descriptor writes (multicast, edge multicast)."""
     ext, loc, n, flags, copies = _fields(desc)
-    first = p.dbuf_of(loc)[0]
-    if flags & MCAST:
-        return edge_targets(p, _port(p), first)
-    return copy_targets(first, copies)
+    return written_dbufs(p, _port(p), p.dbuf_of(loc)[0], copies, bool(flags & MCAST))
 
 
 def _stores(p, desc):
     """Return the requests a good descriptor sends besides its LOADs: one STORE per word and
-    target Dbuf (IN, MOVE), or one MSTORE per word and an MLOAD (edge multicast)."""
+    target Dbuf (IN, MOVE), or one MSTORE per word and target and an MLOAD per target (edge
+    multicast)."""
     ext, loc, n, flags, copies = _fields(desc)
     if flags & (OUT | CBUF):
         return 0
+    targets = len(copy_targets(p.dbuf_of(loc)[0], copies))
     if flags & MCAST:
-        return n // 8 + 1 if n else 0
-    return n // 8 * len(_targets(p, desc))
+        return (n // 8 + 1) * targets if n else 0
+    return n // 8 * targets
 
 
 def _int(handle):
@@ -252,7 +252,7 @@ def _random_move(rng, tb):
     if src > k:
         copies &= ~(1 << (src - k - 1))
     flags = MOVE
-    if not copies and rng.random() < 0.4 and src not in edge_targets(p, _port(p), k):
+    if rng.random() < 0.4 and src not in written_dbufs(p, _port(p), k, copies, True):
         flags |= MCAST
     soff, doff = rng.randrange(tb.dwords), rng.randrange(tb.dwords)
     count = 0 if rng.random() < 0.05 else rng.randint(1, min(40, tb.dwords - max(soff, doff)))
@@ -279,7 +279,9 @@ def _random_desc(rng, tb):
     if kind == "out":
         return (rng.randrange(DST, LISTS - count * 8 + 1, 8), loc, count * 8, OUT)
     if kind == "edge":
-        return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, MCAST)
+        # Half the time with copies: one MSTORE a word to each target's edge line.
+        copies = _random_copies(rng, p, k) if rng.random() < 0.5 else 0
+        return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, MCAST, copies)
     copies = _random_copies(rng, p, k) if kind == "multicast" or rng.random() < 0.3 else 0
     return (rng.randrange(0, DST - count * 8 + 1, 8), loc, count * 8, 0, copies)
 
@@ -381,7 +383,8 @@ async def bad_descriptors(dut):
                                          MOVE, 1),
         "edge multicast with OUT": (DST, p.dbuf_base(0), 16, OUT | MCAST),
         "edge multicast with CBUF": (0, 0, wb, CBUF | MCAST),
-        "edge multicast with copies": (0, p.dbuf_base(0), 16, MCAST, 1),
+        "edge multicast with a copy past the last Dbuf": (0, p.dbuf_base(p.num_dbufs - 1), 16,
+                                                          MCAST, 1),
     }
     if p.num_dbufs <= COPIES_BITS:
         bad["top copy bit"] = (0, p.dbuf_base(0), 16, 0, 1 << COPIES_BITS - 1)

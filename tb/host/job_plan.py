@@ -65,7 +65,7 @@ import numpy as np
 from sw.spec.arch import ArrayParams
 from sw.compiler.dma_plan import (MERGE_GAP, assign_channels, block_group, delivery_windows,
                                   fence_groups, gate_shift, group_of, group_runs, move_windows,
-                                  out_runs)
+                                  out_runs, part_range)
 from sw.spec.dma import DescFlag, pack_descriptor, unpack_descriptor
 from sw.spec.errors import FdpuError
 from sw.spec.ports import config_ports as config_port_coords, dma_ports
@@ -324,6 +324,10 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
         if lo % 8 or len(blob) % 8:
             raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
                             f"words")
+        start, n = part_range(len(blob), w.part)          # the part of the block it loads
+        if not n:                                          # (a one-word block's empty half)
+            continue
+        blob, lo = blob[start:start + n], lo + start
         data[c].append((block_group(group, groups[g]),
                         _desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
                               w.flags, w.copies)))

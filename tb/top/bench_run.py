@@ -52,7 +52,7 @@ from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
 
 from tb.common.clock import CLOCK_PERIOD_NS, reset, start_clock
 from sw.spec.arch import ArrayParams
-from sw.spec.dma import DescFlag, copy_targets, edge_targets
+from sw.spec.dma import DescFlag, copy_targets, written_dbufs
 from sw.spec.ports import dma_ports
 from sw.spec.status import MiccState
 from tb.host.backdoor import Backdoor
@@ -235,7 +235,7 @@ def _backdoor_in(dut, spec, images, descs, first, backdoor):
             targets = copy_targets(k, copies)            # multicast (sw.spec.dma)
             if flags & DescFlag.MCAST:
                 p = ArrayParams(rows=spec["rows"], cols=spec["cols"], dbuf_bytes=bd["dbuf_bytes"])
-                targets = edge_targets(p, dma_ports(p)[c], k)
+                targets = written_dbufs(p, dma_ports(p)[c], k, copies, True)
             for d in targets:
                 st = getattr(dut.fdpu, f"dbuf{d}").sram.bank.storage
                 backdoor.write(st, off, words, skip_zero=first)
