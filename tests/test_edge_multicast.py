@@ -8,6 +8,9 @@ The flit rule and the routers' copies are tested on the mesh bench (``tests/test
 against the runtime, the CLI, and on the RTL layers and a chained network bit-exact.
 """
 
+import os
+import random
+
 import pytest
 from chainutil import run_chain_checked
 from cliutil import json_runs
@@ -47,14 +50,14 @@ def test_windows_cover_each_edge_with_one_flit_on_the_8x8():
     p = ArrayParams()
     chan = dma_plan.assign_channels({d: 100 for d in range(p.num_dbufs)}, 4, p, edge=True)
     block = [p.dbuf_base(d) + 64 for d in range(p.num_dbufs)]
-    lines = dma_plan.delivery_windows([block], p, chan, edge=True, cross=False)
+    lines = dma_plan.delivery_windows([block], p, chan, edge=True)
     assert len(lines) == 4 and all(w.flags == DescFlag.MCAST and not w.copies for w in lines)
     assert sorted(d for w in lines for d in w.targets) == list(range(p.num_dbufs))
     assert [dma_plan.sent_words(w, 800) for w in lines] == [101] * 4
     # Shared across channels: each half of the block read by two channels, each sending it
     # to two edges (one descriptor, mcast with a copy): read twice instead of four times,
     # every channel sending as many flits as before (and an MLOAD more).
-    windows = dma_plan.delivery_windows([block], p, chan, edge=True)
+    windows = dma_plan.delivery_windows([block], p, chan, edge=True, sizes=[800])
     assert len(windows) == 4 and all(w.flags == DescFlag.MCAST for w in windows)
     assert sorted(w.channel for w in windows) == [0, 1, 2, 3]
     for half in (0, 1):
@@ -155,3 +158,48 @@ def test_chained_network_moves_by_edge_multicast(sim):
     assert any(f & DescFlag.MOVE and f & DescFlag.MCAST for f in flags)
     _, job = run_chain_checked(plans, ws, x, sim, edge_multicast=True)
     assert job.final["o_ext_rd_bytes"] == sum(job.ext_in) == sum(jp.ext_in)
+
+
+@pytest.mark.parametrize("rows, cols, channels", [(1, 1, 1), (1, 2, 2), (2, 2, 4), (2, 3, 3),
+                                                  (3, 2, 4), (4, 4, 2), (4, 4, 4), (8, 8, 4)])
+def test_shared_windows_write_the_same_words_reading_no_more(rows, cols, channels):
+    # Random blocks (the Dbufs holding each at one offset, of 1 to 9 words): the windows dealt
+    # across channels write exactly the words the windows of their own channels write, read
+    # no more external words, put no more flits on any channel, and name only channels that
+    # have Dbufs (the MLOAD a target aside); on the 8 x 8 an all-Dbuf block is read twice.
+    seed = int(os.environ.get("FDPU_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"seed {seed} (set FDPU_SEED to repeat)")
+    rng = random.Random(seed)
+    p = ArrayParams(rows=rows, cols=cols)
+    ports = dma_ports(p)
+    chan = dma_plan.assign_channels({d: 100 for d in range(p.num_dbufs)}, channels, p,
+                                    edge=True)
+
+    def effect(windows, nbytes):
+        words, reads, flits = set(), 0, [0] * channels
+        for w in windows:
+            start, n = dma_plan.part_range(nbytes, w.part)
+            first, off = p.dbuf_of(w.lo)
+            assert w.channel in chan.values()
+            assert w.targets == written_dbufs(p, ports[w.channel], first, w.copies,
+                                              bool(w.flags & DescFlag.MCAST))
+            words |= {(d, off + start + 8 * i) for d in w.targets for i in range(n // 8)}
+            reads += n // 8
+            flits[w.channel] += n // 8 * len(copy_targets(first, w.copies)) \
+                if w.flags & DescFlag.MCAST else n // 8 * len(w.targets)   # MLOADs aside
+        return words, reads, flits
+    for _ in range(40):
+        held = rng.sample(range(p.num_dbufs), rng.randint(1, p.num_dbufs))
+        if rng.random() < 0.3:
+            held = list(range(p.num_dbufs))
+        nbytes = 8 * rng.randint(1, 9)
+        block = [p.dbuf_base(d) + 64 for d in sorted(held)]
+        own = effect(dma_plan.delivery_windows([block], p, chan, edge=True), nbytes)
+        shared = effect(dma_plan.delivery_windows([block], p, chan, edge=True, sizes=[nbytes]),
+                        nbytes)
+        assert shared[0] == own[0] == {(d, 64 + 8 * i) for d in held for i in range(nbytes // 8)}
+        assert shared[1] <= own[1] and max(shared[2]) <= max(own[2])
+    if (rows, cols, channels) == (8, 8, 4):
+        full = [p.dbuf_base(d) for d in range(p.num_dbufs)]
+        assert effect(dma_plan.delivery_windows([full], p, chan, edge=True, sizes=[800]),
+                      800)[1] == 200

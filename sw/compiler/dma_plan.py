@@ -169,23 +169,38 @@ def part_range(nbytes, part):
     return 8 * start, 8 * (words + (i < extra))
 
 
-def delivery_windows(groups, params, chan, edge=False, cross=True):
+def delivery_windows(groups, params, chan, edge=False, sizes=None):
     """Return the :class:`Window` descriptors that load ``groups`` (per block, the global
     addresses of its copies at one offset; ``chan``: Dbuf -> channel): with ``edge``, the
-    edge-multicast ones first (module doc), with ``cross`` shared across channels where that
-    reads the block fewer times (:func:`_cross_cover`), then :func:`multicast_windows` of
-    the rest.  Every kind writes only the block's own Dbufs, at its offset: a MOVE's windows
-    (``cross`` off: they read no external byte) write exactly the ranges its copies would."""
+    edge-multicast ones first (module doc), with ``sizes`` (per block its bytes) shared
+    across channels where that reads the block fewer times (:func:`_deal`), then
+    :func:`multicast_windows` of the rest.  Every kind writes only the block's own Dbufs, at
+    its offset: a MOVE's windows (no ``sizes``: they read no external byte) write exactly the
+    ranges its copies would."""
     ports = dma_ports(params)
+    channels = tuple(sorted(set(chan.values())))
     out, rest, index = [], [], []
     for g, addrs in enumerate(groups):
         off = params.dbuf_of(addrs[0])[1]
         mine = []
         left = _edge_cover(addrs, params, chan, ports, mine, g, edge)
-        out.extend(_cross_cover(mine, params, sorted(set(chan.values())), off)
-                   if cross and mine else mine)
+        left_addrs = [params.dbuf_base(d) + off for d in left]
+        if sizes is not None and mine:
+            # What the block's other windows put on each channel (one STORE a word and Dbuf).
+            words = sizes[g] // 8
+            base = [0] * (1 + max(channels))
+            for c, lo, copies, _ in multicast_windows([left_addrs] if left else [], params,
+                                                       chan):
+                base[c] += words * len(copy_targets(0, copies))
+            lines = tuple((w.channel, params.dbuf_of(w.lo)[0], frozenset(w.targets))
+                          for w in mine)
+            mine = [Window(c, params.dbuf_base(first) + off, copies, g, DescFlag.MCAST,
+                           written_dbufs(params, ports[c], first, copies, True), part)
+                    for c, first, copies, part in _deal(params, channels, lines, sizes[g],
+                                                        tuple(base))]
+        out.extend(mine)
         if left:
-            rest.append([params.dbuf_base(d) + off for d in left])
+            rest.append(left_addrs)
             index.append(g)
     for c, lo, copies, r in multicast_windows(rest, params, chan):
         first = params.dbuf_of(lo)[0]
@@ -207,40 +222,28 @@ def _descriptors(assign):
     return per
 
 
-def _cross_cover(windows, params, channels, off):
-    """Return the edge-multicast ``windows`` of one block (one flit a word each, every one on
-    its own Dbufs' channel) re-dealt over ``channels`` so that the block crosses the external
-    ports fewer times (:func:`_deal`)."""
-    ports = dma_ports(params)
-    lines = tuple((w.channel, params.dbuf_of(w.lo)[0], frozenset(w.targets)) for w in windows)
-    out = []
-    for c, first, copies, part in _deal(params, tuple(channels), lines):
-        out.append(Window(c, params.dbuf_base(first) + off, copies, windows[0].group,
-                          DescFlag.MCAST, written_dbufs(params, ports[c], first, copies, True),
-                          part))
-    return out
-
-
 @functools.lru_cache(maxsize=256)
-def _deal(params, channels, lines):
-    """Return ``[(channel, first target, copies, part)]``: the descriptors that send a block to
-    its edge ``lines`` (``(channel, target, Dbufs)`` each: one flit a word from that channel
-    to that target writes those Dbufs).
+def _deal(params, channels, lines, nbytes, base):
+    """Return ``[(channel, first target, copies, part)]``: the edge-multicast descriptors that
+    send a block of ``nbytes`` to its edge ``lines`` (``(channel, target, Dbufs)`` each: one
+    flit a word from that channel to that target writes those Dbufs), ``base`` the requests
+    the block's other windows put on each channel.
 
     A line may go to any of ``channels`` whose flit reaches exactly its Dbufs (to some target
     of the line: :func:`sw.spec.dma.edge_targets`).  A channel that takes several lines sends
     each word to each of them from one descriptor (``mcast`` with ``copies``: one read, a
     flit a word and target), and the block may be cut in two parts dealt differently.  Of
-    every such dealing the one taken has the fewest flits on the busiest channel (the
-    DMA-in's time), then the fewest words read (external bytes), then the fewest
-    descriptors; the lines as they come count among them, so nothing gets worse.  On the 8 x
+    every such dealing the one taken puts the fewest words on the busiest channel (the
+    DMA-in's time; the MLOAD a target aside), then reads the fewest words (external bytes),
+    then has the fewest descriptors; the lines as they come count among them, so nothing
+    gets worse.  On the 8 x
     8 with four channels a block every Dbuf holds is read twice instead of four times: each
     half by two channels, each sending it to two edges.
     """
     ports = dma_ports(params)
     choices = [sorted({(c, t) for c in channels for t in line
-                       if set(edge_targets(params, ports[c], t)) == line}
-                      | {(c0, t0)}) for c0, t0, line in lines]
+                       if set(edge_targets(params, ports[c], t)) == line} | {(c0, t0)})
+               for c0, t0, line in lines]
     dealings = [[]]
     if len(lines) <= 6:                      # at most 4 ** 6 dealings
         for ch in choices:
@@ -249,23 +252,29 @@ def _deal(params, channels, lines):
         dealings = [[(c, t) for c, t, _ in lines]]
 
     def cost(parts):
-        # ``parts``: [(dealing, share of the block in halves)]
-        flits, reads, descs = {}, 0, 0
-        for d, share in parts:
+        # ``parts``: [(dealing, (i, n))], the i-th of n parts of the block.
+        sent, reads, descs = list(base), 0, 0
+        for d, part in parts:
+            words = part_range(nbytes, part)[1] // 8
+            if not words:
+                continue
             for c, runs in _descriptors(d).items():
-                flits[c] = flits.get(c, 0) + share * sum(len(r) for r in runs)
-                reads += share * len(runs)
+                sent[c] += sum(words * len(r) for r in runs)     # (and an MLOAD a target)
+                reads += words * len(runs)
                 descs += len(runs)
-        return max(flits.values()), reads, descs
-    costs = {i: cost([(d, 2)]) for i, d in enumerate(dealings)}
-    whole = min(costs, key=costs.get)
-    best = [(dealings[whole], (0, 1))]
-    # Halves dealt differently: pairs of the dealings that read the block fewest times.
-    pool = sorted(costs, key=lambda i: (costs[i][1], costs[i][0], costs[i][2]))[:16]
-    a, b = min(((a, b) for a in pool for b in pool),
-               key=lambda ab: cost([(dealings[ab[0]], 1), (dealings[ab[1]], 1)]))
-    if cost([(dealings[a], 1), (dealings[b], 1)]) < costs[whole]:
-        best = [(dealings[a], (0, 2)), (dealings[b], (1, 2))]
+        return max(sent), reads, descs
+    costs = [cost([(d, (0, 1))]) for d in dealings]
+    whole = min(range(len(dealings)), key=costs.__getitem__)
+    best, least = [(dealings[whole], (0, 1))], costs[whole]
+    if nbytes >= 16:
+        # Halves dealt differently: pairs of the dealings that read the block fewest times.
+        pool = sorted(range(len(dealings)), key=lambda i: (costs[i][1], costs[i]))[:16]
+        for a in pool:
+            for b in pool:
+                halves = [(dealings[a], (0, 2)), (dealings[b], (1, 2))]
+                c = cost(halves)
+                if c < least:
+                    best, least = halves, c
     return [(c, r[0], sum(1 << (t - r[0] - 1) for t in r[1:]), part)
             for d, part in best for c, runs in sorted(_descriptors(d).items()) for r in runs]
 
@@ -318,7 +327,7 @@ def move_windows(moves, params, channels, load, edge=False):
     chan = assign_channels(words, channels, params, load, edge)
     out = []
     for m in moves:
-        for w in delivery_windows([list(m.dsts)], params, chan, edge, cross=False):
+        for w in delivery_windows([list(m.dsts)], params, chan, edge):
             out.append((w.channel, m, w))
             load[w.channel] += m.nbytes // 8
     return out

@@ -805,7 +805,7 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     for g, lo, hi, _ in runs:
         t = per[g][chan[p.dbuf_of(lo)[0]]]
         t[0], t[1], t[2] = t[0] + hi - lo, t[1] + 1, t[2] + (hi - lo) // 8
-    for w in dma_plan.delivery_windows(blocks, p, chan, edge):
+    for w in dma_plan.delivery_windows(blocks, p, chan, edge, [nbytes] * len(blocks)):
         part = dma_plan.part_range(nbytes, w.part)[1]
         if not part:                          # a one-word block's empty half: no descriptor
             continue

@@ -318,7 +318,8 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
     # its runs, each channel's own-edge Dbuf last; then a fence on every channel that has
     # data in a later group or this one.
     data = [[] for _ in range(nch)]               # per channel: (group, descriptor)
-    for w in delivery_windows(groups, p, chan, edge):
+    sizes = [len(image.segments[g[0]]) for g in groups]
+    for w in delivery_windows(groups, p, chan, edge, sizes):
         c, lo, g = w.channel, w.lo, w.group
         blob = bytes(image.segments[groups[g][0]])
         if lo % 8 or len(blob) % 8:
