@@ -24,7 +24,10 @@ two agree byte for byte:
   block's) take one ``mcast`` descriptor each, the largest first: its words cross the
   channel's request port once however many Dbufs take them; the rest go by
   :func:`multicast_windows`.  With the channels on their own edges (above) a block that
-  every Dbuf holds is one descriptor per channel.
+  every Dbuf holds is one descriptor per channel; given the blocks' sizes, its edge lines are
+  then dealt over the channels (a channel's lines in one ``mcast`` descriptor with
+  ``copies``, the block possibly in two halves: :func:`part_range`) where that reads it fewer
+  times with no channel sending more words: on the 8 x 8, twice instead of four times.
 * :func:`move_windows`: a chained layer's on-chip copies (MOVE descriptors) go first, each
   destination Dbuf on one channel, one descriptor per channel and multicast window; the words
   they send count in the channels' load before the pass's own data are assigned.
@@ -45,8 +48,8 @@ from sw.spec.dma import COPIES_BITS, DescFlag, copy_targets, edge_targets, writt
 from sw.spec.ports import dma_ports
 
 __all__ = ["MERGE_GAP", "MAX_GROUPS", "merge_runs", "assign_channels", "multicast_windows",
-           "Window", "part_range", "delivery_windows", "sent_words", "move_windows", "gate_shift", "group_of",
-           "group_runs", "block_group", "fence_groups", "out_runs"]
+           "Window", "part_range", "delivery_windows", "sent_words", "move_windows",
+           "gate_shift", "group_of", "group_runs", "block_group", "fence_groups", "out_runs"]
 
 #: Segments of one Dbuf closer than this (bytes) share one DMA descriptor: the zeros between
 #: them cost fewer DMA cycles than a descriptor more (about the memory latency).
@@ -236,9 +239,8 @@ def _deal(params, channels, lines, nbytes, base):
     every such dealing the one taken puts the fewest words on the busiest channel (the
     DMA-in's time; the MLOAD a target aside), then reads the fewest words (external bytes),
     then has the fewest descriptors; the lines as they come count among them, so nothing
-    gets worse.  On the 8 x
-    8 with four channels a block every Dbuf holds is read twice instead of four times: each
-    half by two channels, each sending it to two edges.
+    gets worse.  On the 8 x 8 with four channels a block every Dbuf holds is read twice
+    instead of four times: each half by two channels, each sending it to two edge lines.
     """
     ports = dma_ports(params)
     choices = [sorted({(c, t) for c in channels for t in line
