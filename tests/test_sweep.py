@@ -328,6 +328,14 @@ def test_cache_hit_reruns_nothing_and_a_changed_point_reruns_alone(capsys, tmp_p
     csv_text = (tmp_path / "d" / "table.csv").read_text()
     assert csv_text.count("\n") == 3 and "utilization" in csv_text
     assert "| batch |" in (tmp_path / "d" / "table.md").read_text()
+    # Into the same --out again: points/ holds this run's records only (batch 8's goes), and
+    # a file of the user's there stays.
+    (tmp_path / "a" / "points" / "notes.txt").write_text("mine")
+    status, out, _ = run(capsys, *argv, "--out", tmp_path / "a")
+    assert status == 0
+    names = sorted(p.name for p in (tmp_path / "a" / "points").iterdir())
+    assert names == sorted([p.name for p in (tmp_path / "d" / "points").iterdir()]
+                           + ["notes.txt"])
 
 
 def test_local_cluster_equals_serial(capsys, tmp_path):

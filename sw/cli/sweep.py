@@ -145,6 +145,10 @@ def _scheduler(args):
     return args.scheduler, None
 
 
+#: A point record's file name in ``points/`` (:func:`_slug` and ``.json``).
+_SLUG_FILE = re.compile(r"[A-Za-z0-9.=_-]+-[0-9a-f]{8}\.json")
+
+
 def _slug(name, key):
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", name)[:120] + f"-{key[:8]}"
 
@@ -194,15 +198,21 @@ def run_points(prepared, out_dir, *, dry_run=False, cached_only=False):
     elif todo:
         failed = execute.run_sweep(todo, store, scheduler=scheduler, workers=workers,
                                    console=con)
-    records = []
+    records, written = [], set()
     os.makedirs(os.path.join(out_dir, "points"), exist_ok=True)
     for k, name, _, _ in items:
         rec = store.get(k)
         if rec is None:
             continue
         records.append(rec)
+        written.add(_slug(name, k) + ".json")
         write_text(os.path.join(out_dir, "points", _slug(name, k) + ".json"),
                    json.dumps(rec, indent=1, allow_nan=False) + "\n")
+    # The records of an earlier run into this --out that this one does not report (another
+    # source, other points) go: points/ holds the report's records and nothing else.
+    for old in os.listdir(os.path.join(out_dir, "points")):
+        if _SLUG_FILE.fullmatch(old) and old not in written:
+            os.remove(os.path.join(out_dir, "points", old))
     names = {k: name for k, name, _, _ in items}
     return records, {names[k]: e for k, e in failed.items()}
 
