@@ -153,7 +153,8 @@ class Window(NamedTuple):
     ``copies``, its multicast mask; ``group``, the block's index; ``flags``,
     :class:`sw.spec.dma.DescFlag` (``MCAST`` or none); ``targets``, the Dbufs it writes;
     ``part``, ``(i, n)``: it loads the ``i``-th of ``n`` near-equal word ranges of the block
-    (:func:`part_range`; ``(0, 1)``: all of it)."""
+    (:func:`part_range`; ``(0, 1)``: all of it; a block is cut only when each part has a
+    word, so no part is empty)."""
     channel: int
     lo: int
     copies: int
@@ -258,8 +259,6 @@ def _deal(params, channels, lines, nbytes, base):
         sent, reads, descs = list(base), 0, 0
         for d, part in parts:
             words = part_range(nbytes, part)[1] // 8
-            if not words:
-                continue
             for c, runs in _descriptors(d).items():
                 sent[c] += sum(words * len(r) for r in runs)     # (and an MLOAD a target)
                 reads += words * len(runs)
@@ -307,8 +306,6 @@ def sent_words(window, nbytes):
     port for its part: one STORE per word and target, or one MSTORE per word and target and
     an MLOAD per target (edge multicast)."""
     words = part_range(nbytes, window.part)[1] // 8
-    if not words:                             # an empty part: no descriptor
-        return 0
     if window.flags & DescFlag.MCAST:
         return (words + 1) * len(copy_targets(0, window.copies))
     return words * len(window.targets)

@@ -807,8 +807,6 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         t[0], t[1], t[2] = t[0] + hi - lo, t[1] + 1, t[2] + (hi - lo) // 8
     for w in dma_plan.delivery_windows(blocks, p, chan, edge, [nbytes] * len(blocks)):
         part = dma_plan.part_range(nbytes, w.part)[1]
-        if not part:                          # a one-word block's empty half: no descriptor
-            continue
         t = per[dma_plan.block_group(group, blocks[w.group])][w.channel]
         t[0], t[1] = t[0] + part, t[1] + 1
         t[2] += dma_plan.sent_words(w, nbytes)

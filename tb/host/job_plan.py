@@ -326,8 +326,6 @@ def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(),
             raise FdpuError(f"multicast segment at {lo:#x} ({len(blob)} bytes) is not whole "
                             f"words")
         start, n = part_range(len(blob), w.part)          # the part of the block it loads
-        if not n:                                          # (a one-word block's empty half)
-            continue
         blob, lo = blob[start:start + n], lo + start
         data[c].append((block_group(group, groups[g]),
                         _desc(exts[c].put(np.frombuffer(blob, dtype="<u8")), lo, len(blob),
