@@ -258,6 +258,38 @@ def test_only_the_words_that_arrive_beside_the_contexts_cost_them():
     assert lone.evaluate(k).passes[0].contexts <= wl.evaluate(k).passes[0].contexts
 
 
+def test_only_the_words_stored_while_the_contexts_run_cost_them(monkeypatch):
+    # Contexts that wait for their data between groups run under part of the DMA-in only:
+    # the share of its words that costs them is their running time (their loss included)
+    # over the DMA-in's span from their start, at most 1.
+    for lost, ctx, span in ((10.0, 40.0, 100.0), (30.0, 20.0, 200.0), (5.0, 1.0, 6.5)):
+        c = perf._covered(lost, ctx, span)
+        assert 0 < c < 1 and c == pytest.approx((ctx + c * lost) / span)
+    assert perf._covered(10.0, 95.0, 100.0) == 1.0         # they outlast the DMA-in
+    assert perf._covered(0.0, 10.0, 100.0) == 1.0          # nothing to share
+    assert perf._covered(120.0, 10.0, 100.0) == 1.0        # the loss alone spans it
+    # A streamed plan (each item's contexts follow its weights in) whose DMA-in outlasts its
+    # contexts loses less than if every word beside them cost them; early start's contexts
+    # on a layer whose contexts outlast their DMA-in lose the same either way.
+    k = perf.calibrated()
+    streamed = planner.plan_fc(256, 1024, 4, "dense", ArrayParams(rows=8, cols=8), chunks=16)
+    outlast = _plan(64, 512, 64, "dense")[0]
+    assert streamed.chunks == 16
+    got = {}
+    for name, plan in (("streamed", streamed), ("outlast", outlast)):
+        w = layers.make_weights((plan.K, plan.C), 1.0, 1)
+        wl = perf.Workload(plan, w, perf.System(early_start=True))
+        got[name] = [wl.evaluate(k, rounded=False)]
+        with monkeypatch.context() as m:
+            m.setattr(perf, "_covered", lambda lost, ctx, span: 1.0)
+            got[name].append(wl.evaluate(k, rounded=False))
+    covered, every = got["streamed"]
+    assert covered.passes[0].contexts < every.passes[0].contexts
+    assert covered.passes[0].dma_in <= every.passes[0].dma_in
+    covered, every = got["outlast"]
+    assert covered.passes[0].contexts == every.passes[0].contexts
+
+
 def test_no_overlap_adds_the_phases():
     plan, w, _ = _plan(64, 256, 16, "dense")
     on = perf.predict(plan, w, perf.System(overlap=True))

@@ -359,6 +359,11 @@ class Workload:
                 beside = {} if q and self.plan.double_buffer else \
                     _beside(din.words, arrive, first)
                 lost = _lost(busy[-1], ctx_cycles, beside, k)
+                # Only the words stored while the contexts run contend with them: where the
+                # DMA-in beside them lasts longer than they run (contexts that wait for their
+                # data, e.g. a streamed plan's), that share of its words (_covered).
+                cover = _covered(lost, ctx_cycles, arrive[-1] - first)
+                lost, beside = cover * lost, {d: cover * w for d, w in beside.items()}
                 # ... and the contexts slow it in turn (give): the arrivals after the first
                 # context's start stretch by what its words beside them lose.
                 arrive = _slowed(arrive, first, _given(busy[-1], ctx_cycles, beside,
@@ -437,6 +442,17 @@ def _lost(busy, ctx, share, k):
         return 0.0
     return k.steal * max((min(1.0, busy.get(d, 0.0) / ctx) * w for d, w in share.items()),
                          default=0.0)
+
+
+def _covered(lost, ctx, span):
+    """Return the share of an early-start DMA-in's words beside the contexts that fall while
+    they run: the DMA-in lasts ``span`` cycles from the first context's start, the contexts
+    run ``ctx`` cycles plus what they lose, ``lost`` if every word fell while they run.  With
+    the words at an even rate, the share is their running time over the span, which itself
+    holds the loss: ``c = (ctx + c x lost) / span``; 1 where they run at least as long."""
+    if lost <= 0 or span <= lost:
+        return 1.0
+    return min(1.0, ctx / (span - lost))
 
 
 def _beside(words, arrive, first):
