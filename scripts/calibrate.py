@@ -229,6 +229,16 @@ POINTS_D2 = (
                                        "--chunks 16"),
     ("d2-8x8-dense-vgg7-b4-st16-es-em", "--layer vgg16-fc7 --batch 4 --mode dense "
                                         "--chunks 16"),
+    # The SWITCH graph at batch 4 in 8-row blocks (the chooser's are 4): more feedback loops
+    # an engine, more held loads at its Dbuf.
+    ("d2-8x8-switch-fc8-b4-kb8-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph switch "
+                                       "--kb 8 --gb 1"),
+    # Double-buffered passes on the 8 x 8 whose contexts keep the Dbufs busy: the next pass's
+    # DMA-in beside them, each slowing the other (small Dbufs: four passes of one context).
+    ("d2-8x8-dense-fc8-b4-db-es-em", "--layer alexnet-fc8 --batch 4 --mode dense --chunks 1 "
+                                     "--dbuf-bytes 262144"),
+    ("d2-8x8-skip-fc8-b4-db-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
+                                    "--dbuf-bytes 262144"),
     # Short accumulations: a few stored weights a row (the small layers of a network).
     ("d2-2x2-skip-256x64-b8-es-em", "--rows 2 --cols 2 --out-features 256 --in-features 64 "
                                     "--batch 8 --density 0.09 --sparse-graph skip --kb 4 --gb 2"),
@@ -304,7 +314,7 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-skip-vgg7-b64-es-em", "d2-8x8-switch-vgg7-b64-es-em",
                      "d2-8x8-dense-fc8-b4-kb4-es-em",
                      "d2-8x8-skip-fc8-b4-kb2-es-em",
-                     "d2-8x8-dense-vgg7-b4-kb4-es-em",
+                     "d2-8x8-dense-vgg7-b4-kb4-es-em", "d2-8x8-switch-fc8-b4-kb8-es-em",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
                      "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
                      "d2-4x4-skip-256x128-b8-es-em", "d2-8x8-skip-fc8-b4-kb4-em",

@@ -100,8 +100,9 @@ class Constants:
     ``steal``: cycles a running pass's contexts lose per DMA access at a Dbuf they keep fully
     busy (the Dbufs serve the DMA first, ``docs/system.md``): double buffering's STOREs of the
     next pass and LOADs of the previous one, early start's STOREs of the pass's own DMA-in;
-    ``give``: the reverse, cycles an early-start DMA-in loses per word it stores beside the
-    contexts into a Dbuf they keep fully busy (their loads and its STOREs share the request
+    ``give``: the reverse, cycles a DMA-in loses per word it stores beside running contexts
+    (early start's own, or a double-buffered pass's beside the pass before) into a Dbuf they
+    keep fully busy (their loads and its STOREs share the request
     mesh's links into the Dbufs), spread over the channels;
     ``ramp``: the steps of an accumulation before its loads are held as the graph's factor
     says: of a row of ``L`` FACC steps, ``max(0, L - ramp) / L`` of the factor's excess
@@ -399,7 +400,7 @@ class Workload:
             passes.append(PassFigures(dma_in, config, ctx_cycles, hold, span,
                                       dma_out, ext_in, ext_out, bound, cbuf_in=cbuf_in))
         if self.plan.double_buffer and system.overlap:
-            _stolen(passes, busy, self.dbuf_words, k, cyc)
+            _stolen(passes, busy, self.dbuf_words, k, cyc, system.dma_channels)
             _double_buffered(passes)
         return Prediction(passes, flops=int(round(fsteps)) * 2 * LANES,
                           useful_flops=self.useful_flops, dense_flops=self.dense_flops,
@@ -408,15 +409,17 @@ class Workload:
                           port_bandwidth=system.dma_channels * system.mem_bandwidth)
 
 
-def _stolen(passes, busy, words, k, cyc):
+def _stolen(passes, busy, words, k, cyc, channels):
     """Add to each pass of a double-buffered plan the context cycles the DMA takes from it
     (in place): while pass ``j``'s contexts run, the DMA loads pass ``j - 1``'s outputs out of
     the Dbufs and then stores pass ``j + 1``'s data into them, and a Dbuf serves the DMA
     first.  At Dbuf ``d`` the contexts lose ``steal x u_d`` cycles per DMA access that falls
     within them, ``u_d`` their own use of its port (``busy``: its cycles over the contexts');
-    the pass loses what its most delayed Dbuf loses (:func:`_lost`).  The share of a DMA
-    phase within the contexts is timed as :func:`_double_buffered` places it (before this
-    term)."""
+    the pass loses what its most delayed Dbuf loses (:func:`_lost`).  The contexts slow the
+    words of pass ``j + 1``'s DMA-in beside them in turn, as an early start's own
+    (:func:`_given` over the ``channels``): that DMA-in lasts longer by as much.  The share
+    of a DMA phase within the contexts is timed as :func:`_double_buffered` places it
+    (before this term)."""
     for j, f in enumerate(passes):
         ctx = float(f.contexts)
         if ctx <= 0:
@@ -429,8 +432,11 @@ def _stolen(passes, busy, words, k, cyc):
                 share[d] = share.get(d, 0.0) + part * w
         if j + 1 < len(passes) and passes[j + 1].dma_in:
             part = min(1.0, max(0.0, ctx - out_prev) / passes[j + 1].dma_in)
-            for d, w in words[j + 1][0].items():
-                share[d] = share.get(d, 0.0) + part * w
+            nxt = {d: part * w for d, w in words[j + 1][0].items()}
+            for d, w in nxt.items():
+                share[d] = share.get(d, 0.0) + w
+            passes[j + 1].dma_in = cyc(passes[j + 1].dma_in +
+                                       _given(busy[j], ctx, nxt, channels, k))
         f.contexts = cyc(f.contexts + _lost(busy[j], ctx, share, k))
 
 
