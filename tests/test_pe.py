@@ -279,7 +279,8 @@ def test_emitters_case_stores_the_tokens_of_the_definition():
 
 def test_counted_facc_case_sums_the_rows_of_the_definition():
     # The FACCs with a count operand on the golden model against the ISA's text
-    # (counted_cases.counted_facc_reference), the count operand early and late.
+    # (counted_cases.counted_facc_reference), the count operand early and late, sums that
+    # start from -0.0 and sums that go on from the previous context's (the continue bit).
     print(f"seed {SEED} (set FDPU_SEED to change)")
     p, contexts = cases.PARAMS_1X1, 12
     t = counted_cases.counted_tables(SEED, contexts)
@@ -290,6 +291,7 @@ def test_counted_facc_case_sums_the_rows_of_the_definition():
         assert _stored(p, res) == want, late_hops
         assert res.counters.ops["FACC"] == 2 * sum(t["facc_counts"])
     assert {1, 6} <= set(t["facc_counts"]) and len(set(t["facc_counts"])) > 3
+    assert any(t["continues"]) and not all(t["continues"][1:])
 
 
 @pytest.mark.parametrize("nibble", [0, 5, 7])

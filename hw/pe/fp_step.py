@@ -14,7 +14,9 @@ Combinational (no state, no handshake): the FP pipe's S1 offers ``o_fpu`` to its
   each lane).  With ``nsrc = 2`` it counts the steps done, up to the immediate's ``count``;
   with ``nsrc = 3`` (a count operand, the immediate's ``count`` 0) it counts down the steps
   left: the first step loads it from ``c[47:32]`` (:func:`sw.spec.isa.token_count`), a count
-  of 0 taken as 1 and reported on ``o_bad_count``.  Either way the step whose new count equals
+  of 0 taken as 1 and reported on ``o_bad_count``; a count operand with its continue bit
+  (``c[48]``, :data:`sw.spec.isa.TOKEN_CONTINUE_AT`) starts the sum from the slot's ``acc``
+  (the last run's result, which the last step wrote back) instead of -0.0.  Either way the step whose new count equals
   the immediate's ``count`` is the last: the new count is 0 and the result leaves.  A span
   ``s`` (``imm[31:16]``, ``nsrc = 2``: :func:`sw.spec.isa.facc_imm`) makes every ``2**s``-th
   step emit too, keeping its count (the sum goes on).
@@ -39,7 +41,7 @@ from hw.lib.spec import check_params
 from hw.pe.fpu import FpOp
 from hw.pe.layouts import (fp_tag_layout, insn_dest, insn_struct,
                            loop_imm_struct)
-from sw.spec.isa import TOKEN_COUNT_AT, Op
+from sw.spec.isa import TOKEN_CONTINUE_AT, TOKEN_COUNT_AT, Op
 
 __all__ = ["FpStep", "FP_OPS", "NEG_ZERO4"]
 
@@ -116,12 +118,14 @@ class FpStep(wiring.Component):
         first = Signal(name="facc_first1")            # ... at the first step of a sum
         tcount = Signal(16, name="facc_tcount1")      # its count operand's count
         bad = Signal(name="facc_bad1")                # ... is 0: taken as 1
+        cont = Signal(name="facc_cont1")              # ... continues the last run's sum
         m.d.comb += [
             counted.eq(is_facc & self.i_has_c),
             first.eq(~fr.count.any()),
             tcount.eq(opv[2][TOKEN_COUNT_AT:TOKEN_COUNT_AT + 16]),
             bad.eq(counted & first & ~tcount.any()),
-            acc.eq(Mux(first, Const(NEG_ZERO4, 64), fr.acc)),
+            cont.eq(counted & first & opv[2][TOKEN_CONTINUE_AT]),
+            acc.eq(Mux(first & ~cont, Const(NEG_ZERO4, 64), fr.acc)),
             newcount.eq((Mux(counted & first, Cat(tcount[0] | bad, tcount[1:]), fr.count)
                          + Mux(counted, Const(0xFFFF, 16), Const(1, 16)))[:16]),
             self.o_keep_c.eq(counted & ~first),

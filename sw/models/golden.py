@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from sw.models.golden_counters import Counters
 from sw.spec import fp16
 from sw.spec.errors import FdpuError
-from sw.spec.isa import Op, Unit, facc_emits, issue_pipe, mcast_selects, token_count
+from sw.spec.isa import (Op, Unit, facc_emits, issue_pipe, mcast_selects, token_continues,
+                         token_count)
 from sw.spec.packet import TAG_BITS
 
 __all__ = ["GoldenError", "ContextOrderError", "OperandOverflowError", "DeadlockError",
@@ -129,7 +130,7 @@ class RunResult:
 
 class _Slot:
     __slots__ = ("key", "insn", "ops", "fifos", "reserved", "local", "hops", "iter", "acc",
-                 "count", "left", "memq", "ends", "producers", "last", "retry")
+                 "result", "count", "left", "memq", "ends", "producers", "last", "retry")
 
     def __init__(self, key, insn):
         self.key = key
@@ -139,6 +140,7 @@ class _Slot:
         self.reserved = [0, 0, 0]
         self.iter = None
         self.acc = None
+        self.result = 0          # a FACC's last step's sum (the PE's state memory: 0 at first)
         self.count = 0
         self.left = 0            # a count-operand FACC: steps left in this accumulation
         self.memq = deque()
@@ -577,7 +579,9 @@ class _Machine:
                 st.acc, st.count = 0, 0
         elif op is Op.FACC:
             acc = _FACC_INIT if st.acc is None else st.acc
-            st.acc = int(fp16.simd4_fma(a(0), a(1), acc))
+            if insn.nsrc == 3 and not st.left and token_continues(a(2)):
+                acc = st.result                     # the sum goes on from the last run's
+            st.acc = st.result = int(fp16.simd4_fma(a(0), a(1), acc))
             if insn.nsrc == 3:
                 if not st.left:
                     st.left = token_count(a(2))

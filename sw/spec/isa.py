@@ -67,7 +67,10 @@ Special instructions:
   accumulation also consumes ``n`` (the other steps do not wait for it) and the accumulation
   takes ``n[47:32]`` steps (:func:`token_count`); a count of 0 is the PE's sticky
   ``BAD_COUNT`` error (the step is done as if the count were 1; the golden model raises), so
-  a row with no stored weight is given one stored +0.0 by the host.  With ``nsrc = 2`` the
+  a row with no stored weight is given one stored +0.0 by the host.  A count token with its
+  continue bit (bit 48, :data:`TOKEN_CONTINUE_AT`) starts its accumulation from the slot's
+  last result instead of -0.0, so one sum runs on over several counted runs (each emits what
+  it has so far).  With ``nsrc = 2`` the
   immediate's ``step`` field (``imm[31:16]``) is the FACC's *span* ``s`` (0..15,
   :func:`facc_imm`): with ``s >= 1`` the accumulator also leaves after every ``2**s``
   steps of an accumulation, *without* restarting (a running partial sum, as the last step's
@@ -102,7 +105,8 @@ from sw.spec.bitfields import Field, Layout
 from sw.spec.errors import FdpuError
 
 __all__ = ["Unit", "Op", "Dest", "Instruction", "insn_layout", "loop_imm_layout", "loop_imm",
-           "loop_count", "token_count", "count_token", "TOKEN_COUNT_AT", "facc_imm",
+           "loop_count", "token_count", "token_continues", "count_token", "TOKEN_COUNT_AT",
+           "TOKEN_CONTINUE_AT", "facc_imm",
            "facc_emits", "facc_results", "FACC_MAX_SPAN",
            "encode", "decode", "disassemble", "issue_pipe", "PIPE0_OPS", "OPCODE_BITS",
            "MCAST_NIBBLES", "mcast_selects"]
@@ -472,21 +476,34 @@ def loop_count(imm):
 #: start from bits ``[31:0]`` of the same token; ``FACC``'s operand 2).
 TOKEN_COUNT_AT = 32
 
+#: A count token's *continue* bit (bit 48): a counted ``FACC`` whose accumulation this token
+#: starts takes the slot's last result as its start value instead of -0.0 (one accumulation
+#: over several counted runs: the skip graph streamed over an item's contexts).  ``ITER``
+#: ignores it.
+TOKEN_CONTINUE_AT = 48
+
 
 def token_count(token):
     """Return the count a count token carries: bits ``[47:32]`` of the 64-bit ``token``."""
     return (token >> TOKEN_COUNT_AT) & _LOOP_COUNT_MASK
 
 
-def count_token(start, count):
-    """Return the 64-bit token of ``start`` (low 32 bits) and ``count`` (bits 47:32).
+def token_continues(token):
+    """Return whether the count token ``token`` has its continue bit
+    (:data:`TOKEN_CONTINUE_AT`) set."""
+    return bool(token >> TOKEN_CONTINUE_AT & 1)
+
+
+def count_token(start, count, continues=False):
+    """Return the 64-bit token of ``start`` (low 32 bits), ``count`` (bits 47:32) and, with
+    ``continues``, the continue bit (:data:`TOKEN_CONTINUE_AT`).
 
     Raises :class:`FdpuError` unless ``start`` fits 32 bits and ``count`` is in 0..65535.
     """
     if not 0 <= start < 1 << 32 or not 0 <= count <= _LOOP_COUNT_MASK:
         raise FdpuError(f"count token: start {start} must be in 0..2**32-1 and count {count} "
                         f"in 0..{_LOOP_COUNT_MASK}")
-    return start | count << TOKEN_COUNT_AT
+    return start | count << TOKEN_COUNT_AT | int(bool(continues)) << TOKEN_CONTINUE_AT
 
 
 def encode(insn, params):

@@ -44,6 +44,8 @@ _EM_W, _EM_DOWN_AT, _EM_UP_AT, _EM_D, _EM_Z = 0, 128, 256, 384, 512
 _EM_AT_DOWN, _EM_AT_UP, _EM_AT_ITER, _EM_AT_T, _EM_AT_T2 = 124, 128, 168, 240, 248
 #: The first contexts' FACC counts of :func:`counted_facc_image` (then random in 1..6).
 _CF_COUNTS = [1, 6, 2, 1, 5, 3]
+#: Whether the first contexts' count tokens have the continue bit (then random).
+_CF_CONTINUES = [False, True, True, False, True]
 #: :func:`counted_facc_image`'s tables in Dbuf 0: the FACCs' count tokens, their BPOS masks
 #: (8 bytes per context each), the binary16 values and the SIMD-4 weights.
 _CF_V, _CF_N, _CF_VAL, _CF_ONE = 0, 128, 256, 320
@@ -75,7 +77,9 @@ def counted_tables(seed, contexts):
     among the low 32 resp. 20, random high halves), ``none`` (64-bit sink masks: no set bit
     among the low 8, count 0 in bits 47:32); ``facc_counts`` (1..6), ``offsets`` (each
     FACC row's first value), ``facc_masks`` (64-bit: ``facc_count`` set bits among the low
-    16, random bits above), ``values`` (binary16 bit patterns), ``weights`` (SIMD-4 words).
+    16, random bits above), ``continues`` (the count token's continue bit: the context's sums go
+    on from the previous context's; never context 0's), ``values`` (binary16 bit patterns),
+    ``weights`` (SIMD-4 words).
     The ITER of :func:`emitters_image` emits ``popcount(up & 0xFFFFF)`` tokens (1..20).
     """
     rng = random.Random(seed)
@@ -99,6 +103,11 @@ def counted_tables(seed, contexts):
         t["offsets"].append(rng.randint(0, _CF_VALUES - k))
         bits = rng.sample(range(16), k)
         t["facc_masks"].append(sum(1 << b for b in bits) | rng.getrandbits(48) << 16)
+    # Whether each context's FACCs go on from the previous context's sums (the count token's
+    # continue bit), from a generator of their own so that the other tables stay as they were.
+    more = random.Random(seed + 0x5EED)
+    t["continues"] = [c > 0 and first(_CF_CONTINUES, c, lambda: more.random() < 0.5)
+                      for c in range(contexts)]
     t["values"] = [int(v) for v in np.asarray([rng.uniform(-4, 4) for _ in range(_CF_VALUES)],
                                               dtype=np.float16).view(np.uint16)]
     t["weights"] = [int(fp16.pack4(np.asarray([rng.uniform(-2, 2) for _ in range(4)],
@@ -202,14 +211,16 @@ def emitters_image(params, contexts, seed, pe=(0, 0)):
 
 def counted_facc_reference(params, seed, contexts):
     """Return ``{address: bytes}``: what :func:`counted_facc_image` stores, by the ISA's text:
-    per context the sum of ``facc_counts[c]`` products from -0.0 (values ``offsets[c] ..``
-    times the weights at the set bits of ``facc_masks[c]``, in order), twice."""
+    per context the sum of ``facc_counts[c]`` products from -0.0, or with ``continues[c]``
+    from the previous context's sum (values ``offsets[c] ..`` times the weights at the set
+    bits of ``facc_masks[c]``, in order), twice."""
     t = counted_tables(seed, contexts)
     out = {}
     for c in range(contexts):
         o = t["offsets"][c]
         bits = [j for j in range(16) if t["facc_masks"][c] >> j & 1]
-        acc = 0x8000_8000_8000_8000
+        if not t["continues"][c]:
+            acc = 0x8000_8000_8000_8000
         for i, j in enumerate(bits):
             acc = int(fp16.simd4_fma(t["values"][o + i] * 0x0001_0001_0001_0001,
                                      t["weights"][j], acc))
@@ -226,7 +237,8 @@ def counted_facc_image(params, contexts, seed, late_hops=3, pe=(0, 0)):
     offsets[c], facc_counts[c])`` gives value addresses (LDHB), a BPOS count 16, step 8, over
     ``facc_masks[c]`` weight addresses (LDD); two FACCs sum the products, one whose count
     operand is that count token (it arrives before its first step's operands) and one whose
-    count operand comes ``late_hops`` MOVs later; STD of each sum at ``B + 240``, ``B + 248``
+    count operand comes ``late_hops`` MOVs later, each sum from -0.0 or, where the token's
+    continue bit is set, from the previous context's; STD of each sum at ``B + 240``, ``B + 248``
     (both END).  With the MicC's window 4 contexts are in flight: a FACC's next count operand
     often waits in its FIFO while the steps of the accumulation before it go on.
     """
@@ -234,8 +246,8 @@ def counted_facc_image(params, contexts, seed, late_hops=3, pe=(0, 0)):
     t = counted_tables(seed, contexts)
     g = Graph(f"counted-facc-{seed}")
     segments = {
-        _CF_V: b"".join(count_token(_CF_VAL + 2 * o, k).to_bytes(8, "little")
-                        for o, k in zip(t["offsets"], t["facc_counts"])),
+        _CF_V: b"".join(count_token(_CF_VAL + 2 * o, k, cont).to_bytes(8, "little")
+                        for o, k, cont in zip(t["offsets"], t["facc_counts"], t["continues"])),
         _CF_N: b"".join(v.to_bytes(8, "little") for v in t["facc_masks"]),
         _CF_VAL: b"".join(v.to_bytes(2, "little") for v in t["values"]),
         _CF_ONE: b"".join(v.to_bytes(8, "little") for v in t["weights"]),
