@@ -150,6 +150,13 @@ def test_token_count_is_bits_47_to_32():
     assert isa.token_count(tok | 0xFFFF << 48) == 513
     with pytest.raises(FdpuError, match="count 65536 in 0..65535"):
         isa.count_token(0, 65536)
+    assert not isa.token_continues(tok) and not isa.token_continues(tok | 1 << 49)
+
+
+def test_count_token_continue_bit_is_bit_48():
+    tok = isa.count_token(0x1234_5678, 513, continues=True)
+    assert tok == 1 << 48 | 0x0201_1234_5678 and isa.TOKEN_CONTINUE_AT == 48
+    assert isa.token_continues(tok) and isa.token_count(tok) == 513
 
 
 def test_scan_and_opcode_properties():

@@ -7,6 +7,8 @@ Random parts print their seed; ``FDPU_SEED`` replays one.
 
 import os
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -156,10 +158,11 @@ def test_skip_and_gather_differ_only_in_the_sign_of_zeros():
     assert np.all((b[zero] & 0x7FFF) == 0)
 
 
-def test_default_halves_the_row_block_of_a_layer_that_waits_for_its_data():
-    # The default (no kb given, choose.best_run): a sparse layer whose contexts wait for their
-    # data (one DMA channel at 2 B a cycle) runs with half the planner's row block where the
-    # model predicts that faster; a given kb is honoured; with early start off nothing changes.
+def test_default_refines_the_plan_of_a_layer_that_waits_for_its_data():
+    # The default (no kb or chunks given, choose.best_run): a sparse layer whose contexts
+    # wait for their data (one DMA channel at 2 B a cycle) runs streamed or with half the
+    # planner's row block, whichever the model predicts fastest, where that beats the plan;
+    # a given kb is honoured; with early start off nothing changes.
     p = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2, dbuf_bytes=1 << 16)
     slow = System(dma_channels=1, mem_bandwidth=2.0)
     w = layers.make_weights((32, 2048), 0.25, 2)
@@ -168,13 +171,21 @@ def test_default_halves_the_row_block_of_a_layer_that_waits_for_its_data():
     base = plan_fc(layer, p, opts)                    # the planner's row block
     once = perf.predict(base, w, slow)                # (early start: on with overlap)
     plan, chosen = choose.best_run(layer, p, opts, slow)
-    assert base.kb > 1 and plan.kb == base.kb // 2 and plan.graph.name == "skip"
+    early = replace(slow, early_start=True)
+    half = perf.predict(plan_fc(layer, p, replace(opts, kb=base.kb // 2)), w, early).cycles
+    counts = choose.stream_counts(base)
+    streamed = perf.predict(plan_fc(layer, p, replace(opts, chunks=counts[0])), w,
+                            early).cycles
+    print(f"plan {once.cycles}, half the row block {half}, streamed ({counts[0]}) {streamed}")
+    assert plan.graph.name == "skip" and chosen.early_start
+    assert (plan.kb, plan.chunks) in ((base.kb // 2, 1), (base.kb, counts[0]))
     assert sum(f.hold for f in once.passes) >= choose.WAIT_SHARE * once.cycles
-    assert perf.predict(plan, w, chosen).cycles < once.cycles and chosen.early_start
+    assert perf.predict(plan, w, chosen).cycles == min(half, streamed) < once.cycles
     given, _ = choose.best_run(layer, p, PlanOptions(mode="sparse", sparse_graph="skip",
-                                                     kb=base.kb), slow)
-    assert given.kb == base.kb
-    assert choose.best_run(layer, p, opts, slow, early_start=False)[0].kb == base.kb
+                                                     kb=base.kb, chunks=1), slow)
+    assert given.kb == base.kb and given.chunks == 1
+    kept = choose.best_run(layer, p, opts, slow, early_start=False)[0]
+    assert (kept.kb, kept.chunks) == (base.kb, 1)
 
 
 def test_default_sparse_graph_is_chosen_by_the_estimate():

@@ -43,8 +43,8 @@ def _data(K, C, N, seed=3):
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(mode="sparse", sparse_graph="skip"), "does not stream"),
     (dict(mode="sparse", sparse_graph="gather"), "does not stream"),
+    (dict(mode="sparse", sparse_graph="switch"), "does not stream"),
     (dict(mode="dense", chunks=3), "power of two"),
     (dict(mode="dense", chunks=64), "power of two"),          # 1 column a context
     (dict(mode="dense", kb=4, gb=1, split=2), "split"),
@@ -142,7 +142,7 @@ def test_cli_runs_and_refuses_chunks(tmp_path, capsys):
     assert status == 0, err
     assert json.loads((tmp_path / "r.json").read_text())["plan"]["chunks"] == 4
     assert_user_error(capsys, "run", "--sim", "model", *layer, "--mode", "sparse",
-                      "--chunks", "4", match="does not stream")
+                      "--sparse-graph", "gather", "--chunks", "4", match="does not stream")
     assert_user_error(capsys, "run", "--sim", "model", *layer, "--mode", "dense",
                       "--chunks", "3", match="power of two")
 
@@ -170,8 +170,8 @@ def test_streamed_item_starts_before_its_dma_in_ends_on_the_rtl(sim, rows, top):
 
 def test_model_streams_a_layer_that_waits_for_its_dma_in_only():
     # The default (no chunks given): a traffic-bound single-item layer (one DMA channel at
-    # 2 B a cycle) streams (the model's fastest count), a compute-bound one and a sparse one
-    # keep one context per item; a count given is honoured.
+    # 2 B a cycle) streams (the model's fastest count), a compute-bound one and one on a
+    # graph that does not stream keep one context per item; a count given is honoured.
     sysm = System(dma_channels=1, mem_bandwidth=2.0)
     w = layers.make_weights((32, 2048), 1.0, 2)
     layer = FcLayer.of(w, 4)
@@ -185,7 +185,8 @@ def test_model_streams_a_layer_that_waits_for_its_dma_in_only():
     plan, _ = choose.best_run(layer, P22, PlanOptions(mode="dense"), System())
     assert plan.chunks == 1                           # 4 channels at 8 B: compute-bound
     sparse = layers.make_weights((32, 2048), 0.25, 2)
-    plan, _ = choose.best_run(FcLayer.of(sparse, 4), P22, PlanOptions(mode="sparse"), sysm)
+    plan, _ = choose.best_run(FcLayer.of(sparse, 4), P22,
+                              PlanOptions(mode="sparse", sparse_graph="gather"), sysm)
     assert plan.chunks == 1 and not plan.graph.streams
 
 
@@ -193,4 +194,5 @@ def test_stream_counts_keep_a_context_at_least_its_columns():
     plan = planner.plan_fc(16, 4096, 4, "dense", P22)
     assert choose.stream_counts(plan) == [16, 8, 4, 2]
     assert choose.stream_counts(planner.plan_fc(16, 256, 4, "dense", P22)) == []
-    assert choose.stream_counts(planner.plan_fc(16, 4096, 4, "sparse", P22)) == []
+    assert choose.stream_counts(planner.plan_fc(16, 4096, 4, "sparse", P22,
+                                                sparse_graph="gather")) == []

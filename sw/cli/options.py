@@ -67,10 +67,11 @@ def add_layer_args(parser):
     arr.add_argument("--gb", type=int, metavar="G",
                      help="lane groups (4 batch elements) per engine (default: the chooser's)")
     arr.add_argument("--chunks", type=int, metavar="N",
-                     help="dense: contexts per work item (a streamed plan: each steps over 1/N "
-                          "of the item's columns and starts when its share of the weights is "
-                          "in, docs/dataflow.md; default: 1, or where the layer waits for its "
-                          "DMA-in, the count the performance model predicts fastest)")
+                     help="dense and the skip graph: contexts per work item (a streamed "
+                          "plan: each steps over 1/N of the item's columns and starts when its "
+                          "share of the weights is in, docs/dataflow.md; default: 1, or where "
+                          "the layer waits for its DMA-in, the count the performance model "
+                          "predicts fastest)")
     arr.add_argument("--wfan", type=int, choices=fc_plan.WFANS,
                      help="sparse: lane groups per value load (default: the chooser's)")
     arr.add_argument("--rows", type=int, default=DEFAULTS["rows"], metavar="R",

@@ -24,11 +24,12 @@ __all__ = ["row_steps", "balanced_rows", "engine_row_steps", "load_balance"]
 def row_steps(plan, w16):
     """Return the FACC steps of each of the plan's ``kblocks x kb`` item rows (rows past ``K``
     included, as zero rows): the graph's steps for the row's stored weights
-    (:meth:`~sw.compiler.graph_kinds.base.GraphKind.steps`: ``Cw`` each, or for the ``skip``
-    graph the row's stored weights, at least 1)."""
-    nz = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
-    nz[:plan.K] = np.count_nonzero(np.asarray(w16, dtype=np.float16).view(np.uint16), axis=1)
-    return plan.graph.steps(plan.Cw, nz)[list(plan.rows)]
+    (:meth:`~sw.compiler.graph_kinds.base.GraphKind.row_steps`: ``Cw`` each, or for the
+    ``skip`` graph the row's stored weights, at least 1 per context of a streamed item)."""
+    steps = np.zeros(plan.kblocks * plan.kb, dtype=np.int64)
+    steps[:] = plan.graph.row_steps(plan.Cw, np.zeros((1, 1), dtype=np.float16), plan.chunks)[0]
+    steps[:plan.K] = plan.graph.row_steps(plan.Cw, w16, plan.chunks)
+    return steps[list(plan.rows)]
 
 
 def balanced_rows(row_nnz, kb, engines):
@@ -71,7 +72,7 @@ def engine_row_steps(plan, w16):
     """Return every engine's FACC steps per item row (``engines x kb``) over the whole run,
     per lane group (dummy items: one step per row for ``skip``, ``Cw`` otherwise)."""
     rows = row_steps(plan, w16).reshape(plan.kblocks, plan.kb)
-    dummy = plan.graph.steps(plan.Cw, np.zeros(plan.kb, dtype=np.int64))
+    dummy = plan.graph.steps(plan.Cw, np.zeros(plan.kb, dtype=np.int64), plan.chunks)
     steps = np.zeros((plan.engines, plan.kb), dtype=np.int64)
     for p in range(plan.passes):
         items = np.asarray(plan.pass_items(p))

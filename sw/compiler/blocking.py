@@ -60,13 +60,13 @@ def engine_issues(spec, density=SKIP_DENSITY):
     From the graph's rates: an ITER, BSCAN or BPOS issues once per token it emits (a BPOS at
     least once per firing); a SWITCH branch counts at the SWITCH's rate (so the zero branch's
     IMM counts as if every weight were 0); a data-dependent stream (``skip``) counts
-    ``density x Cw`` tokens per weight row (default :data:`SKIP_DENSITY`).
+    ``density x columns`` tokens per weight row and context (default :data:`SKIP_DENSITY`).
     """
     g = Graph("probe")
     graphs.build_engine(g, spec, 0)
     rates = g.rates()
     cost = {"other": 0, "iter": 0, "mem": 0, "fp": 0, "hinted": 0}
-    stream = density * spec.Cw
+    stream = density * spec.columns
     for nid, r in rates.items():
         node = g.nodes[nid]
         op = node.op

@@ -120,12 +120,17 @@ class PassLayout:
     chunk_bytes: int = 0
 
 
-def data_pieces(address, nbytes, chunk_bytes):
+def data_pieces(address, nbytes, chunk_bytes, used=None):
     """Return ``[(address, bytes)]``: the segments an item's ``nbytes`` of data at ``address``
     are laid down as, one whole, or a streamed plan's (``chunk_bytes``, its
-    :attr:`~sw.compiler.fc_plan.FcPlan.chunk_bytes`) one piece per context of the item."""
+    :attr:`~sw.compiler.fc_plan.FcPlan.chunk_bytes`) one piece per context of the item, each
+    whole or its first ``used[k]`` bytes (the graph's
+    :meth:`~sw.compiler.graph_kinds.base.GraphKind.piece_bytes`)."""
     step = chunk_bytes or nbytes
-    return [(address + k, min(step, nbytes - k)) for k in range(0, nbytes, step or 1)]
+    pieces = [(address + k, min(step, nbytes - k)) for k in range(0, nbytes, step or 1)]
+    if used is None:
+        return pieces
+    return [(a, min(n, u)) for (a, n), u in zip(pieces, used)]
 
 
 def pass_layout(plan, p, item_bytes, stage=None):
@@ -257,7 +262,8 @@ def pass_contents(plan, weights, inputs, p, stage=None):
         # a row block's own item, never a dummy that reads it.
         if nbytes and at.data not in segments:
             blob = kind.item_data(spec, blocks[at.item], enc, nbytes, at.data)
-            for addr, n in data_pieces(at.data, nbytes, plan.chunk_bytes):
+            used = kind.piece_bytes(spec, None, enc)
+            for addr, n in data_pieces(at.data, nbytes, plan.chunk_bytes, used):
                 segments[addr] = blob[addr - at.data:addr - at.data + n]
         if plan.bias is not None and at.bias not in segments:
             segments[at.bias] = _bias_bytes(plan, None if at.item is None

@@ -132,9 +132,10 @@ class FcPlan:
 
     @property
     def chunk_bytes(self):
-        """Return the bytes of one context's share of a streamed item's dense weights
-        (``kb x Cw / chunks`` binary16; 0 for a plan of one context per item)."""
-        return 0 if self.chunks == 1 else 2 * self.kb * self.engine.columns
+        """Return the bytes from one context's share of a streamed item's data to the next
+        one's (the graph's :meth:`~sw.compiler.graph_kinds.base.GraphKind.chunk_bytes`; 0 for
+        a plan of one context per item)."""
+        return self.graph.chunk_bytes(self.engine)
 
     @property
     def dense_weights(self):

@@ -59,7 +59,9 @@ def build_engine(g, spec, e, desc=0, pe=None):
     ld_c = add("ldC", Op.LDW, imm=desc + 12) if spec.bias else None
     g.fanout(a, [(ld_b, 0), (ld_x, 0), (ld_o, 0)] + ([(ld_c, 0)] if ld_c is not None else []))
     count = spec.graph.facc_count(spec)
-    imm = facc_imm(count, spec.span) if spec.span else count
+    # A streamed engine's sums run on over an item's contexts: by a span, or (a count from
+    # the data) by the continue bit of its count tokens.
+    imm = facc_imm(count, spec.span) if spec.span and count else count
     facc = [[add("facc", Op.FACC, imm=imm, row=k, lane=j) for j in range(gb)]
             for k in range(kb)]
     st = [[add("st", Op.STD, imm=(j * spec.output_stride + k) * 8, end=True, row=k, lane=j)
@@ -137,7 +139,7 @@ def fc_result(plan, weights, inputs, running=False, progress=None):
     xt = np.ascontiguousarray(x.reshape(plan.N, plan.split, plan.Cw).transpose(2, 1, 0))
     rows_x = (lambda c: xt[c][part]) if plan.split > 1 else (lambda c: xt[c])
     mu = np.zeros((plan.K, plan.N)) if running else None
-    keep = plan.graph.stored(plan.Cw, w.view(np.float16))
+    keep = plan.graph.stored(plan.Cw, w.view(np.float16), plan.chunks)
     keep = None if keep is None else keep.T
     for c in range(plan.Cw):
         step = fp16.fma(wt[c][:, None], rows_x(c), acc)

@@ -244,13 +244,13 @@ def _check_chunks(chunks, plan):
                         f"several contexts (the {names} graph does)")
     if plan.split != 1:
         raise FdpuError(f"chunks {chunks}: a split plan keeps one context per item")
-    per = cw // chunks
-    if cw % chunks or per < 2 or per & (per - 1):
-        ok = [cw // (1 << s) for s in range(1, cw.bit_length())
-              if cw % (1 << s) == 0 and cw >> s > 1]
-        raise FdpuError(f"chunks {chunks}: each context must step over a power of two of the "
-                        f"item's {cw} columns (at least 2); allowed: "
-                        f"{', '.join(map(str, sorted(set(ok)))) or 'none'}")
+    allowed = kind.stream_columns(cw)
+    if cw % chunks or cw // chunks not in allowed:
+        ok = sorted(cw // per for per in allowed)
+        unit = ("a multiple of 32" if kind.skips_zeros else "a power of two (at least 2)")
+        raise FdpuError(f"chunks {chunks}: each context of the {kind.name} graph must step over "
+                        f"{unit} of the item's {cw} columns; allowed: "
+                        f"{', '.join(map(str, ok)) or 'none'}")
     return chunks
 
 

@@ -24,24 +24,26 @@ Dbufs with them (each word costs the contexts ``steal`` cycles at a busy Dbuf, d
 a graph bound by its Dbuf requests, the skip graph on convolutions for one, can lose more than
 it gains.  An explicit ``True`` or ``False`` is honoured.
 
-:func:`best_run` also chooses whether a dense layer *streams* (``PlanOptions.chunks``, a work
-item over several contexts that each start when their share of the weights is in,
-docs/dataflow.md), when no count is given: only where streaming can gain, a plan whose
-predicted DMA-in is longer than its contexts (the contexts of one pass wait for it) and an
-overlapped system; then the plan whose contexts step over :data:`STREAM_MIN_COLUMNS` columns
-each (the most contexts an item :func:`stream_counts` allows) is predicted with early start,
-and it is taken if it is faster.  Not the count the model predicts fastest: on vgg16-fc7 dense
-at batch 4 it predicts 8 and 16 contexts an item alike, the RTL measured 16 at 1,203,856
-cycles and 8 at 1,648,344 (docs/system.md).  A compute-bound layer keeps one context per item: streaming
-adds stores and per-context costs and runs the DMA beside the contexts, which slows them.
+:func:`best_run` also chooses whether a layer *streams* (``PlanOptions.chunks``, a work item
+over several contexts that each start when their share of the data is in, docs/dataflow.md;
+the dense and skip graphs stream), when no count is given: only where streaming can gain and
+an overlapped system.  A dense plan is tried streamed where its predicted DMA-in is longer
+than its contexts (the contexts of one pass wait for it): the plan whose contexts step over
+:data:`STREAM_MIN_COLUMNS` columns each (the most contexts an item :func:`stream_counts`
+allows) is predicted with early start, and it is taken if it is faster.  Not the count the
+model predicts fastest: on vgg16-fc7 dense at batch 4 it predicts 8 and 16 contexts an item
+alike, the RTL measured 16 at 1,203,856 cycles and 8 at 1,648,344 (docs/system.md).  A
+compute-bound layer keeps one context per item: streaming adds stores and per-context costs
+and runs the DMA beside the contexts, which slows them.
 
-A graph that does not stream (the sparse graphs, whose accumulations' lengths come from the
-data) gets the same choice with *half its row block* instead (twice the contexts a pass, each
-starting when its smaller share of the data is in), when no ``kb`` is given: one halving, not
-the model's best row block, because the model is optimistic where more contexts run beside the
-DMA-in. On the 8 x 8 RTL, batch 4, the skip graph (docs/system.md): alexnet-fc8 140,595
-cycles at ``kb`` 4 against 155,052 at 8 and 155,957 at 2 (the model: 140,855, 161,973,
-130,713); vgg16-fc7 140,455 at 4 against 149,781 at 8.
+A sparse plan whose contexts wait :data:`WAIT_SHARE` of its predicted time or more for their
+data is tried with *half its row block* too (twice the contexts a pass, each starting when its
+smaller share of the data is in), when no ``kb`` is given, and, on the skip graph, streamed as
+above; the fastest predicted of the plan and these is taken.  One halving, not the model's
+best row block, because the model is optimistic where more contexts run beside the DMA-in.
+On the 8 x 8 RTL, batch 4, the skip graph (docs/system.md): alexnet-fc8 140,595 cycles at
+``kb`` 4 against 155,052 at 8 and 155,957 at 2 (the model: 140,855, 161,973, 130,713);
+vgg16-fc7 140,455 at 4 against 149,781 at 8.
 """
 
 from dataclasses import replace
@@ -88,8 +90,9 @@ def stream_counts(plan):
     if not plan.graph.streams or plan.split != 1:
         return []
     cw, per, out = plan.Cw, STREAM_MIN_COLUMNS, []
+    allowed = plan.graph.stream_columns(cw)
     while per < cw:
-        if cw % per == 0 and cw // per <= STREAM_MAX_CHUNKS:
+        if per in allowed and cw // per <= STREAM_MAX_CHUNKS:
             out.append(cw // per)
         per *= 2
     return out
@@ -106,38 +109,44 @@ def best_run(layer, params, options=None, system=perf.System(), early_start=None
         return _best_run(layer, params, options, system, early_start)
     plan, chosen = _best_run(layer, params, replace(options, chunks=1), system, early_start)
     finer = _finer(plan, options)
-    if early_start is False or not system.overlap or finer is None:
+    if early_start is False or not system.overlap or not finer:
         return plan, chosen
     once = perf.predict(plan, layer.weights, chosen)
     if not _waits(plan, once):
         return plan, chosen
     early = replace(system, early_start=True)
-    try:
-        cand = planner.plan_fc(layer, params, finer)
-    except FdpuError:                      # the finer plan does not fit: keep the plan
-        return plan, chosen
-    if perf.predict(cand, layer.weights, early).cycles < once.cycles:
-        return cand, early
-    return plan, chosen
+    best, best_cycles = (plan, chosen), once.cycles
+    for opts in finer:
+        try:
+            cand = planner.plan_fc(layer, params, opts)
+        except FdpuError:                  # the finer plan does not fit: keep the plan
+            continue
+        cycles = perf.predict(cand, layer.weights, early).cycles
+        if cycles < best_cycles:
+            best, best_cycles = (cand, early), cycles
+    return best
 
 
 def _finer(plan, options):
-    """Return the options of the one finer plan :func:`best_run` may predict beside ``plan``,
-    or ``None``: a streamed plan for a graph that streams; else, unless the row block was
-    given, the plan with half its row block (twice the contexts)."""
+    """Return the options of the finer plans :func:`best_run` may predict beside ``plan``: a
+    streamed plan for a graph that streams; a sparse graph's (or one that does not stream),
+    unless the row block was given, also the plan with half its row block (twice the
+    contexts)."""
     kept = dict(double_buffer=plan.double_buffer)
+    out = []
     if stream_counts(plan):
-        return replace(options, chunks=stream_counts(plan)[0], **kept)
-    if not plan.graph.streams and options.kb is None and plan.kb > 1 and plan.split == 1:
-        return replace(options, chunks=1, kb=plan.kb // 2, **kept)
-    return None
+        out.append(replace(options, chunks=stream_counts(plan)[0], **kept))
+    if (plan.graph.sparse or not plan.graph.streams) and options.kb is None and plan.kb > 1 \
+            and plan.split == 1:
+        out.append(replace(options, chunks=1, kb=plan.kb // 2, **kept))
+    return out
 
 
 def _waits(plan, once):
     """Return whether ``plan`` (predicted ``once``) waits for its data enough to try its finer
     plan: a streaming graph where a pass's DMA-in is longer than its contexts, another where
     its contexts wait :data:`WAIT_SHARE` of the layer's time or more."""
-    if plan.graph.streams:
+    if plan.graph.streams and not plan.graph.sparse:
         return any(f.dma_in > f.contexts for f in once.passes)
     return sum(f.hold for f in once.passes) >= WAIT_SHARE * once.cycles
 

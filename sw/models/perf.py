@@ -547,7 +547,7 @@ def _row_nnz(plan, w16):
     nz = np.zeros(len(rows), dtype=np.int64)
     live = rows < plan.K
     nz[live] = np.count_nonzero(w16.view(np.uint16)[rows[live]], axis=1)
-    nz = plan.graph.stored_count(nz)
+    nz = plan.graph.stored_count(nz, plan.chunks)
     return nz.reshape(plan.kblocks, plan.kb).sum(axis=1)
 
 
@@ -574,7 +574,7 @@ class _Work:
         plan = self.plan
         E, ctxs = plan.engines, plan.pass_contexts(q)
         items = np.asarray(plan.pass_items(q))
-        dummy = int(plan.graph.steps(plan.Cw, 0))
+        dummy = int(plan.graph.steps(plan.Cw, 0, plan.chunks))
         st = np.full(ctxs * E, plan.kb * dummy, dtype=np.float64)
         ch = np.full(ctxs * E, dummy, dtype=np.float64)
         kbi = plan.item_blocks[0][items]
@@ -714,10 +714,13 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
     block's data and bias count once per Dbuf (its items share them)."""
     kind, spec = plan.graph, plan.engine
     # A dummy item has zero weights (the skip graph stores one a row).
-    dummy = int(kind.stored_count(np.zeros(plan.kb, dtype=np.int64)).sum())
+    dummy = int(kind.stored_count(np.zeros(plan.kb, dtype=np.int64), plan.chunks).sum())
+
+    def nnz(i):
+        return dummy if i is None else int(nnz_rows[plan.item(i)[0]])
 
     def item_bytes(i):
-        return kind.item_bytes(spec, dummy if i is None else int(nnz_rows[plan.item(i)[0]]))
+        return kind.item_bytes(spec, nnz(i))
 
     layout = dbuf_layout.pass_layout(plan, q, item_bytes, stage)
     segs, groups = list(layout.tables), []
@@ -730,7 +733,8 @@ def _pass_segments(plan, q, nnz_rows, chained_in=False, stage=None):
     for at in layout.places:
         if at.data not in seen:
             seen.add(at.data)
-            segs.extend(dbuf_layout.data_pieces(at.data, at.nbytes, plan.chunk_bytes))
+            segs.extend(dbuf_layout.data_pieces(at.data, at.nbytes, plan.chunk_bytes,
+                                                kind.piece_bytes(spec, nnz(at.item))))
             if plan.bias_bytes:
                 segs.append((at.bias, plan.bias_bytes))
     return segs, (groups, plan.input_bytes), dbuf_layout.first_use(layout), layout

@@ -128,8 +128,9 @@ class GraphKind:
     #: The most weight rows an item may hold (``None``: any).
     max_kb = None
     #: Whether an item may stream over several contexts (``EngineSpec.chunks``): its
-    #: streams step over a context's ``columns`` in column order, so one accumulation with a
-    #: span (:func:`sw.spec.isa.facc_imm`) runs on over the item's contexts.
+    #: streams step over a context's ``columns`` in column order, so one accumulation runs on
+    #: over the item's contexts (a FACC span, :func:`sw.spec.isa.facc_imm`, or a count
+    #: token's continue bit, :data:`sw.spec.isa.TOKEN_CONTINUE_AT`).
     streams = False
 
     @property
@@ -151,24 +152,49 @@ class GraphKind:
 
     # -- work --------------------------------------------------------------------------
 
-    def stored(self, Cw, blk):
+    def stored(self, Cw, blk, chunks=1):
         """Return the ``kb x Cw`` map of the weights the FACCs step over in the float16 block
-        ``blk`` (``None``: all ``Cw`` of every row)."""
+        ``blk`` of an item streamed over ``chunks`` contexts (``None``: all ``Cw`` of every
+        row)."""
         return None
 
-    def stored_count(self, nnz):
-        """Return the weights an item row of ``nnz`` non-zero weights stores (array-wise)."""
+    def stored_count(self, nnz, chunks=1):
+        """Return the weights an item row of ``nnz`` non-zero weights stores (array-wise; an
+        estimate where the exact count depends on where they lie: :meth:`row_steps`)."""
         return nnz
 
-    def steps(self, Cw, nnz):
-        """Return the FACC steps of a row of ``nnz`` non-zero weights (array-wise)."""
+    def steps(self, Cw, nnz, chunks=1):
+        """Return the FACC steps of a row of ``nnz`` non-zero weights (array-wise; an
+        estimate where the exact count depends on where they lie: :meth:`row_steps`)."""
         return np.full(np.shape(nnz), Cw, dtype=np.int64)
+
+    def row_steps(self, Cw, rows, chunks=1):
+        """Return the exact FACC steps of each row of the float16 ``rows`` (``n x C``, ``C
+        <= Cw``) in an item streamed over ``chunks`` contexts."""
+        nz = np.count_nonzero(np.asarray(rows, dtype=np.float16).view(np.uint16), axis=1)
+        return self.steps(Cw, nz, chunks)
+
+    def stream_columns(self, Cw):
+        """Return the columns one context of a streamed item may step over, for items of
+        ``Cw`` columns (two contexts or more): powers of two, the FACC span's mask."""
+        return [1 << s for s in range(1, (Cw - 1).bit_length()) if Cw % (1 << s) == 0]
 
     # -- item data ---------------------------------------------------------------------
 
     def item_bytes(self, spec, nnz):
         """Return the bytes of an item's data with ``nnz`` stored weights."""
         return spec.kb * spec.Cw * 2
+
+    def chunk_bytes(self, spec):
+        """Return the bytes from one context's share of a streamed item's data to the next
+        one's (0 for an item of one context): ``kb x columns`` binary16."""
+        return 0 if spec.chunks == 1 else 2 * spec.kb * spec.columns
+
+    def piece_bytes(self, spec, nnz, enc=None):
+        """Return the bytes the DMA loads of each context's share of a streamed item of
+        ``nnz`` stored weights (``enc``: its :meth:`encode`, for the exact figure), or
+        ``None``: each share whole (:func:`sw.compiler.dbuf_layout.data_pieces`)."""
+        return None
 
     def encode(self, spec, blk):
         """Return ``(encoding, data bytes)`` of the item whose weight block is ``blk``."""

@@ -13,6 +13,14 @@ row-major.  Per weight row ``k`` of the engine: the row word feeds an ``ITER`` o
 per mask word a ``BPOS`` emits the input address of each stored weight, which ``gb`` input
 loads turn into the FACCs' operand 1.  Both streams hold ``n`` tokens per row and context, in
 column order, so the FACC steps, instructions and cycles scale with the stored weights.
+
+A *streamed* item (``spec.chunks`` contexts, each over ``spec.columns`` columns, a multiple
+of 32) is ``chunks`` such blocks of its columns, one per context, :meth:`Skip.chunk_bytes`
+apart (each sized for all its weights stored; the DMA loads only the stored ones,
+:meth:`Skip.piece_bytes`); a row with no stored weight among a context's columns stores the
+first of them; every context's row words but the first's have the continue bit
+(:data:`sw.spec.isa.TOKEN_CONTINUE_AT`), so each row's FACCs carry one sum over the item's
+contexts, each storing its partial sum, the last the output.
 """
 
 import numpy as np
@@ -29,8 +37,10 @@ __all__ = ["Skip", "SKIP_WORD", "skip_stored", "offsets", "row_values", "value_s
 SKIP_WORD = 32
 
 
-def skip_stored(Cw, blk):
-    """Return the ``kb x Cw`` stored-weight map of the float16 block ``blk`` (module doc).
+def skip_stored(Cw, blk, chunks=1):
+    """Return the ``kb x Cw`` stored-weight map of the float16 block ``blk`` (module doc) of an
+    item streamed over ``chunks`` contexts: a row with no stored weight among a context's
+    ``Cw / chunks`` columns stores the first of them.
 
     That extra step of an all-zero row adds ``+0.0 x I[n][0]`` to ``-0.0``: ``+0.0`` for a
     non-negative finite input, ``-0.0`` for a negative one, where the dense graph's all-zero
@@ -39,28 +49,31 @@ def skip_stored(Cw, blk):
     u = np.zeros((blk.shape[0], Cw), dtype=np.uint16)
     u[:, :blk.shape[1]] = blk.view(np.uint16)
     stored = u != 0
-    stored[~stored.any(axis=1), 0] = True
+    per = Cw // chunks
+    parts = stored.reshape(blk.shape[0], chunks, per)
+    parts[..., 0] |= ~parts.any(axis=2)
     return stored
 
 
 def offsets(spec):
-    """Return the item's ``(mask words, row words, values)`` byte offsets (module doc)."""
-    words = 4 * spec.kb * (spec.Cw // SKIP_WORD)
+    """Return the ``(mask words, row words, values)`` byte offsets in a context's block of
+    the item's data (the item's only block unless it streams: module doc)."""
+    words = 4 * spec.kb * (spec.columns // SKIP_WORD)
     return 0, align(words, 8), align(words, 8) + 8 * spec.kb
 
 
-def row_values(spec, blk, stored, base, off_v):
-    """Return ``(values, tokens)`` of an item stored at ``base`` whose values start at
+def row_values(spec, blk, stored, base, off_v, continues=False):
+    """Return ``(values, tokens)`` of an item block stored at ``base`` whose values start at
     ``off_v``: the stored values row-major (``<u2`` bytes) and each row's count token (the
-    address of its first value, its stored weights)."""
-    u = np.zeros((spec.kb, spec.Cw), dtype=np.uint16)
+    address of its first value, its stored weights; ``continues``: its continue bit)."""
+    u = np.zeros((spec.kb, stored.shape[1]), dtype=np.uint16)
     u[:, :blk.shape[1]] = blk.view(np.uint16)
     values = u[stored]                     # row-major: each row's stored values in order
     counts = stored.sum(axis=1)
     first = base + off_v + 2 * np.concatenate([[0], np.cumsum(counts)[:-1]])
     if spec.kb and int(first[-1]) + 2 * int(counts[-1]) >= 1 << 32:
         raise FdpuError(f"item data at {base:#x} reach past the 32-bit address space")
-    tokens = [count_token(int(a), int(n)) for a, n in zip(first, counts)]
+    tokens = [count_token(int(a), int(n), continues) for a, n in zip(first, counts)]
     return values.astype("<u2").tobytes(), tokens
 
 
@@ -84,39 +97,73 @@ class Skip(SparseKind):
     column_unit = SKIP_WORD
     skips_zeros = True
     dummy_reads_any = False       # an item's steps are its stored weights
+    streams = True
 
-    def stored(self, Cw, blk):
-        return skip_stored(Cw, blk)
+    def stored(self, Cw, blk, chunks=1):
+        return skip_stored(Cw, blk, chunks)
 
-    def stored_count(self, nnz):
-        return np.maximum(1, nnz)
+    def stored_count(self, nnz, chunks=1):
+        return np.maximum(chunks, nnz)
 
-    def steps(self, Cw, nnz):
-        return np.maximum(1, np.asarray(nnz, dtype=np.int64))
+    def steps(self, Cw, nnz, chunks=1):
+        return np.maximum(chunks, np.asarray(nnz, dtype=np.int64))
+
+    def row_steps(self, Cw, rows, chunks=1):
+        if chunks == 1:
+            return super().row_steps(Cw, rows)
+        return skip_stored(Cw, np.asarray(rows, dtype=np.float16), chunks).sum(axis=1)
+
+    def stream_columns(self, Cw):
+        # A context's columns are whole mask words; its counted FACCs need no span.
+        return [per for per in range(SKIP_WORD, Cw // 2 + 1, SKIP_WORD) if Cw % per == 0]
+
+    def chunk_bytes(self, spec):
+        if spec.chunks == 1:
+            return 0
+        return offsets(spec)[2] + align(2 * spec.kb * spec.columns, 8)
 
     def item_bytes(self, spec, nnz):
+        if spec.chunks > 1:
+            return spec.chunks * self.chunk_bytes(spec)
         return offsets(spec)[2] + align(2 * nnz, 8)
 
+    def piece_bytes(self, spec, nnz, enc=None):
+        if spec.chunks == 1:
+            return None
+        fixed = offsets(spec)[2]
+        if enc is None:
+            return [fixed + align(-(-2 * int(nnz) // spec.chunks), 8)] * spec.chunks
+        per = enc.reshape(spec.kb, spec.chunks, spec.columns).sum(axis=(0, 2))
+        return [fixed + align(2 * int(n), 8) for n in per]
+
     def encode(self, spec, blk):
-        stored = skip_stored(spec.Cw, blk)
+        stored = skip_stored(spec.Cw, blk, spec.chunks)
         return stored, self.item_bytes(spec, int(stored.sum()))
 
     def item_data(self, spec, blk, stored, nbytes, base):
         off_m, off_t, off_v = offsets(spec)
-        kb, r32 = spec.kb, spec.Cw // SKIP_WORD
+        kb, cols = spec.kb, spec.columns
+        r32 = cols // SKIP_WORD
+        step = self.chunk_bytes(spec) or nbytes
         out = bytearray(nbytes)
-        words = np.packbits(stored.reshape(kb, r32, SKIP_WORD), axis=2, bitorder="little")
-        out[off_m:off_m + 4 * kb * r32] = words.tobytes()
-        values, tokens = row_values(spec, blk, stored, base, off_v)
-        out[off_t:off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
-        out[off_v:off_v + len(values)] = values
+        wide = np.zeros((kb, spec.Cw), dtype=np.float16)
+        wide[:, :blk.shape[1]] = blk
+        for q in range(spec.chunks):
+            at = q * step
+            part = stored[:, q * cols:(q + 1) * cols]
+            words = np.packbits(part.reshape(kb, r32, SKIP_WORD), axis=2, bitorder="little")
+            out[at + off_m:at + off_m + 4 * kb * r32] = words.tobytes()
+            values, tokens = row_values(spec, wide[:, q * cols:(q + 1) * cols], part,
+                                        base + at, off_v, continues=q > 0)
+            out[at + off_t:at + off_t + 8 * kb] = np.array(tokens, dtype="<u8").tobytes()
+            out[at + off_v:at + off_v + len(values)] = values
         return bytes(out)
 
     def facc_count(self, spec):
         return 0
 
     def add_streams(self, g, spec, add, ld_b, ld_x, facc):
-        kb, gb, Cw, r32 = spec.kb, spec.gb, spec.Cw, spec.Cw // SKIP_WORD
+        kb, gb, Cw, r32 = spec.kb, spec.gb, spec.Cw, spec.columns // SKIP_WORD
         off_m, off_t, _ = offsets(spec)
         it_m = add("itM", Op.ITER, imm=loop_imm(r32, 4))
         it_x = add("itX", Op.ITER, imm=loop_imm(r32, 8 * SKIP_WORD))
