@@ -229,6 +229,16 @@ POINTS_D2 = (
                                        "--chunks 16"),
     ("d2-8x8-dense-vgg7-b4-st16-es-em", "--layer vgg16-fc7 --batch 4 --mode dense "
                                         "--chunks 16"),
+    # The skip graph streamed (its sums carried by the count token's continue bit).
+    ("d2-8x8-skip-fc8-b4-st16-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
+                                      "--chunks 16"),
+    ("d2-8x8-skip-fc8-b4-st8-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
+                                     "--chunks 8"),
+    ("d2-8x8-skip-vgg7-b4-st16-es-em", "--layer vgg16-fc7 --batch 4 --sparse-graph skip "
+                                       "--chunks 16"),
+    ("d2-2x2-skip-32x2048-b4-st8-es-em", "--rows 2 --cols 2 --out-features 32 "
+                                         "--in-features 2048 --batch 4 --density 0.25 "
+                                         "--sparse-graph skip --chunks 8"),
     # The SWITCH graph at batch 4 in 8-row blocks (the chooser's are 4): more feedback loops
     # an engine, more held loads at its Dbuf.
     ("d2-8x8-switch-fc8-b4-kb8-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph switch "
@@ -323,6 +333,8 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-8x8-dense-fc8-b4-st16-es-em", "d2-8x8-dense-vgg7-b4-st16-es-em",
                      "d2-2x2-dense-32x2048-b4-es-em", "d2-2x2-dense-32x2048-b4-st16-es-em",
                      "d2-4x4-skip-256x128-b8-es-em", "d2-8x8-skip-fc8-b4-kb4-em",
+                     "d2-8x8-skip-fc8-b4-st16-es-em", "d2-8x8-skip-fc8-b4-st8-es-em",
+                     "d2-8x8-skip-vgg7-b4-st16-es-em", "d2-2x2-skip-32x2048-b4-st8-es-em",
                      # The skip graph at operand depth 2 and 4 (compute only).
                      "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 
