@@ -12,9 +12,10 @@ two agree byte for byte:
 * :func:`assign_channels`: each Dbuf's data go over one channel (a Dbuf takes one request per
   cycle; splitting it over channels would only make them wait for each other); the Dbufs go,
   most words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream
-  then shares no link with the other edges') unless that channel is ahead of the least loaded
-  one by more than this Dbuf's words (never, with edge multicast), else to the least loaded
-  channel.
+  then shares no link with the other edges'; an edge without a channel: the least loaded);
+  then, without edge multicast, while a Dbuf of the busiest channel has fewer words than
+  that channel has more than the least busy one, the largest such Dbuf moves to the least
+  busy (edge-local where the edges' words are even, balanced where they are not).
 * :func:`multicast_windows`: a block that several Dbufs hold at the same offset is loaded by
   one descriptor per channel and window of ``1 + COPIES_BITS`` consecutive Dbufs
   (``sw.spec.dma``): its bytes cross the external port once per window, not once per Dbuf.
@@ -116,11 +117,21 @@ def assign_channels(words, channels, params, load=None, edge=False):
     for k in sorted(words, key=lambda k: (-words[k], k)):
         least = min(range(channels), key=lambda i: load[i])
         c = home.get(_edge(params, k), least)
-        if load[c] > load[least] + words[k] and not (edge and _edge(params, k) in home):
-            c = least
         load[c] += words[k]
         chan[k] = c
-    return chan
+    if edge:
+        return chan
+    # Then, while a Dbuf of the busiest channel would even it with the least busy one (its
+    # words below their difference), the largest such Dbuf moves there: every Dbuf stays on
+    # its own edge's channel unless the channels' loads differ by more than it.
+    while True:
+        hi = max(range(channels), key=lambda i: (load[i], -i))
+        lo = min(range(channels), key=lambda i: (load[i], i))
+        fit = [k for k, c in chan.items() if c == hi and 0 < words[k] < load[hi] - load[lo]]
+        if not fit:
+            return chan
+        k = max(fit, key=lambda k: (words[k], -k))
+        chan[k], load[hi], load[lo] = lo, load[hi] - words[k], load[lo] + words[k]
 
 
 def multicast_windows(groups, params, chan):

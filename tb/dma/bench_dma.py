@@ -450,6 +450,32 @@ async def streaming(dut):
 
 
 @cocotb.test()
+async def out_streaming(dut):
+    """Long OUT descriptors (Dbuf to external memory) stream their LOADs and replies: about
+    one cycle a word (the bound: the words plus, per descriptor, the latency and a round trip
+    of its last LOAD, plus a few cycles)."""
+    tb, rng = await _quiet_rig(dut, salt=5)
+    p = tb.p
+    tb.poke_dbufs(rng)
+    for latency in (2, 20):
+        descs = [(DST + k * p.dbuf_bytes % (LISTS - DST), p.dbuf_base(k), p.dbuf_bytes, OUT)
+                 for k in range(p.num_dbufs)]
+        mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
+        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
+        assert done and not err, f"OUT streaming: done {done}, error bits {err}"
+        for d in descs:
+            tb.apply(d)
+        words = sum(d[2] for d in descs) // 8
+        bound = words + len(descs) * (latency + 2 * (p.rows + p.cols) + 16) + 2 * latency + 40
+        cocotb.log.info(f"OUT streaming at latency {latency}: {len(descs)} descriptors, "
+                        f"{words} words in {cycles} cycles ({cycles / words:.3f} a word, "
+                        f"bound {bound})")
+        assert cycles <= bound, (f"OUT streaming at latency {latency}: {words} words in "
+                                 f"{cycles} cycles, more than {bound}")
+        tb.check(f"OUT streaming at latency {latency}")
+
+
+@cocotb.test()
 async def multicast_streaming(dut):
     """A long multicast descriptor sends one STORE a cycle: ``1 + popcount(copies)`` cycles a
     word, with no bubble between a word's targets or between words, its words read once."""
