@@ -1,12 +1,12 @@
 """Which DMA channel moves each Dbuf's data (``sw.compiler.dma_plan.assign_channels``, the rule
 of the runtime and the performance model; docs/system.md, "The DMA and the external memory").
 
-Each Dbuf goes to the channel on its own edge, whose stream then shares no mesh link with the
-other edges'; without edge multicast, while a Dbuf of the busiest channel has fewer words than
-that channel has more than the least busy one, the largest such Dbuf moves there.  Checked:
-even edges stay edge-local (the DMA-out of a layer whose Dbufs hold equal outputs), uneven
-loads end balanced to within the stopping rule, words already on a channel count, fewer
-channels than edges, edge multicast keeps every Dbuf on its edge.
+The DMA-out's rule (``local``): each Dbuf goes to the channel on its own edge, whose stream
+then shares no mesh link with the other edges'; while a Dbuf of the busiest channel has fewer
+words than that channel has more than the least busy one, the largest such Dbuf moves there.
+Checked: even edges stay edge-local (the DMA-out of a layer whose Dbufs hold equal outputs),
+uneven loads end balanced to within the stopping rule, words already on a channel count,
+fewer channels than edges, edge multicast keeps every Dbuf on its edge (the DMA-in's rule).
 """
 
 import random
@@ -32,7 +32,7 @@ def _edge_channel(p, channels):
 def test_even_edges_stay_on_their_own_channel(rows, cols):
     p = ArrayParams(rows=rows, cols=cols)
     words = {d: 2048 for d in range(p.num_dbufs)}
-    chan = dma_plan.assign_channels(dict(words), 4, p)
+    chan = dma_plan.assign_channels(dict(words), 4, p, local=True)
     home = _edge_channel(p, 4)
     assert all(chan[d] == home[dma_plan._edge(p, d)] for d in words)
 
@@ -57,7 +57,7 @@ def test_uneven_loads_end_balanced_by_the_rule(trial):
     words = {d: rng.choice([1, 8, 100, 2048, rng.randint(1, 5000)]) for d in dbufs}
     before = [rng.choice([0, 0, 500]) if c == 0 else 0 for c in range(channels)]
     load = list(before)
-    chan = dma_plan.assign_channels(dict(words), channels, p, load)
+    chan = dma_plan.assign_channels(dict(words), channels, p, load, local=True)
     assert set(chan) == set(words) and all(0 <= c < channels for c in chan.values())
     sums = list(before)
     for d, c in chan.items():
@@ -76,7 +76,7 @@ def test_words_already_on_a_channel_count():
     p = ArrayParams()
     words = {d: 1000 for d in range(p.num_dbufs)}
     load = [4000, 0, 0, 0]                 # channel 0's Cbuf words
-    chan = dma_plan.assign_channels(words, 4, p, load)
+    chan = dma_plan.assign_channels(words, 4, p, load, local=True)
     assert sum(c == 0 for c in chan.values()) < sum(c == 1 for c in chan.values())
     assert max(load) - min(load) <= 1000
 

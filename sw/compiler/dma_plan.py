@@ -12,10 +12,12 @@ two agree byte for byte:
 * :func:`assign_channels`: each Dbuf's data go over one channel (a Dbuf takes one request per
   cycle; splitting it over channels would only make them wait for each other); the Dbufs go,
   most words first, to the channel on their own edge (``sw.spec.ports.dma_ports``: its stream
-  then shares no link with the other edges'; an edge without a channel: the least loaded);
-  then, without edge multicast, while a Dbuf of the busiest channel has fewer words than
-  that channel has more than the least busy one, the largest such Dbuf moves to the least
-  busy (edge-local where the edges' words are even, balanced where they are not).
+  then shares no link with the other edges'; an edge without a channel: the least loaded).
+  The DMA-in's go to the least loaded channel instead as soon as their edge's is ahead of it
+  by more than their words (never, with edge multicast); the DMA-out's (``local``) stay, and
+  then, while a Dbuf of the busiest channel has fewer words than that channel has more than
+  the least busy one, the largest such Dbuf moves to the least busy (edge-local where the
+  edges' words are even, balanced where they are not).
 * :func:`multicast_windows`: a block that several Dbufs hold at the same offset is loaded by
   one descriptor per channel and window of ``1 + COPIES_BITS`` consecutive Dbufs
   (``sw.spec.dma``): its bytes cross the external port once per window, not once per Dbuf.
@@ -94,14 +96,17 @@ def merge_runs(spans, params, barriers=(), groups=None):
     return [tuple(r) for r in runs]
 
 
-def assign_channels(words, channels, params, load=None, edge=False):
+def assign_channels(words, channels, params, load=None, edge=False, local=False):
     """Return ``{dbuf: channel}`` for ``words`` (``{dbuf: words it moves}``) over ``channels``
     DMA channels (see the module doc); ``load`` (words already on each channel) is updated.
     ``edge`` (edge multicast): a Dbuf on an edge with a channel always goes to it (one
     MSTORE from that channel writes the edge's Dbufs together, so their words do not add
     up on its port the way ``words`` counts them); an edge without one goes whole to the
     channel whose flit reaches most of its Dbufs (:func:`sw.spec.dma.edge_targets`; the
-    least loaded of those), decided before any Dbuf is assigned."""
+    least loaded of those), decided before any Dbuf is assigned.  ``local`` (the DMA-out): every
+    Dbuf first on its edge's channel, then only a Dbuf that evens the busiest channel with the
+    least busy moves (module doc); without either, a Dbuf leaves its edge's channel as soon
+    as that channel is ahead of the least loaded one by more than its words."""
     load = [0] * channels if load is None else load
     ports = dma_ports(params)[:channels]
     home = {}
@@ -117,9 +122,11 @@ def assign_channels(words, channels, params, load=None, edge=False):
     for k in sorted(words, key=lambda k: (-words[k], k)):
         least = min(range(channels), key=lambda i: load[i])
         c = home.get(_edge(params, k), least)
+        if load[c] > load[least] + words[k] and not edge and not local:
+            c = least
         load[c] += words[k]
         chan[k] = c
-    if edge:
+    if not local:
         return chan
     # Then, while a Dbuf of the busiest channel would even it with the least busy one (its
     # words below their difference), the largest such Dbuf moves there: every Dbuf stays on
@@ -385,8 +392,9 @@ def out_runs(params, reads, channels):
     Ranges of one Dbuf that overlap or touch (whole words) share one descriptor (no byte
     more is written out: a Dbuf's output blocks lie side by side after its item data,
     :mod:`sw.compiler.dbuf_layout`, so a pass stores one descriptor per Dbuf); the Dbufs are
-    spread over the channels as :func:`assign_channels` spreads the DMA-in (each on its
-    edge's channel), so the DMA-out runs on every channel at once.
+    spread over the channels by :func:`assign_channels` (``local``: each on its edge's
+    channel, moved only to even the channels), so the DMA-out runs on every channel at once,
+    each stream along its own edge.
     """
     spans = sorted((addr & ~7, -(-(addr + n) // 8) * 8, addr, n) for addr, n in reads)
     runs = []
@@ -401,5 +409,5 @@ def out_runs(params, reads, channels):
     for lo, hi, _ in runs:
         d = params.dbuf_of(lo)[0]
         words[d] = words.get(d, 0) + (hi - lo) // 8
-    chan = assign_channels(words, channels, params)
+    chan = assign_channels(words, channels, params, local=True)
     return [(chan[params.dbuf_of(lo)[0]], lo, hi, group) for lo, hi, group in runs]

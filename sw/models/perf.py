@@ -796,7 +796,8 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
     configuration port, a descriptor each) go over channel 0, then ``pre`` (a chained layer's
     moves, :func:`_move_load`: per channel ``(bytes, descriptors, words)`` already placed, and
     the channels' load after them).  DMA-out:
-    ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules.  ``early``
+    ``(dbuf, bytes)``, a descriptor each, the Dbufs spread by the same rules (``local``, as
+    :func:`sw.compiler.dma_plan.out_runs`).  ``early``
     (``({address: group}, shift)``): the DMA-in of an early start, as a :class:`_Groups`;
     ``edge``: blocks go by edge multicast where they can.
     """
@@ -806,7 +807,8 @@ def _dma_load(segs, p, channels, cbuf_words, out=False, groups=((), 0), pre=None
         for d, n in segs:
             b, r = per.get(d, (0, 0))
             per[d] = (b + n, r + 1)
-        chan = dma_plan.assign_channels({d: b // 8 for d, (b, _) in per.items()}, channels, p)
+        chan = dma_plan.assign_channels({d: b // 8 for d, (b, _) in per.items()}, channels, p,
+                                        local=True)
         for d, (b, r) in per.items():
             c = chan[d]
             bytes_[c], desc[c], sent[c] = bytes_[c] + b, desc[c] + r, sent[c] + b // 8
