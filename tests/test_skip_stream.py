@@ -46,7 +46,7 @@ def _data(K, C, N, density=0.2, seed=SEED):
     w = rng.standard_normal((K, C)).astype(np.float16)
     w[rng.random((K, C)) >= density] = 0
     w[1] = 0
-    w[2, :C // 2] = 0
+    w[min(2, K - 1), :C // 2] = 0
     x = rng.standard_normal((N, C)).astype(np.float16)
     return w, x, rng.standard_normal(K)
 
