@@ -421,6 +421,24 @@ async def bad_descriptors(dut):
         "a misaligned descriptor list must end in BAD_DESC"
 
 
+async def _stream_bounded(tb, label, descs, latency, per_desc):
+    """Run ``descs`` on the quiet rig at memory latency ``latency`` (full bandwidth, no stalls)
+    and check their cycles against the words plus ``per_desc`` cycles a descriptor plus one
+    round trip at the end, then every Dbuf and the external output region."""
+    mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
+    done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
+    assert done and not err, f"{label}: done {done}, error bits {err}"
+    for d in descs:
+        tb.apply(d)
+    words = sum(d[2] for d in descs) // 8
+    bound = words + len(descs) * per_desc + 2 * latency + 40
+    cocotb.log.info(f"{label} at latency {latency}: {len(descs)} descriptors, {words} words "
+                    f"in {cycles} cycles ({cycles / words:.3f} a word, bound {bound})")
+    assert cycles <= bound, (f"{label} at latency {latency}: {words} words in {cycles} "
+                             f"cycles, more than {bound}")
+    tb.check(f"{label} at latency {latency}")
+
+
 @cocotb.test()
 async def streaming(dut):
     """Long IN descriptors stream one word per cycle; each adds about the memory latency.
@@ -433,20 +451,9 @@ async def streaming(dut):
     tb, rng = await _quiet_rig(dut, salt=2)
     p = tb.p
     for latency in (2, 20, 40):
-        descs = [(k * tb.p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
+        descs = [(k * p.dbuf_bytes % DST, p.dbuf_base(k), p.dbuf_bytes, 0)
                  for k in range(p.num_dbufs)]
-        mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
-        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
-        assert done and not err, f"streaming: done {done}, error bits {err}"
-        for d in descs:
-            tb.apply(d)
-        words = sum(d[2] for d in descs) // 8
-        bound = words + len(descs) * (latency + 8) + 2 * latency + 40
-        cocotb.log.info(f"streaming at latency {latency}: {len(descs)} descriptors, {words} "
-                        f"words in {cycles} cycles (bound {bound})")
-        assert cycles <= bound, (f"streaming at latency {latency}: {words} words in {cycles} "
-                                 f"cycles, more than {bound}")
-        tb.check(f"streaming at latency {latency}")
+        await _stream_bounded(tb, "streaming", descs, latency, latency + 8)
 
 
 @cocotb.test()
@@ -460,19 +467,8 @@ async def out_streaming(dut):
     for latency in (2, 20):
         descs = [(DST + k * p.dbuf_bytes % (LISTS - DST), p.dbuf_base(k), p.dbuf_bytes, OUT)
                  for k in range(p.num_dbufs)]
-        mem = dict(latency=latency, bw=64, stall=0, req_stall=0)
-        done, err, idx, rd, wr, cycles = await tb.run(descs, mem)
-        assert done and not err, f"OUT streaming: done {done}, error bits {err}"
-        for d in descs:
-            tb.apply(d)
-        words = sum(d[2] for d in descs) // 8
-        bound = words + len(descs) * (latency + 2 * (p.rows + p.cols) + 16) + 2 * latency + 40
-        cocotb.log.info(f"OUT streaming at latency {latency}: {len(descs)} descriptors, "
-                        f"{words} words in {cycles} cycles ({cycles / words:.3f} a word, "
-                        f"bound {bound})")
-        assert cycles <= bound, (f"OUT streaming at latency {latency}: {words} words in "
-                                 f"{cycles} cycles, more than {bound}")
-        tb.check(f"OUT streaming at latency {latency}")
+        await _stream_bounded(tb, "OUT streaming", descs, latency,
+                              latency + 2 * (p.rows + p.cols) + 16)
 
 
 @cocotb.test()
