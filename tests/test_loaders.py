@@ -550,6 +550,12 @@ def test_corrupt_members_end_in_one_error_line(seeds, capsys, loader, index, mut
     corrupt_member(seeds, capsys, loader, index, mutation)
 
 
+def test_a_string_member_past_unicode_ends_in_one_error_line(seeds, capsys):
+    # A bit flip that makes a UTF-32 code unit of the image's JSON member no character (the
+    # case a fuzz run found: Python's JSON scanner failed with a SystemError on it).
+    corrupt_member(seeds, capsys, "image", 0, ("flip", [(1471, 1)]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("loader", list(LOADERS))
 @FUZZ_LONG

@@ -241,6 +241,14 @@ def read_npy(f, available, name, kinds=NUMERIC, limit=None,
     if got < nbytes:
         raise FdpuError(f"{name}: truncated: has {got:,} bytes of the {nbytes:,} the .npy "
                         f"header declares (shape {shape}, {dtype})")
+    if dtype.kind == "U" and nbytes:
+        # UTF-32 code units past U+10FFFF or in the surrogate range are no text: Python
+        # would make strings of them that its own codecs cannot take.
+        units = np.frombuffer(buf, dtype=dtype.str[0] + "u4")
+        bad = (units > 0x10FFFF) | ((units >= 0xD800) & (units <= 0xDFFF))
+        if bad.any():
+            raise FdpuError(f"{name}: a string holds the code unit {int(units[bad][0]):#x}, "
+                            f"which is not a Unicode character; the file is corrupt")
     try:
         arr = np.frombuffer(buf, dtype=dtype, count=count) if nbytes else np.empty(0, dtype)
         return arr.reshape(shape, order="F" if fortran else "C")
