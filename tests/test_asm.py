@@ -2,6 +2,8 @@
 into the placed slots, SWITCH branch order, preloads, file round trip, every malformed-image error
 and the listing."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -9,12 +11,13 @@ from sw.compiler import layers
 from sw.compiler.asm import assemble, config_word_counts, listing
 from sw.compiler.dbuf_layout import pass_memory
 from sw.compiler.graphs import build_graph
-from sw.compiler.image import Image, load
+from sw.compiler.image import Image, expand_cbuf, load
 from sw.compiler.place import place
 from sw.compiler.planner import plan_fc
 from sw.compiler.program import program
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
+from sw.spec.cbuf import cbuf_header_layout
 from sw.spec.errors import FdpuError
 
 PARAMS = ArrayParams(rows=1, cols=2, slots=64, operand_depth=4, int_issue=1)
@@ -146,7 +149,8 @@ def test_pipe0_hint_is_assembled():
 def test_config_word_counts_are_the_images_cbuf_words(rows, cols, mode, graph):
     # The performance model counts the configuration's Cbuf words from the placed graph; the
     # assembled image's records have exactly those lengths, on 1, 2 and 4 ports (the SWITCH
-    # graph's feedback edges are preloads; a bias and ReLU add slots).
+    # graph's feedback edges are preloads; a bias and ReLU add slots), and its ports send
+    # and read the counted CONFIG flits and record headers.
     p = ArrayParams(rows=rows, cols=cols, slots=64, operand_depth=4, int_issue=1)
     w = layers.make_weights((24, 40), 0.4, 3)
     kw = dict(row_nnz=np.count_nonzero(w.view(np.uint16), axis=1)) if graph == "skip" else {}
@@ -155,7 +159,18 @@ def test_config_word_counts_are_the_images_cbuf_words(rows, cols, mode, graph):
     g, placement = program(plan)
     img = assemble(g, placement, {}, plan.pass_contexts(0))
     assert graph != "switch" or img.preloads
-    for ports in (1, 2, 4):
-        words, templates = img.cbuf_port_words(ports)
-        assert config_word_counts(g, placement, ports) == ([len(c) for c in words],
-                                                           len(templates))
+    for ports, spans in itertools.product((1, 2, 4), (False, True)):
+        words, templates = img.cbuf_port_words(ports, spans)
+        headers = [sum(1 for _ in _record_headers(p, c)) for c in words]
+        sent = [len(expand_cbuf(p, c, [])) + n for c, n in zip(words, headers)]
+        assert config_word_counts(g, placement, ports, spans) == (
+            [len(c) for c in words], sent, len(templates))
+        assert spans or sent == [len(c) for c in words]
+
+
+def _record_headers(p, words):
+    """Yield the header words of Cbuf records ``words``."""
+    hdr, i = cbuf_header_layout(p), 0
+    while i < len(words):
+        yield words[i]
+        i += 1 + hdr.unpack(int(words[i]))["count"]

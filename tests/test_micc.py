@@ -25,7 +25,8 @@ from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
                           word_bits)
 from sw.spec.errors import FdpuError
-from sw.spec.packet import ConfigWhat, Kind, body_layout, pack_flit, unpack_flit
+from sw.spec.packet import (ConfigWhat, Kind, body_layout, flit_fields, pack_flit,
+                            unpack_flit)
 from sw.spec.ports import config_port_of, config_ports
 from sw.spec.status import MiccError
 from sw.spec.system import SIMULATORS
@@ -73,16 +74,19 @@ def _split(ends, rng):
 
 
 def _records(n_flits, rng):
-    """Return Cbuf configuration words: random records (empty ones too) of ``n_flits`` flits."""
+    """Return Cbuf configuration words: random records (empty ones too, half of them to a
+    span of PEs) of ``n_flits`` data words."""
     hdr = cbuf_header_layout(P)
     words, left = [], n_flits
     while left:
         n = min(left, rng.randint(0, 5))
         what = rng.choice(list(ConfigWhat))
-        words.append(hdr.pack(what=what, dst_x=rng.randrange(2) + 1, dst_y=rng.randrange(2) + 1,
+        x, y = rng.randrange(2), rng.randrange(2)
+        span = (rng.randrange(2 - x), rng.randrange(2 - y)) if rng.random() < 0.5 else (0, 0)
+        words.append(hdr.pack(what=what, dst_x=x + 1, dst_y=y + 1,
                               slot=rng.randrange(P.slots - 4),
                               index=0 if what is ConfigWhat.INSN else rng.randrange(3),
-                              count=n))
+                              count=n, span_x=span[0], span_y=span[1]))
         words += [rng.getrandbits(64) for _ in range(n)]
         left -= n
     return words
@@ -310,11 +314,32 @@ def test_cbuf_words_expand_to_the_image_flits(rows, slots, K, C, N, mode, densit
     segments, _ = dbuf_layout.pass_memory(plan, w, x, 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
     config, templates = image_flits(image)
-    cw, tw = image.cbuf_words()
-    assert expand_cbuf(p, cw, tw, ctx=0) == config + templates
-    # About one word per flit: one header per run of slots (per PE) or registers.
+    assert expand_cbuf(p, *image.cbuf_words(), ctx=0) == config + templates
+    cw, tw = image.cbuf_words(spans=True)
+    flits = expand_cbuf(p, cw, tw, ctx=0)
+    # With spans every PE gets its slots' words (the INSN words of a record of several PEs
+    # moved to each), its registers and its preloads, in order; the templates last.
+    assert _per_pe(p, flits[:len(config)]) == _per_pe(p, config)
+    assert flits[len(config):] == templates
+    # At most one word per flit (one header per run of slots or registers), and a program
+    # the engines share held once: with an engine on every PE of the 8 x 8, a quarter of
+    # the flits or fewer (each engine's descriptor loads, whose addresses differ, go to
+    # their PE alone).
     assert len(cw) <= len(config) + 2 * p.num_pes + 2 * len(image.preloads)
+    if rows == 8 and plan.engines == p.num_pes:
+        assert len(cw) <= len(config) / 4
     assert len(tw) == len(templates)
+
+
+def _per_pe(p, flits):
+    """Return per PE its CONFIG flits: the INSN ones as a sorted list (a PE takes its slots'
+    words in any order), the others in order."""
+    out = defaultdict(lambda: ([], []))
+    for flit in flits:
+        _, dst, body = flit_fields(p, flit)
+        insn = body["what"] == ConfigWhat.INSN
+        out[dst][0 if insn else 1].append(flit)
+    return {k: (sorted(a), b) for k, (a, b) in out.items()}
 
 
 def test_expand_cbuf_refuses_a_record_past_the_end():
@@ -434,11 +459,13 @@ def _run_ports(ports, sizes, *, hold=0, cbuf_write_at=None, regs_override=None,
 def test_config_ports_expand_their_own_regions_in_parallel(ports, sizes):
     out, records, log = _run_ports(ports, sizes)
     assert log["done"] and not log["error"] and log["retired"] == 2, log
+    flits = [expand_cbuf(Q, records[q], []) for q in range(ports)]
     for q in range(ports):
-        assert out[q][:sizes[q]] == expand_cbuf(Q, records[q], [])
-        assert len(out[q]) == sizes[q] + (2 if q == 0 else 0)      # contexts on port 0 only
+        assert out[q][:len(flits[q])] == flits[q]
+        assert len(out[q]) == len(flits[q]) + (2 if q == 0 else 0)  # contexts on port 0 only
     # In parallel: configuring takes about the largest port's flits, not their sum.
-    assert max(sizes) <= log["config_cycles"] < sum(sizes) + 10
+    sent = [len(f) for f in flits]
+    assert max(sent) <= log["config_cycles"] < sum(sent) + 10
 
 
 def test_hold_keeps_contexts_back_until_the_dma_is_done():
@@ -494,24 +521,34 @@ def test_port_split_is_a_partition_in_per_pe_order(rows, cols, ports):
     segments, _ = dbuf_layout.pass_memory(plan, layers.make_weights((K, C), 1.0, 1),
                                           layers.make_inputs(C, 4, 1), 0)
     image = assemble(graph, placement, segments, plan.pass_contexts(0))
-    one, templates = image.cbuf_words()
-    configs, templates2 = image.cbuf_port_words(ports)
-    assert list(templates) == list(templates2)
-    owner = config_port_of(p, ports)
-    per_pe = defaultdict(list)
-    for q, words in enumerate(configs):
-        for flit in expand_cbuf(p, words, []):
-            (x, y) = unpack_flit(p, flit)[1]
-            assert owner[y, x] == q                        # each PE from its own port
-            per_pe[x, y].append(flit)
-    ref = defaultdict(list)
-    for flit in expand_cbuf(p, one, []):
-        ref[unpack_flit(p, flit)[1]].append(flit)
-    assert per_pe == ref                                   # same flits, same order per PE
-    assert sum(len(w) for w in configs) == len(one)
+    for spans in (False, True):
+        one, templates = image.cbuf_words(spans)
+        configs, templates2 = image.cbuf_port_words(ports, spans)
+        assert list(templates) == list(templates2)
+        owner = config_port_of(p, ports)
+        flits = []
+        for q, words in enumerate(configs):
+            for flit in expand_cbuf(p, words, []):
+                (x, y) = unpack_flit(p, flit)[1]
+                assert owner[y, x] == q                    # each PE from its own port
+                flits.append(flit)
+        ref = expand_cbuf(p, one, [])
+        if spans:
+            # Every PE gets the same words from its port as from one port (its INSN words
+            # in any order, the rest in order).
+            assert _per_pe(p, flits) == _per_pe(p, ref)
+        else:
+            per_pe, ref_pe = defaultdict(list), defaultdict(list)
+            for flit in flits:
+                per_pe[unpack_flit(p, flit)[1]].append(flit)
+            for flit in ref:
+                ref_pe[unpack_flit(p, flit)[1]].append(flit)
+            assert per_pe == ref_pe                        # same flits, same order per PE
+            assert sum(len(w) for w in configs) == len(one)
     if (rows, cols) == (8, 8):
-        # One quadrant per port: each port a quarter of the words (balanced within 10 %).
-        assert max(len(w) for w in configs) <= 1.1 * len(one) / 4
+        # One quadrant per port: each port a quarter of the flits (balanced within 10 %).
+        sent = [len(expand_cbuf(p, w, [])) for w in configs]
+        assert max(sent) <= 1.1 * sum(sent) / 4
         coords = config_ports(p, ports)
         assert coords == [(-1, 0), (8, 7), (7, -1), (0, 8)]
 

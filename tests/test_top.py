@@ -412,6 +412,35 @@ def test_config_ports_on_several_edges_and_overlap(sim, overlap):
         assert run.config_hidden_cycles == 0 and run.span_cycles == run.in_cycles + run.cycles
 
 
+@pytest.mark.parametrize("sim, ports", [("verilator", 4), ("icarus", 1)])
+def test_records_of_a_span_of_pes_configure_the_same_program(sim, ports):
+    # Cbuf records of several PEs (Image.cbuf_port_words(spans=True)): the slots the 2 x 3
+    # engines share are loaded once and sent to each PE (their destinations moved with them),
+    # so the Cbufs hold fewer words; the array computes the same outputs and fires the same
+    # instructions as with one PE's records each, configured in about as many cycles.
+    p = ArrayParams(rows=2, cols=3, **{**SMALL, "slots": 32})
+    w, x = layers.make_weights((5, 40), 0.5, 2), layers.make_inputs(40, 3, 2)
+    plan = planner.plan_fc(5, 40, 3, "sparse", p, sparse_graph="gather")
+    graph, placement = program(plan)
+    segments, outputs = dbuf_layout.pass_memory(plan, w, x, 0)
+    image = assemble(graph, placement, segments, plan.pass_contexts(0))
+    reads = [(a, plan.output_bytes) for _, a in outputs]
+    runs = {}
+    for spans in (False, True):
+        configs, templates = image.cbuf_port_words(ports, spans)
+        runs[spans] = (sum(len(c) for c in configs), runtime.run_rtl(
+            image, sim, reads=reads, config=(configs, templates), config_ports=ports))
+    (plain, a), (spanned, b) = runs[False], runs[True]
+    assert spanned < plain
+    assert [b.read(*r) for r in reads] == [a.read(*r) for r in reads]
+    assert b.status["int_fires"] == a.status["int_fires"]
+    assert b.status["fp_fires"] == a.status["fp_fires"]
+    assert b.config_cycles <= a.config_cycles + 8
+    ref = golden_fc.run_fc(plan, w, x, exact=True)
+    got = dbuf_layout.gather_outputs(plan, outputs, b.read)
+    assert np.array_equal(got.view(np.uint16), ref.result.view(np.uint16))
+
+
 def test_configuration_for_a_port_that_does_not_exist_or_too_big():
     image = _image()
     cfg, templates = image.cbuf_words()

@@ -5,7 +5,8 @@
     host regs --start--> IDLE -> CONFIG -> DRAIN -> HOLD -> CTX <-> (window) -> WAIT -> DONE
 
     port p (0 .. ports-1), each with its own Cbuf region and its own edge port:
-    Cbuf word (1 cycle) -> record header? latch : make flit -> [out FIFO, 4] -> o_flit[_p]
+    Cbuf word (1 cycle) -> record header? latch : make flit -> [out FIFO, 4]
+        -> each PE of the record's span (INSN words moved to it) -> o_flit[_p]
     (CONFIG data word -> CONFIG flit; port 0 after configuring: CTX template -> OPERAND flit
     with the context ID)
     i_flit (CTX_END, always ready) -> end counter of that context -> retire in order
@@ -30,8 +31,10 @@ expansion in Python.
 
 1. CONFIG (skipped with ``i_keep``): every port reads one Cbuf word per cycle; a record
    header is latched (no flit), each of its ``count`` data words leaves as one CONFIG flit
-   with the header's ``what`` and destination and the running ``(slot, index)``, one per
-   cycle per port when the mesh accepts.  The ports run in parallel and independently.
+   per PE of the header's span (its destination to destination + ``(span_x, span_y)``, ``x``
+   fastest; an INSN word moved to each PE, :func:`sw.spec.cbuf.move_insn_part`) with the
+   header's ``what`` and the running ``(slot, index)``, one flit per cycle per port when the
+   mesh accepts.  The ports run in parallel and independently.
 2. DRAIN: until every port's last flit left and ``drain`` cycles passed; with
    ``delivered=True`` (the top) also until ``i_delivered`` (CONFIG flits ejected into PEs
    since the start, counted by the top) equals the CONFIG flits sent, so no context token
@@ -74,7 +77,7 @@ from hw.noc.flit import Bits, FlitKind, body_view, flit_layout
 from sw.spec import status
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (cbuf_header_layout, cbuf_template_layout, cbuf_words,
-                          word_bits, word_parts)
+                          dest_fields, valid_parts, word_bits, word_parts)
 from sw.spec.packet import ConfigWhat, Kind
 from sw.spec.status import MiccError
 
@@ -196,15 +199,17 @@ class Micc(wiring.Component):
     def _port(self, m, s, q):
         """Return configuration port ``q``'s reader: a Cbuf read (one cycle) into a small
         FIFO, issued only when the FIFO has room for it counting the read in flight, so nothing
-        is ever dropped; the records' words become CONFIG flits.  Port 0 also reads the CTX
-        templates once configured (``pend_is_ctx``, ``pend_ctx``: the ID the flit carries)."""
+        is ever dropped; the records' words become CONFIG flits, each sent to every PE of its
+        record's span (:meth:`_spread`).  Port 0 also reads the CTX templates once configured
+        (``pend_is_ctx``, ``pend_ctx``: the ID the flit carries)."""
         p = self.params
         lay = flit_layout(p)
         sfx = _sfx(q)
         rd_en, rd_addr, rd_data = (getattr(self, f"{n}{sfx}")
                                    for n in ("rd_en", "rd_addr", "rd_data"))
         o_flit = getattr(self, f"o_flit{sfx}")
-        out = fifo.SyncFIFO(width=lay.size, depth=4)
+        # An entry: the flit to the span's first PE, then the span.
+        out = fifo.SyncFIFO(width=lay.size + p.x_bits + p.y_bits, depth=4)
         m.submodules[f"out{sfx}"] = out
         pend = Signal(name=f"pend{sfx}")
         can_read = Signal(name=f"can_read{sfx}")
@@ -214,6 +219,7 @@ class Micc(wiring.Component):
         hdr = data.View(data.StructLayout(cbuf_header_layout(p).struct_fields()), rd_data)
         r_what, r_x, r_y = Signal(2, name=f"r_what{sfx}"), \
             Signal(p.x_bits, name=f"r_x{sfx}"), Signal(p.y_bits, name=f"r_y{sfx}")
+        r_sx, r_sy = Signal(p.x_bits, name=f"r_sx{sfx}"), Signal(p.y_bits, name=f"r_sy{sfx}")
         r_slot = Signal(p.slot_bits, name=f"r_slot{sfx}")
         r_index = Signal(len(hdr.index), name=f"r_index{sfx}")
         r_left = Signal(16, name=f"r_left{sfx}")
@@ -239,7 +245,8 @@ class Micc(wiring.Component):
             with m.Else():
                 m.d.sync += [r_what.eq(hdr.what), r_x.eq(hdr.dst_x), r_y.eq(hdr.dst_y),
                              r_slot.eq(hdr.slot), r_index.eq(hdr.index),
-                             r_left.eq(hdr.count)]
+                             r_left.eq(hdr.count), r_sx.eq(hdr.span_x), r_sy.eq(hdr.span_y)]
+        cfg_entry = Cat(cfg_flit.as_value(), r_sx, r_sy)
         if q == 0:
             tpl = data.View(data.StructLayout(cbuf_template_layout(p).struct_fields()), rd_data)
             ctx_flit = Signal(lay)
@@ -249,16 +256,71 @@ class Micc(wiring.Component):
                 ctx_flit.dst_y.eq(tpl.dst_y), oview.slot.eq(tpl.slot),
                 oview.operand.eq(tpl.operand), oview.data.eq(_zx(s.pend_ctx, 64)),
                 out.w_en.eq(pend & (s.pend_is_ctx | is_data)),
-                out.w_data.eq(Mux(s.pend_is_ctx, ctx_flit.as_value(), cfg_flit.as_value())),
+                out.w_data.eq(Mux(s.pend_is_ctx,
+                                  Cat(ctx_flit.as_value(), Const(0, p.x_bits + p.y_bits)),
+                                  cfg_entry)),
             ]
         else:
-            m.d.comb += [out.w_en.eq(pend & is_data), out.w_data.eq(cfg_flit.as_value())]
-        m.d.comb += [o_flit.valid.eq(out.r_rdy), o_flit.payload.eq(out.r_data),
-                     out.r_en.eq(o_flit.ready)]
+            m.d.comb += [out.w_en.eq(pend & is_data), out.w_data.eq(cfg_entry)]
+        self._spread(m, out, o_flit, sfx)
         return SimpleNamespace(rd_en=rd_en, rd_addr=rd_addr, can_read=can_read, pend=pend,
                                out=out, o_flit=o_flit, rptr=Signal(32, name=f"rptr{sfx}"),
                                left=Signal(32, name=f"left{sfx}"), r_left=r_left,
                                n_config=getattr(self, f"i_n_config{sfx}"))
+
+    def _spread(self, m, out, o_flit, sfx):
+        """Send the FIFO's head entry to every PE of its span, ``x`` fastest, then pop it: the
+        flit to PE ``(x0 + a, y0 + b)`` carries an INSN word moved by ``(a, b)``
+        (:func:`sw.spec.cbuf.move_insn_part`; the valid bits an earlier part holds are kept
+        from the last such word sent, ``kept``)."""
+        p = self.params
+        lay = flit_layout(p)
+        head = Signal(lay, name=f"head{sfx}")
+        sx, sy = Signal(p.x_bits, name=f"head_sx{sfx}"), Signal(p.y_bits, name=f"head_sy{sfx}")
+        a, b = Signal(p.x_bits, name=f"a{sfx}"), Signal(p.y_bits, name=f"b{sfx}")
+        kept = Signal(p.MAX_DESTS, name=f"kept{sfx}")
+        m.d.comb += Cat(head.as_value(), sx, sy).eq(out.r_data)
+        hview = body_view(head, Kind.CONFIG, p)
+        word = hview.data
+        is_insn = (Bits(head.kind.as_value()) == FlitKind.CONFIG.value) \
+            & equals(hview.what, ConfigWhat.INSN)
+        moved = Signal(64, name=f"moved{sfx}")
+        m.d.comb += moved.eq(word)
+        fields = dest_fields(p)
+        for part in range(word_parts(p)):
+            mine = [f for f in fields if f.part == part]
+            if not mine:
+                continue
+            patched = [word[i] for i in range(64)]
+            for f in mine:
+                valid = word[f.valid_lo] if f.valid_part == part else kept[f.dest]
+                step = a if f.axis == "x" else b
+                value = (word[f.lo:f.lo + f.width] + step)[:f.width]
+                value = Mux(valid, value, word[f.lo:f.lo + f.width])
+                for i in range(f.width):
+                    patched[f.lo + i] = value[i]
+            with m.If(is_insn & equals(hview.index, part)):
+                m.d.comb += moved.eq(Cat(*patched))
+        flit = Signal(lay, name=f"spread{sfx}")
+        fview = body_view(flit, Kind.CONFIG, p)
+        m.d.comb += [flit.eq(head), flit.dst_x.eq((head.dst_x + a)[:p.x_bits]),
+                     flit.dst_y.eq((head.dst_y + b)[:p.y_bits]), fview.data.eq(moved)]
+        last_x, last_y = a == sx, b == sy
+        last = last_x & last_y
+        m.d.comb += [o_flit.valid.eq(out.r_rdy), o_flit.payload.eq(flit),
+                     out.r_en.eq(o_flit.ready & last)]
+        with m.If(out.r_rdy & o_flit.ready):
+            with m.If(last):
+                m.d.sync += [a.eq(0), b.eq(0)]
+                for part, bits in valid_parts(p).items():
+                    with m.If(is_insn & equals(hview.index, part)):
+                        m.d.sync += [kept[dest].eq(word[bit]) for dest, bit in bits]
+            with m.Elif(last_x):
+                m.d.sync += [a.eq(0), b.eq(increment(b))]
+            with m.Else():
+                m.d.sync += a.eq(increment(a))
+        with m.If(self.i_start):
+            m.d.sync += kept.eq(0)
 
     def _ends(self, m, s):
         """CTX_END flits: counted per context in flight, checked, and the oldest context

@@ -46,6 +46,21 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
         The first context ID (:class:`Image`).
     """
     params = placement.params
+    program, preloads = _program(graph, placement)
+    img = Image(params, program, np.zeros((params.rows, params.cols, params.regs),
+                                          dtype=np.uint64),
+                preloads, dict(segments or {}), int(contexts),
+                params.operand_depth if window is None else int(window),
+                len(graph.end_nodes()), dict(meta or {}), int(ctx_base))
+    img.check()
+    return img
+
+
+def _program(graph, placement):
+    """Return ``(program, preloads)``: every slot's instruction word
+    (``uint64[rows, cols, slots, parts]``) and the preloads of ``graph`` placed by
+    ``placement`` (module doc)."""
+    params = placement.params
     parts = word_parts(params)
     program = np.zeros((params.rows, params.cols, params.slots, parts), dtype=np.uint64)
     out = graph.out_edges()
@@ -72,28 +87,27 @@ def assemble(graph, placement, segments=None, contexts=1, window=None, meta=None
         for _ in range(e.init):
             x, y, s = where[e.dst]
             preloads.append((x, y, s, e.operand, e.init_value))
-    img = Image(params, program, np.zeros((params.rows, params.cols, params.regs),
-                                          dtype=np.uint64),
-                preloads, dict(segments or {}), int(contexts),
-                params.operand_depth if window is None else int(window),
-                len(graph.end_nodes()), dict(meta or {}), int(ctx_base))
-    img.check()
-    return img
+    return program, preloads
 
 
-def config_word_counts(graph, placement, ports):
-    """Return ``(per configuration port its Cbuf record words, the CTX template words)`` of
-    the image :func:`assemble` makes of ``graph`` placed by ``placement``, equal to the
-    lengths of its :meth:`~sw.compiler.image.Image.cbuf_port_words`, without encoding it:
-    every node configures its slot, every initial token is a preload."""
+def config_word_counts(graph, placement, ports, spans=False):
+    """Return ``(per configuration port its Cbuf record words, per port the CONFIG flits and
+    record headers it sends and reads, the CTX template words)`` of the image
+    :func:`assemble` makes of ``graph`` placed by ``placement``, equal to the lengths of its
+    :meth:`~sw.compiler.image.Image.cbuf_port_words` (``spans`` as there), without the
+    image's memory and checks (:func:`sw.compiler.image.config_word_counts`; the words
+    encoded only with ``spans``)."""
     p = placement.params
-    configured = np.zeros((p.rows, p.cols, p.slots), dtype=bool)
     where = placement.where
+    ctx = sum(1 for node in graph.nodes if node.op is isa.Op.CTX)
+    if spans:
+        program, preloads = _program(graph, placement)
+        return image.config_word_counts(p, program, preloads, ctx, ports, spans)
+    configured = np.zeros((p.rows, p.cols, p.slots), dtype=bool)
     for node in graph.nodes:
         x, y, s = where[node.id]
         configured[y, x, s] = True
     preloads = [(*where[e.dst], e.operand, 0) for e in graph.edges for _ in range(e.init)]
-    ctx = sum(1 for node in graph.nodes if node.op is isa.Op.CTX)
     return image.config_word_counts(p, configured, preloads, ctx, ports)
 
 

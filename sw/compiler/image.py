@@ -57,7 +57,7 @@ from sw.compiler import npyfile
 from sw.spec import isa
 from sw.spec.arch import ArrayParams
 from sw.spec.cbuf import (MAX_RECORD, cbuf_header_layout, cbuf_template_layout,
-                          word_parts)
+                          dest_fields, move_insn_part, valid_parts, word_parts)
 from sw.spec.errors import FdpuError
 from sw.spec.packet import ConfigWhat, Kind, pack_flit, unbias
 from sw.spec.ports import config_port_of
@@ -93,64 +93,159 @@ def _runs_of(indices):
     return runs
 
 
-def _records(params, configured, regs, preloads, ports):
-    """Yield ``(port, what, x, y, slot, index, count, value)``, the configuration's records in
-    Cbuf order (module doc): per PE its runs of configured slots (``configured``:
-    ``bool[rows, cols, slots]``), then per PE its runs of non-zero registers (``regs``, or
-    None for none), then every preload ``(x, y, slot, operand, value)`` of ``preloads``;
-    ``port`` is the configuration port of the PE, ``value`` a preload's (0 otherwise)."""
+def _rectangles(owner, port):
+    """Return the rectangles ``(x0, y0, width, height)`` that cover the PEs of ``port``
+    (``owner``: every PE's port): the PEs' bounding box where they fill it (a quadrant), else
+    each row's runs of consecutive PEs; in row-major order of their first PE."""
+    ys, xs = np.nonzero(owner == port)
+    if not len(ys):
+        return []
+    y0, y1, x0, x1 = ys.min(), ys.max(), xs.min(), xs.max()
+    if len(ys) == (y1 - y0 + 1) * (x1 - x0 + 1):
+        return [(int(x0), int(y0), int(x1 - x0 + 1), int(y1 - y0 + 1))]
+    out = []
+    for y in range(int(y0), int(y1) + 1):
+        for first, n in _runs_of(np.nonzero(owner[y] == port)[0].tolist()):
+            out.append((first, y, n, 1))
+    return out
+
+
+def _moved(params, words, a, b):
+    """Return ``words`` (``uint64[..., parts]``, one instruction word per row) moved by
+    ``(a, b)`` (:func:`sw.spec.cbuf.move_insn_part`, vectorized over the rows)."""
+    out = words.copy()
+    for f in dest_fields(params):
+        part = out[..., f.part]
+        valid = (words[..., f.valid_part] >> np.uint64(f.valid_lo)) & np.uint64(1)
+        mask = np.uint64((1 << f.width) - 1)
+        field_ = (part >> np.uint64(f.lo)) & mask
+        step = np.uint64((a if f.axis == "x" else b) % (1 << f.width))
+        moved = ((field_ + step) & mask) << np.uint64(f.lo)
+        keep = part & ~(mask << np.uint64(f.lo))
+        out[..., f.part] = np.where(valid.astype(bool), keep | moved, part)
+    return out
+
+
+def _shared_slots(params, program, todo, rect):
+    """Return the slots every PE of ``rect`` has yet to configure (``todo``: ``bool[rows,
+    cols, slots]``) with the word of its first PE moved to it (:func:`_moved`): what one
+    record of that span holds for all of them."""
+    x0, y0, w, h = rect
+    shared = todo[y0, x0].copy()
+    base = program[y0, x0]
+    for b in range(h):
+        for a in range(w):
+            if a or b:
+                same = (program[y0 + b, x0 + a] == _moved(params, base, a, b)).all(axis=1)
+                shared &= todo[y0 + b, x0 + a] & same
+    return shared
+
+
+def _insn_records(params, program, todo, rect):
+    """Yield ``(x, y, first slot, slots, span)`` records that configure the slots ``todo``
+    (``bool[rows, cols, slots]``, cleared as they are taken) of the PEs of ``rect``: the runs
+    of slots all of them share (:func:`_shared_slots`) as records of the rectangle's span,
+    then the rest in each half of the rectangle (cut across its longer side), down to single
+    PEs."""
+    x0, y0, w, h = rect
+    if w * h == 1:
+        for first, n in _runs_of(np.nonzero(todo[y0, x0])[0].tolist()):
+            yield x0, y0, first, n, (0, 0)
+        todo[y0, x0] = False
+        return
+    shared = _shared_slots(params, program, todo, rect)
+    for first, n in _runs_of(np.nonzero(shared)[0].tolist()):
+        yield x0, y0, first, n, (w - 1, h - 1)
+    todo[y0:y0 + h, x0:x0 + w] &= ~shared
+    if w >= h:
+        halves = [(x0, y0, w // 2, h), (x0 + w // 2, y0, w - w // 2, h)]
+    else:
+        halves = [(x0, y0, w, h // 2), (x0, y0 + h // 2, w, h - h // 2)]
+    for half in halves:
+        yield from _insn_records(params, program, todo, half)
+
+
+def _records(params, program, configured, regs, preloads, ports, spans=False):
+    """Yield ``(port, what, x, y, slot, index, count, value, span)``, the configuration's
+    records in Cbuf order (module doc): per port its PEs' configured slots (``configured``:
+    ``bool[rows, cols, slots]``), per PE in row-major order its runs of slots, or with
+    ``spans`` per rectangle of its PEs (:func:`_rectangles`) as records of the spans that
+    share them (:func:`_insn_records`, ``program`` the words); then per PE its runs of non-zero
+    registers (``regs``, or None for none), then every preload ``(x, y, slot, operand,
+    value)`` of ``preloads``; ``port`` is the configuration port of the PE, ``value`` a
+    preload's (0 otherwise), ``span`` ``(span_x, span_y)``."""
     owner = config_port_of(params, ports)
     parts = word_parts(params)
-    rows, cols = params.rows, params.cols
-    for y in range(rows):
-        for x in range(cols):
+    todo = configured.copy()
+    for port in range(ports):
+        if spans:
+            for rect in _rectangles(owner, port):
+                for x, y, first, n, span in _insn_records(params, program, todo, rect):
+                    yield port, ConfigWhat.INSN, x, y, first, 0, n * parts, 0, span
+            continue
+        for y, x in zip(*(a.tolist() for a in np.nonzero(owner == port))):
             for first, n in _runs_of(np.nonzero(configured[y, x])[0].tolist()):
-                yield owner[y, x], ConfigWhat.INSN, x, y, first, 0, n * parts, 0
+                yield port, ConfigWhat.INSN, x, y, first, 0, n * parts, 0, (0, 0)
     if regs is not None:
-        for y in range(rows):
-            for x in range(cols):
+        for y in range(params.rows):
+            for x in range(params.cols):
                 for first, n in _runs_of(np.nonzero(regs[y, x])[0].tolist()):
-                    yield owner[y, x], ConfigWhat.REG, x, y, 0, first, n, 0
+                    yield owner[y, x], ConfigWhat.REG, x, y, 0, first, n, 0, (0, 0)
     for x, y, s, o, v in preloads:
-        yield owner[y, x], ConfigWhat.PRELOAD, x, y, s, o, 1, v
+        yield owner[y, x], ConfigWhat.PRELOAD, x, y, s, o, 1, v, (0, 0)
 
 
-def config_word_counts(params, configured, preloads, ctx_slots, ports):
-    """Return ``(per port the words of its Cbuf records, the CTX template words)`` of an
-    image whose configured slots are ``configured`` (``bool[rows, cols, slots]``), with zero
+def config_word_counts(params, program, preloads, ctx_slots, ports, spans=False):
+    """Return ``(per port the words of its Cbuf records, per port the CONFIG flits and record
+    headers its MicC port sends and reads, the CTX template words)`` of an image whose slots
+    hold ``program`` (``uint64[rows, cols, slots, parts]``, 0 where unused; without
+    ``spans`` a ``bool[rows, cols, slots]`` of the configured slots will do), with zero
     registers, the ``preloads`` ``[(x, y, slot, operand, value)]`` and ``ctx_slots`` CTX
     slots: the lengths :meth:`Image.cbuf_port_words` gives, without encoding the image (the
-    performance model's configuration time, :func:`sw.compiler.asm.config_word_counts`)."""
-    words = [0] * ports
-    for port, _, _, _, _, _, count, _ in _records(params, configured, None, preloads, ports):
+    performance model's configuration bytes and time,
+    :func:`sw.compiler.asm.config_word_counts`)."""
+    words, sent = [0] * ports, [0] * ports
+    configured = program if program.dtype == bool else program.any(axis=3)
+    for port, _, _, _, _, _, count, _, (sx, sy) in _records(params, program, configured, None,
+                                                            preloads, ports, spans):
         words[port] += 1 + count
-    return words, int(ctx_slots)
+        sent[port] += 1 + count * (sx + 1) * (sy + 1)
+    return words, sent, int(ctx_slots)
 
 
 def expand_cbuf(params, config, templates, ctx=0):
     """Return the flits (ints) the MicC sends for Cbuf ``config`` and ``templates`` words.
 
-    The CONFIG flits of every record in order, then the OPERAND flit of every template with
-    data ``ctx`` (one context start).  Raises :class:`FdpuError` when a record runs past the
-    end of ``config``.
+    The CONFIG flits of every record in order (each data word to every PE of the record's
+    span, ``x`` fastest, an INSN word moved to each: :func:`sw.spec.cbuf.move_insn_part`),
+    then the OPERAND flit of every template with data ``ctx`` (one context start).  Raises
+    :class:`FdpuError` when a record runs past the end of ``config``.
     """
     hdr, tpl = cbuf_header_layout(params), cbuf_template_layout(params)
     parts = word_parts(params)
+    kept_from = valid_parts(params)
     config = [int(w) for w in config]
-    flits, i = [], 0
+    flits, i, kept = [], 0, 0
     while i < len(config):
         h = hdr.unpack(config[i])
         if i + 1 + h["count"] > len(config):
             raise FdpuError(f"Cbuf record at word {i} announces {h['count']} data words; only "
                             f"{len(config) - i - 1} follow")
         slot, index = h["slot"], h["index"]
-        dst = (unbias(h["dst_x"]), unbias(h["dst_y"]))
+        x0, y0 = unbias(h["dst_x"]), unbias(h["dst_y"])
+        insn = h["what"] == ConfigWhat.INSN
         for word in config[i + 1:i + 1 + h["count"]]:
             # INSN: part 0 first, as every packer of the project (the PE takes any order).
-            flits.append(pack_flit(params, Kind.CONFIG, dst, what=h["what"], index=index,
-                                   slot=slot, data=word))
+            for b in range(h["span_y"] + 1):
+                for a in range(h["span_x"] + 1):
+                    data = move_insn_part(params, word, index, a, b, kept) if insn else word
+                    flits.append(pack_flit(params, Kind.CONFIG, (x0 + a, y0 + b),
+                                           what=h["what"], index=index, slot=slot, data=data))
+            if insn:
+                for dest, bit in kept_from.get(index, ()):
+                    kept = kept & ~(1 << dest) | (word >> bit & 1) << dest
             index += 1
-            if h["what"] == ConfigWhat.INSN and index == parts:
+            if insn and index == parts:
                 slot, index = slot + 1, 0
         i += 1 + h["count"]
     for word in templates:
@@ -193,32 +288,37 @@ class Image:
                 raise FdpuError(f"program slot ({x},{y}).{s}: {exc}") from None
         return out
 
-    def cbuf_words(self):
+    def cbuf_words(self, spans=False):
         """Return ``(config, templates)``: the image as Cbuf words (uint64 arrays, module doc).
 
         Only what the graph uses: the configured slots, the non-zero registers, the preloads
-        and the CTX slots, in the order of the flits of ``tb.host.memories.image_flits``.
+        and the CTX slots; without ``spans`` in the order of the flits of
+        ``tb.host.memories.image_flits``, with ``spans`` the slots that PEs share in records
+        of their span (:meth:`cbuf_port_words`).
         """
-        configs, templates = self.cbuf_port_words(1)
+        configs, templates = self.cbuf_port_words(1, spans)
         return configs[0], templates
 
-    def cbuf_port_words(self, ports):
+    def cbuf_port_words(self, ports, spans=False):
         """Return ``(configs, templates)``: per configuration port its Cbuf records, and the
         CTX templates (port 0's), as uint64 arrays (module doc).
 
         Port ``q`` gets the records of the PEs :func:`config_port_of` gives it, in the order
-        of :meth:`cbuf_words` (so every PE receives its flits in the same order).
+        of :meth:`cbuf_words` (so every PE receives its flits in the same order).  With
+        ``spans``, the slots several PEs of a rectangle hold alike (their destinations moved
+        with them) are one record of that span (:func:`_insn_records`): each PE receives the
+        same words, its slots in another order.
         """
         p = self.params
         out = [[] for _ in range(ports)]
         hdr, tpl = cbuf_header_layout(p), cbuf_template_layout(p)
         parts = self.program.shape[3]
         configured = self.program.any(axis=3)
-        for port, what, x, y, slot, index, count, value in _records(p, configured, self.regs,
-                                                                     self.preloads, ports):
+        for port, what, x, y, slot, index, count, value, (sx, sy) in _records(
+                p, self.program, configured, self.regs, self.preloads, ports, spans):
             words = out[port]
             words.append(hdr.pack(what=what, dst_x=x + 1, dst_y=y + 1, slot=slot, index=index,
-                                  count=count))
+                                  count=count, span_x=sx, span_y=sy))
             if what == ConfigWhat.INSN:
                 words.extend(self.program[y, x, slot:slot + count // parts].reshape(-1).tolist())
             elif what == ConfigWhat.REG:

@@ -665,15 +665,18 @@ class _Work:
 
 
 def _config_words(plan, image, ports):
-    """Return ``(records' words of the busiest configuration port, the Cbuf words each port
-    loads)`` of the image (port 0's CTX templates included; ports without words left out)."""
+    """Return ``(CONFIG flits and record headers of the busiest configuration port, the Cbuf
+    words each port loads)`` of the image (port 0's CTX templates included; ports without
+    words left out), its records one PE's each (:meth:`~sw.compiler.image.Image.
+    cbuf_port_words` without spans, as the runtime loads them)."""
     if image is None:
-        cfgs, templates = config_word_counts(*program(plan), ports)
+        cfgs, sent, templates = config_word_counts(*program(plan), ports)
     else:
         words, tpl = image.cbuf_port_words(ports)
         cfgs, templates = [len(c) for c in words], len(tpl)
+        sent = cfgs
     loads = [n + (templates if q == 0 else 0) for q, n in enumerate(cfgs)]
-    return max(cfgs), [n for n in loads if n]
+    return max(sent), [n for n in loads if n]
 
 
 def _stage_queue(plan, q, bases):

@@ -81,18 +81,21 @@ class TB:
         await reset(self.dut.clk, self.dut.rst)
 
     def records(self, flits):
-        """Return random Cbuf records (empty ones too) of ``flits`` CONFIG flits."""
+        """Return random Cbuf records (empty ones too, half of them to a span of PEs) of
+        ``flits`` data words."""
         p, rng = self.p, self.rng
         hdr = cbuf_header_layout(p)
         words, left = [], flits
         while left:
             n = min(left, rng.randint(0, 5))
             what = rng.choice(list(ConfigWhat))
-            words.append(hdr.pack(what=what, dst_x=rng.randrange(p.cols) + 1,
-                                  dst_y=rng.randrange(p.rows) + 1,
+            x, y = rng.randrange(p.cols), rng.randrange(p.rows)
+            span = (rng.randrange(p.cols - x), rng.randrange(p.rows - y)) \
+                if rng.random() < 0.5 else (0, 0)
+            words.append(hdr.pack(what=what, dst_x=x + 1, dst_y=y + 1,
                                   slot=rng.randrange(p.slots - 4),
                                   index=0 if what is ConfigWhat.INSN else rng.randrange(3),
-                                  count=n))
+                                  count=n, span_x=span[0], span_y=span[1]))
             words += [rng.getrandbits(64) for _ in range(n)]
             left -= n
         return words
