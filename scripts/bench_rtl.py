@@ -59,7 +59,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
              dbuf_bytes=1 << 21, max_cycles=None, exact=True, int_issue=ARRAY.int_issue,
              backdoor_in=False, dma_channels=SYSTEM.dma_channels, config_ports=4, overlap=True,
              sparse_graph=fc_plan.DEFAULT_SPARSE_GRAPH, operand_depth=ARRAY.operand_depth,
-             early_start=None, edge_multicast=SYSTEM.edge_multicast):
+             early_start=None, edge_multicast=SYSTEM.edge_multicast,
+             config_spans=SYSTEM.config_spans):
     """Run one case; return its record (see the module doc).
 
     ``sparse_graph`` is the sparse engine's graph (``sw.compiler.fc_plan.SPARSE_GRAPHS``; sparse
@@ -69,7 +70,8 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
     if backdoor_in and early_start is None:
         early_start = False
     system = System(dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
-                    early_start=early_start, edge_multicast=edge_multicast)
+                    early_start=early_start, edge_multicast=edge_multicast,
+                    config_spans=config_spans)
     p = ArrayParams(rows=rows, cols=cols, slots=slots, dbuf_bytes=dbuf_bytes,
                     int_issue=int_issue, operand_depth=operand_depth)
     if layer:
@@ -112,7 +114,7 @@ def run_case(sim, rows, cols, slots, K, C, N, mode, density, *, layer=None, seed
                nnz=int(np.count_nonzero(np.asarray(w, np.float16).view(np.uint16))),
                int_issue=int_issue, dma_channels=dma_channels, config_ports=config_ports,
                overlap=overlap, early_start=system.early_start,
-               edge_multicast=system.edge_multicast,
+               edge_multicast=system.edge_multicast, config_spans=system.config_spans,
                wall_clock=time.strftime("%H:%M:%S"))
     note = ""
     if backdoor_in:
@@ -164,7 +166,8 @@ def first_passes(args, mode):
                                 dma_channels=args.dma_channels, config_ports=args.config_ports,
                                 overlap=True, double_buffer=plan.double_buffer,
                                 early_start=args.early_start is not False,
-                                edge_multicast=args.edge_multicast)
+                                edge_multicast=args.edge_multicast,
+                                config_spans=args.config_spans)
     wall = time.perf_counter() - t0
     match = bool(np.array_equal(y.view(np.uint16), ref.view(np.uint16)))
     passes = job.overlaps() if job.double_buffer else [
@@ -176,7 +179,8 @@ def first_passes(args, mode):
     rec = dict(layer=args.layer, mode=mode, graph=plan.sparse_graph if mode == "sparse" else
                "dense", N=n, passes_run=k, passes=plan.passes, contexts=plan.contexts,
                double_buffer=plan.double_buffer, early_start=args.early_start is not False,
-               edge_multicast=args.edge_multicast, match=match,
+               edge_multicast=args.edge_multicast, config_spans=args.config_spans,
+               match=match,
                cycles=job.cycles,
                compute_cycles=job.compute_cycles, dma_cycles=job.dma_cycles,
                ext_read_bytes=job.final["o_ext_rd_bytes"], pass_cycles=passes,
@@ -225,6 +229,10 @@ def main(argv=None):
                     help="send an input block an edge's Dbufs hold as one multicast flit a "
                          "word (docs/system.md; default "
                          f"{'on' if SYSTEM.edge_multicast else 'off'})")
+    ap.add_argument("--config-spans", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.config_spans,
+                    help="Cbuf records of spans of PEs (docs/system.md; default "
+                         f"{'on' if SYSTEM.config_spans else 'off'})")
     ap.add_argument("--golden", choices=("fast", "exact"), default="fast",
                     help="golden engine of the reference (both are bit-exact; fast: vectorized)")
     ap.add_argument("--backdoor-in", action="store_true",
@@ -245,7 +253,7 @@ def main(argv=None):
         # The speed case keeps the PE and system it was first measured on (docs/harness.md):
         # 64 slots at operand depth 4, one INT issue, one DMA channel.
         small = dict(int_issue=1, operand_depth=4, dma_channels=1, early_start=False,
-                     edge_multicast=False)
+                     edge_multicast=False, config_spans=False)
         records.append(run_case("verilator", 8, 8, 64, 64, 256, 16, "sparse", 0.25, **small))
         records.append(run_case("icarus", 1, 1, 32, 8, 64, 8, "sparse", 0.25,
                                 dbuf_bytes=4096, **small))
@@ -263,7 +271,8 @@ def main(argv=None):
                                         sparse_graph=args.sparse_graph,
                                         operand_depth=args.operand_depth,
                                         early_start=args.early_start,
-                                        edge_multicast=args.edge_multicast))
+                                        edge_multicast=args.edge_multicast,
+                                        config_spans=args.config_spans))
     else:
         for n in args.batch:
             for mode in modes:
@@ -281,7 +290,8 @@ def main(argv=None):
                                         sparse_graph=args.sparse_graph,
                                         operand_depth=args.operand_depth,
                                         early_start=args.early_start,
-                                        edge_multicast=args.edge_multicast))
+                                        edge_multicast=args.edge_multicast,
+                                        config_spans=args.config_spans))
     if args.json:
         with open(args.json, "a") as f:
             for rec in records:

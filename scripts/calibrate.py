@@ -239,6 +239,16 @@ POINTS_D2 = (
     ("d2-2x2-skip-32x2048-b4-st8-es-em", "--rows 2 --cols 2 --out-features 32 "
                                          "--in-features 2048 --batch 4 --density 0.25 "
                                          "--sparse-graph skip --chunks 8"),
+    # The configuration's records of spans of PEs (``-cs``): the same layers as points above,
+    # the Cbufs loading each instruction the engines share once.
+    ("d2-8x8-skip-fc8-b64-es-em-cs", "--layer alexnet-fc8 --batch 64 --sparse-graph skip"),
+    ("d2-8x8-skip-fc8-b4-st16-es-em-cs", "--layer alexnet-fc8 --batch 4 --sparse-graph skip "
+                                         "--chunks 16"),
+    ("d2-8x8-dense-fc8-b4-st16-es-em-cs", "--layer alexnet-fc8 --batch 4 --mode dense "
+                                          "--chunks 16"),
+    ("d2-2x2-dense-32x2048-b4-st16-es-em-cs", "--rows 2 --cols 2 --out-features 32 "
+                                              "--in-features 2048 --batch 4 --mode dense "
+                                              "--chunks 16"),
     # The SWITCH graph at batch 4 in 8-row blocks (the chooser's are 4): more feedback loops
     # an engine, more held loads at its Dbuf.
     ("d2-8x8-switch-fc8-b4-kb8-es-em", "--layer alexnet-fc8 --batch 4 --sparse-graph switch "
@@ -300,7 +310,7 @@ NET_LAYERS = {"net-8x8-digits-b8-split": (2, 3)}
 
 #: The README's system for the network points, each option named (the defaults may change).
 _NET_SYSTEM = (_README + " --operand-depth 2 --edge-multicast --early-start "
-               "--no-double-buffer")
+               "--no-double-buffer --no-config-spans")
 
 
 def net_command(opts, sim="verilator"):
@@ -335,6 +345,8 @@ HOLDOUT = frozenset(("1x1-switch-16x128-b4", "2x2-gather-64x512-b16",
                      "d2-4x4-skip-256x128-b8-es-em", "d2-8x8-skip-fc8-b4-kb4-em",
                      "d2-8x8-skip-fc8-b4-st16-es-em", "d2-8x8-skip-fc8-b4-st8-es-em",
                      "d2-8x8-skip-vgg7-b4-st16-es-em", "d2-2x2-skip-32x2048-b4-st8-es-em",
+                     "d2-8x8-skip-fc8-b64-es-em-cs", "d2-8x8-skip-fc8-b4-st16-es-em-cs",
+                     "d2-8x8-dense-fc8-b4-st16-es-em-cs", "d2-2x2-dense-32x2048-b4-st16-es-em-cs",
                      # The skip graph at operand depth 2 and 4 (compute only).
                      "bench-alexnet-fc8-b16-skip-0.25", "d2-bench-2x2-64x1024-b64-skip-0.25"))
 
@@ -345,7 +357,8 @@ def command(name, opts):
     The name's tags set what the README's configuration leaves to its defaults, each named
     either way so a point reruns as it ran whatever the defaults become: ``-int1``, one INT
     issue instead of two; ``-db``, double-buffered passes (else not); ``-es``, early start;
-    ``-em``, edge multicast (else neither)."""
+    ``-em``, edge multicast; ``-cs``, configuration records of spans of PEs (else none of
+    them)."""
     tags = name.split("-")
     depth = 2 if name.startswith("d2-") else 4
     readme = _README.replace("--int-issue 2", "--int-issue 1") if "int1" in tags else _README
@@ -353,7 +366,8 @@ def command(name, opts):
             "--operand-depth", str(depth),
             "--double-buffer" if "db" in tags else "--no-double-buffer",
             "--early-start" if "es" in tags else "--no-early-start",
-            "--edge-multicast" if "em" in tags else "--no-edge-multicast"]
+            "--edge-multicast" if "em" in tags else "--no-edge-multicast",
+            "--config-spans" if "cs" in tags else "--no-config-spans"]
 
 
 def _points():

@@ -42,8 +42,9 @@ def _plan(K, C, N, mode, graph=None, density=1.0, params=P22, seed=1, double_buf
 ])
 def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, channels, ports,
                                          double):
-    # The model lays out the Dbuf data as dbuf_layout does and merges runs and counts
-    # descriptors as the runtime's job plan does: the same bytes, pass by pass ("bias": a
+    # The model lays out the Dbuf data as dbuf_layout does, merges runs, counts descriptors
+    # and the configuration's Cbuf words as the runtime's job plan does: the same bytes, pass
+    # by pass, with and without records of spans of PEs ("bias": a
     # single-buffered plan with the bias and ReLU epilogue, its bias blocks in the Dbufs).
     params = ArrayParams(rows=2, cols=2, slots=128, operand_depth=2, int_issue=2,
                          dbuf_bytes=dbuf)
@@ -54,13 +55,15 @@ def test_external_bytes_are_the_runtimes(K, C, N, mode, graph, density, dbuf, ch
     assert plan.passes > 1 or not double
     passes = [(img, [(a, plan.output_bytes) for _, a in outs])
               for img, outs in pass_images(plan, w, x)]
-    system = perf.System(dma_channels=channels, config_ports=ports)     # early start, edge mc
-    job = plan_job(params, passes, dma_channels=channels, config_ports=ports,
-                   double_buffer=double, overlap=True, early_start=system.early_start,
-                   edge_multicast=system.edge_multicast)
-    pred = perf.predict(plan, w, system)
-    assert [p.ext_in for p in pred.passes] == job.ext_in
-    assert [p.ext_out for p in pred.passes] == job.ext_out
+    for spans in (True, False):               # the configuration's records of spans of PEs
+        system = perf.System(dma_channels=channels, config_ports=ports,
+                             config_spans=spans)                        # early start, edge mc
+        job = plan_job(params, passes, dma_channels=channels, config_ports=ports,
+                       double_buffer=double, overlap=True, early_start=system.early_start,
+                       edge_multicast=system.edge_multicast, config_spans=spans)
+        pred = perf.predict(plan, w, system)
+        assert [p.ext_in for p in pred.passes] == job.ext_in
+        assert [p.ext_out for p in pred.passes] == job.ext_out
 
 
 def test_figures_add_up():
@@ -590,6 +593,15 @@ def test_run_sim_model(tmp_path, capsys):
     assert pt is not None and "measured on the RTL" in out and pt["name"] in out
     meas = next(p for p in perf_fit.load()["points"] if p["name"] == pt["name"])["measured"]
     assert pt["error"]["compute"] == pytest.approx(rec["compute_cycles"] / meas["compute"] - 1)
+    # The configuration's records of spans of PEs and one PE's each (the default): the Cbufs
+    # load fewer words, so fewer external bytes; each setting its own RTL point.
+    spans = tmp_path / "s.json"
+    assert run(capsys, "run", "--sim", "model", "--layer", "alexnet-fc8", "--batch", 64,
+               "--config-spans", "--json", spans)[0] == 0
+    cs = json.loads(spans.read_text())
+    assert cs["config_spans"] and not rec["config_spans"]
+    assert cs["external_bytes"] < rec["external_bytes"] - 60_000
+    assert cs["rtl_point"]["name"] == pt["name"] + "-cs"
 
 
 @pytest.mark.parametrize("compute, nbytes, channels, bw, cycles, by, reached", [

@@ -124,7 +124,8 @@ def run_model_command(args):
                dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                overlap=system.overlap, early_start=system.early_start,
-               edge_multicast=system.edge_multicast, double_buffer=plan.double_buffer,
+               edge_multicast=system.edge_multicast, config_spans=system.config_spans,
+               double_buffer=plan.double_buffer,
                calibration=os.path.relpath(perf_fit.CALIBRATION, ROOT), seed=args.seed)
     pt = perf_fit.measured_point(rec)
     rec["rtl_point"] = None if pt is None else dict(

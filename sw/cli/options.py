@@ -136,7 +136,7 @@ def system_of(args, params):
     # ``--early-start`` not given: None, which System makes ``overlap``.
     system = System(**{f: getattr(args, f, None if f == "early_start" else getattr(SYSTEM, f))
                        for f in ("dma_channels", "mem_latency", "mem_bandwidth", "config_ports",
-                                 "overlap", "early_start", "edge_multicast")})
+                                 "overlap", "early_start", "edge_multicast", "config_spans")})
     check_system(system, params)
     return system
 
@@ -366,6 +366,12 @@ def add_hw_args(parser):
                     help="send an input block that several Dbufs of an edge hold as one "
                          "multicast flit a word, which the mesh writes into each of them "
                          f"(default {'on' if SYSTEM.edge_multicast else 'off'})")
+    hw.add_argument("--config-spans", action=argparse.BooleanOptionalAction,
+                    default=SYSTEM.config_spans,
+                    help="hold the instructions that several PEs share once in the Cbufs, in "
+                         "records the MicC sends to each of those PEs (fewer bytes loaded "
+                         f"before the configuration; default {'on' if SYSTEM.config_spans else 'off'}"
+                         ")")
     hw.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=None,
                     help="give consecutive passes alternate halves of the Dbufs, so the DMA "
                          "loads the next pass and stores the previous one while a pass "

@@ -113,7 +113,9 @@ def _run_and_report(args, prepared, pts):
                          name for name, on in (("overlapped with the configuration",
                                                 system.overlap),
                                                ("early start", system.early_start),
-                                               ("edge multicast", system.edge_multicast))
+                                               ("edge multicast", system.edge_multicast),
+                                               ("configuration records of spans of PEs",
+                                                system.config_spans))
                          if on) or "before the configuration"})
     command_tail = ""
     if os.path.abspath(args.cache) != os.path.abspath(sweep.DEFAULT_CACHE):

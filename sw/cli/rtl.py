@@ -120,7 +120,7 @@ def run_rtl_command(args):
                mem_latency=system.mem_latency, mem_bandwidth=system.mem_bandwidth,
                dma_channels=system.dma_channels, config_ports=system.config_ports,
                overlap=system.overlap, early_start=system.early_start,
-               edge_multicast=system.edge_multicast,
+               edge_multicast=system.edge_multicast, config_spans=system.config_spans,
                build_s=job.wall_s["build_s"], sim_s=job.wall_s["run_s"],
                cycles_per_s=job.cycles / max(1e-9, job.wall_s["run_s"]),
                segments=job.wall_s.get("segments", 1), resumed=job.wall_s.get("resumed", 0))

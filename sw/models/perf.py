@@ -26,8 +26,10 @@ bandwidth, named as ``fdpu run --sim verilator`` names them.  It interprets no t
   ``window`` (the operand depth) are in flight: context ``c`` waits for context
   ``c - window`` to retire on every engine (the MicC's window); the pass ends a latency after
   the last context retires.
-* **Configuration** reads one Cbuf word per cycle and port: the image's records on the
-  busiest port (:meth:`~sw.compiler.image.Image.cbuf_port_words`), plus a drain.
+* **Configuration** sends one CONFIG flit (or reads one record header) per cycle and port:
+  the image's records on the busiest port, a record of a span of PEs once per PE
+  (:func:`sw.compiler.image.config_word_counts`), plus a drain; the Cbufs load each record
+  word once.
 * **DMA** moves each pass's Dbuf data (descriptor tables, input blocks, item data, laid out
   as :mod:`sw.compiler.dbuf_layout` lays them out, runs of one Dbuf merged as the runtime merges
   them), the Cbuf image on the first pass and the descriptors; each Dbuf's data go over one
@@ -56,11 +58,13 @@ import numpy as np
 from sw.compiler import balance, blocking, chain, dbuf_layout, dma_plan, home_dbufs
 from sw.compiler.asm import config_word_counts
 from sw.compiler.fc_plan import LANES
+from sw.compiler.image import config_word_counts as image_config_word_counts
 from sw.compiler.program import program
 from sw.models import figures
 from sw.spec.arch import ArrayParams
 from sw.spec.dma import DESC_BYTES as DMA_DESC_BYTES
 from sw.spec.errors import FdpuError
+from sw.spec.isa import Op
 from sw.spec.system import System
 
 __all__ = ["System", "Constants", "PassFigures", "Prediction", "Workload", "predict",
@@ -284,7 +288,8 @@ class Workload:
         steps, longest = rows.sum(axis=1), rows.max(axis=1)
         nnz_rows = _row_nnz(plan, w16)
         self.work = _Work(plan)
-        self.cfg_words, cbuf_words = _config_words(plan, image, system.config_ports)
+        self.cfg_words, cbuf_words = _config_words(plan, image, system.config_ports,
+                                                   system.config_spans)
         self.passes = []
         # Per pass ``({Dbuf: words its DMA-in stores}, {Dbuf: words its DMA-out loads})``.
         self.dbuf_words = []
@@ -664,17 +669,18 @@ class _Work:
         return total, bound, float(np.sum(fp))
 
 
-def _config_words(plan, image, ports):
+def _config_words(plan, image, ports, spans):
     """Return ``(CONFIG flits and record headers of the busiest configuration port, the Cbuf
     words each port loads)`` of the image (port 0's CTX templates included; ports without
-    words left out), its records one PE's each (:meth:`~sw.compiler.image.Image.
-    cbuf_port_words` without spans, as the runtime loads them)."""
+    words left out); with ``spans`` a record of several PEs is loaded once and sent to each
+    (:meth:`~sw.compiler.image.Image.cbuf_port_words`)."""
     if image is None:
-        cfgs, sent, templates = config_word_counts(*program(plan), ports)
+        cfgs, sent, templates = config_word_counts(*program(plan), ports, spans)
     else:
-        words, tpl = image.cbuf_port_words(ports)
-        cfgs, templates = [len(c) for c in words], len(tpl)
-        sent = cfgs
+        cfgs, sent, templates = image_config_word_counts(
+            image.params, image.program, image.preloads,
+            int(((image.opcodes() == Op.CTX.value) & image.program.any(axis=3)).sum()), ports,
+            spans)
     loads = [n + (templates if q == 0 else 0) for q, n in enumerate(cfgs)]
     return max(sent), [n for n in loads if n]
 

@@ -99,6 +99,7 @@ def _config(rec):
                 double_buffer=bool(plan.get("double_buffer", False)),
                 early_start=bool(rec.get("early_start", False)),
                 edge_multicast=bool(rec.get("edge_multicast", False)),
+                config_spans=bool(rec.get("config_spans", False)),
                 backdoor_in=bool(rec.get("dma_in_backdoor", False)))
 
 
@@ -152,7 +153,8 @@ def rebuild(pt):
     system = System(dma_channels=c["dma_channels"], mem_latency=c["mem_latency"],
                     mem_bandwidth=c["mem_bandwidth"], config_ports=c["config_ports"],
                     overlap=c["overlap"], early_start=c.get("early_start", False),
-                    edge_multicast=c.get("edge_multicast", False))
+                    edge_multicast=c.get("edge_multicast", False),
+                    config_spans=c.get("config_spans", False))
     return plan, w, x, system
 
 
@@ -176,7 +178,7 @@ def measured(pt):
 _SAME = ("layer", "K", "C", "N", "mode", "sparse_graph", "kb", "gb", "wfan", "passes",
          "contexts", "rows", "cols", "slots", "int_issue", "operand_depth", "dbuf_bytes",
          "dma_channels", "mem_latency", "mem_bandwidth", "config_ports", "overlap",
-         "double_buffer", "early_start", "edge_multicast", "backdoor_in")
+         "double_buffer", "early_start", "edge_multicast", "config_spans", "backdoor_in")
 
 
 @functools.lru_cache(maxsize=8)
@@ -184,6 +186,12 @@ def _stored(layer, k, c, density, seed):
     """Return the count of stored (non-zero) weights of a point's weights."""
     w = np.asarray(_weights(layer, k, c, density, seed), np.float16)
     return int(np.count_nonzero(w.view(np.uint16)))
+
+
+def _config_of(pt):
+    """Return point ``pt``'s configuration, with the options its record predates at the
+    value they had then (``config_spans`` off)."""
+    return {"config_spans": False, **pt["config"]}
 
 
 def measured_point(rec, calibration=None):
@@ -197,7 +205,7 @@ def measured_point(rec, calibration=None):
     """
     cfg = _config(rec)
     for pt in (calibration or load())["points"]:
-        c = pt["config"]
+        c = _config_of(pt)
         if all(c.get(k) == cfg[k] for k in _SAME) and c.get("seed", 0) == cfg["seed"] and \
                 _stored(c["layer"], c["K"], c["C"], c["density"], c["seed"]) == rec["nnz"]:
             return pt
@@ -331,7 +339,8 @@ def network_point(rec, name, command, model_command, keep=None):
                       if "/" in lay["graph"] else None, rows=rec["rows"], cols=rec["cols"],
                       N=lay["N"], operand_depth=rec["operand_depth"], passes=lay["passes"],
                       double_buffer=lay["double_buffer"], backdoor_in=False,
-                      early_start=rec["early_start"], edge_multicast=rec["edge_multicast"])
+                      early_start=rec["early_start"], edge_multicast=rec["edge_multicast"],
+                      config_spans=rec.get("config_spans", False))
         layers_.append(dict(index=lay["index"], name=lay["name"], stage=lay.get("stage"),
                             K=lay["K"], C=lay["C"], measured=meas,
                             effects=effects(config) + _network_effects(lay)))
@@ -420,7 +429,8 @@ def effects(config):
     else:
         out.append("DMA on the RTL")
         out += [name for name, key in (("early start", "early_start"),
-                                       ("edge multicast", "edge_multicast"))
+                                       ("edge multicast", "edge_multicast"),
+                                       ("configuration spans", "config_spans"))
                 if config.get(key)]
     return out
 

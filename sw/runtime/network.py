@@ -339,5 +339,6 @@ def run_network(model, x0, params, options, system=System(), net=NetOptions(),
         record.update(dma_channels=system.dma_channels, mem_latency=system.mem_latency,
                       mem_bandwidth=system.mem_bandwidth, config_ports=system.config_ports,
                       overlap=system.overlap, early_start=system.early_start,
-                      edge_multicast=system.edge_multicast)
+                      edge_multicast=system.edge_multicast,
+                      config_spans=system.config_spans)
     return value, record

@@ -45,6 +45,10 @@ class System:
         A block several Dbufs of one edge hold is sent by its channel as one edge-multicast
         flit a word, which the mesh writes into each of them (``docs/system.md``, "Edge
         multicast"); else one STORE a word and Dbuf.
+    config_spans : bool
+        The Cbufs hold the slots that PEs share once, in records of a span of PEs the MicC
+        sends to each of them (``docs/system.md``, "MicC"); else one PE's each (the default:
+        with early start, the earlier configuration slows streamed layers on the 8 x 8).
     """
     dma_channels: int = 4
     mem_latency: int = 20
@@ -53,6 +57,7 @@ class System:
     overlap: bool = True
     early_start: bool | None = None
     edge_multicast: bool = True
+    config_spans: bool = False
 
     def __post_init__(self):
         if self.early_start is None:

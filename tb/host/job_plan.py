@@ -246,22 +246,24 @@ class JobPlan:
         return arrays
 
 
-def _port_configs(p, image, config_ports, config):
+def _port_configs(p, image, config_ports, config, spans=False):
     """Return a pass's ``(records per configuration port, CTX templates)``, checked against
-    the Cbufs; ``config``: records and templates instead of the image's."""
+    the Cbufs; ``config``: records and templates instead of the image's; ``spans``: records
+    of spans of PEs (:meth:`~sw.compiler.image.Image.cbuf_port_words`)."""
     if config is None:
-        cfgs, templates = image.cbuf_port_words(config_ports)
+        cfgs, templates = image.cbuf_port_words(config_ports, spans)
         for q, c in enumerate(cfgs):
             check_fits(p, len(c), len(templates) if q == 0 else 0, q, config_ports)
         return cfgs, templates
     return port_configs(p, config[0], config_ports), config[1]
 
 
-def cbuf_port_words(p, image, config_ports, config=None):
+def cbuf_port_words(p, image, config_ports, config=None, spans=False):
     """Return a pass's Cbuf words per configuration port (uint64 arrays; port ``q``'s go to
     Cbuf words ``q * region`` on, the CTX templates after port 0's records): what the Cbufs
-    hold after the pass; ``config``: records and templates instead of the image's."""
-    return _cbuf_words(p, *_port_configs(p, image, config_ports, config), config_ports)
+    hold after the pass; ``config``: records and templates instead of the image's;
+    ``spans``: records of spans of PEs."""
+    return _cbuf_words(p, *_port_configs(p, image, config_ports, config, spans), config_ports)
 
 
 def _cbuf_words(p, cfgs, templates, config_ports):
@@ -274,16 +276,17 @@ def _cbuf_words(p, cfgs, templates, config_ports):
 
 
 def _plan_pass(p, image, reads, config, exts, prev_cbuf, config_ports, moves=(), early=False,
-               edge=False):
+               edge=False, spans=False):
     """Place one pass in ``exts``; return ``(plan dict, results, Cbuf words per port)``.
 
     The Cbuf words are loaded (on channel 0) unless they equal ``prev_cbuf``; ``early``: the
     Dbuf data group by group of contexts, a fence after each (module doc); ``edge``: blocks
-    several Dbufs hold go by edge multicast where they can (``sw.compiler.dma_plan``).
+    several Dbufs hold go by edge multicast where they can (``sw.compiler.dma_plan``);
+    ``spans``: the Cbuf records of spans of PEs.
     """
     nch = len(exts)
     region = cbuf_capacity(p) // config_ports
-    cfgs, templates = _port_configs(p, image, config_ports, config)
+    cfgs, templates = _port_configs(p, image, config_ports, config, spans)
     cwords = _cbuf_words(p, cfgs, templates, config_ports)
     descs, moved = [[] for _ in range(nch)], 0
     load = [0] * nch
@@ -435,7 +438,7 @@ def _spec_pass(pl, exts, backdoor_in, overlap, prefetch):
 
 def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, backdoor_in=False,
              overlap=False, double_buffer=False, cbuf_loaded=None, early_start=False,
-             edge_multicast=False, keep_config=True):
+             edge_multicast=False, keep_config=True, config_spans=False):
     """Return the :class:`JobPlan` of ``passes`` (``run_job``'s arguments of the same names).
 
     ``passes``: each pass's image and the Dbuf ranges ``(global address, nbytes)`` to store
@@ -447,7 +450,8 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
     ``overlap``); ``edge_multicast``: blocks several Dbufs of an edge hold go as one
     edge-multicast flit a word (``sw.compiler.dma_plan.delivery_windows``); ``keep_config``:
     a pass whose Cbuf words equal the previous pass's keeps the PEs' configuration (module
-    doc).
+    doc); ``config_spans``: the Cbuf records hold the slots PEs share once, each record sent
+    to a span of PEs (:meth:`~sw.compiler.image.Image.cbuf_port_words`).
     """
     p = params
     if not isinstance(dma_channels, int) or isinstance(dma_channels, bool) \
@@ -468,7 +472,7 @@ def plan_job(params, passes, *, configs=None, dma_channels=1, config_ports=1, ba
         pl, where, prev_cbuf = _plan_pass(p, image, reads, None if configs is None else configs[j],
                                           exts, prev_cbuf, config_ports,
                                           moves[0] if moves else (), early_start,
-                                          edge_multicast)
+                                          edge_multicast, config_spans)
         pl["keep"] = bool(keep_config and configured is not None
                           and _same_words(pl["cwords"], configured))
         pl["end_base"] = ends if pl["keep"] and j else 0

@@ -58,7 +58,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
             waves=False, progress=None, depth=4, timeout_s=7200, configs=None,
             backdoor_in=False, dma_channels=1, config_ports=1, overlap=False,
             double_buffer=False, checkpoint=None, segment_passes=None, system=None,
-            early_start=False, edge_multicast=False, keep_config=True):
+            early_start=False, edge_multicast=False, keep_config=True, config_spans=False):
     """Run ``passes`` on the RTL system (top + external memory) in one simulation, or with
     ``checkpoint`` in resumable segments.
 
@@ -126,7 +126,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         The system around the array as one value, the one the performance model takes: its
         DMA channels, memory latency and bandwidth, configuration ports, overlap and early
         start replace ``dma_channels``, ``mem`` (latency and bandwidth; ``mem.stall`` is
-        kept), ``config_ports``, ``overlap``, ``early_start`` and ``edge_multicast``.
+        kept), ``config_ports``, ``overlap``, ``early_start``, ``edge_multicast`` and
+        ``config_spans``.
     early_start : bool
         Each context starts as soon as its own data are in the Dbufs instead of after the
         whole DMA-in (needs ``overlap`` and a simulated DMA-in): the DMA-in is ordered group
@@ -136,6 +137,9 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     edge_multicast : bool
         Blocks several Dbufs of an edge hold are sent as one edge-multicast flit a word
         (``sw.compiler.dma_plan.delivery_windows``, ``docs/system.md``).
+    config_spans : bool
+        The Cbuf records hold the slots PEs share once, each record sent to a span of PEs
+        (:meth:`~sw.compiler.image.Image.cbuf_port_words` with ``spans``); else one PE's each.
     keep_config : bool
         A pass whose configuration equals the previous pass's keeps the PEs' configuration
         instead of sending it again (the MicC's ``i_keep``, ``tb.host.job_plan``); ``False``
@@ -158,6 +162,7 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
         dma_channels, config_ports = system.dma_channels, system.config_ports
         overlap, early_start = system.overlap, system.early_start
         edge_multicast = system.edge_multicast
+        config_spans = system.config_spans
     mem.registers()
     if double_buffer and (not overlap or backdoor_in):
         raise FdpuError("double buffering overlaps the DMA with the contexts: it needs overlap "
@@ -169,7 +174,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
                   depth=depth, timeout_s=timeout_s, backdoor_in=backdoor_in,
                   dma_channels=dma_channels, config_ports=config_ports, overlap=overlap,
                   double_buffer=double_buffer, early_start=bool(early_start),
-                  edge_multicast=bool(edge_multicast), keep_config=bool(keep_config))
+                  edge_multicast=bool(edge_multicast), keep_config=bool(keep_config),
+                  config_spans=bool(config_spans))
     if checkpoint is None:
         return _run_segment(params, passes, sim, configs=configs, progress=progress, **kwargs)
     if configs is not None:
@@ -188,7 +194,8 @@ def run_job(params, passes, sim, *, mem=MemModel(), max_cycles=None, dma_max_cyc
     store = Checkpoint(checkpoint)
     jobs, resumed = [], 0
     for a in range(0, len(passes), segment_passes):
-        loaded = cbuf_port_words(params, passes[a - 1][0], config_ports) if a else None
+        loaded = cbuf_port_words(params, passes[a - 1][0], config_ports,
+                                 spans=config_spans) if a else None
         shown = None if progress is None else _offset_progress(progress, a, len(passes))
         job = _run_segment(params, passes[a:a + segment_passes], sim, cbuf_loaded=loaded,
                            store=store, progress=shown, **kwargs)
@@ -218,7 +225,7 @@ def _offset_progress(progress, first, passes):
 def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves, progress,
                  depth, timeout_s, configs=None, backdoor_in, dma_channels, config_ports,
                  overlap, double_buffer, cbuf_loaded=None, store=None, early_start=False,
-                 edge_multicast=False, keep_config=True):
+                 edge_multicast=False, keep_config=True, config_spans=False):
     """Run ``passes`` in one simulation (:func:`run_job`'s arguments), starting from Cbufs
     that hold ``cbuf_loaded``; with a :class:`~tb.host.checkpoint.Checkpoint` ``store``, load
     the result it keeps for this segment instead, or keep the new one there."""
@@ -228,6 +235,7 @@ def _run_segment(params, passes, sim, *, mem, max_cycles, dma_max_cycles, waves,
                     config_ports=config_ports, backdoor_in=backdoor_in, overlap=overlap,
                     double_buffer=double_buffer, cbuf_loaded=cbuf_loaded,
                     early_start=early_start, edge_multicast=edge_multicast,
+                    config_spans=config_spans,
                     keep_config=keep_config)
     size = plan.ext_size(sim)
     if max_cycles is None:
