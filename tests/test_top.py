@@ -412,13 +412,17 @@ def test_config_ports_on_several_edges_and_overlap(sim, overlap):
         assert run.config_hidden_cycles == 0 and run.span_cycles == run.in_cycles + run.cycles
 
 
-@pytest.mark.parametrize("sim, ports", [("verilator", 4), ("icarus", 1)])
-def test_records_of_a_span_of_pes_configure_the_same_program(sim, ports):
-    # Cbuf records of several PEs (Image.cbuf_port_words(spans=True)): the slots the 2 x 3
-    # engines share are loaded once and sent to each PE (their destinations moved with them),
-    # so the Cbufs hold fewer words; the array computes the same outputs and fires the same
+@pytest.mark.parametrize("sim, rows, cols, ports, channels, params", [
+    # The top of test_shared_weights (Verilator) and of the configuration ports' test (Icarus).
+    ("verilator", 2, 2, 1, 4, dict(slots=128, operand_depth=2, int_issue=2, dbuf_bytes=1 << 16)),
+    ("icarus", 2, 3, 4, 2, {**SMALL, "slots": 32})])
+def test_records_of_a_span_of_pes_configure_the_same_program(sim, rows, cols, ports, channels,
+                                                             params):
+    # Cbuf records of several PEs (Image.cbuf_port_words(spans=True)): the slots the engines
+    # share are loaded once and sent to each PE (their destinations moved with them), so the
+    # Cbufs hold fewer words; the array computes the same outputs and fires the same
     # instructions as with one PE's records each, configured in about as many cycles.
-    p = ArrayParams(rows=2, cols=3, **{**SMALL, "slots": 32})
+    p = ArrayParams(rows=rows, cols=cols, **params)
     w, x = layers.make_weights((5, 40), 0.5, 2), layers.make_inputs(40, 3, 2)
     plan = planner.plan_fc(5, 40, 3, "sparse", p, sparse_graph="gather")
     graph, placement = program(plan)
@@ -429,7 +433,8 @@ def test_records_of_a_span_of_pes_configure_the_same_program(sim, ports):
     for spans in (False, True):
         configs, templates = image.cbuf_port_words(ports, spans)
         runs[spans] = (sum(len(c) for c in configs), runtime.run_rtl(
-            image, sim, reads=reads, config=(configs, templates), config_ports=ports))
+            image, sim, reads=reads, config=(configs, templates), config_ports=ports,
+            dma_channels=channels))
     (plain, a), (spanned, b) = runs[False], runs[True]
     assert spanned < plain
     assert [b.read(*r) for r in reads] == [a.read(*r) for r in reads]

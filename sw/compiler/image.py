@@ -22,11 +22,14 @@ An :class:`Image` holds
 :meth:`Image.cbuf_words` encodes the image for the Cbufs as 64-bit words, compactly (only
 what the graph uses, about one word per CONFIG flit): the *configuration* is a list of
 records, each a header word (:func:`sw.spec.cbuf.cbuf_header_layout`: ``what``, destination PE
-(biased), first ``slot`` and ``index``, ``count``) followed by ``count`` data words; data word ``i``
-becomes one CONFIG flit of that ``what`` for that PE, at the header's ``(slot, index)``
-advanced ``i`` times (INSN: ``index`` counts the instruction word's 64-bit parts, then
+(biased), first ``slot`` and ``index``, ``count``, span) followed by ``count`` data words; data
+word ``i`` becomes one CONFIG flit of that ``what`` for that PE, at the header's ``(slot,
+index)`` advanced ``i`` times (INSN: ``index`` counts the instruction word's 64-bit parts, then
 ``slot`` moves on; REG and PRELOAD: ``index`` counts).  A run of consecutive configured slots
 of a PE is one record, so is a run of non-zero registers; a preload is a record of one word.
+With ``spans`` (:meth:`Image.cbuf_port_words`) the slots the PEs of a rectangle hold alike
+are one record of its span, which the MicC sends to each of them, an INSN word moved to each
+(:mod:`sw.spec.cbuf`).
 Then one *CTX template* word per ``CTX`` slot (:func:`sw.spec.cbuf.cbuf_template_layout`:
 destination PE, ``slot``, ``operand``): the MicC sends it as an OPERAND flit whose data is the
 context ID. :func:`expand_cbuf` is the MicC's expansion in Python (the reference of
@@ -195,18 +198,18 @@ def _records(params, program, configured, regs, preloads, ports, spans=False):
         yield owner[y, x], ConfigWhat.PRELOAD, x, y, s, o, 1, v, (0, 0)
 
 
-def config_word_counts(params, program, preloads, ctx_slots, ports, spans=False):
+def config_word_counts(params, program, preloads, ctx_slots, ports, spans=False, regs=None):
     """Return ``(per port the words of its Cbuf records, per port the CONFIG flits and record
     headers its MicC port sends and reads, the CTX template words)`` of an image whose slots
     hold ``program`` (``uint64[rows, cols, slots, parts]``, 0 where unused; without
-    ``spans`` a ``bool[rows, cols, slots]`` of the configured slots will do), with zero
-    registers, the ``preloads`` ``[(x, y, slot, operand, value)]`` and ``ctx_slots`` CTX
+    ``spans`` a ``bool[rows, cols, slots]`` of the configured slots will do), the registers
+    ``regs`` (``None``: all zero), the ``preloads`` ``[(x, y, slot, operand, value)]`` and ``ctx_slots`` CTX
     slots: the lengths :meth:`Image.cbuf_port_words` gives, without encoding the image (the
     performance model's configuration bytes and time,
     :func:`sw.compiler.asm.config_word_counts`)."""
     words, sent = [0] * ports, [0] * ports
     configured = program if program.dtype == bool else program.any(axis=3)
-    for port, _, _, _, _, _, count, _, (sx, sy) in _records(params, program, configured, None,
+    for port, _, _, _, _, _, count, _, (sx, sy) in _records(params, program, configured, regs,
                                                             preloads, ports, spans):
         words[port] += 1 + count
         sent[port] += 1 + count * (sx + 1) * (sy + 1)

@@ -680,7 +680,7 @@ def _config_words(plan, image, ports, spans):
         cfgs, sent, templates = image_config_word_counts(
             image.params, image.program, image.preloads,
             int(((image.opcodes() == Op.CTX.value) & image.program.any(axis=3)).sum()), ports,
-            spans)
+            spans, image.regs)
     loads = [n + (templates if q == 0 else 0) for q, n in enumerate(cfgs)]
     return max(sent), [n for n in loads if n]
 
