@@ -445,7 +445,9 @@ def test_calibration_file_is_complete():
     assert len(set(configs)) == len(configs)
 
 
-def test_model_check_reports_every_point():
+def test_model_check_reports_every_point_and_effect():
+    """One check of every point (the model over the whole calibration set): the summary per
+    set, then the errors per effect."""
     rows, summary = perf_fit.check()
     assert len(rows) == len(perf_fit.load()["points"])
     for part in ("fitted", "held out"):
@@ -456,6 +458,20 @@ def test_model_check_reports_every_point():
     # mean error on the points it was fitted on is within twice the per-point target.
     assert summary["fitted"]["compute"]["mean"] < 2 * perf_fit.TARGETS["compute"]
     assert summary["fitted"]["end_to_end"]["mean"] < 2 * perf_fit.TARGETS["end_to_end"]
+
+    effects = perf_fit.by_effect(rows)
+    graphs = [e for e in effects if e.startswith("graph ")]
+    # Each point has one graph, one array, one batch class: those effects partition the points.
+    for prefix in ("graph ", "array ", "batch "):
+        assert sum(effects[e]["points"] for e in effects if e.startswith(prefix)) == len(rows)
+    assert {"graph dense", "graph skip"} <= set(graphs)
+    for e, v in effects.items():
+        part = [r for r in rows if e in r["effects"]]
+        assert v["points"] == len(part) and 0 <= v["within"] <= len(part)
+        worst = max(abs(r["error"]["compute"]) for r in part)
+        assert v["compute"]["max"] == pytest.approx(worst)
+    assert "inputs by backdoor (compute only)" in effects
+    assert effects["inputs by backdoor (compute only)"]["end_to_end"]["points"] == 0
 
 
 def test_network_points_validate_what_single_layers_do_not_show():
@@ -529,23 +545,6 @@ def test_measured_point_is_the_rtl_run_of_the_same_configuration(change):
     else:
         rec[change] = not rec[change]
     assert perf_fit.measured_point(rec, cal) is None
-
-
-def test_model_check_errors_per_effect():
-    rows, _ = perf_fit.check()
-    effects = perf_fit.by_effect(rows)
-    graphs = [e for e in effects if e.startswith("graph ")]
-    # Each point has one graph, one array, one batch class: those effects partition the points.
-    for prefix in ("graph ", "array ", "batch "):
-        assert sum(effects[e]["points"] for e in effects if e.startswith(prefix)) == len(rows)
-    assert {"graph dense", "graph skip"} <= set(graphs)
-    for e, v in effects.items():
-        part = [r for r in rows if e in r["effects"]]
-        assert v["points"] == len(part) and 0 <= v["within"] <= len(part)
-        worst = max(abs(r["error"]["compute"]) for r in part)
-        assert v["compute"]["max"] == pytest.approx(worst)
-    assert "inputs by backdoor (compute only)" in effects
-    assert effects["inputs by backdoor (compute only)"]["end_to_end"]["points"] == 0
 
 
 def test_fit_recovers_known_constants():

@@ -128,7 +128,8 @@ def _run_and_report(args, prepared, pts):
         f" --{k} {v}" for k, v in (("layers", args.layers), ("batches", args.batches),
                                    ("graphs", args.graphs))
         if v != parser_default(k, args.source)) + command_tail
-    _, summary = perf_fit.check()
+    # The model's error on its calibration points: what a model report states of itself.
+    summary = perf_fit.check()[1] if args.source == "model" else None
     if not ours:
         raise FdpuError("no point has a result: nothing to report")
     missing = [f"{p['layer']} batch {p['batch']} {p.get('sparse-graph', 'dense')}"

@@ -339,12 +339,20 @@ class FcPlan:
     def input_offset(self, slot):
         """Return the offset of input slot ``slot`` in a pass's half (or whole) of a Dbuf:
         after the largest descriptor table of any Dbuf, ``input_bytes`` (8-aligned) apart."""
-        most = max(len(self.engines_at(d)) for _, d in self.homes)
+        most = max(map(len, self._engines_by_dbuf.values()), default=0)
         return align(most * self.entries * ENTRY_BYTES, 8) + slot * align(self.input_bytes, 8)
 
     def engines_at(self, d):
         """Return the engines homed at Dbuf ``d``."""
-        return [e for e, (_, dd) in enumerate(self.homes) if dd == d]
+        return list(self._engines_by_dbuf.get(d, ()))
+
+    @cached_property
+    def _engines_by_dbuf(self):
+        """Return ``{Dbuf index: (engines homed there, in engine order)}``."""
+        out = {}
+        for e, (_, d) in enumerate(self.homes):
+            out.setdefault(d, []).append(e)
+        return {d: tuple(es) for d, es in out.items()}
 
     def pass_base(self, d, p):
         """Return the global address of pass ``p``'s half (or whole) of Dbuf ``d``."""
